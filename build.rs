@@ -1,0 +1,33 @@
+//! Generates one set of `lf.a2a.v1` types serving both tonic (prost) and ProtoJSON (pbjson).
+
+use std::{env, path::PathBuf};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    if env::var_os("PROTOC").is_none() {
+        // Vendored protoc keeps the build offline and independent of Debian packages.
+        env::set_var("PROTOC", protoc_bin_vendored::protoc_bin_path()?);
+    }
+    let out = PathBuf::from(env::var("OUT_DIR")?);
+    let descriptors = out.join("a2a_descriptor.bin");
+    let include = protoc_bin_vendored::include_path()?;
+
+    tonic_prost_build::configure()
+        .file_descriptor_set_path(&descriptors)
+        .compile_well_known_types(true)
+        // Our own Timestamp prints UTC `Z` (spec 5.6.1); pbjson_types would print `+00:00`.
+        .extern_path(".google.protobuf.Timestamp", "crate::proto::Timestamp")
+        .extern_path(".google.protobuf", "::pbjson_types")
+        .compile_protos(
+            &[PathBuf::from("proto/a2a.proto")],
+            &[PathBuf::from("proto"), include],
+        )?;
+
+    let descriptor_bytes = std::fs::read(&descriptors)?;
+    pbjson_build::Builder::new()
+        .register_descriptors(&descriptor_bytes)?
+        .ignore_unknown_fields()
+        .build(&[".lf.a2a.v1"])?;
+
+    println!("cargo:rerun-if-changed=proto/a2a.proto");
+    Ok(())
+}

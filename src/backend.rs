@@ -1,0 +1,43 @@
+//! What the gateway talks to: a backend takes one typed `Request` and answers with a typed
+//! unary `Reply` or a stream of `StreamResponse`, or an `A2aError` already mapped through
+//! the error table. Implementations: `grpc` (tonic) and `rest` (HTTP+JSON).
+
+pub mod grpc;
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use http::{HeaderName, HeaderValue};
+
+use crate::proto::StreamResponse;
+use crate::protocol::error::A2aError;
+use crate::protocol::ops::{Reply, Request};
+
+/// One backend call: the typed request plus what travels beside it.
+#[derive(Debug)]
+pub struct Call {
+    pub request: Request,
+    /// Request headers selected by the forward policy (lowercase names).
+    pub forwarded: Vec<(HeaderName, HeaderValue)>,
+    /// Deadline sent to the backend (`grpc-timeout`); the gateway enforces it as well.
+    pub timeout: Option<Duration>,
+}
+
+/// A successful backend answer and the extensions the backend reports as activated.
+pub struct Answer<T> {
+    pub value: T,
+    /// The backend's `A2A-Extensions` response parameter, passed on to the client.
+    pub extensions: Option<HeaderValue>,
+}
+
+/// Events of a streaming operation, in backend order; an `Err` ends the stream.
+pub type EventStream = BoxStream<'static, Result<StreamResponse, A2aError>>;
+
+/// A backend binding.
+pub trait Backend: Send + Sync + 'static {
+    /// Performs a unary operation.
+    fn unary(&self, call: Call) -> BoxFuture<'static, Result<Answer<Reply>, A2aError>>;
+    /// Starts a streaming operation; dropping the stream cancels the backend call.
+    fn stream(&self, call: Call) -> BoxFuture<'static, Result<Answer<EventStream>, A2aError>>;
+}

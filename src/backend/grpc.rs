@@ -1,0 +1,219 @@
+//! gRPC backend (spec 10): one lazily connected tonic channel shared by all requests;
+//! calls are derived from the operation table.
+
+use std::error::Error as _;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
+use http::HeaderValue;
+use tonic::metadata::{AsciiMetadataKey, AsciiMetadataValue, MetadataMap};
+use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
+use tonic::{Code, Status};
+
+use super::{Answer, Backend, Call, EventStream};
+use crate::proto::a2a_service_client::A2aServiceClient;
+use crate::protocol::details;
+use crate::protocol::error::{A2aError, ErrorKind, GatewayFault};
+use crate::protocol::ops::{with_operations, Reply, Request};
+use crate::protocol::params::{EXTENSIONS, SUPPORTED_VERSION, VERSION};
+
+/// A backend reached over gRPC.
+#[derive(Clone, Debug)]
+pub struct GrpcBackend {
+    channel: Channel,
+}
+
+/// The backend address cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid gRPC backend {uri:?}: {source}")]
+pub struct GrpcConfigError {
+    uri: String,
+    source: tonic::transport::Error,
+}
+
+impl GrpcBackend {
+    /// A backend at `uri` (`http://` or `https://`). The connection is made on first use,
+    /// so a backend that is down at start is not fatal.
+    pub fn new(uri: &str, connect_timeout: Duration) -> Result<Self, GrpcConfigError> {
+        let err = |source| GrpcConfigError {
+            uri: uri.to_owned(),
+            source,
+        };
+        let mut endpoint = Endpoint::from_shared(uri.to_owned())
+            .map_err(err)?
+            .connect_timeout(connect_timeout)
+            .tcp_nodelay(true)
+            .http2_keep_alive_interval(Duration::from_secs(30))
+            .keep_alive_timeout(Duration::from_secs(10))
+            .keep_alive_while_idle(true);
+        if uri.starts_with("https://") {
+            endpoint = endpoint
+                .tls_config(ClientTlsConfig::new().with_native_roots())
+                .map_err(err)?;
+        }
+        Ok(Self {
+            channel: endpoint.connect_lazy(),
+        })
+    }
+
+    fn client(&self) -> A2aServiceClient<Channel> {
+        A2aServiceClient::new(self.channel.clone())
+            .max_decoding_message_size(64 << 20)
+            .max_encoding_message_size(64 << 20)
+    }
+}
+
+macro_rules! grpc_calls {
+    (
+        unary { $( $u:ident : $urpc:ident ($ureq:ty) -> $uresp:ty, $um:ident $upath:literal; )* }
+        stream { $( $s:ident : $srpc:ident ($sreq:ty), $sm:ident $spath:literal; )* }
+    ) => {
+        async fn call_unary(
+            mut client: A2aServiceClient<Channel>,
+            call: Call,
+        ) -> Result<Answer<Reply>, A2aError> {
+            let Call { request, forwarded, timeout } = call;
+            match request {
+                $( Request::$u(msg) => {
+                    let response = client
+                        .$urpc(outgoing(msg, &forwarded, timeout))
+                        .await
+                        .map_err(|s| status_to_error(&s))?;
+                    Ok(Answer {
+                        extensions: extensions(response.metadata()),
+                        value: Reply::$u(response.into_inner()),
+                    })
+                } )*
+                other => Err(not_of_kind(&other, "unary")),
+            }
+        }
+
+        async fn call_stream(
+            mut client: A2aServiceClient<Channel>,
+            call: Call,
+        ) -> Result<Answer<EventStream>, A2aError> {
+            let Call { request, forwarded, timeout } = call;
+            match request {
+                $( Request::$s(msg) => {
+                    let response = client
+                        .$srpc(outgoing(msg, &forwarded, timeout))
+                        .await
+                        .map_err(|s| status_to_error(&s))?;
+                    let extensions = extensions(response.metadata());
+                    let events = response
+                        .into_inner()
+                        .map(|event| event.map_err(|s| status_to_error(&s)))
+                        .boxed();
+                    Ok(Answer { value: events, extensions })
+                } )*
+                other => Err(not_of_kind(&other, "streaming")),
+            }
+        }
+    };
+}
+
+with_operations!(grpc_calls);
+
+impl Backend for GrpcBackend {
+    fn unary(&self, call: Call) -> BoxFuture<'static, Result<Answer<Reply>, A2aError>> {
+        call_unary(self.client(), call).boxed()
+    }
+
+    fn stream(&self, call: Call) -> BoxFuture<'static, Result<Answer<EventStream>, A2aError>> {
+        call_stream(self.client(), call).boxed()
+    }
+}
+
+fn not_of_kind(request: &Request, kind: &str) -> A2aError {
+    A2aError::with_message(
+        ErrorKind::Internal,
+        format!("{} is not a {kind} operation", request.op().name()),
+    )
+}
+
+/// The tonic request: message, `a2a-version`, forwarded headers as metadata, deadline.
+fn outgoing<T>(
+    msg: T,
+    forwarded: &[(http::HeaderName, HeaderValue)],
+    timeout: Option<Duration>,
+) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(msg);
+    let metadata = request.metadata_mut();
+    metadata.insert(VERSION, AsciiMetadataValue::from_static(SUPPORTED_VERSION));
+    for (name, value) in forwarded {
+        let key = AsciiMetadataKey::from_bytes(name.as_str().as_bytes());
+        let value = AsciiMetadataValue::try_from(value.as_bytes());
+        match (key, value) {
+            (Ok(key), Ok(value)) => {
+                metadata.append(key, value);
+            }
+            _ => tracing::debug!(header = %name, "header not representable as gRPC metadata"),
+        }
+    }
+    if let Some(timeout) = timeout {
+        request.set_timeout(timeout);
+    }
+    request
+}
+
+fn extensions(metadata: &MetadataMap) -> Option<HeaderValue> {
+    let values: Vec<&str> = metadata
+        .get_all(EXTENSIONS)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    if values.is_empty() {
+        return None;
+    }
+    HeaderValue::from_str(&values.join(", ")).ok()
+}
+
+/// A backend `Status` through the error table; transport failures of the gateway's own
+/// connection become gateway faults instead.
+pub fn status_to_error(status: &Status) -> A2aError {
+    if let Some((fault, what)) = transport_fault(status) {
+        tracing::warn!(code = ?status.code(), error = %status, "backend call failed: {what}");
+        return A2aError::gateway(fault, format!("{what}: {}", status.message()));
+    }
+    let data = details::from_status_bytes(status.details());
+    A2aError::from_backend(ErrorKind::from_grpc(status.code()), status.message(), data)
+}
+
+fn transport_fault(status: &Status) -> Option<(GatewayFault, &'static str)> {
+    if status.code() == Code::DeadlineExceeded && status.details().is_empty() {
+        return Some((
+            GatewayFault::BackendDeadlineExceeded,
+            "backend deadline exceeded",
+        ));
+    }
+    // Statuses made by tonic's client from a transport error carry that error as source;
+    // statuses the backend sent do not.
+    let mut source = status.source();
+    let mut connect = false;
+    let mut any = false;
+    while let Some(err) = source {
+        any = true;
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind as K;
+            connect |= matches!(
+                io.kind(),
+                K::ConnectionRefused | K::NotFound | K::AddrNotAvailable | K::TimedOut
+            );
+        }
+        if let Some(h) = err.downcast_ref::<hyper_util::client::legacy::Error>() {
+            connect |= h.is_connect();
+        }
+        let text = err.to_string();
+        connect |= text.contains("connect") && !text.contains("connection reset");
+        source = err.source();
+    }
+    match (any, connect) {
+        (false, _) => None,
+        (true, true) => Some((GatewayFault::BackendUnavailable, "backend unreachable")),
+        (true, false) => Some((
+            GatewayFault::BackendConnectionReset,
+            "connection to backend lost",
+        )),
+    }
+}

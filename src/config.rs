@@ -1,0 +1,207 @@
+//! The whole configuration: command-line flags (each also settable by environment
+//! variable), validated before anything starts, with errors that name the bad flag.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+
+use crate::protocol::params::{ForwardPolicy, ForwardPolicyError};
+
+/// JSON-RPC 2.0 edge gateway for A2A v1.0 agents that speak gRPC or HTTP+JSON.
+///
+/// Clients POST JSON-RPC to the gateway; each call becomes one typed `lf.a2a.v1` request to
+/// the backend agent, and its reply, stream or error comes back as JSON-RPC (SSE for streams).
+#[derive(Debug, Parser)]
+#[command(name = "a2a-gateway", version, about, long_about = None)]
+pub struct Cli {
+    /// Address to serve JSON-RPC on.
+    #[arg(long, env = "A2A_GATEWAY_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+
+    /// Backend agent URL: `http://host:port` (`https://` for TLS). For HTTP+JSON a base
+    /// path may follow (`http://host:port/a2a`). Required unless --demo is given.
+    #[arg(long, env = "A2A_GATEWAY_BACKEND", required_unless_present = "demo")]
+    pub backend: Option<String>,
+
+    /// Binding the backend speaks.
+    #[arg(long, env = "A2A_GATEWAY_BINDING", value_enum, default_value = "GRPC")]
+    pub binding: Binding,
+
+    /// Path of the JSON-RPC endpoint.
+    #[arg(long, env = "A2A_GATEWAY_JSONRPC_PATH", default_value = "/a2a/jsonrpc")]
+    pub jsonrpc_path: String,
+
+    /// Serve in front of an embedded demo agent (gRPC on a loopback port) instead of
+    /// --backend; send it "hello", "task", "stream", "input", "slow", "fail" or "reject".
+    #[arg(long, conflicts_with_all = ["backend", "binding"])]
+    pub demo: bool,
+
+    /// Deadline of unary calls, e.g. `30s`, `1500ms`; `0` disables it. Sent to the
+    /// backend (`grpc-timeout`) and enforced by the gateway.
+    #[arg(long, env = "A2A_GATEWAY_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub timeout: Duration,
+
+    /// Deadline of whole streams; `0` (default) lets streams stay open.
+    #[arg(long, env = "A2A_GATEWAY_STREAM_TIMEOUT", default_value = "0", value_parser = parse_duration)]
+    pub stream_timeout: Duration,
+
+    /// Interval of SSE keepalive comments on idle streams.
+    #[arg(long, env = "A2A_GATEWAY_KEEPALIVE", default_value = "15s", value_parser = parse_duration)]
+    pub keepalive: Duration,
+
+    /// Timeout for establishing the backend connection.
+    #[arg(long, env = "A2A_GATEWAY_CONNECT_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
+    pub connect_timeout: Duration,
+
+    /// Largest accepted request body, e.g. `4MiB`, `512KiB`, `1000000`.
+    #[arg(long, env = "A2A_GATEWAY_MAX_BODY", default_value = "4MiB", value_parser = parse_size)]
+    pub max_body: usize,
+
+    /// Extra request header to forward to the backend (repeatable). Always forwarded:
+    /// A2A-Extensions, Authorization, traceparent, tracestate, x-request-id.
+    #[arg(
+        long = "forward-header",
+        env = "A2A_GATEWAY_FORWARD_HEADERS",
+        value_delimiter = ','
+    )]
+    pub forward_headers: Vec<String>,
+
+    /// How long in-flight requests may finish after SIGTERM/Ctrl-C before the process exits.
+    #[arg(long, env = "A2A_GATEWAY_SHUTDOWN_GRACE", default_value = "10s", value_parser = parse_duration)]
+    pub shutdown_grace: Duration,
+
+    /// Log format.
+    #[arg(
+        long,
+        env = "A2A_GATEWAY_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    pub log_format: LogFormat,
+}
+
+/// Backend bindings (spec 5.3 names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Binding {
+    #[value(name = "GRPC", alias = "grpc")]
+    Grpc,
+    #[value(
+        name = "HTTP+JSON",
+        alias = "http+json",
+        alias = "REST",
+        alias = "rest"
+    )]
+    HttpJson,
+}
+
+/// Log line formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// A configuration that cannot be served.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("--jsonrpc-path must start with '/': {0:?}")]
+    JsonRpcPath(String),
+    #[error("--backend must be an http:// or https:// URL: {0:?}")]
+    BackendUrl(String),
+    #[error("--forward-header: {0}")]
+    ForwardHeader(#[from] ForwardPolicyError),
+    #[error("--keepalive must be greater than 0")]
+    Keepalive,
+}
+
+impl Cli {
+    /// Checks what clap cannot; returns the forward policy it builds on the way.
+    pub fn validate(&self) -> Result<ForwardPolicy, ConfigError> {
+        if !self.jsonrpc_path.starts_with('/') {
+            return Err(ConfigError::JsonRpcPath(self.jsonrpc_path.clone()));
+        }
+        if let Some(url) = &self.backend {
+            let scheme_ok = url.starts_with("http://") || url.starts_with("https://");
+            if !scheme_ok || url.parse::<http::Uri>().is_err() {
+                return Err(ConfigError::BackendUrl(url.clone()));
+            }
+        }
+        if self.keepalive.is_zero() {
+            return Err(ConfigError::Keepalive);
+        }
+        Ok(ForwardPolicy::new(&self.forward_headers)?)
+    }
+}
+
+/// `0` disables a deadline.
+pub fn optional(duration: Duration) -> Option<Duration> {
+    (!duration.is_zero()).then_some(duration)
+}
+
+/// Parses `250ms`, `30s`, `5m`, `1h` or a bare number of seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration such as 30s or 500ms"))?;
+    let seconds = match unit.trim() {
+        "ms" => value / 1000.0,
+        "" | "s" => value,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        other => {
+            return Err(format!(
+                "unknown duration unit {other:?} (use ms, s, m or h)"
+            ))
+        }
+    };
+    Duration::try_from_secs_f64(seconds).map_err(|e| format!("{text:?}: {e}"))
+}
+
+/// Parses a byte size: `1048576`, `512KiB`, `4MiB`, `1GiB` (also `KB`/`MB`/`GB`).
+pub fn parse_size(text: &str) -> Result<usize, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: usize = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size such as 4MiB"))?;
+    let factor = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kib" | "k" => 1 << 10,
+        "mib" | "m" => 1 << 20,
+        "gib" | "g" => 1 << 30,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        other => return Err(format!("unknown size unit {other:?} (use KiB, MiB or GiB)")),
+    };
+    value
+        .checked_mul(factor)
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("{text:?} is out of range"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_sizes() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("1500ms"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
+        assert!(parse_duration("soon").is_err());
+        assert_eq!(parse_size("4MiB"), Ok(4 << 20));
+        assert_eq!(parse_size("1000"), Ok(1000));
+        assert!(parse_size("0").is_err());
+        assert!(parse_size("4XB").is_err());
+    }
+}

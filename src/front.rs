@@ -1,0 +1,24 @@
+//! What clients talk to: the JSON-RPC endpoint and its SSE streams.
+
+pub mod jsonrpc;
+pub mod sse;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::backend::Backend;
+use crate::protocol::params::ForwardPolicy;
+
+/// Everything a front-end request needs, shared by all requests.
+pub struct Gateway {
+    pub backend: Arc<dyn Backend>,
+    pub forward: ForwardPolicy,
+    /// Deadline of unary calls (`None`: no deadline).
+    pub unary_timeout: Option<Duration>,
+    /// Deadline of whole streams (`None`: streams may stay open indefinitely).
+    pub stream_timeout: Option<Duration>,
+    /// Interval of SSE keepalive comments on an idle stream.
+    pub keepalive: Duration,
+    /// Largest accepted request body, in bytes.
+    pub max_body: usize,
+}

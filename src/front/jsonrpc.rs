@@ -1,0 +1,406 @@
+//! The JSON-RPC 2.0 endpoint (spec 9): envelope rules, batches and notifications, version
+//! negotiation, dispatch to the backend, and the reply as JSON or SSE.
+//!
+//! The envelope is parsed with borrowed `RawValue`s: the id is echoed byte for byte (a
+//! 30-digit integer keeps its digits) and params go straight into the protobuf type.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use bytes::{Bytes, BytesMut};
+use futures::StreamExt;
+use http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
+use http_body_util::BodyExt;
+use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
+
+use crate::backend::Call;
+use crate::front::sse::SseFrames;
+use crate::front::Gateway;
+use crate::protocol::error::{A2aError, ErrorKind};
+use crate::protocol::ops::{Op, Request};
+use crate::protocol::params::{negotiate_version, EXTENSIONS};
+
+/// Past the limit, up to this much more body is read and discarded so the client gets
+/// its JSON-RPC error instead of a reset connection.
+const MAX_DRAIN: usize = 64 << 20;
+
+/// The request envelope. Fields are raw so that each rule can be checked separately and
+/// an absent `id` (notification) is told apart from `"id": null`.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(default, borrow, deserialize_with = "present")]
+    jsonrpc: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    method: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    params: Option<&'a RawValue>,
+}
+
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
+}
+
+/// What one request element turns into.
+enum Outcome {
+    /// A JSON-RPC response object, with the backend's activated extensions.
+    Json(Vec<u8>, Option<HeaderValue>),
+    /// An SSE stream.
+    Stream(SseFrames, Option<HeaderValue>),
+    /// A notification: no response.
+    Nothing,
+}
+
+/// The request-wide facts every element of a batch shares.
+struct Context<'a> {
+    headers: &'a HeaderMap,
+    query: Option<&'a str>,
+}
+
+/// `POST` handler of the JSON-RPC endpoint. Every failure becomes a JSON-RPC error.
+pub async fn handle(
+    State(gateway): State<Arc<Gateway>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let bytes = match read_body(body, gateway.max_body).await {
+        Ok(bytes) => bytes,
+        Err(err) => return json_response(error_bytes(None, &err), None),
+    };
+    let ctx = Context {
+        headers: &headers,
+        query: uri.query(),
+    };
+    match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'[') => handle_batch(&gateway, &ctx, &bytes).await,
+        Some(b'{') => {
+            let envelope = match serde_json::from_slice::<Envelope>(&bytes) {
+                Ok(envelope) => envelope,
+                Err(e) => return json_response(error_bytes(None, &envelope_error(&e)), None),
+            };
+            match handle_one(&gateway, &ctx, envelope, false).await {
+                Outcome::Json(body, ext) => json_response(body, ext),
+                Outcome::Stream(frames, ext) => sse_response(frames, ext),
+                Outcome::Nothing => StatusCode::NO_CONTENT.into_response(),
+            }
+        }
+        _ => {
+            let err = match serde_json::from_slice::<&RawValue>(&bytes) {
+                Ok(_) => A2aError::with_message(
+                    ErrorKind::InvalidRequest,
+                    "Request payload validation error: the request must be a JSON object or array",
+                ),
+                Err(e) => parse_error(&e),
+            };
+            json_response(error_bytes(None, &err), None)
+        }
+    }
+}
+
+async fn handle_batch(gateway: &Gateway, ctx: &Context<'_>, bytes: &[u8]) -> Response {
+    let elements = match serde_json::from_slice::<Vec<&RawValue>>(bytes) {
+        Ok(elements) => elements,
+        Err(e) => return json_response(error_bytes(None, &parse_error(&e)), None),
+    };
+    if elements.is_empty() {
+        let err = A2aError::with_message(
+            ErrorKind::InvalidRequest,
+            "Request payload validation error: empty batch",
+        );
+        return json_response(error_bytes(None, &err), None);
+    }
+    let outcomes = futures::future::join_all(elements.iter().map(|raw| async move {
+        match serde_json::from_str::<Envelope>(raw.get()) {
+            Ok(envelope) => handle_one(gateway, ctx, envelope, true).await,
+            Err(e) => Outcome::Json(error_bytes(None, &envelope_error(&e)), None),
+        }
+    }))
+    .await;
+    let mut body = Vec::new();
+    for outcome in outcomes {
+        if let Outcome::Json(response, _) = outcome {
+            body.push(if body.is_empty() { b'[' } else { b',' });
+            body.extend_from_slice(&response);
+        }
+    }
+    if body.is_empty() {
+        return StatusCode::NO_CONTENT.into_response();
+    }
+    body.push(b']');
+    json_response(body, None)
+}
+
+async fn handle_one(
+    gateway: &Gateway,
+    ctx: &Context<'_>,
+    envelope: Envelope<'_>,
+    in_batch: bool,
+) -> Outcome {
+    let id = match envelope.id {
+        Some(id) if !valid_id(id) => {
+            let err = invalid_request("id must be a string, an integer or null");
+            return Outcome::Json(error_bytes(None, &err), None);
+        }
+        id => id,
+    };
+    let fail = |err: A2aError| Outcome::Json(error_bytes(id, &err), None);
+    if envelope.jsonrpc.map(RawValue::get) != Some("\"2.0\"") {
+        return fail(invalid_request("jsonrpc must be \"2.0\""));
+    }
+    let Some(name) = envelope
+        .method
+        .and_then(|m| serde_json::from_str::<Cow<str>>(m.get()).ok())
+    else {
+        return fail(invalid_request("method must be a string"));
+    };
+    if envelope.params.is_some_and(|p| !p.get().starts_with('{')) {
+        return fail(invalid_request("params must be an object"));
+    }
+    let Some(op) = Op::from_name(&name) else {
+        let err = A2aError::with_message(
+            ErrorKind::MethodNotFound,
+            format!("Method not found: {name}"),
+        );
+        return if id.is_some() {
+            fail(err)
+        } else {
+            Outcome::Nothing
+        };
+    };
+    if let Err(err) = negotiate_version(ctx.headers, ctx.query) {
+        return if id.is_some() {
+            fail(err)
+        } else {
+            Outcome::Nothing
+        };
+    }
+    let request = match Request::decode(op, envelope.params) {
+        Ok(request) => request,
+        Err(err) if id.is_some() => return fail(err),
+        Err(_) => return Outcome::Nothing,
+    };
+    if op.is_streaming() && in_batch {
+        return fail(invalid_request(&format!(
+            "{} streams and cannot be part of a batch",
+            op.name()
+        )));
+    }
+    let call = Call {
+        request,
+        forwarded: gateway.forward.select(ctx.headers),
+        timeout: if op.is_streaming() {
+            gateway.stream_timeout
+        } else {
+            gateway.unary_timeout
+        },
+    };
+    match id {
+        None if op.is_streaming() => Outcome::Nothing,
+        None => {
+            if let Err(err) = unary(gateway, call).await {
+                tracing::debug!(method = op.name(), %err, "notification failed");
+            }
+            Outcome::Nothing
+        }
+        Some(id) if op.is_streaming() => stream(gateway, id, call).await,
+        Some(id) => match unary(gateway, call).await {
+            Ok((body, ext)) => {
+                let mut out = Vec::with_capacity(body.len() + id.get().len() + 40);
+                let written = write_response(&mut out, Some(id), |out| {
+                    out.extend_from_slice(&body);
+                    Ok(())
+                });
+                debug_assert!(written.is_ok());
+                Outcome::Json(out, ext)
+            }
+            Err(err) => fail(err),
+        },
+    }
+}
+
+/// Calls a unary operation within the deadline; returns the encoded `result` value.
+async fn unary(gateway: &Gateway, call: Call) -> Result<(Vec<u8>, Option<HeaderValue>), A2aError> {
+    let pending = gateway.backend.unary(call);
+    let answer = match gateway.unary_timeout {
+        Some(limit) => tokio::time::timeout(limit, pending).await.map_err(|_| {
+            A2aError::gateway(
+                crate::protocol::error::GatewayFault::BackendDeadlineExceeded,
+                format!("backend deadline exceeded after {limit:?}"),
+            )
+        })??,
+        None => pending.await?,
+    };
+    let mut body = Vec::with_capacity(256);
+    answer.value.write_json(&mut body).map_err(|e| {
+        A2aError::gateway(
+            crate::protocol::error::GatewayFault::BackendBadResponse,
+            format!("backend reply cannot be encoded as JSON: {e}"),
+        )
+    })?;
+    Ok((body, answer.extensions))
+}
+
+/// Starts a stream and waits for its first event, so an early error is a plain reply.
+async fn stream(gateway: &Gateway, id: &RawValue, call: Call) -> Outcome {
+    let id: Box<RawValue> = id.to_owned();
+    let answer = match gateway.backend.stream(call).await {
+        Ok(answer) => answer,
+        Err(err) => return Outcome::Json(error_bytes(Some(&id), &err), None),
+    };
+    let mut events = answer.value;
+    let first = match events.next().await {
+        Some(Ok(event)) => Some(event),
+        Some(Err(err)) => return Outcome::Json(error_bytes(Some(&id), &err), answer.extensions),
+        None => None,
+    };
+    let frames = SseFrames::new(id, first, events, gateway.keepalive, gateway.stream_timeout);
+    Outcome::Stream(frames, answer.extensions)
+}
+
+/// Appends `{"jsonrpc":"2.0","id":…,"result":…}`, the result written by `result`.
+pub fn write_response(
+    out: &mut Vec<u8>,
+    id: Option<&RawValue>,
+    result: impl FnOnce(&mut Vec<u8>) -> Result<(), serde_json::Error>,
+) -> Result<(), serde_json::Error> {
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(id.map_or("null", RawValue::get).as_bytes());
+    out.extend_from_slice(b",\"result\":");
+    result(out)?;
+    out.push(b'}');
+    Ok(())
+}
+
+/// Appends `{"jsonrpc":"2.0","id":…,"error":{…}}`.
+pub fn write_error(out: &mut Vec<u8>, id: Option<&RawValue>, err: &A2aError) {
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(id.map_or("null", RawValue::get).as_bytes());
+    out.extend_from_slice(b",\"error\":");
+    // A `Value` always serializes.
+    let _ = serde_json::to_writer(&mut *out, &err.to_json());
+    out.push(b'}');
+}
+
+fn error_bytes(id: Option<&RawValue>, err: &A2aError) -> Vec<u8> {
+    if err.kind == ErrorKind::Internal {
+        tracing::warn!(%err, "request failed");
+    }
+    let mut out = Vec::with_capacity(128);
+    write_error(&mut out, id, err);
+    out
+}
+
+fn invalid_request(why: &str) -> A2aError {
+    A2aError::with_message(
+        ErrorKind::InvalidRequest,
+        format!("Request payload validation error: {why}"),
+    )
+}
+
+fn parse_error(e: &serde_json::Error) -> A2aError {
+    A2aError::with_message(ErrorKind::ParseError, format!("Invalid JSON payload: {e}"))
+}
+
+/// Syntax errors are parse errors; a well-formed object that is no envelope (e.g. a
+/// duplicated key) is an invalid request.
+fn envelope_error(e: &serde_json::Error) -> A2aError {
+    match e.classify() {
+        serde_json::error::Category::Data => invalid_request(&e.to_string()),
+        _ => parse_error(e),
+    }
+}
+
+/// JSON-RPC ids are strings, integers or null; fractions, booleans, arrays and objects
+/// are refused (the reference SDK does the same).
+fn valid_id(id: &RawValue) -> bool {
+    let text = id.get();
+    match text.as_bytes().first() {
+        Some(b'"') => true,
+        Some(b'n') => text == "null",
+        Some(b'-' | b'0'..=b'9') => !text.contains(['.', 'e', 'E']),
+        _ => false,
+    }
+}
+
+/// Reads the body up to `limit` bytes. A larger body is drained (bounded) and refused with
+/// a JSON-RPC error naming the limit.
+async fn read_body(mut body: Body, limit: usize) -> Result<Bytes, A2aError> {
+    let mut buf = BytesMut::new();
+    let mut seen = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| {
+            A2aError::with_message(
+                ErrorKind::InvalidRequest,
+                format!("request body could not be read: {e}"),
+            )
+        })?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        seen = seen.saturating_add(data.len());
+        if seen <= limit {
+            buf.extend_from_slice(&data);
+        } else if seen > limit.saturating_add(MAX_DRAIN) {
+            break;
+        }
+    }
+    if seen > limit {
+        return Err(invalid_request(&format!(
+            "request body exceeds the limit of {limit} bytes"
+        )));
+    }
+    Ok(buf.freeze())
+}
+
+fn json_response(body: Vec<u8>, extensions: Option<HeaderValue>) -> Response {
+    let mut response = Response::new(Body::from(body));
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if let Some(ext) = extensions {
+        headers.insert(EXTENSIONS, ext);
+    }
+    response
+}
+
+fn sse_response(frames: SseFrames, extensions: Option<HeaderValue>) -> Response {
+    let mut response = Response::new(Body::from_stream(frames));
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    if let Some(ext) = extensions {
+        headers.insert(EXTENSIONS, ext);
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn id_types() {
+        let ok = ["\"a\"", "null", "1", "-7", "123456789012345678901234567890"];
+        for id in ok {
+            assert!(valid_id(&RawValue::from_string(id.into()).unwrap()), "{id}");
+        }
+        for id in ["1.5", "1e3", "true", "[]", "{}"] {
+            assert!(
+                !valid_id(&RawValue::from_string(id.into()).unwrap()),
+                "{id}"
+            );
+        }
+    }
+}

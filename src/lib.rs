@@ -1,0 +1,11 @@
+//! a2a-gateway: a JSON-RPC 2.0 edge gateway in front of A2A v1.0 agents that speak gRPC
+//! or HTTP+JSON. The request path: `front::jsonrpc` → typed `protocol::ops::Request` →
+//! `backend::{grpc,rest}` → typed reply, stream or `protocol::error::A2aError` → JSON-RPC.
+
+pub mod backend;
+pub mod config;
+pub mod demo;
+pub mod front;
+pub mod proto;
+pub mod protocol;
+pub mod server;

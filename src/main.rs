@@ -1,0 +1,87 @@
+//! `a2a-gateway` command line: flags → validated configuration → serve.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use a2a_gateway::config::{Cli, LogFormat};
+use a2a_gateway::{demo, server};
+
+/// Exit code for configuration and startup errors, as for bad flags.
+const USAGE_ERROR: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_format);
+    if let Err(e) = cli.validate() {
+        return fail(&e.to_string());
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => return fail(&format!("cannot start the runtime: {e}")),
+    };
+    runtime.block_on(run(cli))
+}
+
+async fn run(cli: Cli) -> ExitCode {
+    let listener = match tokio::net::TcpListener::bind(cli.listen).await {
+        Ok(listener) => listener,
+        Err(e) => return fail(&format!("cannot listen on {}: {e}", cli.listen)),
+    };
+    let backend_url = if cli.demo {
+        match demo::spawn().await {
+            Ok(addr) => format!("http://{addr}"),
+            Err(e) => return fail(&format!("cannot start the demo agent: {e}")),
+        }
+    } else {
+        cli.backend.clone().unwrap_or_default()
+    };
+    let gateway = match server::gateway(&cli, &backend_url) {
+        Ok(gateway) => gateway,
+        Err(e) => return fail(&e.to_string()),
+    };
+    let router = server::router(gateway, &cli.jsonrpc_path);
+    let local = listener.local_addr().map_or(cli.listen, |a| a);
+    tracing::info!(
+        listen = %local,
+        jsonrpc = %cli.jsonrpc_path,
+        backend = %backend_url,
+        binding = ?cli.binding,
+        demo = cli.demo,
+        "a2a-gateway serving"
+    );
+    if cli.demo {
+        println!(
+            "a2a-gateway demo: JSON-RPC at http://{local}{} (demo agent over gRPC at {backend_url})",
+            cli.jsonrpc_path
+        );
+    }
+    let shutdown = server::shutdown_signal();
+    match server::serve(listener, router, shutdown, cli.shutdown_grace).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "server failed");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn fail(message: &str) -> ExitCode {
+    eprintln!("a2a-gateway: error: {message}");
+    ExitCode::from(USAGE_ERROR)
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}

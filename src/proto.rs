@@ -1,0 +1,98 @@
+//! Generated `lf.a2a.v1` types (prost for gRPC, pbjson for ProtoJSON), plus the
+//! ProtoJSON fixes pbjson needs: UTC `Z` timestamps.
+
+#![allow(clippy::all, missing_docs)]
+
+use std::fmt;
+
+use serde::{de, Deserialize, Deserializer, Serialize, Serializer};
+use time::{format_description::well_known::Rfc3339, OffsetDateTime, UtcOffset};
+
+include!(concat!(env!("OUT_DIR"), "/lf.a2a.v1.rs"));
+include!(concat!(env!("OUT_DIR"), "/lf.a2a.v1.serde.rs"));
+
+/// `google.protobuf.Timestamp` with ProtoJSON text in UTC `Z` form (spec 5.6.1).
+///
+/// pbjson's own type prints `+00:00`; A2A requires `Z`. Fractions print as 0, 3, 6 or 9
+/// digits, the shortest that holds the value, as the ProtoJSON spec asks.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct Timestamp {
+    #[prost(int64, tag = "1")]
+    pub seconds: i64,
+    #[prost(int32, tag = "2")]
+    pub nanos: i32,
+}
+
+impl Timestamp {
+    /// The current wall-clock time.
+    pub fn now() -> Self {
+        let now = OffsetDateTime::now_utc();
+        Self {
+            seconds: now.unix_timestamp(),
+            nanos: now.nanosecond() as i32,
+        }
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Ok(dt) = OffsetDateTime::from_unix_timestamp(self.seconds) else {
+            return Err(fmt::Error);
+        };
+        write!(
+            f,
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+            dt.year(),
+            u8::from(dt.month()),
+            dt.day(),
+            dt.hour(),
+            dt.minute(),
+            dt.second()
+        )?;
+        let nanos = self.nanos.clamp(0, 999_999_999);
+        if nanos == 0 {
+            f.write_str("Z")
+        } else if nanos % 1_000_000 == 0 {
+            write!(f, ".{:03}Z", nanos / 1_000_000)
+        } else if nanos % 1_000 == 0 {
+            write!(f, ".{:06}Z", nanos / 1_000)
+        } else {
+            write!(f, ".{nanos:09}Z")
+        }
+    }
+}
+
+impl std::str::FromStr for Timestamp {
+    type Err = time::error::Parse;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let dt = OffsetDateTime::parse(text, &Rfc3339)?.to_offset(UtcOffset::UTC);
+        Ok(Self {
+            seconds: dt.unix_timestamp(),
+            nanos: dt.nanosecond() as i32,
+        })
+    }
+}
+
+impl Serialize for Timestamp {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Timestamp {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl de::Visitor<'_> for Visitor {
+            type Value = Timestamp;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an RFC 3339 timestamp such as 2025-10-28T10:30:00.000Z")
+            }
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<Timestamp, E> {
+                text.parse()
+                    .map_err(|e| E::custom(format!("{e}: {text:?}")))
+            }
+        }
+        deserializer.deserialize_str(Visitor)
+    }
+}

@@ -1,0 +1,7 @@
+//! A2A protocol facts independent of any transport: the operation table, the error
+//! table, error details, and service parameters.
+
+pub mod details;
+pub mod error;
+pub mod ops;
+pub mod params;

@@ -1,0 +1,240 @@
+//! THE error table (spec 3.3.2, 5.4, 9.5): each error kind once, with its JSON-RPC code,
+//! gRPC status, HTTP status, `ErrorInfo.reason` and standard message.
+//!
+//! Backend errors map by `ErrorInfo.reason` (domain `a2a-protocol.org`) first, because SDKs
+//! disagree on status codes (FAILED_PRECONDITION alone covers five A2A errors). Only when
+//! no such detail is present does the status decide, through the rows marked `by status`.
+//! UNAUTHENTICATED and PERMISSION_DENIED have no code in the A2A spec; we follow the
+//! official Go SDK's precedent (-31401, -31403).
+
+use serde_json::{json, Value};
+use tonic::Code;
+
+/// `ErrorInfo.domain` of A2A errors (spec 10.6).
+pub const A2A_DOMAIN: &str = "a2a-protocol.org";
+/// `ErrorInfo.domain` of errors the gateway itself raises, so clients can tell them apart.
+pub const GATEWAY_DOMAIN: &str = "a2a-gateway";
+
+macro_rules! error_table {
+    ($(
+        $(#[$doc:meta])*
+        $kind:ident: $code:literal, $grpc:ident, $http:literal, $reason:expr, $by_status:literal, $message:literal;
+    )*) => {
+        /// One row of the error table.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum ErrorKind { $( $(#[$doc])* $kind, )* }
+
+        impl ErrorKind {
+            /// Every row, in table order.
+            pub const ALL: &'static [ErrorKind] = &[ $( ErrorKind::$kind, )* ];
+
+            /// The JSON-RPC error code.
+            pub fn code(self) -> i32 { match self { $( ErrorKind::$kind => $code, )* } }
+            /// The gRPC status code of this error.
+            pub fn grpc(self) -> Code { match self { $( ErrorKind::$kind => Code::$grpc, )* } }
+            /// The HTTP status of this error.
+            pub fn http(self) -> u16 { match self { $( ErrorKind::$kind => $http, )* } }
+            /// `ErrorInfo.reason` for A2A errors (domain `a2a-protocol.org`).
+            pub fn reason(self) -> Option<&'static str> { match self { $( ErrorKind::$kind => $reason, )* } }
+            /// Whether this row is chosen for its gRPC/HTTP status when no reason is given.
+            pub fn by_status(self) -> bool { match self { $( ErrorKind::$kind => $by_status, )* } }
+            /// The standard message (spec 9.5), used when the backend gives none.
+            pub fn message(self) -> &'static str { match self { $( ErrorKind::$kind => $message, )* } }
+        }
+    };
+}
+
+error_table! {
+    // kind: JSON-RPC code, gRPC status, HTTP status, ErrorInfo reason, by status, standard message
+    ParseError: -32700, InvalidArgument, 400, None, false, "Invalid JSON payload";
+    InvalidRequest: -32600, InvalidArgument, 400, None, false, "Request payload validation error";
+    MethodNotFound: -32601, Unimplemented, 501, None, true, "Method not found";
+    InvalidParams: -32602, InvalidArgument, 400, None, true, "Invalid parameters";
+    Internal: -32603, Internal, 500, None, true, "Internal error";
+    TaskNotFound: -32001, NotFound, 404, Some("TASK_NOT_FOUND"), true, "Task not found";
+    TaskNotCancelable: -32002, FailedPrecondition, 400, Some("TASK_NOT_CANCELABLE"), false,
+        "Task cannot be canceled";
+    PushNotificationNotSupported: -32003, FailedPrecondition, 400, Some("PUSH_NOTIFICATION_NOT_SUPPORTED"), false,
+        "Push Notification is not supported";
+    UnsupportedOperation: -32004, FailedPrecondition, 400, Some("UNSUPPORTED_OPERATION"), false,
+        "This operation is not supported";
+    ContentTypeNotSupported: -32005, InvalidArgument, 400, Some("CONTENT_TYPE_NOT_SUPPORTED"), false,
+        "Incompatible content types";
+    InvalidAgentResponse: -32006, Internal, 500, Some("INVALID_AGENT_RESPONSE"), false,
+        "Invalid agent response";
+    ExtendedAgentCardNotConfigured: -32007, FailedPrecondition, 400, Some("EXTENDED_AGENT_CARD_NOT_CONFIGURED"), false,
+        "Authenticated Extended Card is not configured";
+    ExtensionSupportRequired: -32008, FailedPrecondition, 400, Some("EXTENSION_SUPPORT_REQUIRED"), false,
+        "Extension support required";
+    VersionNotSupported: -32009, FailedPrecondition, 400, Some("VERSION_NOT_SUPPORTED"), false,
+        "Version not supported";
+    Unauthenticated: -31401, Unauthenticated, 401, None, true, "Unauthenticated";
+    PermissionDenied: -31403, PermissionDenied, 403, None, true, "Permission denied";
+}
+
+impl ErrorKind {
+    /// The A2A error an `ErrorInfo.reason` of domain `a2a-protocol.org` names.
+    pub fn from_reason(reason: &str) -> Option<ErrorKind> {
+        ErrorKind::ALL
+            .iter()
+            .copied()
+            .find(|k| k.reason() == Some(reason))
+    }
+
+    /// The row for a gRPC status when no reason decides; unlisted codes are internal errors.
+    pub fn from_grpc(code: Code) -> ErrorKind {
+        ErrorKind::ALL
+            .iter()
+            .copied()
+            .find(|k| k.by_status() && k.grpc() == code)
+            .unwrap_or(ErrorKind::Internal)
+    }
+
+    /// The row for an HTTP status when neither reason nor status name decides.
+    pub fn from_http(status: u16) -> ErrorKind {
+        ErrorKind::ALL
+            .iter()
+            .copied()
+            .find(|k| k.by_status() && k.http() == status)
+            .unwrap_or(ErrorKind::Internal)
+    }
+}
+
+/// Faults of the gateway's own path to the backend; reported as -32603 with an
+/// `ErrorInfo` of domain `a2a-gateway` so they are not mistaken for agent errors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GatewayFault {
+    BackendUnavailable,
+    BackendConnectionReset,
+    BackendDeadlineExceeded,
+    BackendBadResponse,
+}
+
+impl GatewayFault {
+    /// The `ErrorInfo.reason` of this fault.
+    pub fn reason(self) -> &'static str {
+        match self {
+            GatewayFault::BackendUnavailable => "BACKEND_UNAVAILABLE",
+            GatewayFault::BackendConnectionReset => "BACKEND_CONNECTION_RESET",
+            GatewayFault::BackendDeadlineExceeded => "BACKEND_DEADLINE_EXCEEDED",
+            GatewayFault::BackendBadResponse => "BACKEND_BAD_RESPONSE",
+        }
+    }
+}
+
+/// An error on its way to the client: the table row, a message, and the details that
+/// become `error.data` (each a ProtoJSON `Any` object with `@type`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct A2aError {
+    pub kind: ErrorKind,
+    pub message: String,
+    pub data: Vec<Value>,
+}
+
+impl A2aError {
+    /// An error of `kind` with its standard message and no details.
+    pub fn new(kind: ErrorKind) -> Self {
+        Self {
+            kind,
+            message: kind.message().to_owned(),
+            data: Vec::new(),
+        }
+    }
+
+    /// An error with a specific message.
+    pub fn with_message(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            data: Vec::new(),
+        }
+    }
+
+    /// -32602 whose data holds a `google.rpc.BadRequest` naming the failing field.
+    pub fn invalid_params(field: &str, description: &str) -> Self {
+        let field = if field == "." { "" } else { field };
+        let message = if field.is_empty() {
+            format!("Invalid parameters: {description}")
+        } else {
+            format!("Invalid parameters: {field}: {description}")
+        };
+        Self {
+            kind: ErrorKind::InvalidParams,
+            message,
+            data: vec![json!({
+                "@type": crate::protocol::details::BAD_REQUEST,
+                "fieldViolations": [{"field": field, "description": description}],
+            })],
+        }
+    }
+
+    /// An A2A error raised by the gateway itself (e.g. version negotiation).
+    pub fn a2a(kind: ErrorKind, message: impl Into<String>) -> Self {
+        let mut data = Vec::new();
+        if let Some(reason) = kind.reason() {
+            data.push(error_info(reason, A2A_DOMAIN));
+        }
+        Self {
+            kind,
+            message: message.into(),
+            data,
+        }
+    }
+
+    /// A fault of the gateway's path to the backend (-32603, domain `a2a-gateway`).
+    pub fn gateway(fault: GatewayFault, message: impl Into<String>) -> Self {
+        Self {
+            kind: ErrorKind::Internal,
+            message: message.into(),
+            data: vec![error_info(fault.reason(), GATEWAY_DOMAIN)],
+        }
+    }
+
+    /// Builds the client-facing error from a backend's answer: the row is chosen by the
+    /// first `ErrorInfo` of domain `a2a-protocol.org` among `data`, else by `fallback`.
+    pub fn from_backend(fallback: ErrorKind, message: &str, data: Vec<Value>) -> Self {
+        let kind = data
+            .iter()
+            .find_map(|d| {
+                let is_info = d.get("@type")?.as_str()? == crate::protocol::details::ERROR_INFO;
+                let in_domain = d.get("domain")?.as_str()? == A2A_DOMAIN;
+                if is_info && in_domain {
+                    ErrorKind::from_reason(d.get("reason")?.as_str()?)
+                } else {
+                    None
+                }
+            })
+            .unwrap_or(fallback);
+        let message = if message.is_empty() {
+            kind.message().to_owned()
+        } else {
+            message.to_owned()
+        };
+        Self {
+            kind,
+            message,
+            data,
+        }
+    }
+
+    /// The JSON-RPC `error` object.
+    pub fn to_json(&self) -> Value {
+        let mut obj = json!({"code": self.kind.code(), "message": self.message});
+        if !self.data.is_empty() {
+            obj["data"] = Value::Array(self.data.clone());
+        }
+        obj
+    }
+}
+
+fn error_info(reason: &str, domain: &str) -> Value {
+    json!({"@type": crate::protocol::details::ERROR_INFO, "reason": reason, "domain": domain})
+}
+
+impl std::fmt::Display for A2aError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.message, self.kind.code())
+    }
+}
+
+impl std::error::Error for A2aError {}

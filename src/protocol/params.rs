@@ -1,0 +1,194 @@
+//! Service parameters (spec 3.2.6, 3.6, 9.2, 10.2): `A2A-Version` negotiation and the
+//! request headers the gateway forwards to backends.
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+
+use crate::protocol::error::{A2aError, ErrorKind};
+
+/// The protocol version the gateway speaks and sends to every backend.
+pub const SUPPORTED_VERSION: &str = "1.0";
+/// `A2A-Version` (header, query parameter and, lowercased, gRPC metadata key).
+pub const VERSION: &str = "a2a-version";
+/// `A2A-Extensions` (header and, lowercased, gRPC metadata key).
+pub const EXTENSIONS: &str = "a2a-extensions";
+
+/// Headers forwarded by default: the service parameter for extensions, credentials,
+/// trace context and request correlation.
+pub const DEFAULT_FORWARDED: &[&str] = &[
+    EXTENSIONS,
+    "authorization",
+    "traceparent",
+    "tracestate",
+    "x-request-id",
+];
+
+/// Hop-by-hop and framing headers that describe one connection, never the request
+/// (RFC 9110 7.6.1); they are never forwarded, even when configured.
+pub const NEVER_FORWARDED: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+    "content-length",
+    "content-type",
+    "accept-encoding",
+    "content-encoding",
+];
+
+/// Checks the client's `A2A-Version` (header, else query parameter). Empty or missing
+/// means 0.3 (spec 3.6.2); only major version 1 is served, minor versions are compatible.
+pub fn negotiate_version(headers: &HeaderMap, query: Option<&str>) -> Result<(), A2aError> {
+    let from_query;
+    let requested = match headers.get(VERSION) {
+        Some(value) => value.to_str().unwrap_or("?").trim(),
+        None => {
+            from_query = query.and_then(version_from_query).unwrap_or_default();
+            from_query.trim()
+        }
+    };
+    let requested = if requested.is_empty() {
+        "0.3"
+    } else {
+        requested
+    };
+    let mut parts = requested.splitn(2, '.');
+    let major_ok = parts.next() == Some("1");
+    let minor_ok = parts
+        .next()
+        .is_none_or(|m| !m.is_empty() && m.bytes().all(|b| b.is_ascii_digit()));
+    if major_ok && minor_ok {
+        Ok(())
+    } else {
+        Err(A2aError::a2a(
+            ErrorKind::VersionNotSupported,
+            format!(
+                "A2A version {requested:?} is not supported; this gateway supports {SUPPORTED_VERSION}"
+            ),
+        ))
+    }
+}
+
+fn version_from_query(query: &str) -> Option<String> {
+    query.split('&').find_map(|pair| {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let key = percent_encoding::percent_decode_str(key)
+            .decode_utf8()
+            .ok()?;
+        key.eq_ignore_ascii_case(VERSION).then(|| {
+            let value = value.replace('+', " ");
+            percent_encoding::percent_decode_str(&value)
+                .decode_utf8_lossy()
+                .into_owned()
+        })
+    })
+}
+
+/// Which request headers go to the backend.
+#[derive(Clone, Debug)]
+pub struct ForwardPolicy {
+    names: Vec<HeaderName>,
+}
+
+/// A configured header that may not be forwarded.
+#[derive(Debug, thiserror::Error)]
+pub enum ForwardPolicyError {
+    #[error("invalid header name {0:?}")]
+    InvalidName(String),
+    #[error("header {0:?} is hop-by-hop or framing and is never forwarded")]
+    HopByHop(String),
+}
+
+impl ForwardPolicy {
+    /// The default headers plus `extra` (validated).
+    pub fn new<S: AsRef<str>>(extra: &[S]) -> Result<Self, ForwardPolicyError> {
+        let mut names: Vec<HeaderName> = DEFAULT_FORWARDED
+            .iter()
+            .map(|n| HeaderName::from_static(n))
+            .collect();
+        for name in extra {
+            let name = name.as_ref();
+            let header = HeaderName::from_bytes(name.trim().as_bytes())
+                .map_err(|_| ForwardPolicyError::InvalidName(name.to_owned()))?;
+            if NEVER_FORWARDED.contains(&header.as_str()) || header.as_str() == VERSION {
+                return Err(ForwardPolicyError::HopByHop(name.to_owned()));
+            }
+            if !names.contains(&header) {
+                names.push(header);
+            }
+        }
+        Ok(Self { names })
+    }
+
+    /// The forwarded headers of one request, in policy order, all values kept.
+    pub fn select(&self, headers: &HeaderMap) -> Vec<(HeaderName, HeaderValue)> {
+        let mut out = Vec::new();
+        for name in &self.names {
+            for value in headers.get_all(name) {
+                out.push((name.clone(), value.clone()));
+            }
+        }
+        out
+    }
+}
+
+impl Default for ForwardPolicy {
+    fn default() -> Self {
+        Self::new::<&str>(&[]).expect("default forwarded headers are valid")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(header: Option<&str>, query: Option<&str>) -> Result<(), ErrorKind> {
+        let mut headers = HeaderMap::new();
+        if let Some(v) = header {
+            headers.insert(VERSION, HeaderValue::from_str(v).unwrap());
+        }
+        negotiate_version(&headers, query).map_err(|e| e.kind)
+    }
+
+    #[test]
+    fn versions() {
+        assert_eq!(check(Some("1.0"), None), Ok(()));
+        assert_eq!(check(Some("1"), None), Ok(()));
+        assert_eq!(check(Some(" 1.5 "), None), Ok(()));
+        assert_eq!(check(None, Some("x=1&A2A-Version=1.0")), Ok(()));
+        assert_eq!(check(None, Some("a2a-version=1.1")), Ok(()));
+        let unsupported = Err(ErrorKind::VersionNotSupported);
+        assert_eq!(check(None, None), unsupported);
+        assert_eq!(check(Some(""), None), unsupported);
+        assert_eq!(check(Some("0.3"), None), unsupported);
+        assert_eq!(check(Some("2.0"), None), unsupported);
+        assert_eq!(check(Some("1.x"), None), unsupported);
+        assert_eq!(check(Some("10"), None), unsupported);
+    }
+
+    #[test]
+    fn hop_by_hop_headers_are_refused() {
+        assert!(ForwardPolicy::new(&["Connection"]).is_err());
+        assert!(ForwardPolicy::new(&["x tenant"]).is_err());
+        let policy = ForwardPolicy::new(&["X-Tenant"]).unwrap();
+        let mut headers = HeaderMap::new();
+        headers.insert("x-tenant", HeaderValue::from_static("t1"));
+        headers.insert("connection", HeaderValue::from_static("close"));
+        headers.append("a2a-extensions", HeaderValue::from_static("u1"));
+        headers.append("a2a-extensions", HeaderValue::from_static("u2"));
+        let names: Vec<_> = policy
+            .select(&headers)
+            .into_iter()
+            .map(|(n, v)| format!("{n}={}", v.to_str().unwrap()))
+            .collect();
+        assert_eq!(
+            names,
+            ["a2a-extensions=u1", "a2a-extensions=u2", "x-tenant=t1"]
+        );
+    }
+}
