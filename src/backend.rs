@@ -3,6 +3,7 @@
 //! the error table. Implementations: `grpc` (tonic) and `rest` (HTTP+JSON).
 
 pub mod grpc;
+pub mod rest;
 
 use std::time::Duration;
 

@@ -24,12 +24,12 @@ pub struct Timestamp {
 }
 
 impl Timestamp {
-    /// The current wall-clock time.
+    /// The current wall-clock time, in the millisecond precision spec 5.6.1 recommends.
     pub fn now() -> Self {
         let now = OffsetDateTime::now_utc();
         Self {
             seconds: now.unix_timestamp(),
-            nanos: now.nanosecond() as i32,
+            nanos: (now.nanosecond() / 1_000_000 * 1_000_000) as i32,
         }
     }
 }
@@ -96,3 +96,76 @@ impl<'de> Deserialize<'de> for Timestamp {
         deserializer.deserialize_str(Visitor)
     }
 }
+
+/// Restores JSON `null`s that pbjson decodes as an empty `google.protobuf.Value`
+/// (`kind: None`) instead of `NullValue`; without this a `null` inside a data part or
+/// metadata would not reach the backend as null.
+pub trait RestoreNulls {
+    fn restore_nulls(&mut self) {}
+}
+
+impl RestoreNulls for pbjson_types::Value {
+    fn restore_nulls(&mut self) {
+        use pbjson_types::value::Kind;
+        match &mut self.kind {
+            None => self.kind = Some(Kind::NullValue(0)),
+            Some(Kind::StructValue(s)) => s.restore_nulls(),
+            Some(Kind::ListValue(list)) => list.values.iter_mut().for_each(|v| v.restore_nulls()),
+            Some(_) => {}
+        }
+    }
+}
+
+impl RestoreNulls for pbjson_types::Struct {
+    fn restore_nulls(&mut self) {
+        self.fields.values_mut().for_each(|v| v.restore_nulls());
+    }
+}
+
+impl<T: RestoreNulls> RestoreNulls for Option<T> {
+    fn restore_nulls(&mut self) {
+        if let Some(inner) = self {
+            inner.restore_nulls();
+        }
+    }
+}
+
+impl RestoreNulls for Message {
+    fn restore_nulls(&mut self) {
+        self.metadata.restore_nulls();
+        for part in &mut self.parts {
+            part.metadata.restore_nulls();
+            if let Some(part::Content::Data(value)) = &mut part.content {
+                value.restore_nulls();
+            }
+        }
+    }
+}
+
+impl RestoreNulls for SendMessageRequest {
+    fn restore_nulls(&mut self) {
+        self.message.restore_nulls();
+        self.metadata.restore_nulls();
+    }
+}
+
+impl RestoreNulls for CancelTaskRequest {
+    fn restore_nulls(&mut self) {
+        self.metadata.restore_nulls();
+    }
+}
+
+/// Requests without `google.protobuf.Value` fields have nothing to restore.
+macro_rules! no_values {
+    ($($ty:ty),*) => { $( impl RestoreNulls for $ty {} )* };
+}
+no_values!(
+    GetTaskRequest,
+    ListTasksRequest,
+    SubscribeToTaskRequest,
+    TaskPushNotificationConfig,
+    GetTaskPushNotificationConfigRequest,
+    ListTaskPushNotificationConfigsRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest
+);

@@ -10,7 +10,7 @@ use axum::serve::ListenerExt;
 use axum::Router;
 use tokio::net::TcpListener;
 
-use crate::backend::{grpc::GrpcBackend, Backend};
+use crate::backend::{grpc::GrpcBackend, rest::RestBackend, Backend};
 use crate::config::{optional, Binding, Cli, ConfigError};
 use crate::front::{jsonrpc, Gateway};
 
@@ -29,6 +29,8 @@ pub enum BackendError {
     #[error(transparent)]
     Grpc(#[from] crate::backend::grpc::GrpcConfigError),
     #[error(transparent)]
+    Rest(#[from] crate::backend::rest::RestConfigError),
+    #[error(transparent)]
     Config(#[from] ConfigError),
 }
 
@@ -37,12 +39,7 @@ pub fn gateway(cli: &Cli, backend_url: &str) -> Result<Arc<Gateway>, BackendErro
     let forward = cli.validate()?;
     let backend: Arc<dyn Backend> = match cli.binding {
         Binding::Grpc => Arc::new(GrpcBackend::new(backend_url, cli.connect_timeout)?),
-        Binding::HttpJson => {
-            return Err(ConfigError::BackendUrl(format!(
-                "{backend_url} (HTTP+JSON backends are not available in this build)"
-            ))
-            .into())
-        }
+        Binding::HttpJson => Arc::new(RestBackend::new(backend_url, cli.connect_timeout)?),
     };
     Ok(Arc::new(Gateway {
         backend,

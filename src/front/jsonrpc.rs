@@ -116,6 +116,10 @@ async fn handle_batch(gateway: &Gateway, ctx: &Context<'_>, bytes: &[u8]) -> Res
         return json_response(error_bytes(None, &err), None);
     }
     let outcomes = futures::future::join_all(elements.iter().map(|raw| async move {
+        if !raw.get().starts_with('{') {
+            let err = invalid_request("each batch element must be a JSON object");
+            return Outcome::Json(error_bytes(None, &err), None);
+        }
         match serde_json::from_str::<Envelope>(raw.get()) {
             Ok(envelope) => handle_one(gateway, ctx, envelope, true).await,
             Err(e) => Outcome::Json(error_bytes(None, &envelope_error(&e)), None),

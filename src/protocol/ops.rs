@@ -185,12 +185,22 @@ macro_rules! http_method {
 
 with_operations!(declare_operations);
 
-fn decode_params<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, A2aError> {
+fn decode_params<T: serde::de::DeserializeOwned + RestoreNulls>(text: &str) -> Result<T, A2aError> {
     let mut de = serde_json::Deserializer::from_str(text);
-    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+    let mut request: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
-        A2aError::invalid_params(&path, &e.inner().to_string())
-    })
+        // The path names the field; serde_json's "at line 1 column 30" adds nothing.
+        let text = e.inner().to_string();
+        let description = match text.rfind(" at line ") {
+            Some(at) => &text[..at],
+            None => &text,
+        };
+        A2aError::invalid_params(&path, description)
+    })?;
+    de.end()
+        .map_err(|e| A2aError::invalid_params("", &e.to_string()))?;
+    request.restore_nulls();
+    Ok(request)
 }
 
 /// How a unary reply type reads and writes its JSON-RPC `result`.

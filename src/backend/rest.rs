@@ -1,0 +1,923 @@
+//! HTTP+JSON backend (spec 11): one pooled reqwest client shared by all requests; every
+//! route comes from the operation table (`Op::http_rule`), never restated here.
+//!
+//! **Requests.** URL = backend URL (with its base path) + `/{tenant}` when the request's
+//! `tenant` is non-empty + the rule's path with `{field}` placeholders filled from the
+//! request's ProtoJSON (`{task_id}` reads `taskId`). Every path segment value and query
+//! value is percent-encoded so that only RFC 3986 unreserved characters stay literal. A
+//! path parameter that is empty, `.` or `..` cannot be carried in a URL path (it would
+//! address another resource after normalisation), so such requests are refused with
+//! -32602 naming the field.
+//! - `POST` rules send the whole request as ProtoJSON (`content-type: application/a2a+json`)
+//!   minus `tenant`, which travels in the path. Path parameter fields stay in the body: it
+//!   is then exactly the request, and servers bind the path over the body (`body: "*"`
+//!   transcoding, the reference SDK) or ignore it.
+//! - `GET`/`DELETE` rules send every other set field as a camelCase query parameter
+//!   (spec 11.5), in ProtoJSON form and proto field order: enums by name, timestamps in
+//!   ISO 8601 `Z` form, booleans lowercase, numbers decimal, repeated fields as repeated
+//!   parameters; nested objects cannot be expressed and are left out.
+//! - Headers: `A2A-Version: 1.0`, the call's forwarded headers, `accept`
+//!   (`application/a2a+json`, or `text/event-stream` for streams). The call's timeout
+//!   bounds the whole exchange (for streams only when one is set).
+//!
+//! **SubscribeToTask.** The schema's rule says `GET …:subscribe`, the prose of spec 11.3.2
+//! says `POST`. We send the table's `GET`; a backend that answers 405 gets the same request
+//! once more as `POST` (body = the request), and the backend remembers that `POST` works
+//! so later subscriptions go straight to `POST`.
+//!
+//! **Answers.** 2xx bodies decode with `Reply::from_json`; the `A2A-Extensions` response
+//! header becomes `Answer::extensions`. Streams are SSE (`sse::SseParser`): each `data`
+//! event is a `StreamResponse`; an `event: error` frame carries `{"error": Status}` and
+//! ends the stream with that error. Dropping the stream drops the response, which cancels
+//! the upstream request.
+//!
+//! **Errors.** A `{"error": {"code", "status", "message", "details"}}` body (spec 11.6)
+//! becomes `A2aError::from_backend`: `ErrorInfo.reason` decides, else the gRPC status name
+//! in `error.status`, else the HTTP status. Anything else (an HTML 502 from a proxy, an
+//! empty 404, text/plain) is the gateway's fault `BACKEND_BAD_RESPONSE` (-32603) whose data
+//! carries the HTTP status, content type and the start of the body. Transport failures
+//! become `BACKEND_UNAVAILABLE` (cannot connect), `BACKEND_DEADLINE_EXCEEDED` (timeout) or
+//! `BACKEND_CONNECTION_RESET` (connection lost). Redirects are not followed (a backend URL
+//! is configuration, and credentials must not follow a redirect); they are bad responses.
+
+pub mod sse;
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt};
+use http::header::{ACCEPT, CONTENT_TYPE};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tonic::Code;
+
+use self::sse::SseParser;
+use super::{Answer, Backend, Call, EventStream};
+use crate::proto::StreamResponse;
+use crate::protocol::error::{A2aError, ErrorKind, GatewayFault};
+use crate::protocol::ops::{with_operations, HttpMethod, Op, Reply, Request};
+use crate::protocol::params::{EXTENSIONS, SUPPORTED_VERSION, VERSION};
+
+/// Media type of A2A JSON bodies (spec 11.1).
+const A2A_JSON: &str = "application/a2a+json";
+const EVENT_STREAM: &str = "text/event-stream";
+const DEBUG_INFO: &str = "type.googleapis.com/google.rpc.DebugInfo";
+/// Largest reply body or single stream event accepted (as the gRPC backend's limit).
+const MAX_BODY: usize = 64 << 20;
+/// Largest error body read; longer ones are not A2A errors.
+const MAX_ERROR_BODY: usize = 1 << 20;
+/// How much of an unusable body is quoted back in `DebugInfo.detail`.
+const SNIPPET: usize = 512;
+
+/// Everything but RFC 3986 unreserved characters (`ALPHA DIGIT - . _ ~`) is encoded, in
+/// path segments and query components alike.
+const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// A backend reached over HTTP+JSON.
+#[derive(Clone, Debug)]
+pub struct RestBackend {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    client: reqwest::Client,
+    /// `scheme://authority[/base/path]` without a trailing slash.
+    base: String,
+    /// The backend answered 405 to `GET …:subscribe` and accepted `POST`.
+    subscribe_post: AtomicBool,
+}
+
+/// The backend address cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid HTTP+JSON backend {url:?}: {reason}")]
+pub struct RestConfigError {
+    url: String,
+    reason: String,
+}
+
+impl RestBackend {
+    /// A backend at `url` (`http://host:port[/base-path]`, `https://` for TLS). HTTP/2 is
+    /// used when TLS negotiates it, HTTP/1.1 otherwise. Connections are made on first use,
+    /// so a backend that is down at start is not fatal.
+    pub fn new(url: &str, connect_timeout: Duration) -> Result<Self, RestConfigError> {
+        let err = |reason: String| RestConfigError {
+            url: url.to_owned(),
+            reason,
+        };
+        let parsed = reqwest::Url::parse(url).map_err(|e| err(e.to_string()))?;
+        if !matches!(parsed.scheme(), "http" | "https") || !parsed.has_host() {
+            return Err(err("expected http://host:port or https://host:port".into()));
+        }
+        if parsed.query().is_some() || parsed.fragment().is_some() {
+            return Err(err("a query or fragment cannot be part of it".into()));
+        }
+        if !parsed.username().is_empty() || parsed.password().is_some() {
+            return Err(err(
+                "credentials in the URL are not supported (forward Authorization instead)".into(),
+            ));
+        }
+        let client = reqwest::Client::builder()
+            .connect_timeout(connect_timeout)
+            .tcp_nodelay(true)
+            .pool_idle_timeout(Duration::from_secs(90))
+            .http2_keep_alive_interval(Duration::from_secs(30))
+            .http2_keep_alive_timeout(Duration::from_secs(10))
+            .http2_keep_alive_while_idle(true)
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("a2a-gateway/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| err(e.to_string()))?;
+        Ok(Self {
+            shared: Arc::new(Shared {
+                client,
+                base: parsed.as_str().trim_end_matches('/').to_owned(),
+                subscribe_post: AtomicBool::new(false),
+            }),
+        })
+    }
+}
+
+impl Backend for RestBackend {
+    fn unary(&self, call: Call) -> BoxFuture<'static, Result<Answer<Reply>, A2aError>> {
+        call_unary(self.shared.clone(), call).boxed()
+    }
+
+    fn stream(&self, call: Call) -> BoxFuture<'static, Result<Answer<EventStream>, A2aError>> {
+        call_stream(self.shared.clone(), call).boxed()
+    }
+}
+
+async fn call_unary(shared: Arc<Shared>, call: Call) -> Result<Answer<Reply>, A2aError> {
+    let op = call.request.op();
+    if op.is_streaming() {
+        return Err(not_of_kind(op, "unary"));
+    }
+    let (outgoing, headers, timeout) = prepare(call, A2A_JSON)?;
+    let method = http_method(op.http_rule().method);
+    let response = shared.send(&method, &outgoing, headers, timeout).await?;
+    let status = response.status();
+    if !status.is_success() {
+        return Err(error_answer(response).await);
+    }
+    let extensions = extensions(response.headers());
+    let content_type = content_type(response.headers());
+    let (body, complete) = read_body(response, MAX_BODY).await?;
+    if !complete {
+        let what = format!("a body larger than {} MiB", MAX_BODY >> 20);
+        return Err(bad_response(status, content_type, &body, &what, None));
+    }
+    let value = Reply::from_json(op, &body).map_err(|e| {
+        let what = format!("a body that is not a {} reply", op.name());
+        bad_response(status, content_type.clone(), &body, &what, Some(&e))
+    })?;
+    Ok(Answer { value, extensions })
+}
+
+async fn call_stream(shared: Arc<Shared>, call: Call) -> Result<Answer<EventStream>, A2aError> {
+    let op = call.request.op();
+    if !op.is_streaming() {
+        return Err(not_of_kind(op, "streaming"));
+    }
+    let (outgoing, headers, timeout) = prepare(call, EVENT_STREAM)?;
+    // Only SubscribeToTask has a GET rule among the streams; see the module doc.
+    let may_fall_back = op == Op::SubscribeToTask;
+    let post_known = may_fall_back && shared.subscribe_post.load(Ordering::Relaxed);
+    let method = if post_known {
+        Method::POST
+    } else {
+        http_method(op.http_rule().method)
+    };
+    let mut response = shared
+        .send(&method, &outgoing, headers.clone(), timeout)
+        .await?;
+    if may_fall_back && method == Method::GET && response.status() == StatusCode::METHOD_NOT_ALLOWED
+    {
+        drop(response);
+        response = shared
+            .send(&Method::POST, &outgoing, headers, timeout)
+            .await?;
+        if response.status().is_success() {
+            tracing::info!(backend = %shared.base, "backend subscribes with POST; using POST from now on");
+            shared.subscribe_post.store(true, Ordering::Relaxed);
+        }
+    }
+    let status = response.status();
+    if !status.is_success() {
+        return Err(error_answer(response).await);
+    }
+    let content_type = content_type(response.headers());
+    let is_event_stream = content_type.as_deref().is_none_or(|ct| {
+        ct.split(';')
+            .next()
+            .is_some_and(|t| t.trim().eq_ignore_ascii_case(EVENT_STREAM))
+    });
+    if !is_event_stream {
+        let (body, _) = read_body(response, MAX_ERROR_BODY).await?;
+        let what = "a body that is not an event stream";
+        return Err(bad_response(status, content_type, &body, what, None));
+    }
+    let extensions = extensions(response.headers());
+    Ok(Answer {
+        value: events(response),
+        extensions,
+    })
+}
+
+fn not_of_kind(op: Op, kind: &str) -> A2aError {
+    A2aError::with_message(
+        ErrorKind::Internal,
+        format!("{} is not a {kind} operation", op.name()),
+    )
+}
+
+fn http_method(method: HttpMethod) -> Method {
+    match method {
+        HttpMethod::Get => Method::GET,
+        HttpMethod::Post => Method::POST,
+        HttpMethod::Delete => Method::DELETE,
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Requests
+
+/// A request laid out on the binding: what goes after the base URL, and the body.
+#[derive(Debug)]
+struct Outgoing {
+    /// `/{tenant}` prefix and the rule's path, parameters filled and encoded.
+    path: String,
+    /// `?…` with the remaining fields, for `GET`/`DELETE` (empty when none is set).
+    query: String,
+    /// The request without `tenant`, in ProtoJSON; the body of `POST`.
+    body: Bytes,
+}
+
+impl Shared {
+    /// Sends one request; transport failures become gateway faults.
+    async fn send(
+        &self,
+        method: &Method,
+        outgoing: &Outgoing,
+        headers: HeaderMap,
+        timeout: Option<Duration>,
+    ) -> Result<reqwest::Response, A2aError> {
+        let is_post = *method == Method::POST;
+        let query = if is_post { "" } else { &outgoing.query };
+        let url = format!("{}{}{query}", self.base, outgoing.path);
+        let mut request = self.client.request(method.clone(), url).headers(headers);
+        if is_post {
+            request = request
+                .header(CONTENT_TYPE, A2A_JSON)
+                .body(outgoing.body.clone());
+        }
+        if let Some(timeout) = timeout {
+            request = request.timeout(timeout);
+        }
+        request.send().await.map_err(|e| transport_error(&e))
+    }
+}
+
+/// Lays out the call's request and builds its headers.
+fn prepare(
+    call: Call,
+    accept: &'static str,
+) -> Result<(Outgoing, HeaderMap, Option<Duration>), A2aError> {
+    let Call {
+        request,
+        forwarded,
+        timeout,
+    } = call;
+    let mut headers = HeaderMap::with_capacity(forwarded.len() + 2);
+    for (name, value) in forwarded {
+        headers.append(name, value);
+    }
+    headers.insert(
+        HeaderName::from_static(VERSION),
+        HeaderValue::from_static(SUPPORTED_VERSION),
+    );
+    headers.insert(ACCEPT, HeaderValue::from_static(accept));
+    Ok((layout(request)?, headers, timeout))
+}
+
+macro_rules! rest_tenant {
+    (
+        unary { $( $u:ident : $urpc:ident ($ureq:ty) -> $uresp:ty, $um:ident $upath:literal; )* }
+        stream { $( $s:ident : $srpc:ident ($sreq:ty), $sm:ident $spath:literal; )* }
+    ) => {
+        /// Removes the request's `tenant`: it travels as path prefix, not as a field.
+        fn take_tenant(request: &mut Request) -> String {
+            match request {
+                $( Request::$u(r) => std::mem::take(&mut r.tenant), )*
+                $( Request::$s(r) => std::mem::take(&mut r.tenant), )*
+            }
+        }
+    };
+}
+
+with_operations!(rest_tenant);
+
+/// Fills the operation's HTTP rule from the request (see the module doc).
+fn layout(mut request: Request) -> Result<Outgoing, A2aError> {
+    let op = request.op();
+    let rule = op.http_rule();
+    let tenant = take_tenant(&mut request);
+    let body = request.to_json().map_err(|e| {
+        A2aError::with_message(
+            ErrorKind::Internal,
+            format!("cannot encode the {} request as JSON: {e}", op.name()),
+        )
+    })?;
+    let uses_fields = rule.path.contains('{') || rule.method != HttpMethod::Post;
+    let mut fields = if uses_fields {
+        serde_json::from_slice::<Fields>(&body)
+            .map_err(|e| {
+                A2aError::with_message(
+                    ErrorKind::Internal,
+                    format!("cannot read back the {} request: {e}", op.name()),
+                )
+            })?
+            .0
+    } else {
+        Vec::new()
+    };
+
+    let mut path = String::with_capacity(rule.path.len() + tenant.len() + 40);
+    if !tenant.is_empty() {
+        path.push('/');
+        push_segment(&mut path, "tenant", &tenant)?;
+    }
+    let mut rest = rule.path;
+    while let Some((before, field, after)) = placeholder(rest) {
+        path.push_str(before);
+        let key = camel_case(field);
+        let value = match fields.iter().position(|(k, _)| *k == key) {
+            Some(i) => fields.remove(i).1,
+            None => Value::Null,
+        };
+        push_segment(&mut path, field, value.as_str().unwrap_or_default())?;
+        rest = after;
+    }
+    path.push_str(rest);
+
+    let query = if rule.method == HttpMethod::Post {
+        String::new()
+    } else {
+        query_string(&fields)
+    };
+    Ok(Outgoing {
+        path,
+        query,
+        body: Bytes::from(body),
+    })
+}
+
+/// Splits `a/{field}b` into `("a/", "field", "b")`.
+fn placeholder(template: &str) -> Option<(&str, &str, &str)> {
+    let open = template.find('{')?;
+    let len = template[open..].find('}')?;
+    Some((
+        &template[..open],
+        &template[open + 1..open + len],
+        &template[open + len + 1..],
+    ))
+}
+
+/// Proto field name → ProtoJSON name (`task_id` → `taskId`).
+fn camel_case(field: &str) -> String {
+    let mut out = String::with_capacity(field.len());
+    let mut upper = false;
+    for c in field.chars() {
+        if c == '_' {
+            upper = true;
+        } else if upper {
+            out.push(c.to_ascii_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Appends one encoded path segment; values a URL path cannot carry are refused.
+fn push_segment(path: &mut String, field: &str, value: &str) -> Result<(), A2aError> {
+    if matches!(value, "" | "." | "..") {
+        let what = if value.is_empty() {
+            "must not be empty".to_owned()
+        } else {
+            format!("must not be {value:?}")
+        };
+        return Err(A2aError::invalid_params(
+            field,
+            &format!("{what}: the HTTP+JSON binding carries it in the URL path"),
+        ));
+    }
+    path.extend(utf8_percent_encode(value, COMPONENT));
+    Ok(())
+}
+
+/// `?name=value&…` from ProtoJSON fields (spec 11.5); empty when nothing is left.
+fn query_string(fields: &[(String, Value)]) -> String {
+    let mut out = String::new();
+    for (name, value) in fields {
+        match value {
+            Value::Array(items) => items.iter().for_each(|v| push_param(&mut out, name, v)),
+            other => push_param(&mut out, name, other),
+        }
+    }
+    out
+}
+
+fn push_param(out: &mut String, name: &str, value: &Value) {
+    let text: Cow<'_, str> = match value {
+        Value::String(s) => s.into(),
+        Value::Number(n) => n.to_string().into(),
+        Value::Bool(b) => if *b { "true" } else { "false" }.into(),
+        Value::Null => return,
+        Value::Object(_) | Value::Array(_) => {
+            tracing::debug!(field = name, "nested value not sent as query parameter");
+            return;
+        }
+    };
+    out.push(if out.is_empty() { '?' } else { '&' });
+    out.extend(utf8_percent_encode(name, COMPONENT));
+    out.push('=');
+    out.extend(utf8_percent_encode(&text, COMPONENT));
+}
+
+/// The top-level fields of a JSON object, in their order.
+struct Fields(Vec<(String, Value)>);
+
+impl<'de> Deserialize<'de> for Fields {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct FieldsVisitor;
+        impl<'de> Visitor<'de> for FieldsVisitor {
+            type Value = Fields;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Fields, A::Error> {
+                let mut fields = Vec::new();
+                while let Some(entry) = map.next_entry()? {
+                    fields.push(entry);
+                }
+                Ok(Fields(fields))
+            }
+        }
+        deserializer.deserialize_map(FieldsVisitor)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Answers
+
+/// The backend's `A2A-Extensions` response header, all lines joined.
+fn extensions(headers: &HeaderMap) -> Option<HeaderValue> {
+    let values: Vec<&str> = headers
+        .get_all(EXTENSIONS)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    match values.as_slice() {
+        [] => None,
+        [one] => HeaderValue::from_str(one).ok(),
+        many => HeaderValue::from_str(&many.join(", ")).ok(),
+    }
+}
+
+fn content_type(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get(CONTENT_TYPE)?;
+    Some(String::from_utf8_lossy(value.as_bytes()).into_owned())
+}
+
+/// Reads at most `limit` bytes of the body; `false` when more was left.
+async fn read_body(
+    mut response: reqwest::Response,
+    limit: usize,
+) -> Result<(Vec<u8>, bool), A2aError> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| transport_error(&e))? {
+        if body.len() + chunk.len() > limit {
+            body.extend_from_slice(&chunk[..limit - body.len()]);
+            return Ok((body, false));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok((body, true))
+}
+
+/// A non-2xx answer as an error: an A2A error body through the error table, anything else
+/// a bad response.
+async fn error_answer(response: reqwest::Response) -> A2aError {
+    let status = response.status();
+    let content_type = content_type(response.headers());
+    let (body, complete) = match read_body(response, MAX_ERROR_BODY).await {
+        Ok(read) => read,
+        Err(e) => return e,
+    };
+    let parsed = if complete {
+        serde_json::from_slice::<ErrorBody>(&body)
+    } else {
+        Err(serde::de::Error::custom("error body too large"))
+    };
+    match parsed {
+        Ok(ErrorBody { error }) => error.into_error(Some(status)),
+        Err(e) => {
+            let what = if body.is_empty() {
+                "an empty body, not an A2A error"
+            } else {
+                "a body that is not an A2A error"
+            };
+            bad_response(status, content_type, &body, what, Some(&e))
+        }
+    }
+}
+
+/// An error body of the binding (spec 11.6); `code` repeats the HTTP status and is unused.
+#[derive(Deserialize)]
+struct ErrorBody {
+    error: RpcStatus,
+}
+
+/// `google.rpc.Status` as JSON, with the gRPC code name in `status`.
+#[derive(Deserialize)]
+struct RpcStatus {
+    #[serde(default)]
+    status: Option<String>,
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    details: Option<Vec<Value>>,
+}
+
+impl RpcStatus {
+    /// Through the error table: `ErrorInfo.reason`, else the status name, else `http`.
+    fn into_error(self, http: Option<StatusCode>) -> A2aError {
+        let by_name = self
+            .status
+            .as_deref()
+            .and_then(grpc_code_named)
+            .filter(|code| *code != Code::Ok)
+            .map(ErrorKind::from_grpc);
+        let fallback = by_name
+            .or_else(|| http.map(|s| ErrorKind::from_http(s.as_u16())))
+            .unwrap_or(ErrorKind::Internal);
+        let message = self.message.unwrap_or_default();
+        A2aError::from_backend(fallback, &message, self.details.unwrap_or_default())
+    }
+}
+
+/// The gRPC code with canonical name `name` (`NOT_FOUND` → `Code::NotFound`).
+fn grpc_code_named(name: &str) -> Option<Code> {
+    let wanted: String = name.chars().filter(|c| *c != '_').collect();
+    (0..=16)
+        .map(Code::from_i32)
+        .find(|code| format!("{code:?}").eq_ignore_ascii_case(&wanted))
+}
+
+/// `BACKEND_BAD_RESPONSE`: the gateway could not use the backend's answer. The message
+/// names the HTTP status; the data carries status, content type and the body's start.
+fn bad_response(
+    status: StatusCode,
+    content_type: Option<String>,
+    body: &[u8],
+    what: &str,
+    parse_error: Option<&serde_json::Error>,
+) -> A2aError {
+    let status_text = format!(
+        "{} {}",
+        status.as_str(),
+        status.canonical_reason().unwrap_or_default()
+    );
+    let status_text = status_text.trim_end();
+    tracing::warn!(
+        status = status_text,
+        ?content_type,
+        "unusable backend answer: {what}"
+    );
+    let mut error = A2aError::gateway(
+        GatewayFault::BackendBadResponse,
+        format!("backend answered HTTP {status_text} with {what}"),
+    );
+    let mut metadata = serde_json::Map::new();
+    metadata.insert("httpStatus".into(), json!(status.as_str()));
+    if let Some(content_type) = content_type {
+        metadata.insert("contentType".into(), json!(content_type));
+    }
+    metadata.insert("bodyLength".into(), json!(body.len().to_string()));
+    if let Some(info) = error.data.first_mut() {
+        info["metadata"] = Value::Object(metadata);
+    }
+    let mut detail = String::from("the gateway could not parse the backend's answer");
+    if let Some(e) = parse_error {
+        detail.push_str(&format!(" ({e})"));
+    }
+    if !body.is_empty() {
+        detail.push_str("; body: ");
+        detail.push_str(&snippet(body));
+    }
+    error
+        .data
+        .push(json!({"@type": DEBUG_INFO, "detail": detail}));
+    error
+}
+
+/// The start of a body as text, for people.
+fn snippet(body: &[u8]) -> String {
+    let cut = &body[..body.len().min(SNIPPET)];
+    let mut text = String::from_utf8_lossy(cut).into_owned();
+    if cut.len() < body.len() {
+        text.push('…');
+    }
+    text
+}
+
+/// A transport failure as a gateway fault; the message says which, with its root cause.
+fn transport_error(error: &reqwest::Error) -> A2aError {
+    let mut cause: &dyn std::error::Error = error;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    let (fault, what) = if error.is_builder() {
+        tracing::error!(%error, "cannot build the backend request");
+        let message = format!("cannot build the backend request: {error}");
+        return A2aError::with_message(ErrorKind::Internal, message);
+    } else if error.is_connect() {
+        (GatewayFault::BackendUnavailable, "backend unreachable")
+    } else if error.is_timeout() {
+        (
+            GatewayFault::BackendDeadlineExceeded,
+            "backend deadline exceeded",
+        )
+    } else {
+        (
+            GatewayFault::BackendConnectionReset,
+            "connection to backend lost",
+        )
+    };
+    tracing::warn!(%error, "backend call failed: {what}");
+    A2aError::gateway(fault, format!("{what}: {cause}"))
+}
+
+// ---------------------------------------------------------------------------------------
+// Streams
+
+type Body = BoxStream<'static, reqwest::Result<Bytes>>;
+
+/// The response body as `StreamResponse`s; the first error ends it.
+fn events(response: reqwest::Response) -> EventStream {
+    struct State {
+        /// `None` once the stream has ended (dropping the body cancels the request).
+        body: Option<Body>,
+        parser: SseParser,
+        eof: bool,
+    }
+    let state = State {
+        body: Some(response.bytes_stream().boxed()),
+        parser: SseParser::new(MAX_BODY),
+        eof: false,
+    };
+    futures::stream::unfold(state, |mut state| async move {
+        loop {
+            let body = state.body.as_mut()?;
+            if let Some(event) = state.parser.next_event() {
+                match decode_event(&event.event, &event.data) {
+                    Some(Ok(item)) => return Some((Ok(item), state)),
+                    Some(Err(error)) => {
+                        state.body = None;
+                        return Some((Err(error), state));
+                    }
+                    None => continue,
+                }
+            }
+            if state.eof {
+                return None;
+            }
+            let failure = match body.next().await {
+                Some(Ok(chunk)) => match state.parser.feed(&chunk) {
+                    Ok(()) => continue,
+                    Err(e) => A2aError::gateway(
+                        GatewayFault::BackendBadResponse,
+                        format!("backend sent an unusable event stream: {e}"),
+                    ),
+                },
+                Some(Err(e)) => transport_error(&e),
+                None => {
+                    state.parser.finish();
+                    state.eof = true;
+                    continue;
+                }
+            };
+            state.body = None;
+            return Some((Err(failure), state));
+        }
+    })
+    .boxed()
+}
+
+/// One SSE event: `Some(Ok)` a frame, `Some(Err)` an error that ends the stream, `None` an
+/// event type A2A does not use (ignored).
+fn decode_event(event: &str, data: &str) -> Option<Result<StreamResponse, A2aError>> {
+    match event {
+        "message" => Some(serde_json::from_str(data).map_err(|e| {
+            bad_event(
+                "backend sent an event that is not a StreamResponse",
+                &e,
+                data,
+            )
+        })),
+        "error" => Some(Err(match serde_json::from_str::<ErrorBody>(data) {
+            Ok(ErrorBody { error }) => error.into_error(None),
+            Err(e) => bad_event(
+                "backend sent an error event that is not an A2A error",
+                &e,
+                data,
+            ),
+        })),
+        other => {
+            tracing::debug!(event = other, "ignoring backend SSE event");
+            None
+        }
+    }
+}
+
+fn bad_event(what: &str, parse_error: &serde_json::Error, data: &str) -> A2aError {
+    tracing::warn!(error = %parse_error, "unusable backend event: {what}");
+    let mut error = A2aError::gateway(
+        GatewayFault::BackendBadResponse,
+        format!("{what}: {parse_error}"),
+    );
+    error.data.push(json!({
+        "@type": DEBUG_INFO,
+        "detail": format!(
+            "the gateway could not parse the backend's event; data: {}",
+            snippet(data.as_bytes())
+        ),
+    }));
+    error
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::*;
+
+    fn layout_of(request: Request) -> (String, String, String) {
+        let out = layout(request).unwrap();
+        let body = String::from_utf8(out.body.to_vec()).unwrap();
+        (out.path, out.query, body)
+    }
+
+    #[test]
+    fn path_parameters_are_filled_and_encoded() {
+        let (path, query, _) = layout_of(Request::GetTaskPushNotificationConfig(
+            GetTaskPushNotificationConfigRequest {
+                tenant: "t/1".into(),
+                task_id: "a b/?#%é".into(),
+                id: "c:1".into(),
+            },
+        ));
+        assert_eq!(
+            path,
+            "/t%2F1/tasks/a%20b%2F%3F%23%25%C3%A9/pushNotificationConfigs/c%3A1"
+        );
+        assert_eq!(query, "");
+    }
+
+    #[test]
+    fn post_bodies_keep_path_fields_but_not_the_tenant() {
+        let (path, query, body) = layout_of(Request::CancelTask(CancelTaskRequest {
+            tenant: "acme".into(),
+            id: "t-1".into(),
+            metadata: None,
+        }));
+        assert_eq!(path, "/acme/tasks/t-1:cancel");
+        assert_eq!(query, "");
+        assert_eq!(body, r#"{"id":"t-1"}"#);
+    }
+
+    #[test]
+    fn query_parameters_follow_spec_11_5() {
+        let (path, query, _) = layout_of(Request::ListTasks(ListTasksRequest {
+            context_id: "ctx 1".into(),
+            status: TaskState::Working as i32,
+            page_size: Some(0),
+            page_token: "".into(),
+            history_length: Some(3),
+            status_timestamp_after: Some(Timestamp {
+                seconds: 1_700_000_000,
+                nanos: 5_000_000,
+            }),
+            include_artifacts: Some(false),
+            ..Default::default()
+        }));
+        assert_eq!(path, "/tasks");
+        assert_eq!(
+            query,
+            "?contextId=ctx%201&status=TASK_STATE_WORKING&pageSize=0&historyLength=3\
+             &statusTimestampAfter=2023-11-14T22%3A13%3A20.005Z&includeArtifacts=false"
+        );
+    }
+
+    #[test]
+    fn unusable_path_parameters_are_invalid_params() {
+        for id in ["", ".", ".."] {
+            let err = layout(Request::GetTask(GetTaskRequest {
+                id: id.into(),
+                ..Default::default()
+            }))
+            .unwrap_err();
+            assert_eq!(err.kind, ErrorKind::InvalidParams, "{id:?}");
+            assert_eq!(err.data[0]["fieldViolations"][0]["field"], "id");
+        }
+        let err = layout(Request::GetExtendedAgentCard(GetExtendedAgentCardRequest {
+            tenant: "..".into(),
+        }))
+        .unwrap_err();
+        assert_eq!(err.data[0]["fieldViolations"][0]["field"], "tenant");
+    }
+
+    #[test]
+    fn every_rule_is_filled_without_leftover_placeholders() {
+        for op in Op::ALL {
+            let rule = op.http_rule();
+            let mut rest = rule.path;
+            while let Some((_, field, after)) = placeholder(rest) {
+                assert!(
+                    matches!(field, "id" | "task_id"),
+                    "{op:?}: unknown path field {field}"
+                );
+                rest = after;
+            }
+            assert!(!rest.contains(['{', '}']), "{op:?}");
+        }
+    }
+
+    #[test]
+    fn grpc_code_names() {
+        assert_eq!(grpc_code_named("NOT_FOUND"), Some(Code::NotFound));
+        assert_eq!(grpc_code_named("CANCELLED"), Some(Code::Cancelled));
+        assert_eq!(grpc_code_named("DATA_LOSS"), Some(Code::DataLoss));
+        assert_eq!(grpc_code_named("OK"), Some(Code::Ok));
+        assert_eq!(grpc_code_named("NOPE"), None);
+    }
+
+    #[test]
+    fn status_body_fallbacks() {
+        let body = |json: &str| serde_json::from_str::<ErrorBody>(json).unwrap().error;
+        let by_reason = body(
+            r#"{"error":{"status":"FAILED_PRECONDITION","message":"m","details":[
+                {"@type":"type.googleapis.com/google.rpc.ErrorInfo",
+                 "reason":"TASK_NOT_CANCELABLE","domain":"a2a-protocol.org"}]}}"#,
+        );
+        let err = by_reason.into_error(Some(StatusCode::BAD_REQUEST));
+        assert_eq!(err.kind, ErrorKind::TaskNotCancelable);
+        assert_eq!(err.message, "m");
+        let by_name = body(r#"{"error":{"status":"NOT_FOUND"}}"#);
+        let err = by_name.into_error(Some(StatusCode::BAD_REQUEST));
+        assert_eq!(err.kind, ErrorKind::TaskNotFound);
+        assert_eq!(err.message, "Task not found");
+        let by_http = body(r#"{"error":{"code":401,"message":"who?"}}"#);
+        let err = by_http.into_error(Some(StatusCode::UNAUTHORIZED));
+        assert_eq!(err.kind, ErrorKind::Unauthenticated);
+    }
+
+    #[test]
+    fn error_events_and_bad_frames() {
+        let err = decode_event(
+            "error",
+            r#"{"error":{"status":"NOT_FOUND","message":"gone"}}"#,
+        )
+        .unwrap()
+        .unwrap_err();
+        assert_eq!(
+            (err.kind, err.message.as_str()),
+            (ErrorKind::TaskNotFound, "gone")
+        );
+        let err = decode_event("message", "{not json").unwrap().unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Internal);
+        assert_eq!(err.data[0]["reason"], "BACKEND_BAD_RESPONSE");
+        assert!(decode_event("ping", "x").is_none());
+    }
+
+    #[test]
+    fn snippets_are_bounded() {
+        let long = vec![b'x'; 2000];
+        assert_eq!(snippet(&long).chars().count(), SNIPPET + 1);
+        assert_eq!(snippet("é".as_bytes()), "é");
+    }
+}

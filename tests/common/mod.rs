@@ -1,0 +1,406 @@
+//! Test fixtures on real sockets: a scriptable tonic A2A backend that records what it
+//! receives, the gateway served on `127.0.0.1:0`, and small wire-level client helpers.
+
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use a2a_gateway::backend::grpc::GrpcBackend;
+use a2a_gateway::front::Gateway;
+use a2a_gateway::proto::a2a_service_server::{A2aService, A2aServiceServer};
+use a2a_gateway::proto::*;
+use a2a_gateway::protocol::ops::{Reply, Request};
+use a2a_gateway::protocol::params::ForwardPolicy;
+use futures::Stream;
+use serde_json::Value;
+use tonic::metadata::MetadataMap;
+use tonic::Status;
+
+/// What the test backend does for one call.
+pub enum Answer {
+    Reply(Reply),
+    Error(Status),
+    Stream(Vec<Step>),
+}
+
+/// One step of a scripted stream.
+pub enum Step {
+    Event(StreamResponse),
+    Error(Status),
+    Sleep(Duration),
+    /// Never ends: the stream stays open until the client goes away.
+    Hang,
+}
+
+/// One call the backend received.
+#[derive(Clone)]
+pub struct Seen {
+    pub request: Request,
+    pub metadata: MetadataMap,
+}
+
+type Handler = dyn Fn(&Request) -> Answer + Send + Sync;
+
+/// A scriptable A2A gRPC backend.
+#[derive(Clone)]
+pub struct TestBackend {
+    handler: Arc<Handler>,
+    pub seen: Arc<Mutex<Vec<Seen>>>,
+    /// Streams the server dropped before their script ended (client went away).
+    pub cancelled: Arc<AtomicUsize>,
+}
+
+impl TestBackend {
+    pub fn new(handler: impl Fn(&Request) -> Answer + Send + Sync + 'static) -> Self {
+        Self {
+            handler: Arc::new(handler),
+            seen: Arc::default(),
+            cancelled: Arc::default(),
+        }
+    }
+
+    /// Serves on 127.0.0.1:0; returns the address.
+    pub async fn spawn(&self) -> SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tonic::transport::Server::builder()
+            .add_service(A2aServiceServer::new(self.clone()))
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener));
+        tokio::spawn(server);
+        addr
+    }
+
+    pub fn last(&self) -> Seen {
+        self.seen
+            .lock()
+            .unwrap()
+            .last()
+            .cloned()
+            .expect("backend saw no call")
+    }
+
+    pub fn calls(&self) -> usize {
+        self.seen.lock().unwrap().len()
+    }
+
+    fn answer(&self, request: Request, metadata: MetadataMap) -> (Answer, MetadataMap) {
+        let answer = (self.handler)(&request);
+        let mut reply_md = MetadataMap::new();
+        // Like an agent that activates every extension the client asked for.
+        if let Some(ext) = metadata.get("a2a-extensions") {
+            reply_md.insert("a2a-extensions", ext.clone());
+        }
+        self.seen.lock().unwrap().push(Seen { request, metadata });
+        (answer, reply_md)
+    }
+
+    fn stream(&self, answer: Answer, md: MetadataMap) -> Result<tonic::Response<Events>, Status> {
+        let steps = match answer {
+            Answer::Stream(steps) => steps,
+            Answer::Error(status) => return Err(status),
+            Answer::Reply(_) => panic!("unary answer for a streaming call"),
+        };
+        let guard = CancelGuard(self.cancelled.clone(), true);
+        let events = futures::stream::unfold(
+            (steps.into_iter(), guard),
+            |(mut steps, mut guard)| async move {
+                loop {
+                    match steps.next() {
+                        None => {
+                            guard.disarm();
+                            return None;
+                        }
+                        Some(Step::Event(e)) => return Some((Ok(e), (steps, guard))),
+                        Some(Step::Error(s)) => {
+                            guard.disarm();
+                            return Some((Err(s), (Vec::new().into_iter(), guard)));
+                        }
+                        Some(Step::Sleep(d)) => tokio::time::sleep(d).await,
+                        Some(Step::Hang) => std::future::pending::<()>().await,
+                    }
+                }
+            },
+        );
+        let mut response = tonic::Response::new(Box::pin(events) as Events);
+        *response.metadata_mut() = md;
+        Ok(response)
+    }
+}
+
+/// Counts a stream dropped before its script ended.
+struct CancelGuard(Arc<AtomicUsize>, bool);
+
+impl CancelGuard {
+    fn disarm(&mut self) {
+        self.1 = false;
+    }
+}
+
+impl Drop for CancelGuard {
+    fn drop(&mut self) {
+        if self.1 {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+type Events = Pin<Box<dyn Stream<Item = Result<StreamResponse, Status>> + Send>>;
+
+// `async_trait` must see the methods, so the macro writes the whole impl.
+macro_rules! test_service {
+    ($( $rpc:ident($req:ty) -> $resp:ty = $variant:ident; )*) => {
+        #[tonic::async_trait]
+        impl A2aService for TestBackend {
+            $(
+            async fn $rpc(&self, request: tonic::Request<$req>) -> Result<tonic::Response<$resp>, Status> {
+                let (metadata, _, message) = request.into_parts();
+                match self.answer(Request::$variant(message), metadata) {
+                    (Answer::Reply(Reply::$variant(reply)), md) => {
+                        let mut response = tonic::Response::new(reply);
+                        *response.metadata_mut() = md;
+                        Ok(response)
+                    }
+                    (Answer::Error(status), _) => Err(status),
+                    _ => panic!(concat!("wrong answer for ", stringify!($variant))),
+                }
+            }
+            )*
+
+            type SendStreamingMessageStream = Events;
+            type SubscribeToTaskStream = Events;
+
+            async fn send_streaming_message(
+                &self,
+                request: tonic::Request<SendMessageRequest>,
+            ) -> Result<tonic::Response<Events>, Status> {
+                let (metadata, _, message) = request.into_parts();
+                let (answer, md) = self.answer(Request::SendStreamingMessage(message), metadata);
+                self.stream(answer, md)
+            }
+
+            async fn subscribe_to_task(
+                &self,
+                request: tonic::Request<SubscribeToTaskRequest>,
+            ) -> Result<tonic::Response<Events>, Status> {
+                let (metadata, _, message) = request.into_parts();
+                let (answer, md) = self.answer(Request::SubscribeToTask(message), metadata);
+                self.stream(answer, md)
+            }
+        }
+    };
+}
+
+test_service! {
+    send_message(SendMessageRequest) -> SendMessageResponse = SendMessage;
+    get_task(GetTaskRequest) -> Task = GetTask;
+    list_tasks(ListTasksRequest) -> ListTasksResponse = ListTasks;
+    cancel_task(CancelTaskRequest) -> Task = CancelTask;
+    create_task_push_notification_config(TaskPushNotificationConfig) -> TaskPushNotificationConfig = CreateTaskPushNotificationConfig;
+    get_task_push_notification_config(GetTaskPushNotificationConfigRequest) -> TaskPushNotificationConfig = GetTaskPushNotificationConfig;
+    list_task_push_notification_configs(ListTaskPushNotificationConfigsRequest) -> ListTaskPushNotificationConfigsResponse = ListTaskPushNotificationConfigs;
+    delete_task_push_notification_config(DeleteTaskPushNotificationConfigRequest) -> pbjson_types::Empty = DeleteTaskPushNotificationConfig;
+    get_extended_agent_card(GetExtendedAgentCardRequest) -> AgentCard = GetExtendedAgentCard;
+}
+
+/// Gateway settings for tests (defaults as in the CLI, unless changed).
+pub struct Settings {
+    pub unary_timeout: Option<Duration>,
+    pub stream_timeout: Option<Duration>,
+    pub keepalive: Duration,
+    pub max_body: usize,
+    pub forward: ForwardPolicy,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            unary_timeout: Some(Duration::from_secs(30)),
+            stream_timeout: None,
+            keepalive: Duration::from_secs(15),
+            max_body: 4 << 20,
+            forward: ForwardPolicy::default(),
+        }
+    }
+}
+
+/// The gateway in front of the gRPC backend at `backend`, served on 127.0.0.1:0.
+/// Returns the JSON-RPC endpoint URL.
+pub async fn gateway(backend: &str, settings: Settings) -> String {
+    let grpc = GrpcBackend::new(backend, Duration::from_secs(2)).unwrap();
+    let state = Arc::new(Gateway {
+        backend: Arc::new(grpc),
+        forward: settings.forward,
+        unary_timeout: settings.unary_timeout,
+        stream_timeout: settings.stream_timeout,
+        keepalive: settings.keepalive,
+        max_body: settings.max_body,
+    });
+    let router = a2a_gateway::server::router(state, "/a2a/jsonrpc");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(a2a_gateway::server::serve(
+        listener,
+        router,
+        std::future::pending(),
+        Duration::from_secs(1),
+    ));
+    format!("http://{addr}/a2a/jsonrpc")
+}
+
+/// A test backend and the gateway in front of it.
+pub async fn setup(
+    handler: impl Fn(&Request) -> Answer + Send + Sync + 'static,
+) -> (TestBackend, String) {
+    setup_with(handler, Settings::default()).await
+}
+
+pub async fn setup_with(
+    handler: impl Fn(&Request) -> Answer + Send + Sync + 'static,
+    settings: Settings,
+) -> (TestBackend, String) {
+    let backend = TestBackend::new(handler);
+    let addr = backend.spawn().await;
+    let url = gateway(&format!("http://{addr}"), settings).await;
+    (backend, url)
+}
+
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder().build().unwrap()
+}
+
+/// POSTs raw bytes with `A2A-Version: 1.0`; returns status, headers and body text.
+pub async fn post(
+    url: &str,
+    body: impl Into<reqwest::Body>,
+) -> (u16, reqwest::header::HeaderMap, String) {
+    post_with(url, body, &[("a2a-version", "1.0")]).await
+}
+
+pub async fn post_with(
+    url: &str,
+    body: impl Into<reqwest::Body>,
+    headers: &[(&str, &str)],
+) -> (u16, reqwest::header::HeaderMap, String) {
+    let mut request = client()
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    (status, headers, response.text().await.unwrap())
+}
+
+/// POSTs and parses a JSON reply, asserting HTTP 200 and `application/json`.
+pub async fn rpc(url: &str, body: &str) -> Value {
+    let (status, headers, text) = post(url, body.to_owned()).await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(headers["content-type"], "application/json", "{text}");
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// A JSON-RPC request body.
+pub fn request(id: Value, method: &str, params: Value) -> String {
+    serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
+}
+
+/// A minimal valid SendMessageRequest as JSON params.
+pub fn message_params(text: &str) -> Value {
+    serde_json::json!({"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": text}]}})
+}
+
+/// Reads an SSE body into frames (text between blank lines), as they arrive.
+pub struct SseReader {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl SseReader {
+    pub async fn open(url: &str, body: String) -> (reqwest::header::HeaderMap, SseReader) {
+        let response = client()
+            .post(url)
+            .header("content-type", "application/json")
+            .header("a2a-version", "1.0")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        (
+            response.headers().clone(),
+            SseReader {
+                response,
+                buffer: String::new(),
+            },
+        )
+    }
+
+    /// The next frame, or `None` at the end of the stream.
+    pub async fn frame(&mut self) -> Option<String> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let frame = self.buffer[..end].to_owned();
+                self.buffer.drain(..end + 2);
+                return Some(frame);
+            }
+            match self.response.chunk().await.unwrap() {
+                Some(chunk) => self.buffer.push_str(std::str::from_utf8(&chunk).unwrap()),
+                None => {
+                    assert!(self.buffer.is_empty(), "trailing bytes: {:?}", self.buffer);
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// The JSON of the next `data:` frame (skipping keepalive comments).
+    pub async fn data(&mut self) -> Option<Value> {
+        loop {
+            let frame = self.frame().await?;
+            if frame.starts_with(':') {
+                continue;
+            }
+            let data = frame
+                .lines()
+                .find_map(|l| l.strip_prefix("data: "))
+                .unwrap_or_else(|| panic!("no data line in {frame:?}"));
+            return Some(serde_json::from_str(data).unwrap());
+        }
+    }
+}
+
+pub fn task(id: &str, state: TaskState) -> Task {
+    Task {
+        id: id.to_owned(),
+        context_id: "ctx-1".to_owned(),
+        status: Some(TaskStatus {
+            state: state as i32,
+            message: None,
+            timestamp: Some(Timestamp {
+                seconds: 1_700_000_000,
+                nanos: 123_000_000,
+            }),
+        }),
+        ..Default::default()
+    }
+}
+
+pub fn status_update(task_id: &str, state: TaskState) -> StreamResponse {
+    StreamResponse {
+        payload: Some(stream_response::Payload::StatusUpdate(
+            TaskStatusUpdateEvent {
+                task_id: task_id.to_owned(),
+                context_id: "ctx-1".to_owned(),
+                status: task(task_id, state).status,
+                metadata: None,
+            },
+        )),
+    }
+}

@@ -1,0 +1,285 @@
+//! JSON-RPC 2.0 envelope rules at the wire: parse and request errors, ids echoed exactly,
+//! notifications, batches, HTTP method and body limits, params decoding errors.
+
+mod common;
+
+use a2a_gateway::proto::*;
+use a2a_gateway::protocol::ops::Reply;
+use common::*;
+use serde_json::{json, Value};
+
+fn card() -> Reply {
+    Reply::GetExtendedAgentCard(AgentCard {
+        name: "n".into(),
+        ..Default::default()
+    })
+}
+
+async fn card_backend() -> (TestBackend, String) {
+    setup(|_| Answer::Reply(card())).await
+}
+
+fn code(v: &Value) -> i64 {
+    v["error"]["code"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("not an error: {v}"))
+}
+
+#[tokio::test]
+async fn envelope_errors() {
+    let (backend, url) = card_backend().await;
+    let cases: &[(&str, i64, Value)] = &[
+        ("{not json", -32700, Value::Null),
+        ("", -32700, Value::Null),
+        ("\"just a string\"", -32600, Value::Null),
+        ("42", -32600, Value::Null),
+        (
+            r#"{"id": 1, "method": "GetExtendedAgentCard"}"#,
+            -32600,
+            json!(1),
+        ),
+        (
+            r#"{"jsonrpc": "1.0", "id": 1, "method": "GetExtendedAgentCard"}"#,
+            -32600,
+            json!(1),
+        ),
+        (
+            r#"{"jsonrpc": 2.0, "id": 1, "method": "GetExtendedAgentCard"}"#,
+            -32600,
+            json!(1),
+        ),
+        (r#"{"jsonrpc": "2.0", "id": 1}"#, -32600, json!(1)),
+        (
+            r#"{"jsonrpc": "2.0", "id": 1, "method": 7}"#,
+            -32600,
+            json!(1),
+        ),
+        (
+            r#"{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": [1]}"#,
+            -32600,
+            json!(1),
+        ),
+        (
+            r#"{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": "x"}"#,
+            -32600,
+            json!(1),
+        ),
+        (
+            r#"{"jsonrpc": "2.0", "id": true, "method": "GetExtendedAgentCard"}"#,
+            -32600,
+            Value::Null,
+        ),
+        (
+            r#"{"jsonrpc": "2.0", "id": 1.5, "method": "GetExtendedAgentCard"}"#,
+            -32600,
+            Value::Null,
+        ),
+        (
+            r#"{"jsonrpc": "2.0", "id": {"a": 1}, "method": "GetExtendedAgentCard"}"#,
+            -32600,
+            Value::Null,
+        ),
+        (
+            r#"{"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {}}"#,
+            -32601,
+            json!(1),
+        ),
+        (
+            r#"{"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {}}"#,
+            -32601,
+            json!(1),
+        ),
+        (
+            r#"{"jsonrpc": "2.0", "id": 1, "method": "sendMessage", "params": {}}"#,
+            -32601,
+            json!(1),
+        ),
+    ];
+    for (body, expected, id) in cases {
+        let reply = rpc(&url, body).await;
+        assert_eq!(code(&reply), *expected, "{body} → {reply}");
+        assert_eq!(reply["id"], *id, "{body} → {reply}");
+        assert_eq!(reply["jsonrpc"], "2.0");
+        assert!(reply["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()));
+    }
+    assert_eq!(
+        backend.calls(),
+        0,
+        "no invalid request may reach the backend"
+    );
+}
+
+#[tokio::test]
+async fn ids_are_echoed_exactly() {
+    let (_, url) = card_backend().await;
+    for id in [
+        "123456789012345678901234567890",
+        "-5",
+        "0",
+        "\"abc\"",
+        "\"\\u00e9t\\u00e9\"",
+        "null",
+    ] {
+        let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"GetExtendedAgentCard"}}"#);
+        let (_, _, text) = post(&url, body).await;
+        assert!(
+            text.starts_with(&format!(r#"{{"jsonrpc":"2.0","id":{id},"result":"#)),
+            "{id}: {text}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn params_errors_name_the_field() {
+    let (backend, url) = card_backend().await;
+    let cases = [
+        (
+            "SendMessage",
+            json!({"message": {"parts": [{"text": 5}]}}),
+            "message.parts[0].text",
+        ),
+        (
+            "SendMessage",
+            json!({"message": {"role": "ROLE_BOSS"}}),
+            "message.role",
+        ),
+        (
+            "GetTask",
+            json!({"id": "t", "historyLength": "many"}),
+            "historyLength",
+        ),
+        (
+            "ListTasks",
+            json!({"statusTimestampAfter": "yesterday"}),
+            "statusTimestampAfter",
+        ),
+        (
+            "SendMessage",
+            json!({"message": {"parts": [{"raw": "***"}]}}),
+            "message.parts[0].raw",
+        ),
+    ];
+    for (method, params, field) in cases {
+        let reply = rpc(&url, &request(json!(1), method, params.clone())).await;
+        assert_eq!(code(&reply), -32602, "{params} → {reply}");
+        let detail = &reply["error"]["data"][0];
+        assert_eq!(detail["@type"], "type.googleapis.com/google.rpc.BadRequest");
+        assert_eq!(detail["fieldViolations"][0]["field"], field, "{reply}");
+        assert!(reply["error"]["message"].as_str().unwrap().contains(field));
+    }
+    assert_eq!(backend.calls(), 0);
+}
+
+#[tokio::test]
+async fn missing_params_mean_an_empty_request() {
+    let (backend, url) =
+        setup(|_| Answer::Reply(Reply::ListTasks(ListTasksResponse::default()))).await;
+    let reply = rpc(&url, r#"{"jsonrpc":"2.0","id":1,"method":"ListTasks"}"#).await;
+    assert_eq!(
+        reply["result"],
+        json!({"tasks": [], "nextPageToken": "", "pageSize": 0, "totalSize": 0})
+    );
+    assert_eq!(
+        backend.last().request,
+        a2a_gateway::protocol::ops::Request::ListTasks(ListTasksRequest::default())
+    );
+}
+
+#[tokio::test]
+async fn notifications_are_performed_without_a_reply() {
+    let (backend, url) = card_backend().await;
+    let (status, _, body) =
+        post(&url, r#"{"jsonrpc":"2.0","method":"GetExtendedAgentCard"}"#).await;
+    assert_eq!((status, body.as_str()), (204, ""));
+    assert_eq!(backend.calls(), 1);
+    // Unknown methods in notifications get no answer either.
+    let (status, _, body) = post(&url, r#"{"jsonrpc":"2.0","method":"Nope"}"#).await;
+    assert_eq!((status, body.as_str()), (204, ""));
+}
+
+#[tokio::test]
+async fn batches() {
+    let (backend, url) = card_backend().await;
+    let body = json!([
+        {"jsonrpc": "2.0", "id": 1, "method": "GetExtendedAgentCard"},
+        {"jsonrpc": "2.0", "method": "GetExtendedAgentCard"},
+        {"jsonrpc": "2.0", "id": "s", "method": "SendStreamingMessage", "params": message_params("x")},
+        {"jsonrpc": "2.0", "id": 3, "method": "Nope"},
+        5
+    ]);
+    let reply = rpc(&url, &body.to_string()).await;
+    let items = reply.as_array().unwrap();
+    assert_eq!(items.len(), 4, "{reply}");
+    assert_eq!(items[0]["id"], 1);
+    assert_eq!(items[0]["result"]["name"], "n");
+    assert_eq!(
+        (items[1]["id"].clone(), code(&items[1])),
+        (json!("s"), -32600)
+    );
+    assert_eq!(
+        (items[2]["id"].clone(), code(&items[2])),
+        (json!(3), -32601)
+    );
+    assert_eq!(
+        (items[3]["id"].clone(), code(&items[3])),
+        (Value::Null, -32600)
+    );
+    assert_eq!(backend.calls(), 2, "the request and the notification");
+
+    let reply = rpc(&url, "[]").await;
+    assert_eq!(code(&reply), -32600);
+    let (status, _, body) = post(
+        &url,
+        r#"[{"jsonrpc":"2.0","method":"GetExtendedAgentCard"}]"#,
+    )
+    .await;
+    assert_eq!(
+        (status, body.as_str()),
+        (204, ""),
+        "a batch of notifications has no reply"
+    );
+}
+
+#[tokio::test]
+async fn other_http_methods_get_405() {
+    let (_, url) = card_backend().await;
+    for method in [
+        reqwest::Method::GET,
+        reqwest::Method::PUT,
+        reqwest::Method::DELETE,
+    ] {
+        let response = client().request(method.clone(), &url).send().await.unwrap();
+        assert_eq!(response.status(), 405, "{method}");
+        assert_eq!(response.headers()["allow"], "POST", "{method}");
+    }
+}
+
+#[tokio::test]
+async fn oversized_bodies_get_a_jsonrpc_error() {
+    let settings = Settings {
+        max_body: 1024,
+        ..Default::default()
+    };
+    let (backend, url) = setup_with(|_| Answer::Reply(card()), settings).await;
+    let big = request(
+        json!(1),
+        "SendMessage",
+        message_params(&"x".repeat(64 * 1024)),
+    );
+    let reply = rpc(&url, &big).await;
+    assert_eq!(code(&reply), -32600);
+    assert!(
+        reply["error"]["message"].as_str().unwrap().contains("1024"),
+        "{reply}"
+    );
+    assert_eq!(backend.calls(), 0);
+    // The connection is still usable and a small request passes.
+    let ok = rpc(
+        &url,
+        r#"{"jsonrpc":"2.0","id":2,"method":"GetExtendedAgentCard"}"#,
+    )
+    .await;
+    assert_eq!(ok["result"]["name"], "n");
+}

@@ -1,0 +1,140 @@
+//! Service parameters at the wire (spec 3.2.6, 3.6, 9.2, 10.2): version negotiation,
+//! headers forwarded as gRPC metadata, extensions reported back.
+
+mod common;
+
+use a2a_gateway::proto::*;
+use a2a_gateway::protocol::ops::Reply;
+use a2a_gateway::protocol::params::ForwardPolicy;
+use common::*;
+use serde_json::json;
+
+fn card() -> Answer {
+    Answer::Reply(Reply::GetExtendedAgentCard(AgentCard::default()))
+}
+
+const CALL: &str = r#"{"jsonrpc":"2.0","id":1,"method":"GetExtendedAgentCard"}"#;
+
+#[tokio::test]
+async fn version_is_negotiated_by_the_gateway() {
+    let (backend, url) = setup(|_| card()).await;
+    for (headers, ok) in [
+        (vec![("a2a-version", "1.0")], true),
+        (vec![("A2A-Version", "1")], true),
+        (vec![("a2a-version", "1.3")], true),
+        (vec![], false),
+        (vec![("a2a-version", "")], false),
+        (vec![("a2a-version", "0.3")], false),
+        (vec![("a2a-version", "2.0")], false),
+    ] {
+        let (status, _, text) = post_with(&url, CALL, &headers).await;
+        assert_eq!(status, 200);
+        let reply: serde_json::Value = serde_json::from_str(&text).unwrap();
+        if ok {
+            assert!(reply.get("result").is_some(), "{headers:?}: {reply}");
+        } else {
+            assert_eq!(reply["error"]["code"], -32009, "{headers:?}: {reply}");
+            assert!(reply["error"]["message"].as_str().unwrap().contains("1.0"));
+            assert_eq!(reply["error"]["data"][0]["reason"], "VERSION_NOT_SUPPORTED");
+        }
+    }
+    let calls = backend.calls();
+    let query_url = format!("{url}?A2A-Version=1.0");
+    let (_, _, text) = post_with(&query_url, CALL, &[]).await;
+    assert!(
+        text.contains("\"result\""),
+        "version as query parameter: {text}"
+    );
+    assert_eq!(backend.calls(), calls + 1);
+}
+
+#[tokio::test]
+async fn headers_are_forwarded_as_metadata() {
+    let settings = Settings {
+        forward: ForwardPolicy::new(&["x-tenant-hint"]).unwrap(),
+        ..Default::default()
+    };
+    let (backend, url) = setup_with(|_| card(), settings).await;
+    let (_, headers, _) = post_with(
+        &url,
+        CALL,
+        &[
+            ("a2a-version", "1.0"),
+            ("authorization", "Bearer s3cret"),
+            (
+                "traceparent",
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            ),
+            ("tracestate", "k=v"),
+            ("x-request-id", "req-1"),
+            ("a2a-extensions", "urn:a, urn:b"),
+            ("x-tenant-hint", "blue"),
+            ("x-not-forwarded", "no"),
+            ("te", "trailers"),
+        ],
+    )
+    .await;
+    let md = backend.last().metadata;
+    let get = |k: &str| md.get(k).map(|v| v.to_str().unwrap().to_owned());
+    assert_eq!(get("a2a-version").as_deref(), Some("1.0"));
+    assert_eq!(get("authorization").as_deref(), Some("Bearer s3cret"));
+    assert_eq!(
+        get("traceparent").as_deref(),
+        Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+    );
+    assert_eq!(get("tracestate").as_deref(), Some("k=v"));
+    assert_eq!(get("x-request-id").as_deref(), Some("req-1"));
+    assert_eq!(get("a2a-extensions").as_deref(), Some("urn:a, urn:b"));
+    assert_eq!(get("x-tenant-hint").as_deref(), Some("blue"));
+    assert_eq!(get("x-not-forwarded"), None);
+    assert_eq!(get("connection"), None);
+    // The backend's activated extensions come back as the A2A-Extensions header.
+    assert_eq!(headers["a2a-extensions"], "urn:a, urn:b");
+}
+
+#[tokio::test]
+async fn unary_deadline_is_sent_as_grpc_timeout() {
+    let settings = Settings {
+        unary_timeout: Some(std::time::Duration::from_secs(7)),
+        ..Default::default()
+    };
+    let (backend, url) = setup_with(|_| card(), settings).await;
+    rpc(&url, CALL).await;
+    let timeout = backend
+        .last()
+        .metadata
+        .get("grpc-timeout")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let value: u64 = timeout
+        .trim_end_matches(char::is_alphabetic)
+        .parse()
+        .unwrap();
+    let unit = timeout.trim_start_matches(char::is_numeric);
+    let millis = match unit {
+        "S" => value * 1000,
+        "m" => value,
+        "u" => value / 1000,
+        "n" => value / 1_000_000,
+        _ => panic!("{timeout}"),
+    };
+    assert!((6_000..=7_000).contains(&millis), "grpc-timeout {timeout}");
+}
+
+#[tokio::test]
+async fn tenant_travels_in_the_request() {
+    let (backend, url) = setup(|_| card()).await;
+    rpc(
+        &url,
+        &request(json!(1), "GetExtendedAgentCard", json!({"tenant": "acme"})),
+    )
+    .await;
+    assert_eq!(
+        backend.last().request,
+        a2a_gateway::protocol::ops::Request::GetExtendedAgentCard(GetExtendedAgentCardRequest {
+            tenant: "acme".into()
+        })
+    );
+}
