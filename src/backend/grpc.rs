@@ -181,39 +181,32 @@ pub fn status_to_error(status: &Status) -> A2aError {
 }
 
 fn transport_fault(status: &Status) -> Option<(GatewayFault, &'static str)> {
+    const DEADLINE: (GatewayFault, &str) = (
+        GatewayFault::BackendDeadlineExceeded,
+        "backend deadline exceeded",
+    );
     if status.code() == Code::DeadlineExceeded && status.details().is_empty() {
-        return Some((
-            GatewayFault::BackendDeadlineExceeded,
-            "backend deadline exceeded",
-        ));
+        return Some(DEADLINE);
     }
     // Statuses made by tonic's client from a transport error carry that error as source;
     // statuses the backend sent do not.
     let mut source = status.source();
-    let mut connect = false;
-    let mut any = false;
+    let mut seen = false;
     while let Some(err) = source {
-        any = true;
-        if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            use std::io::ErrorKind as K;
-            connect |= matches!(
-                io.kind(),
-                K::ConnectionRefused | K::NotFound | K::AddrNotAvailable | K::TimedOut
-            );
+        seen = true;
+        if err.is::<tonic::TimeoutExpired>() {
+            return Some(DEADLINE);
         }
-        if let Some(h) = err.downcast_ref::<hyper_util::client::legacy::Error>() {
-            connect |= h.is_connect();
+        let refused = err
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused);
+        if refused || err.is::<tonic::ConnectError>() {
+            return Some((GatewayFault::BackendUnavailable, "backend unreachable"));
         }
-        let text = err.to_string();
-        connect |= text.contains("connect") && !text.contains("connection reset");
         source = err.source();
     }
-    match (any, connect) {
-        (false, _) => None,
-        (true, true) => Some((GatewayFault::BackendUnavailable, "backend unreachable")),
-        (true, false) => Some((
-            GatewayFault::BackendConnectionReset,
-            "connection to backend lost",
-        )),
-    }
+    seen.then_some((
+        GatewayFault::BackendConnectionReset,
+        "connection to backend lost",
+    ))
 }

@@ -238,3 +238,97 @@ impl std::fmt::Display for A2aError {
 }
 
 impl std::error::Error for A2aError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_row_maps_both_ways() {
+        for &kind in ErrorKind::ALL {
+            if let Some(reason) = kind.reason() {
+                assert_eq!(ErrorKind::from_reason(reason), Some(kind), "{kind:?}");
+                let data = vec![error_info(reason, A2A_DOMAIN)];
+                // The reason decides, whatever the status says.
+                let err = A2aError::from_backend(ErrorKind::Internal, "m", data);
+                assert_eq!((err.kind, err.kind.code()), (kind, kind.code()));
+            }
+            if kind.by_status() {
+                assert_eq!(ErrorKind::from_grpc(kind.grpc()), kind, "{kind:?}");
+                assert_eq!(ErrorKind::from_http(kind.http()), kind, "{kind:?}");
+            } else {
+                assert_ne!(
+                    ErrorKind::from_grpc(kind.grpc()),
+                    kind,
+                    "{kind:?} needs a reason"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn codes_reasons_and_status_rows_are_unique() {
+        let all = ErrorKind::ALL;
+        for (i, a) in all.iter().enumerate() {
+            for b in &all[i + 1..] {
+                assert_ne!(a.code(), b.code(), "{a:?} {b:?}");
+                assert!(
+                    a.reason().is_none() || a.reason() != b.reason(),
+                    "{a:?} {b:?}"
+                );
+                if a.by_status() && b.by_status() {
+                    assert_ne!(a.grpc(), b.grpc(), "{a:?} {b:?}");
+                    assert_ne!(a.http(), b.http(), "{a:?} {b:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn spec_5_4_rows() {
+        use ErrorKind::*;
+        let rows = [
+            (TaskNotFound, -32001, Code::NotFound, 404),
+            (TaskNotCancelable, -32002, Code::FailedPrecondition, 400),
+            (
+                PushNotificationNotSupported,
+                -32003,
+                Code::FailedPrecondition,
+                400,
+            ),
+            (UnsupportedOperation, -32004, Code::FailedPrecondition, 400),
+            (ContentTypeNotSupported, -32005, Code::InvalidArgument, 400),
+            (InvalidAgentResponse, -32006, Code::Internal, 500),
+            (
+                ExtendedAgentCardNotConfigured,
+                -32007,
+                Code::FailedPrecondition,
+                400,
+            ),
+            (
+                ExtensionSupportRequired,
+                -32008,
+                Code::FailedPrecondition,
+                400,
+            ),
+            (VersionNotSupported, -32009, Code::FailedPrecondition, 400),
+        ];
+        for (kind, code, grpc, http) in rows {
+            assert_eq!((kind.code(), kind.grpc(), kind.http()), (code, grpc, http));
+        }
+        assert_eq!(ErrorKind::from_grpc(Code::Unavailable), ErrorKind::Internal);
+        assert_eq!(
+            ErrorKind::from_grpc(Code::FailedPrecondition),
+            ErrorKind::Internal
+        );
+        assert_eq!(ErrorKind::from_http(502), ErrorKind::Internal);
+    }
+
+    #[test]
+    fn other_domains_do_not_decide() {
+        let data = vec![error_info("TASK_NOT_FOUND", "example.com")];
+        let err = A2aError::from_backend(ErrorKind::Internal, "", data);
+        assert_eq!(err.kind, ErrorKind::Internal);
+        assert_eq!(err.message, "Internal error");
+    }
+}

@@ -23,6 +23,8 @@ use tonic::Status;
 /// What the test backend does for one call.
 pub enum Answer {
     Reply(Reply),
+    /// The inner answer after a pause (the backend is slow).
+    After(Duration, Box<Answer>),
     Error(Status),
     Stream(Vec<Step>),
 }
@@ -102,7 +104,7 @@ impl TestBackend {
         let steps = match answer {
             Answer::Stream(steps) => steps,
             Answer::Error(status) => return Err(status),
-            Answer::Reply(_) => panic!("unary answer for a streaming call"),
+            Answer::Reply(_) | Answer::After(..) => panic!("unary answer for a streaming call"),
         };
         let guard = CancelGuard(self.cancelled.clone(), true);
         let events = futures::stream::unfold(
@@ -158,7 +160,12 @@ macro_rules! test_service {
             $(
             async fn $rpc(&self, request: tonic::Request<$req>) -> Result<tonic::Response<$resp>, Status> {
                 let (metadata, _, message) = request.into_parts();
-                match self.answer(Request::$variant(message), metadata) {
+                let (mut answer, md) = self.answer(Request::$variant(message), metadata);
+                while let Answer::After(pause, inner) = answer {
+                    tokio::time::sleep(pause).await;
+                    answer = *inner;
+                }
+                match (answer, md) {
                     (Answer::Reply(Reply::$variant(reply)), md) => {
                         let mut response = tonic::Response::new(reply);
                         *response.metadata_mut() = md;
