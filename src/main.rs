@@ -11,7 +11,15 @@ use a2a_gateway::{demo, server};
 const USAGE_ERROR: u8 = 2;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => {
+            // --help and --version
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => return fail(&one_line(&e.to_string())),
+    };
     init_logging(cli.log_format);
     if let Err(e) = cli.validate() {
         return fail(&e.to_string());
@@ -67,6 +75,18 @@ async fn run(cli: Cli) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// clap's message up to its first blank line, folded into one line without the
+/// "error:" prefix (the usage and tip lines that follow add nothing here).
+fn one_line(rendered: &str) -> String {
+    let paragraph: Vec<&str> = rendered
+        .lines()
+        .take_while(|l| !l.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    let text = paragraph.join(" ");
+    text.strip_prefix("error: ").unwrap_or(&text).to_owned() + " (see --help)"
 }
 
 fn fail(message: &str) -> ExitCode {

@@ -1,0 +1,328 @@
+//! The `a2a-gateway` binary as users run it: flags, startup errors, a backend that is down
+//! at start, graceful shutdown, and `--demo` answering every operation over real sockets.
+
+mod common;
+
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{json, Value};
+
+const BIN: &str = env!("CARGO_BIN_EXE_a2a-gateway");
+
+fn run(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().unwrap()
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A running gateway process, killed when dropped.
+struct Running(Child, String);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn start(args: &[&str]) -> Running {
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let child = Command::new(BIN)
+        .args(args)
+        .args(["--listen", &listen])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let running = Running(child, format!("http://{listen}/a2a/jsonrpc"));
+    let started = Instant::now();
+    while reqwest::get(format!("http://{listen}/healthz"))
+        .await
+        .is_err()
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "gateway did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    running
+}
+
+#[test]
+fn help_explains_every_flag() {
+    let out = run(&["--help"]);
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).unwrap();
+    for flag in [
+        "--listen",
+        "--backend",
+        "--binding",
+        "--jsonrpc-path",
+        "--demo",
+        "--timeout",
+        "--stream-timeout",
+        "--keepalive",
+        "--connect-timeout",
+        "--max-body",
+        "--forward-header",
+        "--shutdown-grace",
+        "--log-format",
+    ] {
+        assert!(help.contains(flag), "--help does not explain {flag}");
+    }
+}
+
+#[test]
+fn bad_flags_give_one_line_and_exit_code_2() {
+    for args in [
+        vec!["--bogus"],
+        vec![],
+        vec!["--backend", "ftp://x"],
+        vec!["--backend", "http://x:1", "--binding", "SOAP"],
+        vec!["--backend", "http://x:1", "--timeout", "soon"],
+        vec!["--backend", "http://x:1", "--jsonrpc-path", "rpc"],
+        vec!["--backend", "http://x:1", "--forward-header", "Connection"],
+        vec!["--backend", "http://x:1", "--listen", "nowhere"],
+    ] {
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with("a2a-gateway: error: "),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn an_address_in_use_is_one_line_and_exit_code_2() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = run(&["--backend", "http://127.0.0.1:1", "--listen", &addr]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains(&format!("cannot listen on {addr}")),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+}
+
+#[tokio::test]
+async fn a_backend_down_at_start_is_not_fatal() {
+    let backend = format!("http://127.0.0.1:{}", free_port());
+    let gateway = start(&["--backend", &backend]).await;
+    let reply = rpc(
+        &gateway.1,
+        r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t"}}"#,
+    )
+    .await;
+    assert_eq!(reply["error"]["code"], -32603);
+    assert_eq!(reply["error"]["data"][0]["reason"], "BACKEND_UNAVAILABLE");
+}
+
+#[tokio::test]
+async fn sigterm_shuts_down_cleanly() {
+    let mut gateway = start(&["--demo"]).await;
+    let pid = gateway.0.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = gateway.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "no exit after SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(status.success(), "{status:?}");
+}
+
+fn result(reply: &Value) -> &Value {
+    reply
+        .get("result")
+        .unwrap_or_else(|| panic!("not a result: {reply}"))
+}
+
+#[tokio::test]
+async fn demo_answers_every_operation() {
+    let gateway = start(&["--demo"]).await;
+    let url = gateway.1.as_str();
+    let send = |text: &str| request(json!(1), "SendMessage", message_params(text));
+
+    let reply = rpc(url, &send("hello")).await;
+    assert_eq!(result(&reply)["message"]["parts"][0]["text"], "echo: hello");
+
+    let reply = rpc(url, &send("task")).await;
+    let done = &result(&reply)["task"];
+    assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(done["artifacts"][0]["parts"][0]["text"], "done: task");
+    let done_id = done["id"].as_str().unwrap().to_owned();
+
+    let (_, mut sse) = SseReader::open(
+        url,
+        request(json!(2), "SendStreamingMessage", message_params("stream")),
+    )
+    .await;
+    let mut kinds = Vec::new();
+    while let Some(frame) = sse.data().await {
+        assert_eq!(frame["id"], 2);
+        kinds.push(
+            result(&frame)
+                .as_object()
+                .unwrap()
+                .keys()
+                .next()
+                .unwrap()
+                .clone(),
+        );
+    }
+    assert_eq!(
+        kinds,
+        [
+            "task",
+            "statusUpdate",
+            "artifactUpdate",
+            "artifactUpdate",
+            "artifactUpdate",
+            "statusUpdate"
+        ]
+    );
+
+    let reply = rpc(url, &send("input")).await;
+    let waiting = &result(&reply)["task"];
+    assert_eq!(waiting["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+    let follow_up = json!({"message": {"messageId": "m-2", "role": "ROLE_USER", "taskId": waiting["id"], "parts": [{"text": "more"}]}});
+    let reply = rpc(url, &request(json!(3), "SendMessage", follow_up)).await;
+    assert_eq!(
+        result(&reply)["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+
+    let reply = rpc(url, &send("slow")).await;
+    let slow_id = result(&reply)["task"]["id"].as_str().unwrap().to_owned();
+    let (_, mut watch) = SseReader::open(
+        url,
+        request(json!(4), "SubscribeToTask", json!({"id": slow_id})),
+    )
+    .await;
+    assert_eq!(
+        result(&watch.data().await.unwrap())["task"]["id"],
+        slow_id.as_str()
+    );
+    let reply = rpc(
+        url,
+        &request(json!(5), "CancelTask", json!({"id": slow_id})),
+    )
+    .await;
+    assert_eq!(result(&reply)["status"]["state"], "TASK_STATE_CANCELED");
+    let mut last = Value::Null;
+    while let Some(frame) = watch.data().await {
+        last = frame;
+    }
+    assert_eq!(
+        result(&last)["statusUpdate"]["status"]["state"],
+        "TASK_STATE_CANCELED"
+    );
+    let reply = rpc(
+        url,
+        &request(json!(6), "CancelTask", json!({"id": slow_id})),
+    )
+    .await;
+    assert_eq!(reply["error"]["code"], -32002, "{reply}");
+
+    let reply = rpc(
+        url,
+        &request(
+            json!(7),
+            "GetTask",
+            json!({"id": done_id, "historyLength": 1}),
+        ),
+    )
+    .await;
+    assert_eq!(result(&reply)["history"].as_array().unwrap().len(), 1);
+    let reply = rpc(url, &request(json!(8), "GetTask", json!({"id": "missing"}))).await;
+    assert_eq!(reply["error"]["code"], -32001);
+    let reply = rpc(
+        url,
+        &request(
+            json!(9),
+            "ListTasks",
+            json!({"status": "TASK_STATE_COMPLETED", "pageSize": 2}),
+        ),
+    )
+    .await;
+    assert_eq!(result(&reply)["pageSize"], 2);
+    assert_eq!(result(&reply)["tasks"].as_array().unwrap().len(), 2);
+    assert!(!result(&reply)["nextPageToken"].as_str().unwrap().is_empty());
+
+    let config =
+        json!({"taskId": done_id, "id": "c1", "url": "https://hooks.example/a2a", "token": "t"});
+    let reply = rpc(
+        url,
+        &request(
+            json!(10),
+            "CreateTaskPushNotificationConfig",
+            config.clone(),
+        ),
+    )
+    .await;
+    assert_eq!(result(&reply), &config);
+    let ids = json!({"taskId": done_id, "id": "c1"});
+    let reply = rpc(
+        url,
+        &request(json!(11), "GetTaskPushNotificationConfig", ids.clone()),
+    )
+    .await;
+    assert_eq!(result(&reply), &config);
+    let reply = rpc(
+        url,
+        &request(
+            json!(12),
+            "ListTaskPushNotificationConfigs",
+            json!({"taskId": done_id}),
+        ),
+    )
+    .await;
+    assert_eq!(result(&reply)["configs"], json!([config]));
+    let reply = rpc(
+        url,
+        &request(json!(13), "DeleteTaskPushNotificationConfig", ids),
+    )
+    .await;
+    assert_eq!(result(&reply), &Value::Null);
+    let reply = rpc(
+        url,
+        &request(
+            json!(14),
+            "ListTaskPushNotificationConfigs",
+            json!({"taskId": done_id}),
+        ),
+    )
+    .await;
+    assert_eq!(result(&reply), &json!({}));
+
+    let reply = rpc(
+        url,
+        r#"{"jsonrpc":"2.0","id":15,"method":"GetExtendedAgentCard"}"#,
+    )
+    .await;
+    assert_eq!(result(&reply)["name"], "a2a-gateway demo agent");
+}
