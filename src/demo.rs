@@ -60,6 +60,14 @@ struct Entry {
 
 type Events = Pin<Box<dyn Stream<Item = Result<StreamResponse, Status>> + Send>>;
 
+/// A task just created or continued: its snapshot, the scripted steps still to come, and a
+/// receiver subscribed before any of them is published.
+type Started = (
+    Task,
+    Vec<(Duration, StreamResponse)>,
+    broadcast::Receiver<StreamResponse>,
+);
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Scenario {
     Reply,
@@ -362,17 +370,7 @@ impl DemoAgent {
     }
 
     /// Creates the task for `message`, or continues the input-required task it names.
-    fn start(
-        &self,
-        message: Message,
-    ) -> Result<
-        (
-            Task,
-            Vec<(Duration, StreamResponse)>,
-            broadcast::Receiver<StreamResponse>,
-        ),
-        Status,
-    > {
+    fn start(&self, message: Message) -> Result<Started, Status> {
         let text = first_text(&message).to_owned();
         if !message.task_id.is_empty() {
             let mut task = self.task(&message.task_id)?;

@@ -77,7 +77,7 @@ fn unary_case(op: Op) -> Case {
                             ..Default::default()
                         },
                         Part {
-                            content: Some(part::Content::Raw(vec![0, 1, 2].into())),
+                            content: Some(part::Content::Raw(vec![0, 1, 2])),
                             filename: "a.bin".into(),
                             ..Default::default()
                         },

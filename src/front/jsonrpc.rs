@@ -51,7 +51,7 @@ enum Outcome {
     /// A JSON-RPC response object, with the backend's activated extensions.
     Json(Vec<u8>, Option<HeaderValue>),
     /// An SSE stream.
-    Stream(SseFrames, Option<HeaderValue>),
+    Stream(Box<SseFrames>, Option<HeaderValue>),
     /// A notification: no response.
     Nothing,
 }
@@ -86,7 +86,7 @@ pub async fn handle(
             };
             match handle_one(&gateway, &ctx, envelope, false).await {
                 Outcome::Json(body, ext) => json_response(body, ext),
-                Outcome::Stream(frames, ext) => sse_response(frames, ext),
+                Outcome::Stream(frames, ext) => sse_response(*frames, ext),
                 Outcome::Nothing => StatusCode::NO_CONTENT.into_response(),
             }
         }
@@ -264,7 +264,7 @@ async fn stream(gateway: &Gateway, id: &RawValue, call: Call) -> Outcome {
         None => None,
     };
     let frames = SseFrames::new(id, first, events, gateway.keepalive, gateway.stream_timeout);
-    Outcome::Stream(frames, answer.extensions)
+    Outcome::Stream(Box::new(frames), answer.extensions)
 }
 
 /// Appends `{"jsonrpc":"2.0","id":…,"result":…}`, the result written by `result`.
