@@ -164,7 +164,17 @@ async fn params_errors_name_the_field() {
     for (method, params, field) in cases {
         let reply = rpc(&url, &request(json!(1), method, params.clone())).await;
         assert_eq!(code(&reply), -32602, "{params} → {reply}");
-        let detail = &reply["error"]["data"][0];
+        let info = &reply["error"]["data"][0];
+        assert_eq!(info["@type"], "type.googleapis.com/google.rpc.ErrorInfo");
+        assert_eq!(
+            (info["reason"].as_str(), info["domain"].as_str()),
+            (Some("INVALID_PARAMS"), Some("a2a-protocol.org"))
+        );
+        assert!(info["metadata"]["parseError"]
+            .as_str()
+            .unwrap()
+            .contains(field));
+        let detail = &reply["error"]["data"][1];
         assert_eq!(detail["@type"], "type.googleapis.com/google.rpc.BadRequest");
         assert_eq!(detail["fieldViolations"][0]["field"], field, "{reply}");
         assert!(reply["error"]["message"].as_str().unwrap().contains(field));

@@ -354,7 +354,7 @@ async fn empty_path_parameters_are_refused_without_a_request() {
     });
     let err = backend.unary(call(request)).await.err().unwrap();
     assert_eq!(err.kind, ErrorKind::InvalidParams);
-    assert_eq!(err.data[0]["fieldViolations"][0]["field"], "id");
+    assert_eq!(err.data[1]["fieldViolations"][0]["field"], "id");
     assert!(mock.requests().is_empty());
 }
 

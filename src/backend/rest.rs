@@ -842,13 +842,13 @@ mod tests {
             }))
             .unwrap_err();
             assert_eq!(err.kind, ErrorKind::InvalidParams, "{id:?}");
-            assert_eq!(err.data[0]["fieldViolations"][0]["field"], "id");
+            assert_eq!(err.data[1]["fieldViolations"][0]["field"], "id");
         }
         let err = layout(Request::GetExtendedAgentCard(GetExtendedAgentCardRequest {
             tenant: "..".into(),
         }))
         .unwrap_err();
-        assert_eq!(err.data[0]["fieldViolations"][0]["field"], "tenant");
+        assert_eq!(err.data[1]["fieldViolations"][0]["field"], "tenant");
     }
 
     #[test]

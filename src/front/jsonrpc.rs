@@ -92,10 +92,7 @@ pub async fn handle(
         }
         _ => {
             let err = match serde_json::from_slice::<&RawValue>(&bytes) {
-                Ok(_) => A2aError::with_message(
-                    ErrorKind::InvalidRequest,
-                    "Request payload validation error: the request must be a JSON object or array",
-                ),
+                Ok(_) => invalid_request("the request must be a JSON object or array"),
                 Err(e) => parse_error(&e),
             };
             json_response(error_bytes(None, &err), None)
@@ -109,10 +106,7 @@ async fn handle_batch(gateway: &Gateway, ctx: &Context<'_>, bytes: &[u8]) -> Res
         Err(e) => return json_response(error_bytes(None, &parse_error(&e)), None),
     };
     if elements.is_empty() {
-        let err = A2aError::with_message(
-            ErrorKind::InvalidRequest,
-            "Request payload validation error: empty batch",
-        );
+        let err = invalid_request("empty batch");
         return json_response(error_bytes(None, &err), None);
     }
     let outcomes = futures::future::join_all(elements.iter().map(|raw| async move {
@@ -166,16 +160,19 @@ async fn handle_one(
     if envelope.params.is_some_and(|p| !p.get().starts_with('{')) {
         return fail(invalid_request("params must be an object"));
     }
+    // The reference SDK's order: method, then params, then version.
     let Some(op) = Op::from_name(&name) else {
-        let err = A2aError::with_message(
-            ErrorKind::MethodNotFound,
-            format!("Method not found: {name}"),
-        );
+        let err = A2aError::new(ErrorKind::MethodNotFound);
         return if id.is_some() {
             fail(err)
         } else {
             Outcome::Nothing
         };
+    };
+    let request = match Request::decode(op, envelope.params) {
+        Ok(request) => request,
+        Err(err) if id.is_some() => return fail(err),
+        Err(_) => return Outcome::Nothing,
     };
     if let Err(err) = negotiate_version(ctx.headers, ctx.query) {
         return if id.is_some() {
@@ -184,11 +181,6 @@ async fn handle_one(
             Outcome::Nothing
         };
     }
-    let request = match Request::decode(op, envelope.params) {
-        Ok(request) => request,
-        Err(err) if id.is_some() => return fail(err),
-        Err(_) => return Outcome::Nothing,
-    };
     if op.is_streaming() && in_batch {
         return fail(invalid_request(&format!(
             "{} streams and cannot be part of a batch",
@@ -301,10 +293,7 @@ fn error_bytes(id: Option<&RawValue>, err: &A2aError) -> Vec<u8> {
 }
 
 fn invalid_request(why: &str) -> A2aError {
-    A2aError::with_message(
-        ErrorKind::InvalidRequest,
-        format!("Request payload validation error: {why}"),
-    )
+    A2aError::invalid_request(why)
 }
 
 fn parse_error(e: &serde_json::Error) -> A2aError {
@@ -338,12 +327,8 @@ async fn read_body(mut body: Body, limit: usize) -> Result<Bytes, A2aError> {
     let mut buf = BytesMut::new();
     let mut seen = 0usize;
     while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| {
-            A2aError::with_message(
-                ErrorKind::InvalidRequest,
-                format!("request body could not be read: {e}"),
-            )
-        })?;
+        let frame =
+            frame.map_err(|e| invalid_request(&format!("request body could not be read: {e}")))?;
         let Ok(data) = frame.into_data() else {
             continue;
         };

@@ -5,7 +5,9 @@
 //! disagree on status codes (FAILED_PRECONDITION alone covers five A2A errors). Only when
 //! no such detail is present does the status decide, through the rows marked `by status`.
 //! UNAUTHENTICATED and PERMISSION_DENIED have no code in the A2A spec; we follow the
-//! official Go SDK's precedent (-31401, -31403).
+//! official Go SDK's precedent (-31401, -31403). The reasons of the standard JSON-RPC rows
+//! are the reference SDK's (a2a-sdk `utils/errors.py`); it reports method-not-found as
+//! NOT_FOUND + `METHOD_NOT_FOUND`, which the status alone would misread as TaskNotFound.
 
 use serde_json::{json, Value};
 use tonic::Code;
@@ -34,7 +36,7 @@ macro_rules! error_table {
             pub fn grpc(self) -> Code { match self { $( ErrorKind::$kind => Code::$grpc, )* } }
             /// The HTTP status of this error.
             pub fn http(self) -> u16 { match self { $( ErrorKind::$kind => $http, )* } }
-            /// `ErrorInfo.reason` for A2A errors (domain `a2a-protocol.org`).
+            /// `ErrorInfo.reason` (domain `a2a-protocol.org`), where one is defined.
             pub fn reason(self) -> Option<&'static str> { match self { $( ErrorKind::$kind => $reason, )* } }
             /// Whether this row is chosen for its gRPC/HTTP status when no reason is given.
             pub fn by_status(self) -> bool { match self { $( ErrorKind::$kind => $by_status, )* } }
@@ -47,10 +49,10 @@ macro_rules! error_table {
 error_table! {
     // kind: JSON-RPC code, gRPC status, HTTP status, ErrorInfo reason, by status, standard message
     ParseError: -32700, InvalidArgument, 400, None, false, "Invalid JSON payload";
-    InvalidRequest: -32600, InvalidArgument, 400, None, false, "Request payload validation error";
-    MethodNotFound: -32601, Unimplemented, 501, None, true, "Method not found";
-    InvalidParams: -32602, InvalidArgument, 400, None, true, "Invalid parameters";
-    Internal: -32603, Internal, 500, None, true, "Internal error";
+    InvalidRequest: -32600, InvalidArgument, 400, Some("INVALID_REQUEST"), false, "Request payload validation error";
+    MethodNotFound: -32601, Unimplemented, 501, Some("METHOD_NOT_FOUND"), true, "Method not found";
+    InvalidParams: -32602, InvalidArgument, 400, Some("INVALID_PARAMS"), true, "Invalid parameters";
+    Internal: -32603, Internal, 500, Some("INTERNAL_ERROR"), true, "Internal error";
     TaskNotFound: -32001, NotFound, 404, Some("TASK_NOT_FOUND"), true, "Task not found";
     TaskNotCancelable: -32002, FailedPrecondition, 400, Some("TASK_NOT_CANCELABLE"), false,
         "Task cannot be canceled";
@@ -150,21 +152,45 @@ impl A2aError {
         }
     }
 
-    /// -32602 whose data holds a `google.rpc.BadRequest` naming the failing field.
+    /// -32602 naming the failing field: an `ErrorInfo` (`INVALID_PARAMS`, with the
+    /// reference SDK's `parseError` metadata) and a `google.rpc.BadRequest`.
     pub fn invalid_params(field: &str, description: &str) -> Self {
         let field = if field == "." { "" } else { field };
-        let message = if field.is_empty() {
-            format!("Invalid parameters: {description}")
+        let problem = if field.is_empty() {
+            description.to_owned()
         } else {
-            format!("Invalid parameters: {field}: {description}")
+            format!("{field}: {description}")
         };
+        let kind = ErrorKind::InvalidParams;
         Self {
-            kind: ErrorKind::InvalidParams,
-            message,
-            data: vec![json!({
-                "@type": crate::protocol::details::BAD_REQUEST,
-                "fieldViolations": [{"field": field, "description": description}],
-            })],
+            kind,
+            message: format!("Invalid parameters: {problem}"),
+            data: vec![
+                with_metadata(
+                    error_info(kind.reason().unwrap_or_default(), A2A_DOMAIN),
+                    "parseError",
+                    &problem,
+                ),
+                json!({
+                    "@type": crate::protocol::details::BAD_REQUEST,
+                    "fieldViolations": [{"field": field, "description": description}],
+                }),
+            ],
+        }
+    }
+
+    /// -32600 saying what is wrong with the envelope, with an `ErrorInfo` as the
+    /// reference SDK sends one.
+    pub fn invalid_request(why: &str) -> Self {
+        let kind = ErrorKind::InvalidRequest;
+        Self {
+            kind,
+            message: format!("{}: {why}", kind.message()),
+            data: vec![with_metadata(
+                error_info(kind.reason().unwrap_or_default(), A2A_DOMAIN),
+                "parseError",
+                why,
+            )],
         }
     }
 
@@ -229,6 +255,11 @@ impl A2aError {
 
 fn error_info(reason: &str, domain: &str) -> Value {
     json!({"@type": crate::protocol::details::ERROR_INFO, "reason": reason, "domain": domain})
+}
+
+fn with_metadata(mut info: Value, key: &str, value: &str) -> Value {
+    info["metadata"] = json!({ key: value });
+    info
 }
 
 impl std::fmt::Display for A2aError {

@@ -4,6 +4,8 @@
 // Each test binary uses a different part of the fixtures; answer enums are built once per call.
 #![allow(dead_code, clippy::large_enum_variant)]
 
+pub mod peer;
+
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -257,6 +259,27 @@ pub async fn gateway(backend: &str, settings: Settings) -> String {
         Duration::from_secs(1),
     ));
     format!("http://{addr}/a2a/jsonrpc")
+}
+
+/// The gateway built exactly as the binary builds it from `args` (flags after the
+/// program name), served on 127.0.0.1:0. Returns the JSON-RPC endpoint URL.
+pub async fn gateway_from_flags(args: &[&str]) -> String {
+    use clap::Parser;
+    let cli = a2a_gateway::config::Cli::try_parse_from(
+        std::iter::once("a2a-gateway").chain(args.iter().copied()),
+    )
+    .unwrap();
+    let state = a2a_gateway::server::gateway(&cli, cli.backend.as_deref().unwrap()).unwrap();
+    let router = a2a_gateway::server::router(state, &cli.jsonrpc_path);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(a2a_gateway::server::serve(
+        listener,
+        router,
+        std::future::pending(),
+        Duration::from_secs(1),
+    ));
+    format!("http://{addr}{}", cli.jsonrpc_path)
 }
 
 /// A test backend and the gateway in front of it.

@@ -1,0 +1,87 @@
+//! The reference-SDK peer (`tests/peers/agent.py`, a2a-sdk 1.3.0) as a test fixture: the
+//! pinned venv is provisioned on first use (cached under `target/`), the agent serves gRPC,
+//! HTTP+JSON and its own JSON-RPC binding, and is killed when the fixture drops. Missing
+//! Python or packages fail the test with the provisioning error; nothing passes silently.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// A running reference agent.
+pub struct Peer {
+    child: Child,
+    /// gRPC backend URL (`http://127.0.0.1:P`).
+    pub grpc: String,
+    /// HTTP+JSON backend URL (`http://127.0.0.1:P/rest`).
+    pub rest: String,
+    /// The agent's own JSON-RPC endpoint.
+    pub jsonrpc: String,
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn peers_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers")
+}
+
+/// The venv's python, provisioning it if needed (serialised across processes by flock).
+pub fn python() -> PathBuf {
+    let out = Command::new("bash")
+        .arg(peers_dir().join("provision.sh"))
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("interop: cannot run tests/peers/provision.sh: {e}"));
+    assert!(
+        out.status.success(),
+        "interop: the reference SDK venv could not be provisioned (see provision.sh's error above); \
+         the interop tests need python3 with venv and access to PyPI"
+    );
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+impl Peer {
+    /// Starts the agent on free loopback ports and waits for its READY line.
+    pub fn start() -> Peer {
+        let mut child = Command::new(python())
+            .arg(peers_dir().join("agent.py"))
+            .args(["--grpc-port", "0", "--http-port", "0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("interop: cannot start tests/peers/agent.py");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(line) if line.starts_with("READY ") => line,
+            other => {
+                let _ = child.kill();
+                panic!("interop: agent.py did not get ready: {other:?}");
+            }
+        };
+        let field = |key: &str| {
+            line.split_whitespace()
+                .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
+                .unwrap_or_else(|| panic!("interop: no {key}= in {line:?}"))
+                .to_owned()
+        };
+        let http = field("http");
+        Peer {
+            grpc: format!("http://{}", field("grpc")),
+            rest: format!("http://{http}{}", field("rest")),
+            jsonrpc: format!("http://{http}{}", field("jsonrpc")),
+            child,
+        }
+    }
+}
