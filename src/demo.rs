@@ -533,24 +533,37 @@ fn trim_history(task: &mut Task, history_length: Option<i32>) {
     }
 }
 
+/// The message of a send request and its first text.
+fn incoming(request: Request<SendMessageRequest>) -> Result<(Message, String), Status> {
+    let message = request
+        .into_inner()
+        .message
+        .ok_or_else(|| Status::invalid_argument("message is required"))?;
+    let text = first_text(&message).to_owned();
+    Ok((message, text))
+}
+
+/// The echo reply for a new message that selects no task scenario.
+fn direct_reply(message: &Message, text: &str) -> Option<Message> {
+    if !message.task_id.is_empty() || Scenario::of(text) != Scenario::Reply {
+        return None;
+    }
+    let context_id = if message.context_id.is_empty() {
+        new_id()
+    } else {
+        message.context_id.clone()
+    };
+    Some(agent_message(&context_id, "", format!("echo: {text}")))
+}
+
 #[tonic::async_trait]
 impl A2aService for DemoAgent {
     async fn send_message(
         &self,
         request: Request<SendMessageRequest>,
     ) -> Result<Response<SendMessageResponse>, Status> {
-        let message = request
-            .into_inner()
-            .message
-            .ok_or_else(|| Status::invalid_argument("message is required"))?;
-        let text = first_text(&message).to_owned();
-        if message.task_id.is_empty() && Scenario::of(&text) == Scenario::Reply {
-            let context_id = if message.context_id.is_empty() {
-                new_id()
-            } else {
-                message.context_id.clone()
-            };
-            let reply = agent_message(&context_id, "", format!("echo: {text}"));
+        let (message, text) = incoming(request)?;
+        if let Some(reply) = direct_reply(&message, &text) {
             return Ok(Response::new(SendMessageResponse {
                 payload: Some(send_message_response::Payload::Message(reply)),
             }));
@@ -577,13 +590,8 @@ impl A2aService for DemoAgent {
         &self,
         request: Request<SendMessageRequest>,
     ) -> Result<Response<Events>, Status> {
-        let message = request
-            .into_inner()
-            .message
-            .ok_or_else(|| Status::invalid_argument("message is required"))?;
-        let text = first_text(&message).to_owned();
-        if message.task_id.is_empty() && Scenario::of(&text) == Scenario::Reply {
-            let reply = agent_message(&message.context_id, "", format!("echo: {text}"));
+        let (message, text) = incoming(request)?;
+        if let Some(reply) = direct_reply(&message, &text) {
             let event = StreamResponse {
                 payload: Some(stream_response::Payload::Message(reply)),
             };
