@@ -68,7 +68,7 @@ pub fn negotiate_version(headers: &HeaderMap, query: Option<&str>) -> Result<(),
         Err(A2aError::a2a(
             ErrorKind::VersionNotSupported,
             format!(
-                "A2A version '{requested}' is not supported by this gateway. Expected version '{SUPPORTED_VERSION}'."
+                "A2A version '{requested}' is not supported by this handler. Expected version '{SUPPORTED_VERSION}'."
             ),
         ))
     }
