@@ -229,7 +229,9 @@ fn known_sdk_differences(mut value: Value) -> Value {
     // JSON-RPC says "boom", gRPC (UNKNOWN) "Unexpected <class 'RuntimeError'>: boom",
     // REST (500) "unknown exception". The gateway passes the backend's message through,
     // so only the code is comparable. Gateway faults carry details and are not touched.
-    if value.pointer("/error/code") == Some(&json!(-32603.0)) && value.pointer("/error/data").is_none() {
+    if value.pointer("/error/code") == Some(&json!(-32603.0))
+        && value.pointer("/error/data").is_none()
+    {
         value["error"]["message"] = json!("<agent exception>");
     }
     value

@@ -142,7 +142,8 @@ async fn tenant_travels_in_the_request() {
 #[tokio::test]
 async fn params_are_checked_before_the_version_as_the_sdk_does() {
     let (backend, url) = setup(|_| card()).await;
-    let bad = r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t","historyLength":"many"}}"#;
+    let bad =
+        r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t","historyLength":"many"}}"#;
     let (_, _, text) = post_with(&url, bad, &[]).await;
     assert!(text.contains("-32602"), "{text}");
     let (_, _, text) = post_with(&url, r#"{"jsonrpc":"2.0","id":1,"method":"Nope"}"#, &[]).await;
