@@ -28,6 +28,11 @@ pub struct Cli {
     #[arg(long, env = "A2A_GATEWAY_BINDING", value_enum, default_value = "GRPC")]
     pub binding: Binding,
 
+    /// PEM file of CA certificates to trust for an `https://` backend, in addition to the
+    /// system roots (e.g. the cluster's internal CA).
+    #[arg(long, env = "A2A_GATEWAY_BACKEND_CA", value_name = "FILE")]
+    pub backend_ca: Option<std::path::PathBuf>,
+
     /// Path of the JSON-RPC endpoint.
     #[arg(long, env = "A2A_GATEWAY_JSONRPC_PATH", default_value = "/a2a/jsonrpc")]
     pub jsonrpc_path: String,
@@ -113,6 +118,8 @@ pub enum ConfigError {
     ForwardHeader(#[from] ForwardPolicyError),
     #[error("--keepalive must be greater than 0")]
     Keepalive,
+    #[error("--backend-ca {0:?}: {1}")]
+    BackendCa(std::path::PathBuf, String),
 }
 
 impl Cli {

@@ -37,9 +37,14 @@ pub enum BackendError {
 /// The shared state for a validated configuration and a backend URL.
 pub fn gateway(cli: &Cli, backend_url: &str) -> Result<Arc<Gateway>, BackendError> {
     let forward = cli.validate()?;
+    let ca = match &cli.backend_ca {
+        Some(path) => Some(read_ca(path)?),
+        None => None,
+    };
+    let ca = ca.as_deref();
     let backend: Arc<dyn Backend> = match cli.binding {
-        Binding::Grpc => Arc::new(GrpcBackend::new(backend_url, cli.connect_timeout)?),
-        Binding::HttpJson => Arc::new(RestBackend::new(backend_url, cli.connect_timeout)?),
+        Binding::Grpc => Arc::new(GrpcBackend::new(backend_url, cli.connect_timeout, ca)?),
+        Binding::HttpJson => Arc::new(RestBackend::new(backend_url, cli.connect_timeout, ca)?),
     };
     Ok(Arc::new(Gateway {
         backend,
@@ -49,6 +54,18 @@ pub fn gateway(cli: &Cli, backend_url: &str) -> Result<Arc<Gateway>, BackendErro
         keepalive: cli.keepalive,
         max_body: cli.max_body,
     }))
+}
+
+/// Reads a PEM bundle and checks it holds at least one certificate, so a bad file is a
+/// startup error rather than a failure of every call.
+fn read_ca(path: &std::path::Path) -> Result<Vec<u8>, ConfigError> {
+    let fail = |why: String| ConfigError::BackendCa(path.to_owned(), why);
+    let pem = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
+    match reqwest::Certificate::from_pem_bundle(&pem) {
+        Ok(certificates) if !certificates.is_empty() => Ok(pem),
+        Ok(_) => Err(fail("no PEM certificate in the file".into())),
+        Err(e) => Err(fail(e.to_string())),
+    }
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves, then lets in-flight requests

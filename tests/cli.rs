@@ -73,6 +73,7 @@ fn help_explains_every_flag() {
         "--stream-timeout",
         "--keepalive",
         "--connect-timeout",
+        "--backend-ca",
         "--max-body",
         "--forward-header",
         "--shutdown-grace",
@@ -93,6 +94,22 @@ fn bad_flags_give_one_line_and_exit_code_2() {
         vec!["--backend", "http://x:1", "--jsonrpc-path", "rpc"],
         vec!["--backend", "http://x:1", "--forward-header", "Connection"],
         vec!["--backend", "http://x:1", "--listen", "nowhere"],
+        vec![
+            "--backend",
+            "https://x:1",
+            "--listen",
+            "127.0.0.1:0",
+            "--backend-ca",
+            "/no/such/ca.pem",
+        ],
+        vec![
+            "--backend",
+            "https://x:1",
+            "--listen",
+            "127.0.0.1:0",
+            "--backend-ca",
+            "Cargo.toml",
+        ],
     ] {
         let out = run(&args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");

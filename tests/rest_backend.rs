@@ -32,7 +32,7 @@ fn call(request: Request) -> Call {
 }
 
 fn backend(url: &str) -> RestBackend {
-    RestBackend::new(url, Duration::from_secs(2)).unwrap()
+    RestBackend::new(url, Duration::from_secs(2), None).unwrap()
 }
 
 /// A plausible success answer for every route, chosen by method and path.
@@ -975,11 +975,11 @@ async fn bad_backend_urls_are_refused() {
         "not a url",
     ] {
         assert!(
-            RestBackend::new(url, Duration::from_secs(1)).is_err(),
+            RestBackend::new(url, Duration::from_secs(1), None).is_err(),
             "{url}"
         );
     }
-    assert!(RestBackend::new("https://example.com/a2a/", Duration::from_secs(1)).is_ok());
+    assert!(RestBackend::new("https://example.com/a2a/", Duration::from_secs(1), None).is_ok());
 }
 
 #[tokio::test]

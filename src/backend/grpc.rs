@@ -8,7 +8,7 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use http::HeaderValue;
 use tonic::metadata::{AsciiMetadataKey, AsciiMetadataValue, MetadataMap};
-use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tonic::{Code, Status};
 
 use super::{Answer, Backend, Call, EventStream};
@@ -33,9 +33,14 @@ pub struct GrpcConfigError {
 }
 
 impl GrpcBackend {
-    /// A backend at `uri` (`http://` or `https://`). The connection is made on first use,
-    /// so a backend that is down at start is not fatal.
-    pub fn new(uri: &str, connect_timeout: Duration) -> Result<Self, GrpcConfigError> {
+    /// A backend at `uri` (`http://` or `https://`). For TLS the system roots are trusted,
+    /// plus the PEM certificates in `ca_pem` (e.g. a cluster's internal CA). The connection
+    /// is made on first use, so a backend that is down at start is not fatal.
+    pub fn new(
+        uri: &str,
+        connect_timeout: Duration,
+        ca_pem: Option<&[u8]>,
+    ) -> Result<Self, GrpcConfigError> {
         let err = |source| GrpcConfigError {
             uri: uri.to_owned(),
             source,
@@ -48,9 +53,11 @@ impl GrpcBackend {
             .keep_alive_timeout(Duration::from_secs(10))
             .keep_alive_while_idle(true);
         if uri.starts_with("https://") {
-            endpoint = endpoint
-                .tls_config(ClientTlsConfig::new().with_native_roots())
-                .map_err(err)?;
+            let mut tls = ClientTlsConfig::new().with_native_roots();
+            if let Some(pem) = ca_pem {
+                tls = tls.ca_certificate(Certificate::from_pem(pem));
+            }
+            endpoint = endpoint.tls_config(tls).map_err(err)?;
         }
         Ok(Self {
             channel: endpoint.connect_lazy(),

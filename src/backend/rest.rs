@@ -101,9 +101,14 @@ pub struct RestConfigError {
 
 impl RestBackend {
     /// A backend at `url` (`http://host:port[/base-path]`, `https://` for TLS). HTTP/2 is
-    /// used when TLS negotiates it, HTTP/1.1 otherwise. Connections are made on first use,
-    /// so a backend that is down at start is not fatal.
-    pub fn new(url: &str, connect_timeout: Duration) -> Result<Self, RestConfigError> {
+    /// used when TLS negotiates it, HTTP/1.1 otherwise. For TLS the system roots are trusted,
+    /// plus the PEM certificates in `ca_pem`. Connections are made on first use, so a
+    /// backend that is down at start is not fatal.
+    pub fn new(
+        url: &str,
+        connect_timeout: Duration,
+        ca_pem: Option<&[u8]>,
+    ) -> Result<Self, RestConfigError> {
         let err = |reason: String| RestConfigError {
             url: url.to_owned(),
             reason,
@@ -120,7 +125,15 @@ impl RestBackend {
                 "credentials in the URL are not supported (forward Authorization instead)".into(),
             ));
         }
-        let client = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder();
+        if let Some(pem) = ca_pem {
+            let certificates = reqwest::Certificate::from_pem_bundle(pem)
+                .map_err(|e| err(format!("CA certificates: {e}")))?;
+            for certificate in certificates {
+                builder = builder.add_root_certificate(certificate);
+            }
+        }
+        let client = builder
             .connect_timeout(connect_timeout)
             .tcp_nodelay(true)
             .pool_idle_timeout(Duration::from_secs(90))

@@ -79,6 +79,21 @@ impl TestBackend {
         addr
     }
 
+    /// Serves over TLS with the given PEM identity on 127.0.0.1:0; returns the address.
+    pub async fn spawn_tls(&self, cert_pem: &str, key_pem: &str) -> SocketAddr {
+        use tonic::transport::{Identity, ServerTlsConfig};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let tls = ServerTlsConfig::new().identity(Identity::from_pem(cert_pem, key_pem));
+        let server = tonic::transport::Server::builder()
+            .tls_config(tls)
+            .unwrap()
+            .add_service(A2aServiceServer::new(self.clone()))
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener));
+        tokio::spawn(server);
+        addr
+    }
+
     pub fn last(&self) -> Seen {
         self.seen
             .lock()
@@ -240,7 +255,7 @@ impl Default for Settings {
 /// The gateway in front of the gRPC backend at `backend`, served on 127.0.0.1:0.
 /// Returns the JSON-RPC endpoint URL.
 pub async fn gateway(backend: &str, settings: Settings) -> String {
-    let grpc = GrpcBackend::new(backend, Duration::from_secs(2)).unwrap();
+    let grpc = GrpcBackend::new(backend, Duration::from_secs(2), None).unwrap();
     let state = Arc::new(Gateway {
         backend: Arc::new(grpc),
         forward: settings.forward,
