@@ -293,3 +293,33 @@ async fn oversized_bodies_get_a_jsonrpc_error() {
     .await;
     assert_eq!(ok["result"]["name"], "n");
 }
+
+#[tokio::test]
+async fn batch_members_run_boundedly_and_answer_in_order() {
+    let slow = || {
+        Answer::After(
+            std::time::Duration::from_millis(100),
+            Box::new(Answer::Reply(card())),
+        )
+    };
+    let (backend, url) = setup(move |_| slow()).await;
+    let batch: Vec<Value> = (0..20)
+        .map(|i| json!({"jsonrpc": "2.0", "id": i, "method": "GetExtendedAgentCard"}))
+        .collect();
+    let started = std::time::Instant::now();
+    let reply = rpc(&url, &Value::Array(batch).to_string()).await;
+    let ids: Vec<i64> = reply
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, (0..20).collect::<Vec<_>>());
+    assert_eq!(backend.calls(), 20);
+    // At most 16 members in flight: 20 members of 100 ms need at least two rounds.
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(200),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -16,7 +16,7 @@ use crate::proto::a2a_service_client::A2aServiceClient;
 use crate::protocol::details;
 use crate::protocol::error::{A2aError, ErrorKind, GatewayFault};
 use crate::protocol::ops::{with_operations, Reply, Request};
-use crate::protocol::params::{EXTENSIONS, SUPPORTED_VERSION, VERSION};
+use crate::protocol::params::{joined_extensions, EXTENSIONS, SUPPORTED_VERSION, VERSION};
 
 /// A backend reached over gRPC.
 #[derive(Clone, Debug)]
@@ -165,15 +165,12 @@ fn outgoing<T>(
 }
 
 fn extensions(metadata: &MetadataMap) -> Option<HeaderValue> {
-    let values: Vec<&str> = metadata
-        .get_all(EXTENSIONS)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .collect();
-    if values.is_empty() {
-        return None;
-    }
-    HeaderValue::from_str(&values.join(", ")).ok()
+    joined_extensions(
+        metadata
+            .get_all(EXTENSIONS)
+            .iter()
+            .filter_map(|v| v.to_str().ok()),
+    )
 }
 
 /// A backend `Status` through the error table; transport failures of the gateway's own

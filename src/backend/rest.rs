@@ -63,7 +63,7 @@ use super::{Answer, Backend, Call, EventStream};
 use crate::proto::StreamResponse;
 use crate::protocol::error::{A2aError, ErrorKind, GatewayFault};
 use crate::protocol::ops::{HttpMethod, Op, Reply};
-use crate::protocol::params::{EXTENSIONS, SUPPORTED_VERSION, VERSION};
+use crate::protocol::params::{joined_extensions, EXTENSIONS, SUPPORTED_VERSION, VERSION};
 
 /// Media type of A2A JSON bodies (spec 11.1).
 const A2A_JSON: &str = "application/a2a+json";
@@ -310,16 +310,12 @@ fn prepare(
 
 /// The backend's `A2A-Extensions` response header, all lines joined.
 fn extensions(headers: &HeaderMap) -> Option<HeaderValue> {
-    let values: Vec<&str> = headers
-        .get_all(EXTENSIONS)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .collect();
-    match values.as_slice() {
-        [] => None,
-        [one] => HeaderValue::from_str(one).ok(),
-        many => HeaderValue::from_str(&many.join(", ")).ok(),
-    }
+    joined_extensions(
+        headers
+            .get_all(EXTENSIONS)
+            .iter()
+            .filter_map(|v| v.to_str().ok()),
+    )
 }
 
 fn content_type(headers: &HeaderMap) -> Option<String> {

@@ -27,6 +27,8 @@ use crate::protocol::params::{negotiate_version, EXTENSIONS};
 /// Past the limit, up to this much more body is read and discarded so the client gets
 /// its JSON-RPC error instead of a reset connection.
 const MAX_DRAIN: usize = 64 << 20;
+/// Batch members in flight at once.
+const BATCH_CONCURRENCY: usize = 16;
 
 /// The request envelope. Fields are raw so that each rule can be checked separately and
 /// an absent `id` (notification) is told apart from `"id": null`.
@@ -109,17 +111,16 @@ async fn handle_batch(gateway: &Gateway, ctx: &Context<'_>, bytes: &[u8]) -> Res
         let err = invalid_request("empty batch");
         return json_response(error_bytes(None, &err), None);
     }
-    let outcomes = futures::future::join_all(elements.iter().map(|raw| async move {
-        if !raw.get().starts_with('{') {
-            let err = invalid_request("each batch element must be a JSON object");
-            return Outcome::Json(error_bytes(None, &err), None);
-        }
-        match serde_json::from_str::<Envelope>(raw.get()) {
-            Ok(envelope) => handle_one(gateway, ctx, envelope, true).await,
-            Err(e) => Outcome::Json(error_bytes(None, &envelope_error(&e)), None),
-        }
-    }))
-    .await;
+    // Members run concurrently, but boundedly: one request must not open a backend call per
+    // element at once. `buffered` keeps the answers in request order.
+    let members: Vec<_> = elements
+        .iter()
+        .map(|raw| batch_member(gateway, ctx, raw))
+        .collect();
+    let outcomes: Vec<Outcome> = futures::stream::iter(members)
+        .buffered(BATCH_CONCURRENCY)
+        .collect()
+        .await;
     let mut body = Vec::new();
     for outcome in outcomes {
         if let Outcome::Json(response, _) = outcome {
@@ -132,6 +133,17 @@ async fn handle_batch(gateway: &Gateway, ctx: &Context<'_>, bytes: &[u8]) -> Res
     }
     body.push(b']');
     json_response(body, None)
+}
+
+async fn batch_member(gateway: &Gateway, ctx: &Context<'_>, raw: &RawValue) -> Outcome {
+    if !raw.get().starts_with('{') {
+        let err = invalid_request("each batch element must be a JSON object");
+        return Outcome::Json(error_bytes(None, &err), None);
+    }
+    match serde_json::from_str::<Envelope>(raw.get()) {
+        Ok(envelope) => handle_one(gateway, ctx, envelope, true).await,
+        Err(e) => Outcome::Json(error_bytes(None, &envelope_error(&e)), None),
+    }
 }
 
 async fn handle_one(

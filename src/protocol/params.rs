@@ -89,6 +89,13 @@ fn version_from_query(query: &str) -> Option<String> {
     })
 }
 
+/// The backend's activated extensions (all `a2a-extensions` values, each possibly a
+/// comma-separated list) as one `A2A-Extensions` response header value.
+pub fn joined_extensions<'a>(values: impl Iterator<Item = &'a str>) -> Option<HeaderValue> {
+    let joined = values.collect::<Vec<_>>().join(", ");
+    (!joined.is_empty()).then(|| HeaderValue::from_str(&joined).ok())?
+}
+
 /// Which request headers go to the backend.
 #[derive(Clone, Debug)]
 pub struct ForwardPolicy {
