@@ -396,7 +396,9 @@ async fn errors_match() {
 async fn service_parameters_reach_the_agent() {
     let paths = paths().await;
     for (path, url) in &paths.paths {
-        let body = request(json!(1), "SendMessage", message("headers", "ctx"));
+        let mut params = message("headers", "ctx");
+        params["tenant"] = json!("acme");
+        let body = request(json!(1), "SendMessage", params);
         let (_, headers, text) = post_with(
             url,
             body,
@@ -430,6 +432,10 @@ async fn service_parameters_reach_the_agent() {
             "{path}: {seen}"
         );
         assert_eq!(seen["x-request-id"], "req-9", "{path}: {seen}");
+        assert_eq!(
+            seen["tenant"], "acme",
+            "{path}: tenant (REST: the /{{tenant}} prefix)"
+        );
         assert_eq!(
             seen["requested_extensions"],
             json!(["https://a2a-gateway.test/ext/echo/v1"]),
