@@ -1,0 +1,298 @@
+//! Cost budget of the request path: heap allocations (count and bytes) per unary request
+//! and per stream frame through the JSON-RPC front, counted by the global allocator.
+//!
+//! The router is driven in-process (`tower::ServiceExt::oneshot`) on a current-thread
+//! runtime in front of a stub backend that answers at once, so the counts are exact and
+//! the same on every run and machine: no timing is involved. The budgets below are the
+//! measured counts plus small headroom; a change that adds real per-request work (a
+//! `serde_json::Value` detour, a per-request client, an extra copy of the body) breaks
+//! them. When a change lowers the counts, lower the budgets with it (the test prints the
+//! measured values). The throughput side is measured by `benches/overhead.rs`.
+
+use std::alloc::System;
+use std::sync::Arc;
+use std::time::Duration;
+
+use a2a_gateway::backend::{Answer, Backend, Call, EventStream};
+use a2a_gateway::front::Gateway;
+use a2a_gateway::proto::{
+    part, send_message_response, stream_response, Artifact, Message, Part, Role,
+    SendMessageResponse, StreamResponse, Task, TaskState, TaskStatus, TaskStatusUpdateEvent,
+    Timestamp,
+};
+use a2a_gateway::protocol::error::{A2aError, ErrorKind};
+use a2a_gateway::protocol::ops::{Reply, Request};
+use a2a_gateway::protocol::params::ForwardPolicy;
+use axum::body::Body;
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
+use http_body_util::BodyExt;
+use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
+use tower::ServiceExt;
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+/// Allocations per request (or frame) and bytes allocated per request: the budget.
+struct Budget {
+    what: &'static str,
+    allocations: f64,
+    bytes: f64,
+}
+
+// Measured (see the test's output) plus headroom of about 15 % and a few allocations.
+const SEND_SMALL: Budget = Budget {
+    what: "unary SendMessage, 200 B",
+    allocations: 45.0,
+    bytes: 5800.0,
+};
+const SEND_16K: Budget = Budget {
+    what: "unary SendMessage, 16 KiB",
+    allocations: 45.0,
+    bytes: 99000.0,
+};
+const GET_TASK: Budget = Budget {
+    what: "unary GetTask",
+    allocations: 53.0,
+    bytes: 7600.0,
+};
+const STREAM_FRAME: Budget = Budget {
+    what: "one SSE frame of a stream",
+    allocations: 4.0,
+    bytes: 650.0,
+};
+
+/// Answers at once: SendMessage echoes the message, GetTask returns a fixed task,
+/// SendStreamingMessage streams `stream:N` status updates.
+struct Stub {
+    task: Task,
+    event: StreamResponse,
+}
+
+fn text_part(text: &str) -> Part {
+    Part {
+        content: Some(part::Content::Text(text.to_owned())),
+        ..Part::default()
+    }
+}
+
+fn first_text(message: &Message) -> &str {
+    message
+        .parts
+        .iter()
+        .find_map(|p| match &p.content {
+            Some(part::Content::Text(t)) => Some(t.as_str()),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+impl Backend for Stub {
+    fn unary(&self, call: Call) -> BoxFuture<'static, Result<Answer<Reply>, A2aError>> {
+        let reply = match call.request {
+            Request::SendMessage(request) => {
+                let mut message = request.message.unwrap_or_default();
+                message.role = Role::Agent as i32;
+                Ok(Reply::SendMessage(SendMessageResponse {
+                    payload: Some(send_message_response::Payload::Message(message)),
+                }))
+            }
+            Request::GetTask(_) => Ok(Reply::GetTask(self.task.clone())),
+            _ => Err(A2aError::new(ErrorKind::MethodNotFound)),
+        };
+        let answer = reply.map(|value| Answer {
+            value,
+            extensions: None,
+        });
+        std::future::ready(answer).boxed()
+    }
+
+    fn stream(&self, call: Call) -> BoxFuture<'static, Result<Answer<EventStream>, A2aError>> {
+        let Request::SendStreamingMessage(request) = call.request else {
+            return std::future::ready(Err(A2aError::new(ErrorKind::MethodNotFound))).boxed();
+        };
+        let frames: usize = first_text(&request.message.unwrap_or_default())
+            .strip_prefix("stream:")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(1);
+        let event = self.event.clone();
+        let events = futures::stream::iter((0..frames).map(move |_| Ok(event.clone()))).boxed();
+        std::future::ready(Ok(Answer {
+            value: events,
+            extensions: None,
+        }))
+        .boxed()
+    }
+}
+
+fn stub() -> Stub {
+    let timestamp = Some(Timestamp {
+        seconds: 1_767_225_600,
+        nanos: 250_000_000,
+    });
+    let message = |id: &str, role: Role, text: &str| Message {
+        message_id: id.to_owned(),
+        context_id: "ctx-1".to_owned(),
+        task_id: "task-1".to_owned(),
+        role: role as i32,
+        parts: vec![text_part(text)],
+        ..Message::default()
+    };
+    let task = Task {
+        id: "task-1".to_owned(),
+        context_id: "ctx-1".to_owned(),
+        status: Some(TaskStatus {
+            state: TaskState::Completed as i32,
+            message: None,
+            timestamp,
+        }),
+        artifacts: vec![Artifact {
+            artifact_id: "a-1".to_owned(),
+            name: "result".to_owned(),
+            parts: vec![text_part(&"r".repeat(120))],
+            ..Artifact::default()
+        }],
+        history: vec![
+            message("m-1", Role::User, "summarise the quarterly report"),
+            message("m-2", Role::Agent, "working on it"),
+        ],
+        metadata: None,
+    };
+    let event = StreamResponse {
+        payload: Some(stream_response::Payload::StatusUpdate(
+            TaskStatusUpdateEvent {
+                task_id: "task-stream".to_owned(),
+                context_id: "ctx-stream".to_owned(),
+                status: Some(TaskStatus {
+                    state: TaskState::Working as i32,
+                    message: None,
+                    timestamp,
+                }),
+                metadata: None,
+            },
+        )),
+    };
+    Stub { task, event }
+}
+
+fn router() -> axum::Router {
+    let gateway = Gateway {
+        backend: Arc::new(stub()),
+        forward: ForwardPolicy::default(),
+        unary_timeout: Some(Duration::from_secs(30)),
+        stream_timeout: None,
+        keepalive: Duration::from_secs(15),
+        max_body: 4 << 20,
+    };
+    a2a_gateway::server::router(Arc::new(gateway), "/a2a/jsonrpc")
+}
+
+fn send_body(text: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{{"message":{{"messageId":"m-1","role":"ROLE_USER","parts":[{{"text":"{text}"}}]}}}}}}"#
+    )
+}
+
+fn stream_body(frames: usize) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"SendStreamingMessage","params":{{"message":{{"messageId":"m-1","role":"ROLE_USER","parts":[{{"text":"stream:{frames}"}}]}}}}}}"#
+    )
+}
+
+const GET_TASK_BODY: &str =
+    r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"task-1"}}"#;
+
+fn http_request(body: &str) -> http::Request<Body> {
+    http::Request::post("/a2a/jsonrpc")
+        .header("content-type", "application/json")
+        .header("a2a-version", "1.0")
+        .body(Body::from(body.to_owned()))
+        .unwrap()
+}
+
+/// (allocations, bytes allocated) per call over `calls` calls of `body`. The requests are
+/// built before counting starts; the count covers routing, decoding, the backend call,
+/// encoding and reading the whole response body.
+async fn cost(router: &axum::Router, body: &str, calls: usize, expect: &str) -> (f64, f64) {
+    let requests: Vec<_> = (0..calls).map(|_| http_request(body)).collect();
+    let region = Region::new(GLOBAL);
+    for request in requests {
+        let response = router.clone().oneshot(request).await.unwrap();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        assert!(
+            memchr_find(&bytes, expect.as_bytes()),
+            "unexpected reply: {}",
+            String::from_utf8_lossy(&bytes[..bytes.len().min(300)])
+        );
+    }
+    let change = region.change();
+    (
+        change.allocations as f64 / calls as f64,
+        change.bytes_allocated as f64 / calls as f64,
+    )
+}
+
+fn memchr_find(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+fn check(budget: &Budget, (allocations, bytes): (f64, f64), failures: &mut Vec<String>) {
+    println!(
+        "{:<28} {allocations:>8.2} allocations (budget {:>6.1}), {bytes:>9.0} bytes (budget {:>8.0})",
+        budget.what, budget.allocations, budget.bytes
+    );
+    if allocations > budget.allocations {
+        failures.push(format!(
+            "{}: {allocations:.2} allocations per call > budget {}",
+            budget.what, budget.allocations
+        ));
+    }
+    if bytes > budget.bytes {
+        failures.push(format!(
+            "{}: {bytes:.0} bytes allocated per call > budget {}",
+            budget.what, budget.bytes
+        ));
+    }
+}
+
+/// One test (one process): the global counters see no other test's work.
+#[test]
+fn allocations_per_request_and_per_frame_stay_within_budget() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let router = router();
+        let small = send_body(&"x".repeat(76));
+        let large = send_body(&"x".repeat(16 * 1024 - 124));
+        let short_stream = stream_body(10);
+        let long_stream = stream_body(1010);
+        // Warm-up: lazily initialised statics, timer wheel and buffers settle first.
+        for body in [&small, &large, GET_TASK_BODY, &short_stream, &long_stream] {
+            cost(&router, body, 20, "\"result\"").await;
+        }
+
+        let mut failures = Vec::new();
+        check(
+            &SEND_SMALL,
+            cost(&router, &small, 200, "\"result\"").await,
+            &mut failures,
+        );
+        check(
+            &SEND_16K,
+            cost(&router, &large, 200, "\"result\"").await,
+            &mut failures,
+        );
+        check(
+            &GET_TASK,
+            cost(&router, GET_TASK_BODY, 200, "task-1").await,
+            &mut failures,
+        );
+        let short = cost(&router, &short_stream, 50, "statusUpdate").await;
+        let long = cost(&router, &long_stream, 50, "statusUpdate").await;
+        let per_frame = ((long.0 - short.0) / 1000.0, (long.1 - short.1) / 1000.0);
+        check(&STREAM_FRAME, per_frame, &mut failures);
+        assert!(failures.is_empty(), "over budget:\n{}", failures.join("\n"));
+    });
+}
