@@ -1,10 +1,13 @@
-//! The whole configuration: command-line flags (each also settable by environment
-//! variable), validated before anything starts, with errors that name the bad flag.
+//! The whole configuration: command-line flags, each also settable by environment variable
+//! and by a TOML file (`--config`), validated before anything starts, with errors that name
+//! the bad flag or key. Precedence: flag, then environment, then file, then default.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, ValueEnum};
+use serde::Deserialize;
 
 use crate::protocol::params::{ForwardPolicy, ForwardPolicyError};
 
@@ -21,7 +24,7 @@ pub struct Cli {
 
     /// Backend agent URL: `http://host:port` (`https://` for TLS). For HTTP+JSON a base
     /// path may follow (`http://host:port/a2a`). Required unless --demo is given.
-    #[arg(long, env = "A2A_GATEWAY_BACKEND", required_unless_present = "demo")]
+    #[arg(long, env = "A2A_GATEWAY_BACKEND")]
     pub backend: Option<String>,
 
     /// Binding the backend speaks.
@@ -84,15 +87,28 @@ pub struct Cli {
         default_value = "text"
     )]
     pub log_format: LogFormat,
+
+    /// TOML file with any of the settings above (keys as the flags without `--`, e.g.
+    /// `backend = "http://agent:50051"`, `forward-header = ["x-tenant"]`); flags and
+    /// environment variables override it. Unknown keys are errors.
+    #[arg(long, env = "A2A_GATEWAY_CONFIG", value_name = "FILE")]
+    pub config: Option<std::path::PathBuf>,
 }
 
 /// Backend bindings (spec 5.3 names).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Deserialize)]
 pub enum Binding {
     #[value(name = "GRPC", alias = "grpc")]
+    #[serde(rename = "GRPC", alias = "grpc")]
     Grpc,
     #[value(
         name = "HTTP+JSON",
+        alias = "http+json",
+        alias = "REST",
+        alias = "rest"
+    )]
+    #[serde(
+        rename = "HTTP+JSON",
         alias = "http+json",
         alias = "REST",
         alias = "rest"
@@ -101,7 +117,8 @@ pub enum Binding {
 }
 
 /// Log line formats.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum LogFormat {
     Text,
     Json,
@@ -120,11 +137,28 @@ pub enum ConfigError {
     Keepalive,
     #[error("--backend-ca {0:?}: {1}")]
     BackendCa(std::path::PathBuf, String),
+    #[error("--backend is required (or --demo)")]
+    NoBackend,
+}
+
+/// The configuration could not be assembled from flags, environment and file.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(transparent)]
+    Flags(#[from] clap::Error),
+    #[error("--config {path:?}: {message}")]
+    File {
+        path: std::path::PathBuf,
+        message: String,
+    },
 }
 
 impl Cli {
     /// Checks what clap cannot; returns the forward policy it builds on the way.
     pub fn validate(&self) -> Result<ForwardPolicy, ConfigError> {
+        if self.backend.is_none() && !self.demo {
+            return Err(ConfigError::NoBackend);
+        }
         if !self.jsonrpc_path.starts_with('/') {
             return Err(ConfigError::JsonRpcPath(self.jsonrpc_path.clone()));
         }
@@ -138,6 +172,136 @@ impl Cli {
             return Err(ConfigError::Keepalive);
         }
         Ok(ForwardPolicy::new(&self.forward_headers)?)
+    }
+}
+
+impl Cli {
+    /// Parses `args` (program name first), then fills every setting the command line and
+    /// environment left at its default from the `--config` file, if any.
+    pub fn load<I, T>(args: I) -> Result<Cli, LoadError>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let matches = Cli::command().try_get_matches_from(args)?;
+        let mut cli = Cli::from_arg_matches(&matches)?;
+        if let Some(path) = cli.config.clone() {
+            let file =
+                FileConfig::read(&path).map_err(|message| LoadError::File { path, message })?;
+            file.apply(&mut cli, &matches);
+        }
+        Ok(cli)
+    }
+}
+
+/// The `--config` file: the flags' settings under the flags' names. Durations and sizes
+/// are written as on the command line (`"30s"`, `"4MiB"`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct FileConfig {
+    listen: Option<SocketAddr>,
+    backend: Option<String>,
+    binding: Option<Binding>,
+    jsonrpc_path: Option<String>,
+    #[serde(default, deserialize_with = "duration_text")]
+    timeout: Option<Duration>,
+    #[serde(default, deserialize_with = "duration_text")]
+    stream_timeout: Option<Duration>,
+    #[serde(default, deserialize_with = "duration_text")]
+    keepalive: Option<Duration>,
+    #[serde(default, deserialize_with = "duration_text")]
+    connect_timeout: Option<Duration>,
+    backend_ca: Option<std::path::PathBuf>,
+    #[serde(default, deserialize_with = "size_text")]
+    max_body: Option<usize>,
+    forward_header: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "duration_text")]
+    shutdown_grace: Option<Duration>,
+    log_format: Option<LogFormat>,
+}
+
+fn duration_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    let text = String::deserialize(d)?;
+    parse_duration(&text)
+        .map(Some)
+        .map_err(serde::de::Error::custom)
+}
+
+fn size_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Size {
+        Bytes(usize),
+        Text(String),
+    }
+    match Size::deserialize(d)? {
+        Size::Bytes(n) => Ok(Some(n)),
+        Size::Text(text) => parse_size(&text)
+            .map(Some)
+            .map_err(serde::de::Error::custom),
+    }
+}
+
+impl FileConfig {
+    /// Reads and checks a file; the error names the offending key.
+    pub fn read(path: &std::path::Path) -> Result<FileConfig, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+        FileConfig::parse(&text)
+    }
+
+    /// Parses TOML text; the error names the offending key.
+    pub fn parse(text: &str) -> Result<FileConfig, String> {
+        let de = toml::Deserializer::parse(text).map_err(|e| e.message().to_owned())?;
+        serde_path_to_error::deserialize(de).map_err(|e| {
+            let key = e.path().to_string();
+            let message = e.inner().message().to_owned();
+            if key == "." {
+                message
+            } else {
+                format!("key `{key}`: {message}")
+            }
+        })
+    }
+
+    /// Sets every field the command line and environment did not set.
+    fn apply(self, cli: &mut Cli, matches: &ArgMatches) {
+        let unset = |id: &str| {
+            !matches!(
+                matches.value_source(id),
+                Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+            )
+        };
+        macro_rules! take {
+            ($($field:ident),*) => {$(
+                if let Some(value) = self.$field {
+                    if unset(stringify!($field)) {
+                        cli.$field = value;
+                    }
+                }
+            )*};
+        }
+        macro_rules! take_optional {
+            ($($field:ident),*) => {$(
+                if self.$field.is_some() && unset(stringify!($field)) {
+                    cli.$field = self.$field;
+                }
+            )*};
+        }
+        take!(
+            listen,
+            binding,
+            jsonrpc_path,
+            timeout,
+            stream_timeout,
+            keepalive
+        );
+        take!(connect_timeout, max_body, shutdown_grace, log_format);
+        take_optional!(backend, backend_ca);
+        if let Some(headers) = self.forward_header {
+            if unset("forward_headers") {
+                cli.forward_headers = headers;
+            }
+        }
     }
 }
 
@@ -210,5 +374,57 @@ mod tests {
         assert_eq!(parse_size("1000"), Ok(1000));
         assert!(parse_size("0").is_err());
         assert!(parse_size("4XB").is_err());
+    }
+
+    fn load(args: &[&str], file: &str) -> Result<Cli, String> {
+        let dir =
+            std::env::temp_dir().join(format!("a2a-config-{}-{}", std::process::id(), args.len()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("gateway.toml");
+        std::fs::write(&path, file).unwrap();
+        let mut argv = vec!["a2a-gateway", "--config", path.to_str().unwrap()];
+        argv.extend_from_slice(args);
+        let result = Cli::load(argv).map_err(|e| e.to_string());
+        std::fs::remove_dir_all(&dir).ok();
+        result
+    }
+
+    #[test]
+    fn file_settings_fill_what_flags_leave() {
+        let file = r#"
+            listen = "127.0.0.1:9000"
+            backend = "http://agent:50051"
+            binding = "HTTP+JSON"
+            timeout = "5s"
+            max-body = "1MiB"
+            forward-header = ["x-tenant"]
+            log-format = "json"
+        "#;
+        let cli = load(&["--timeout", "7s"], file).unwrap();
+        assert_eq!(cli.listen.to_string(), "127.0.0.1:9000");
+        assert_eq!(cli.backend.as_deref(), Some("http://agent:50051"));
+        assert_eq!(cli.binding, Binding::HttpJson);
+        assert_eq!(cli.timeout, Duration::from_secs(7), "the flag wins");
+        assert_eq!(cli.max_body, 1 << 20);
+        assert_eq!(cli.forward_headers, ["x-tenant"]);
+        assert_eq!(cli.log_format, LogFormat::Json);
+        assert_eq!(cli.keepalive, Duration::from_secs(15), "defaults stay");
+        assert!(cli.validate().is_ok());
+    }
+
+    #[test]
+    fn file_errors_name_the_key() {
+        let err = load(&[], "backend = \"http://a:1\"\ntimeot = \"5s\"\n").unwrap_err();
+        assert!(err.contains("timeot"), "{err}");
+        let err = load(&[], "keepalive = \"soon\"\n").unwrap_err();
+        assert!(err.contains("keepalive"), "{err}");
+        let err = load(&[], "binding = \"SOAP\"\n").unwrap_err();
+        assert!(err.contains("binding"), "{err}");
+        let err = load(&[], "listen = [").unwrap_err();
+        assert!(err.contains("--config"), "{err}");
+        assert!(matches!(
+            load(&[], "").unwrap().validate(),
+            Err(ConfigError::NoBackend)
+        ));
     }
 }

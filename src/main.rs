@@ -2,23 +2,22 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
-use a2a_gateway::config::{Cli, LogFormat};
+use a2a_gateway::config::{Cli, LoadError, LogFormat};
 use a2a_gateway::{demo, server};
 
 /// Exit code for configuration and startup errors, as for bad flags.
 const USAGE_ERROR: u8 = 2;
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::load(std::env::args_os()) {
         Ok(cli) => cli,
-        Err(e) if !e.use_stderr() => {
+        Err(LoadError::Flags(e)) if !e.use_stderr() => {
             // --help and --version
             let _ = e.print();
             return ExitCode::SUCCESS;
         }
-        Err(e) => return fail(&one_line(&e.to_string())),
+        Err(LoadError::Flags(e)) => return fail(&one_line(&e.to_string())),
+        Err(e) => return fail(&e.to_string()),
     };
     init_logging(cli.log_format);
     if let Err(e) = cli.validate() {

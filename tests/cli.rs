@@ -78,6 +78,7 @@ fn help_explains_every_flag() {
         "--forward-header",
         "--shutdown-grace",
         "--log-format",
+        "--config",
     ] {
         assert!(help.contains(flag), "--help does not explain {flag}");
     }
@@ -120,6 +121,36 @@ fn bad_flags_give_one_line_and_exit_code_2() {
             "{args:?}: {stderr}"
         );
     }
+}
+
+#[test]
+fn every_example_config_loads() {
+    let deploy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(deploy).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let cli =
+                a2a_gateway::config::Cli::load(["a2a-gateway", "--config", path.to_str().unwrap()])
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            cli.validate()
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            seen += 1;
+        }
+    }
+    assert!(seen > 0, "no example config found in deploy/");
+}
+
+#[test]
+fn a_bad_config_file_is_one_line_naming_the_key() {
+    let path = std::env::temp_dir().join(format!("a2a-bad-config-{}.toml", std::process::id()));
+    std::fs::write(&path, "backend = \"http://a:1\"\ntimeot = \"5s\"\n").unwrap();
+    let out = run(&["--config", path.to_str().unwrap()]);
+    std::fs::remove_file(&path).ok();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("key `timeot`"), "{stderr}");
 }
 
 #[test]
