@@ -43,23 +43,23 @@ struct Budget {
 // Measured (see the test's output) plus headroom of about 15 % and a few allocations.
 const SEND_SMALL: Budget = Budget {
     what: "unary SendMessage, 200 B",
-    allocations: 45.0,
-    bytes: 5800.0,
+    allocations: 24.0,
+    bytes: 5000.0,
 };
 const SEND_16K: Budget = Budget {
     what: "unary SendMessage, 16 KiB",
-    allocations: 45.0,
-    bytes: 99000.0,
+    allocations: 24.0,
+    bytes: 62000.0,
 };
 const GET_TASK: Budget = Budget {
     what: "unary GetTask",
-    allocations: 53.0,
-    bytes: 7600.0,
+    allocations: 40.0,
+    bytes: 6200.0,
 };
 const STREAM_FRAME: Budget = Budget {
     what: "one SSE frame of a stream",
-    allocations: 4.0,
-    bytes: 650.0,
+    allocations: 2.5,
+    bytes: 620.0,
 };
 
 /// Answers at once: SendMessage echoes the message, GetTask returns a fixed task,

@@ -1,7 +1,11 @@
-//! gRPC backend (spec 10): one lazily connected tonic channel shared by all requests;
-//! calls are derived from the operation table.
+//! gRPC backend (spec 10): calls are derived from the operation table. Cleartext
+//! (`http://`) backends are called over one shared `h2` connection (`grpc/h2c.rs`, the
+//! fast path); TLS backends over one lazily connected tonic channel.
+
+mod h2c;
 
 use std::error::Error as _;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -22,6 +26,8 @@ use crate::protocol::params::{joined_extensions, EXTENSIONS, SUPPORTED_VERSION, 
 #[derive(Clone, Debug)]
 pub struct GrpcBackend {
     channel: Channel,
+    /// Cleartext (`http://`) backends are called over `h2` directly (see `h2c.rs`).
+    h2c: Option<Arc<h2c::H2c>>,
 }
 
 /// The backend address cannot be used.
@@ -59,8 +65,16 @@ impl GrpcBackend {
             }
             endpoint = endpoint.tls_config(tls).map_err(err)?;
         }
+        let h2c = match uri.starts_with("http://") {
+            true => uri
+                .parse()
+                .ok()
+                .and_then(|u| h2c::H2c::new(&u, connect_timeout)),
+            false => None,
+        };
         Ok(Self {
             channel: endpoint.connect_lazy(),
+            h2c,
         })
     }
 
@@ -124,11 +138,17 @@ with_operations!(grpc_calls);
 
 impl Backend for GrpcBackend {
     fn unary(&self, call: Call) -> BoxFuture<'static, Result<Answer<Reply>, A2aError>> {
-        call_unary(self.client(), call).boxed()
+        match &self.h2c {
+            Some(h2c) => h2c.clone().unary(call).boxed(),
+            None => call_unary(self.client(), call).boxed(),
+        }
     }
 
     fn stream(&self, call: Call) -> BoxFuture<'static, Result<Answer<EventStream>, A2aError>> {
-        call_stream(self.client(), call).boxed()
+        match &self.h2c {
+            Some(h2c) => h2c.clone().stream(call).boxed(),
+            None => call_stream(self.client(), call).boxed(),
+        }
     }
 }
 

@@ -12,7 +12,7 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
-use http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
+use http::{header, HeaderMap, HeaderValue, StatusCode};
 use http_body_util::BodyExt;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
@@ -21,7 +21,7 @@ use crate::backend::Call;
 use crate::front::sse::SseFrames;
 use crate::front::Gateway;
 use crate::protocol::error::{A2aError, ErrorKind};
-use crate::protocol::ops::{Op, Request};
+use crate::protocol::ops::{Op, Reply, Request};
 use crate::protocol::params::{negotiate_version, EXTENSIONS};
 
 /// Past the limit, up to this much more body is read and discarded so the client gets
@@ -65,19 +65,16 @@ struct Context<'a> {
 }
 
 /// `POST` handler of the JSON-RPC endpoint. Every failure becomes a JSON-RPC error.
-pub async fn handle(
-    State(gateway): State<Arc<Gateway>>,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
+pub async fn handle(State(gateway): State<Arc<Gateway>>, request: http::Request<Body>) -> Response {
+    // The request is taken whole: extracting `HeaderMap` and `Uri` would clone them.
+    let (parts, body) = request.into_parts();
     let bytes = match read_body(body, gateway.max_body).await {
         Ok(bytes) => bytes,
         Err(err) => return json_response(error_bytes(None, &err), None),
     };
     let ctx = Context {
-        headers: &headers,
-        query: uri.query(),
+        headers: &parts.headers,
+        query: parts.uri.query(),
     };
     match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
         Some(b'[') => handle_batch(&gateway, &ctx, &bytes).await,
@@ -218,22 +215,24 @@ async fn handle_one(
         }
         Some(id) if op.is_streaming() => stream(gateway, id, call).await,
         Some(id) => match unary(gateway, call).await {
-            Ok((body, ext)) => {
-                let mut out = Vec::with_capacity(body.len() + id.get().len() + 40);
-                let written = write_response(&mut out, Some(id), |out| {
-                    out.extend_from_slice(&body);
-                    Ok(())
-                });
-                debug_assert!(written.is_ok());
-                Outcome::Json(out, ext)
+            Ok((reply, ext)) => {
+                // The response is written once, straight into the body's buffer.
+                let mut out = Vec::with_capacity(reply.json_size_hint() + id.get().len() + 40);
+                match write_response(&mut out, Some(id), |out| reply.write_json(out)) {
+                    Ok(()) => Outcome::Json(out, ext),
+                    Err(e) => fail(A2aError::gateway(
+                        crate::protocol::error::GatewayFault::BackendBadResponse,
+                        format!("backend reply cannot be encoded as JSON: {e}"),
+                    )),
+                }
             }
             Err(err) => fail(err),
         },
     }
 }
 
-/// Calls a unary operation within the deadline; returns the encoded `result` value.
-async fn unary(gateway: &Gateway, call: Call) -> Result<(Vec<u8>, Option<HeaderValue>), A2aError> {
+/// Calls a unary operation within the deadline; returns the reply.
+async fn unary(gateway: &Gateway, call: Call) -> Result<(Reply, Option<HeaderValue>), A2aError> {
     let pending = gateway.backend.unary(call);
     let answer = match gateway.unary_timeout {
         Some(limit) => tokio::time::timeout(limit, pending).await.map_err(|_| {
@@ -244,14 +243,7 @@ async fn unary(gateway: &Gateway, call: Call) -> Result<(Vec<u8>, Option<HeaderV
         })??,
         None => pending.await?,
     };
-    let mut body = Vec::with_capacity(256);
-    answer.value.write_json(&mut body).map_err(|e| {
-        A2aError::gateway(
-            crate::protocol::error::GatewayFault::BackendBadResponse,
-            format!("backend reply cannot be encoded as JSON: {e}"),
-        )
-    })?;
-    Ok((body, answer.extensions))
+    Ok((answer.value, answer.extensions))
 }
 
 /// Starts a stream and waits for its first event, so an early error is a plain reply.

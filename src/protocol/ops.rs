@@ -155,6 +155,13 @@ macro_rules! declare_operations {
                 match self { $( Reply::$u(_) => Op::$u, )* }
             }
 
+            /// A guess of the JSON size of this reply, for sizing buffers: the protobuf
+            /// size plus a quarter (field names and quoting outgrow varints).
+            pub fn json_size_hint(&self) -> usize {
+                let len = match self { $( Reply::$u(r) => ::prost::Message::encoded_len(r), )* };
+                len + len / 4 + 64
+            }
+
             /// Appends the JSON-RPC `result` value for this reply.
             pub fn write_json(&self, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
                 match self { $( Reply::$u(r) => crate::protocol::ops::ResultJson::write_result(r, out), )* }
@@ -186,6 +193,22 @@ macro_rules! http_method {
 with_operations!(declare_operations);
 
 fn decode_params<T: serde::de::DeserializeOwned + RestoreNulls>(text: &str) -> Result<T, A2aError> {
+    // Fast path: plain serde. Tracking the field path costs about as much as decoding
+    // itself, so it is done only to describe an error, by decoding again.
+    let mut de = serde_json::Deserializer::from_str(text);
+    if let Ok(mut request) = T::deserialize(&mut de) {
+        de.end()
+            .map_err(|e| A2aError::invalid_params("", &e.to_string()))?;
+        request.restore_nulls();
+        return Ok(request);
+    }
+    decode_params_tracked(text)
+}
+
+/// `decode_params` with the failing field's path in the error.
+fn decode_params_tracked<T: serde::de::DeserializeOwned + RestoreNulls>(
+    text: &str,
+) -> Result<T, A2aError> {
     let mut de = serde_json::Deserializer::from_str(text);
     let mut request: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
