@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::backend::Backend;
 use crate::protocol::params::ForwardPolicy;
+use crate::telemetry::Metrics;
 
 /// Everything a front-end request needs, shared by all requests.
 pub struct Gateway {
@@ -21,4 +22,6 @@ pub struct Gateway {
     pub keepalive: Duration,
     /// Largest accepted request body, in bytes.
     pub max_body: usize,
+    /// Request, latency and stream metrics, served at `/metrics`.
+    pub metrics: Arc<Metrics>,
 }

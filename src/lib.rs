@@ -9,3 +9,4 @@ pub mod front;
 pub mod proto;
 pub mod protocol;
 pub mod server;
+pub mod telemetry;

@@ -5,9 +5,12 @@ use std::future::{Future, IntoFuture};
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::extract::State;
+use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::serve::ListenerExt;
 use axum::Router;
+use http::header::CONTENT_TYPE;
 use tokio::net::TcpListener;
 
 use crate::backend::{grpc::GrpcBackend, rest::RestBackend, Backend};
@@ -20,7 +23,16 @@ pub fn router(gateway: Arc<Gateway>, jsonrpc_path: &str) -> Router {
         .route(jsonrpc_path, post(jsonrpc::handle))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(|| async { "ready\n" }))
+        .route("/metrics", get(metrics))
         .with_state(gateway)
+}
+
+/// Prometheus scrape endpoint.
+async fn metrics(State(gateway): State<Arc<Gateway>>) -> impl IntoResponse {
+    (
+        [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        gateway.metrics.render(),
+    )
 }
 
 /// A backend could not be built from the configuration.
@@ -53,6 +65,7 @@ pub fn gateway(cli: &Cli, backend_url: &str) -> Result<Arc<Gateway>, BackendErro
         stream_timeout: optional(cli.stream_timeout),
         keepalive: cli.keepalive,
         max_body: cli.max_body,
+        metrics: Arc::default(),
     }))
 }
 

@@ -183,6 +183,7 @@ fn router() -> axum::Router {
         stream_timeout: None,
         keepalive: Duration::from_secs(15),
         max_body: 4 << 20,
+        metrics: Default::default(),
     };
     a2a_gateway::server::router(Arc::new(gateway), "/a2a/jsonrpc")
 }

@@ -6,6 +6,7 @@
 
 use std::borrow::Cow;
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::State;
@@ -23,6 +24,7 @@ use crate::front::Gateway;
 use crate::protocol::error::{A2aError, ErrorKind};
 use crate::protocol::ops::{Op, Reply, Request};
 use crate::protocol::params::{negotiate_version, EXTENSIONS};
+use crate::telemetry::{Meter, Outcome as Ended};
 
 /// Past the limit, up to this much more body is read and discarded so the client gets
 /// its JSON-RPC error instead of a reset connection.
@@ -70,7 +72,7 @@ pub async fn handle(State(gateway): State<Arc<Gateway>>, request: http::Request<
     let (parts, body) = request.into_parts();
     let bytes = match read_body(body, gateway.max_body).await {
         Ok(bytes) => bytes,
-        Err(err) => return json_response(error_bytes(None, &err), None),
+        Err(err) => return rejected_response(&gateway, &err),
     };
     let ctx = Context {
         headers: &parts.headers,
@@ -81,7 +83,7 @@ pub async fn handle(State(gateway): State<Arc<Gateway>>, request: http::Request<
         Some(b'{') => {
             let envelope = match serde_json::from_slice::<Envelope>(&bytes) {
                 Ok(envelope) => envelope,
-                Err(e) => return json_response(error_bytes(None, &envelope_error(&e)), None),
+                Err(e) => return rejected_response(&gateway, &envelope_error(&e)),
             };
             match handle_one(&gateway, &ctx, envelope, false).await {
                 Outcome::Json(body, ext) => json_response(body, ext),
@@ -94,7 +96,7 @@ pub async fn handle(State(gateway): State<Arc<Gateway>>, request: http::Request<
                 Ok(_) => invalid_request("the request must be a JSON object or array"),
                 Err(e) => parse_error(&e),
             };
-            json_response(error_bytes(None, &err), None)
+            rejected_response(&gateway, &err)
         }
     }
 }
@@ -102,11 +104,11 @@ pub async fn handle(State(gateway): State<Arc<Gateway>>, request: http::Request<
 async fn handle_batch(gateway: &Gateway, ctx: &Context<'_>, bytes: &[u8]) -> Response {
     let elements = match serde_json::from_slice::<Vec<&RawValue>>(bytes) {
         Ok(elements) => elements,
-        Err(e) => return json_response(error_bytes(None, &parse_error(&e)), None),
+        Err(e) => return rejected_response(gateway, &parse_error(&e)),
     };
     if elements.is_empty() {
         let err = invalid_request("empty batch");
-        return json_response(error_bytes(None, &err), None);
+        return rejected_response(gateway, &err);
     }
     // Members run concurrently, but boundedly: one request must not open a backend call per
     // element at once. `buffered` keeps the answers in request order.
@@ -135,11 +137,16 @@ async fn handle_batch(gateway: &Gateway, ctx: &Context<'_>, bytes: &[u8]) -> Res
 async fn batch_member(gateway: &Gateway, ctx: &Context<'_>, raw: &RawValue) -> Outcome {
     if !raw.get().starts_with('{') {
         let err = invalid_request("each batch element must be a JSON object");
+        gateway.metrics.rejected(err.kind);
         return Outcome::Json(error_bytes(None, &err), None);
     }
     match serde_json::from_str::<Envelope>(raw.get()) {
         Ok(envelope) => handle_one(gateway, ctx, envelope, true).await,
-        Err(e) => Outcome::Json(error_bytes(None, &envelope_error(&e)), None),
+        Err(e) => {
+            let err = envelope_error(&e);
+            gateway.metrics.rejected(err.kind);
+            Outcome::Json(error_bytes(None, &err), None)
+        }
     }
 }
 
@@ -149,46 +156,56 @@ async fn handle_one(
     envelope: Envelope<'_>,
     in_batch: bool,
 ) -> Outcome {
+    let started = Instant::now();
+    // Before the method is known, failures count as rejected requests.
+    let reject = |id: Option<&RawValue>, err: A2aError| {
+        gateway.metrics.rejected(err.kind);
+        Outcome::Json(error_bytes(id, &err), None)
+    };
     let id = match envelope.id {
         Some(id) if !valid_id(id) => {
-            let err = invalid_request("id must be a string, an integer or null");
-            return Outcome::Json(error_bytes(None, &err), None);
+            return reject(
+                None,
+                invalid_request("id must be a string, an integer or null"),
+            )
         }
         id => id,
     };
-    let fail = |err: A2aError| Outcome::Json(error_bytes(id, &err), None);
     if envelope.jsonrpc.map(RawValue::get) != Some("\"2.0\"") {
-        return fail(invalid_request("jsonrpc must be \"2.0\""));
+        return reject(id, invalid_request("jsonrpc must be \"2.0\""));
     }
     let Some(name) = envelope
         .method
         .and_then(|m| serde_json::from_str::<Cow<str>>(m.get()).ok())
     else {
-        return fail(invalid_request("method must be a string"));
+        return reject(id, invalid_request("method must be a string"));
     };
     if envelope.params.is_some_and(|p| !p.get().starts_with('{')) {
-        return fail(invalid_request("params must be an object"));
+        return reject(id, invalid_request("params must be an object"));
     }
     // The reference SDK's order: method, then params, then version.
     let Some(op) = Op::from_name(&name) else {
         let err = A2aError::new(ErrorKind::MethodNotFound);
-        return if id.is_some() {
-            fail(err)
-        } else {
-            Outcome::Nothing
+        return match id {
+            Some(_) => reject(id, err),
+            None => Outcome::Nothing,
         };
+    };
+    let meter = Meter::start(&gateway.metrics, op, started);
+    // Notifications get no answer, not even an error.
+    let fail = |err: A2aError| {
+        meter.record(Ended::Error(err.kind));
+        match id {
+            Some(_) => Outcome::Json(error_bytes(id, &err), None),
+            None => Outcome::Nothing,
+        }
     };
     let request = match Request::decode(op, envelope.params) {
         Ok(request) => request,
-        Err(err) if id.is_some() => return fail(err),
-        Err(_) => return Outcome::Nothing,
+        Err(err) => return fail(err),
     };
     if let Err(err) = negotiate_version(ctx.headers, ctx.query) {
-        return if id.is_some() {
-            fail(err)
-        } else {
-            Outcome::Nothing
-        };
+        return fail(err);
     }
     if op.is_streaming() && in_batch {
         return fail(invalid_request(&format!(
@@ -208,18 +225,25 @@ async fn handle_one(
     match id {
         None if op.is_streaming() => Outcome::Nothing,
         None => {
-            if let Err(err) = unary(gateway, call).await {
-                tracing::debug!(method = op.name(), %err, "notification failed");
+            match unary(gateway, call).await {
+                Ok(_) => meter.record(Ended::Ok),
+                Err(err) => {
+                    tracing::debug!(method = op.name(), %err, "notification failed");
+                    meter.record(Ended::Error(err.kind));
+                }
             }
             Outcome::Nothing
         }
-        Some(id) if op.is_streaming() => stream(gateway, id, call).await,
+        Some(id) if op.is_streaming() => stream(gateway, id, call, &meter).await,
         Some(id) => match unary(gateway, call).await {
             Ok((reply, ext)) => {
                 // The response is written once, straight into the body's buffer.
                 let mut out = Vec::with_capacity(reply.json_size_hint() + id.get().len() + 40);
                 match write_response(&mut out, Some(id), |out| reply.write_json(out)) {
-                    Ok(()) => Outcome::Json(out, ext),
+                    Ok(()) => {
+                        meter.record(Ended::Ok);
+                        Outcome::Json(out, ext)
+                    }
                     Err(e) => fail(A2aError::gateway(
                         crate::protocol::error::GatewayFault::BackendBadResponse,
                         format!("backend reply cannot be encoded as JSON: {e}"),
@@ -247,19 +271,31 @@ async fn unary(gateway: &Gateway, call: Call) -> Result<(Reply, Option<HeaderVal
 }
 
 /// Starts a stream and waits for its first event, so an early error is a plain reply.
-async fn stream(gateway: &Gateway, id: &RawValue, call: Call) -> Outcome {
+async fn stream(gateway: &Gateway, id: &RawValue, call: Call, meter: &Meter<'_>) -> Outcome {
     let id: Box<RawValue> = id.to_owned();
+    let failed = |err: A2aError, extensions| {
+        meter.record(Ended::Error(err.kind));
+        Outcome::Json(error_bytes(Some(&id), &err), extensions)
+    };
     let answer = match gateway.backend.stream(call).await {
         Ok(answer) => answer,
-        Err(err) => return Outcome::Json(error_bytes(Some(&id), &err), None),
+        Err(err) => return failed(err, None),
     };
     let mut events = answer.value;
     let first = match events.next().await {
         Some(Ok(event)) => Some(event),
-        Some(Err(err)) => return Outcome::Json(error_bytes(Some(&id), &err), answer.extensions),
+        Some(Err(err)) => return failed(err, answer.extensions),
         None => None,
     };
-    let frames = SseFrames::new(id, first, events, gateway.keepalive, gateway.stream_timeout);
+    meter.record(Ended::Ok);
+    let frames = SseFrames::new(
+        id,
+        first,
+        events,
+        gateway.keepalive,
+        gateway.stream_timeout,
+        gateway.metrics.stream_opened(),
+    );
     Outcome::Stream(Box::new(frames), answer.extensions)
 }
 
@@ -285,6 +321,12 @@ pub fn write_error(out: &mut Vec<u8>, id: Option<&RawValue>, err: &A2aError) {
     // A `Value` always serializes.
     let _ = serde_json::to_writer(&mut *out, &err.to_json());
     out.push(b'}');
+}
+
+/// The reply to a request refused before any method was known, counted as rejected.
+fn rejected_response(gateway: &Gateway, err: &A2aError) -> Response {
+    gateway.metrics.rejected(err.kind);
+    json_response(error_bytes(None, err), None)
 }
 
 fn error_bytes(id: Option<&RawValue>, err: &A2aError) -> Vec<u8> {

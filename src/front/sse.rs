@@ -20,6 +20,7 @@ use crate::backend::EventStream;
 use crate::front::jsonrpc::{write_error, write_response};
 use crate::proto::StreamResponse;
 use crate::protocol::error::{A2aError, GatewayFault};
+use crate::telemetry::StreamGuard;
 
 /// Past this many buffered bytes a chunk is sent even if more frames are ready.
 const MAX_CHUNK: usize = 64 * 1024;
@@ -34,6 +35,8 @@ pub struct SseFrames {
     period: Duration,
     deadline: Option<Pin<Box<Sleep>>>,
     done: bool,
+    /// Counts the stream as open until dropped, and its frames.
+    meter: StreamGuard,
 }
 
 impl SseFrames {
@@ -44,6 +47,7 @@ impl SseFrames {
         events: EventStream,
         keepalive: Duration,
         deadline: Option<Duration>,
+        meter: StreamGuard,
     ) -> Self {
         Self {
             id,
@@ -53,6 +57,7 @@ impl SseFrames {
             period: keepalive,
             deadline: deadline.map(|d| Box::pin(sleep(d))),
             done: false,
+            meter,
         }
     }
 
@@ -92,15 +97,21 @@ impl Stream for SseFrames {
             return Poll::Ready(None);
         }
         let mut buf = Vec::new();
+        let mut frames = 0;
         if let Some(first) = this.first.take() {
             this.done |= !this.push_event(&mut buf, &first);
+            frames += 1;
         }
         while !this.done && buf.len() < MAX_CHUNK {
             match this.events.poll_next_unpin(cx) {
-                Poll::Ready(Some(Ok(event))) => this.done |= !this.push_event(&mut buf, &event),
+                Poll::Ready(Some(Ok(event))) => {
+                    this.done |= !this.push_event(&mut buf, &event);
+                    frames += 1;
+                }
                 Poll::Ready(Some(Err(err))) => {
                     this.push_error(&mut buf, &err);
                     this.done = true;
+                    frames += 1;
                 }
                 Poll::Ready(None) => this.done = true,
                 Poll::Pending => break,
@@ -115,10 +126,12 @@ impl Stream for SseFrames {
                     );
                     this.push_error(&mut buf, &err);
                     this.done = true;
+                    frames += 1;
                 }
             }
         }
         if !buf.is_empty() {
+            this.meter.frames(frames);
             this.keepalive.as_mut().reset(Instant::now() + this.period);
             return Poll::Ready(Some(Ok(Bytes::from(buf))));
         }

@@ -263,6 +263,7 @@ pub async fn gateway(backend: &str, settings: Settings) -> String {
         stream_timeout: settings.stream_timeout,
         keepalive: settings.keepalive,
         max_body: settings.max_body,
+        metrics: Default::default(),
     });
     let router = a2a_gateway::server::router(state, "/a2a/jsonrpc");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

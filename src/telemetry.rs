@@ -1,0 +1,261 @@
+//! Prometheus metrics: JSON-RPC requests by method and outcome (the error table's JSON-RPC
+//! code, `0` for success), latency histograms per method, open SSE streams and frames sent.
+//!
+//! Recording is a few relaxed atomic additions into fixed arrays indexed by the operation
+//! and error tables, so the request path takes no lock and allocates nothing; the text
+//! exposition format is written only when `/metrics` is scraped.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::protocol::error::ErrorKind;
+use crate::protocol::ops::Op;
+
+const OPS: usize = Op::ALL.len();
+/// One slot per error-table row, plus success.
+const OUTCOMES: usize = ErrorKind::ALL.len() + 1;
+/// Upper bounds of the latency buckets, in seconds.
+const BUCKETS: [f64; 12] = [
+    0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0,
+];
+
+/// How one JSON-RPC request ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Ok,
+    Error(ErrorKind),
+}
+
+impl Outcome {
+    fn index(self) -> usize {
+        match self {
+            Outcome::Ok => 0,
+            Outcome::Error(kind) => kind as usize + 1,
+        }
+    }
+
+    fn code(index: usize) -> i32 {
+        if index == 0 {
+            0
+        } else {
+            ErrorKind::ALL[index - 1].code()
+        }
+    }
+}
+
+#[derive(Default)]
+struct Histogram {
+    buckets: [AtomicU64; BUCKETS.len()],
+    count: AtomicU64,
+    sum_micros: AtomicU64,
+}
+
+impl Histogram {
+    fn observe(&self, elapsed: Duration) {
+        let seconds = elapsed.as_secs_f64();
+        if let Some(i) = BUCKETS.iter().position(|b| seconds <= *b) {
+            self.buckets[i].fetch_add(1, Relaxed);
+        }
+        self.count.fetch_add(1, Relaxed);
+        self.sum_micros
+            .fetch_add(elapsed.as_micros().min(u64::MAX as u128) as u64, Relaxed);
+    }
+}
+
+/// The gateway's metrics, shared by all requests.
+pub struct Metrics {
+    requests: [[AtomicU64; OUTCOMES]; OPS],
+    /// Requests rejected before a method was known (parse errors, bad envelopes).
+    rejected: [AtomicU64; OUTCOMES],
+    latency: [Histogram; OPS],
+    streams_open: AtomicI64,
+    stream_frames: AtomicU64,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self {
+            requests: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0))),
+            rejected: std::array::from_fn(|_| AtomicU64::new(0)),
+            latency: std::array::from_fn(|_| Histogram::default()),
+            streams_open: AtomicI64::new(0),
+            stream_frames: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Metrics {
+    /// A finished request of `op` (for streams: until the first frame or error).
+    pub fn request(&self, op: Op, outcome: Outcome, elapsed: Duration) {
+        self.requests[op as usize][outcome.index()].fetch_add(1, Relaxed);
+        self.latency[op as usize].observe(elapsed);
+    }
+
+    /// A request refused before its method was known.
+    pub fn rejected(&self, kind: ErrorKind) {
+        self.rejected[Outcome::Error(kind).index()].fetch_add(1, Relaxed);
+    }
+
+    /// An SSE stream opened; the guard counts it closed when dropped.
+    pub fn stream_opened(self: &Arc<Self>) -> StreamGuard {
+        self.streams_open.fetch_add(1, Relaxed);
+        StreamGuard(self.clone())
+    }
+
+    /// Frames written to SSE streams.
+    pub fn frames(&self, n: u64) {
+        self.stream_frames.fetch_add(n, Relaxed);
+    }
+
+    /// The Prometheus text exposition (version 0.0.4).
+    pub fn render(&self) -> String {
+        let mut out = String::with_capacity(4096);
+        out.push_str("# HELP a2a_gateway_requests_total JSON-RPC requests by method and JSON-RPC code (0 = success).\n");
+        out.push_str("# TYPE a2a_gateway_requests_total counter\n");
+        for (op, row) in Op::ALL.iter().zip(&self.requests) {
+            for (i, counter) in row.iter().enumerate() {
+                let n = counter.load(Relaxed);
+                if n > 0 {
+                    let code = Outcome::code(i);
+                    let _ = writeln!(
+                        out,
+                        "a2a_gateway_requests_total{{method=\"{}\",code=\"{code}\"}} {n}",
+                        op.name()
+                    );
+                }
+            }
+        }
+        for (i, counter) in self.rejected.iter().enumerate() {
+            let n = counter.load(Relaxed);
+            if n > 0 {
+                let code = Outcome::code(i);
+                let _ = writeln!(
+                    out,
+                    "a2a_gateway_requests_total{{method=\"\",code=\"{code}\"}} {n}"
+                );
+            }
+        }
+        out.push_str("# HELP a2a_gateway_request_duration_seconds Time to the reply (streams: to the first frame).\n");
+        out.push_str("# TYPE a2a_gateway_request_duration_seconds histogram\n");
+        for (op, histogram) in Op::ALL.iter().zip(&self.latency) {
+            let count = histogram.count.load(Relaxed);
+            if count == 0 {
+                continue;
+            }
+            let mut cumulative = 0;
+            for (bound, bucket) in BUCKETS.iter().zip(&histogram.buckets) {
+                cumulative += bucket.load(Relaxed);
+                let _ = writeln!(out, "a2a_gateway_request_duration_seconds_bucket{{method=\"{}\",le=\"{bound}\"}} {cumulative}", op.name());
+            }
+            let name = op.name();
+            let sum = histogram.sum_micros.load(Relaxed) as f64 / 1e6;
+            let _ = writeln!(out, "a2a_gateway_request_duration_seconds_bucket{{method=\"{name}\",le=\"+Inf\"}} {count}");
+            let _ = writeln!(
+                out,
+                "a2a_gateway_request_duration_seconds_sum{{method=\"{name}\"}} {sum}"
+            );
+            let _ = writeln!(
+                out,
+                "a2a_gateway_request_duration_seconds_count{{method=\"{name}\"}} {count}"
+            );
+        }
+        out.push_str("# HELP a2a_gateway_streams_open SSE streams currently open.\n");
+        out.push_str("# TYPE a2a_gateway_streams_open gauge\n");
+        let _ = writeln!(
+            out,
+            "a2a_gateway_streams_open {}",
+            self.streams_open.load(Relaxed)
+        );
+        out.push_str(
+            "# HELP a2a_gateway_stream_frames_total Data and error frames sent on SSE streams.\n",
+        );
+        out.push_str("# TYPE a2a_gateway_stream_frames_total counter\n");
+        let _ = writeln!(
+            out,
+            "a2a_gateway_stream_frames_total {}",
+            self.stream_frames.load(Relaxed)
+        );
+        out
+    }
+}
+
+/// Counts an open stream until dropped, and the frames sent on it.
+pub struct StreamGuard(Arc<Metrics>);
+
+impl StreamGuard {
+    /// Frames written to this stream.
+    pub fn frames(&self, n: u64) {
+        self.0.frames(n);
+    }
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        self.0.streams_open.fetch_sub(1, Relaxed);
+    }
+}
+
+/// Times one request of a known operation and records how it ended.
+pub struct Meter<'a> {
+    metrics: &'a Metrics,
+    op: Op,
+    started: Instant,
+}
+
+impl<'a> Meter<'a> {
+    pub fn start(metrics: &'a Metrics, op: Op, started: Instant) -> Self {
+        Self {
+            metrics,
+            op,
+            started,
+        }
+    }
+
+    pub fn record(&self, outcome: Outcome) {
+        self.metrics
+            .request(self.op, outcome, self.started.elapsed());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_what_was_recorded() {
+        let m = Arc::new(Metrics::default());
+        m.request(Op::GetTask, Outcome::Ok, Duration::from_micros(300));
+        m.request(
+            Op::GetTask,
+            Outcome::Error(ErrorKind::TaskNotFound),
+            Duration::from_millis(2),
+        );
+        m.rejected(ErrorKind::ParseError);
+        let guard = m.stream_opened();
+        guard.frames(3);
+        let text = m.render();
+        assert!(
+            text.contains("a2a_gateway_requests_total{method=\"GetTask\",code=\"0\"} 1\n"),
+            "{text}"
+        );
+        assert!(text.contains("a2a_gateway_requests_total{method=\"GetTask\",code=\"-32001\"} 1\n"));
+        assert!(text.contains("a2a_gateway_requests_total{method=\"\",code=\"-32700\"} 1\n"));
+        assert!(text.contains(
+            "a2a_gateway_request_duration_seconds_bucket{method=\"GetTask\",le=\"0.0005\"} 1\n"
+        ));
+        assert!(text.contains(
+            "a2a_gateway_request_duration_seconds_bucket{method=\"GetTask\",le=\"0.0025\"} 2\n"
+        ));
+        assert!(text.contains("a2a_gateway_request_duration_seconds_count{method=\"GetTask\"} 2\n"));
+        assert!(text.contains("a2a_gateway_streams_open 1\n"));
+        assert!(text.contains("a2a_gateway_stream_frames_total 3\n"));
+        assert!(
+            !text.contains("SendMessage"),
+            "untouched methods are not listed"
+        );
+        drop(guard);
+        assert!(m.render().contains("a2a_gateway_streams_open 0\n"));
+    }
+}
