@@ -12,8 +12,8 @@ use futures::stream::BoxStream;
 use http::{HeaderName, HeaderValue};
 
 use crate::proto::StreamResponse;
-use crate::protocol::error::A2aError;
-use crate::protocol::ops::{Reply, Request};
+use crate::protocol::error::{A2aError, ErrorKind};
+use crate::protocol::ops::{Op, Reply, Request};
 
 /// One backend call: the typed request plus what travels beside it.
 #[derive(Debug)]
@@ -34,6 +34,14 @@ pub struct Answer<T> {
 
 /// Events of a streaming operation, in backend order; an `Err` ends the stream.
 pub type EventStream = BoxStream<'static, Result<StreamResponse, A2aError>>;
+
+/// A request of the other kind reached `unary` or `stream`: a bug in the caller.
+pub(crate) fn not_of_kind(op: Op, kind: &str) -> A2aError {
+    A2aError::with_message(
+        ErrorKind::Internal,
+        format!("{} is not a {kind} operation", op.name()),
+    )
+}
 
 /// A backend binding.
 pub trait Backend: Send + Sync + 'static {

@@ -106,7 +106,7 @@ macro_rules! grpc_calls {
                         value: Reply::$u(response.into_inner()),
                     })
                 } )*
-                other => Err(not_of_kind(&other, "unary")),
+                other => Err(super::not_of_kind(other.op(), "unary")),
             }
         }
 
@@ -128,7 +128,7 @@ macro_rules! grpc_calls {
                         .boxed();
                     Ok(Answer { value: events, extensions })
                 } )*
-                other => Err(not_of_kind(&other, "streaming")),
+                other => Err(super::not_of_kind(other.op(), "streaming")),
             }
         }
     };
@@ -150,13 +150,6 @@ impl Backend for GrpcBackend {
             None => call_stream(self.client(), call).boxed(),
         }
     }
-}
-
-fn not_of_kind(request: &Request, kind: &str) -> A2aError {
-    A2aError::with_message(
-        ErrorKind::Internal,
-        format!("{} is not a {kind} operation", request.op().name()),
-    )
 }
 
 /// The tonic request: message, `a2a-version`, forwarded headers as metadata, deadline.

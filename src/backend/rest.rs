@@ -63,7 +63,7 @@ use super::{Answer, Backend, Call, EventStream};
 use crate::proto::StreamResponse;
 use crate::protocol::error::{A2aError, ErrorKind, GatewayFault};
 use crate::protocol::ops::{HttpMethod, Op, Reply};
-use crate::protocol::params::{joined_extensions, EXTENSIONS, SUPPORTED_VERSION, VERSION};
+use crate::protocol::params::{response_extensions, SUPPORTED_VERSION, VERSION};
 
 /// Media type of A2A JSON bodies (spec 11.1).
 const A2A_JSON: &str = "application/a2a+json";
@@ -167,7 +167,7 @@ impl Backend for RestBackend {
 async fn call_unary(shared: Arc<Shared>, call: Call) -> Result<Answer<Reply>, A2aError> {
     let op = call.request.op();
     if op.is_streaming() {
-        return Err(not_of_kind(op, "unary"));
+        return Err(super::not_of_kind(op, "unary"));
     }
     let (outgoing, headers, timeout) = prepare(call, A2A_JSON)?;
     let method = http_method(op.http_rule().method);
@@ -176,7 +176,7 @@ async fn call_unary(shared: Arc<Shared>, call: Call) -> Result<Answer<Reply>, A2
     if !status.is_success() {
         return Err(error_answer(response).await);
     }
-    let extensions = extensions(response.headers());
+    let extensions = response_extensions(response.headers());
     let content_type = content_type(response.headers());
     let (body, complete) = read_body(response, MAX_BODY).await?;
     if !complete {
@@ -193,7 +193,7 @@ async fn call_unary(shared: Arc<Shared>, call: Call) -> Result<Answer<Reply>, A2
 async fn call_stream(shared: Arc<Shared>, call: Call) -> Result<Answer<EventStream>, A2aError> {
     let op = call.request.op();
     if !op.is_streaming() {
-        return Err(not_of_kind(op, "streaming"));
+        return Err(super::not_of_kind(op, "streaming"));
     }
     let (outgoing, headers, timeout) = prepare(call, EVENT_STREAM)?;
     // Only SubscribeToTask has a GET rule among the streams; see the module doc.
@@ -233,18 +233,11 @@ async fn call_stream(shared: Arc<Shared>, call: Call) -> Result<Answer<EventStre
         let what = "a body that is not an event stream";
         return Err(bad_response(status, content_type, &body, what, None));
     }
-    let extensions = extensions(response.headers());
+    let extensions = response_extensions(response.headers());
     Ok(Answer {
         value: events(response),
         extensions,
     })
-}
-
-fn not_of_kind(op: Op, kind: &str) -> A2aError {
-    A2aError::with_message(
-        ErrorKind::Internal,
-        format!("{} is not a {kind} operation", op.name()),
-    )
 }
 
 fn http_method(method: HttpMethod) -> Method {
@@ -307,16 +300,6 @@ fn prepare(
 
 // ---------------------------------------------------------------------------------------
 // Answers
-
-/// The backend's `A2A-Extensions` response header, all lines joined.
-fn extensions(headers: &HeaderMap) -> Option<HeaderValue> {
-    joined_extensions(
-        headers
-            .get_all(EXTENSIONS)
-            .iter()
-            .filter_map(|v| v.to_str().ok()),
-    )
-}
 
 fn content_type(headers: &HeaderMap) -> Option<String> {
     let value = headers.get(CONTENT_TYPE)?;

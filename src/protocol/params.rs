@@ -96,6 +96,16 @@ pub fn joined_extensions<'a>(values: impl Iterator<Item = &'a str>) -> Option<He
     (!joined.is_empty()).then(|| HeaderValue::from_str(&joined).ok())?
 }
 
+/// The `A2A-Extensions` header of an HTTP/2 or HTTP/1 backend response, all lines joined.
+pub fn response_extensions(headers: &HeaderMap) -> Option<HeaderValue> {
+    joined_extensions(
+        headers
+            .get_all(EXTENSIONS)
+            .iter()
+            .filter_map(|v| v.to_str().ok()),
+    )
+}
+
 /// Which request headers go to the backend.
 #[derive(Clone, Debug)]
 pub struct ForwardPolicy {

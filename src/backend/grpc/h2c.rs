@@ -29,7 +29,7 @@ use crate::backend::{Answer, Call, EventStream};
 use crate::proto::*;
 use crate::protocol::error::{A2aError, GatewayFault};
 use crate::protocol::ops::{with_operations, Op, Reply, Request};
-use crate::protocol::params::{joined_extensions, EXTENSIONS, SUPPORTED_VERSION, VERSION};
+use crate::protocol::params::{response_extensions, SUPPORTED_VERSION, VERSION};
 
 /// Largest message accepted from or sent to the backend.
 const MAX_MESSAGE: usize = 64 << 20;
@@ -269,7 +269,7 @@ impl H2c {
     pub async fn unary(self: Arc<Self>, call: Call) -> Result<Answer<Reply>, A2aError> {
         let op = call.request.op();
         if op.is_streaming() {
-            return Err(super::not_of_kind(&call.request, "unary"));
+            return Err(crate::backend::not_of_kind(call.request.op(), "unary"));
         }
         let (headers, mut body) = self.start(call).await?;
         let mut message = Frames::default();
@@ -286,7 +286,7 @@ impl H2c {
         let value = decode_reply(op, frame)
             .map_err(|e| bad_response(format!("reply cannot be decoded: {e}")))?;
         Ok(Answer {
-            extensions: extensions(&headers),
+            extensions: response_extensions(&headers),
             value,
         })
     }
@@ -294,7 +294,7 @@ impl H2c {
     /// Starts a server-streaming call.
     pub async fn stream(self: Arc<Self>, call: Call) -> Result<Answer<EventStream>, A2aError> {
         if !call.request.op().is_streaming() {
-            return Err(super::not_of_kind(&call.request, "streaming"));
+            return Err(crate::backend::not_of_kind(call.request.op(), "streaming"));
         }
         let (headers, body) = self.start(call).await?;
         let state = (body, Frames::default(), false);
@@ -335,7 +335,7 @@ impl H2c {
             }
         });
         Ok(Answer {
-            extensions: extensions(&headers),
+            extensions: response_extensions(&headers),
             value: events.boxed(),
         })
     }
@@ -455,11 +455,6 @@ fn bad_response(why: String) -> A2aError {
 /// ASCII gRPC metadata: printable values, and no `-bin` (binary) names.
 fn metadata_ok(name: &HeaderName, value: &HeaderValue) -> bool {
     !name.as_str().ends_with("-bin") && value.as_bytes().iter().all(|b| (0x20..0x7f).contains(b))
-}
-
-fn extensions(headers: &HeaderMap) -> Option<HeaderValue> {
-    let values = headers.get_all(EXTENSIONS).iter();
-    joined_extensions(values.filter_map(|v| v.to_str().ok()))
 }
 
 /// `grpc-timeout`: the most precise unit that keeps the value within 8 digits.
