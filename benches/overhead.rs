@@ -229,8 +229,10 @@ async fn start_gateway(backend: SocketAddr) -> (Proc, SocketAddr) {
     // OVERHEAD_GATEWAY_BIN: another gateway build, for before/after comparisons.
     let bin = std::env::var("OVERHEAD_GATEWAY_BIN").unwrap_or_else(|_| GATEWAY_BIN.to_owned());
     let mut command = Command::new(bin);
-    // For experiments: the gateway's tokio worker threads (the bench's own are unaffected).
+    // For experiments: the gateway's serving threads (the bench's own are unaffected).
+    // Builds before the worker threads (commit 10e114e and older) read TOKIO_WORKER_THREADS.
     if let Ok(threads) = std::env::var("OVERHEAD_GATEWAY_THREADS") {
+        command.env("A2A_GATEWAY_WORKERS", &threads);
         command.env("TOKIO_WORKER_THREADS", threads);
     }
     let child = command

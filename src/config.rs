@@ -15,7 +15,7 @@ use crate::protocol::params::{ForwardPolicy, ForwardPolicyError};
 ///
 /// Clients POST JSON-RPC to the gateway; each call becomes one typed `lf.a2a.v1` request to
 /// the backend agent, and its reply, stream or error comes back as JSON-RPC (SSE for streams).
-#[derive(Debug, Parser)]
+#[derive(Clone, Debug, Parser)]
 #[command(name = "a2a-gateway", version, about, long_about = None)]
 pub struct Cli {
     /// Address to serve JSON-RPC on.
@@ -78,6 +78,11 @@ pub struct Cli {
     /// How long in-flight requests may finish after SIGTERM/Ctrl-C before the process exits.
     #[arg(long, env = "A2A_GATEWAY_SHUTDOWN_GRACE", default_value = "10s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
+
+    /// Serving threads, each running its own event loop with its own backend connection,
+    /// so a call never hops between threads; `0` (default): one per available CPU.
+    #[arg(long, env = "A2A_GATEWAY_WORKERS", default_value_t = 0)]
+    pub workers: usize,
 
     /// Log format.
     #[arg(
@@ -176,6 +181,15 @@ impl Cli {
 }
 
 impl Cli {
+    /// The number of serving threads: `--workers`, or one per CPU this process may use
+    /// (which respects a container's CPU limit).
+    pub fn worker_count(&self) -> usize {
+        match self.workers {
+            0 => std::thread::available_parallelism().map_or(1, usize::from),
+            n => n,
+        }
+    }
+
     /// Parses `args` (program name first), then fills every setting the command line and
     /// environment left at its default from the `--config` file, if any.
     pub fn load<I, T>(args: I) -> Result<Cli, LoadError>
@@ -217,6 +231,7 @@ pub struct FileConfig {
     forward_header: Option<Vec<String>>,
     #[serde(default, deserialize_with = "duration_text")]
     shutdown_grace: Option<Duration>,
+    workers: Option<usize>,
     log_format: Option<LogFormat>,
 }
 
@@ -295,7 +310,13 @@ impl FileConfig {
             stream_timeout,
             keepalive
         );
-        take!(connect_timeout, max_body, shutdown_grace, log_format);
+        take!(
+            connect_timeout,
+            max_body,
+            shutdown_grace,
+            workers,
+            log_format
+        );
         take_optional!(backend, backend_ca);
         if let Some(headers) = self.forward_header {
             if unset("forward_headers") {

@@ -23,7 +23,9 @@ fn main() -> ExitCode {
     if let Err(e) = cli.validate() {
         return fail(&e.to_string());
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    // The main thread accepts connections, handles signals and runs the demo agent; the
+    // workers serve the calls (server::workers).
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
@@ -46,11 +48,12 @@ async fn run(cli: Cli) -> ExitCode {
     } else {
         cli.backend.clone().unwrap_or_default()
     };
-    let gateway = match server::gateway(&cli, &backend_url) {
-        Ok(gateway) => gateway,
-        Err(e) => return fail(&e.to_string()),
+    let count = cli.worker_count();
+    let metrics = std::sync::Arc::default();
+    let workers = match server::workers::Workers::start(&cli, &backend_url, &metrics, count) {
+        Ok(workers) => workers,
+        Err(e) => return fail(&e),
     };
-    let router = server::router(gateway, &cli.jsonrpc_path);
     let local = listener.local_addr().map_or(cli.listen, |a| a);
     tracing::info!(
         listen = %local,
@@ -58,6 +61,7 @@ async fn run(cli: Cli) -> ExitCode {
         backend = %backend_url,
         binding = ?cli.binding,
         demo = cli.demo,
+        workers = count,
         "a2a-gateway serving"
     );
     if cli.demo {
@@ -66,14 +70,8 @@ async fn run(cli: Cli) -> ExitCode {
             cli.jsonrpc_path
         );
     }
-    let shutdown = server::shutdown_signal();
-    match server::serve(listener, router, shutdown, cli.shutdown_grace).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!(error = %e, "server failed");
-            ExitCode::FAILURE
-        }
-    }
+    workers.serve(listener, server::shutdown_signal()).await;
+    ExitCode::SUCCESS
 }
 
 /// clap's message up to its first blank line, folded into one line without the

@@ -1,21 +1,34 @@
-//! HTTP serving: the router (JSON-RPC endpoint, health), listeners with TCP_NODELAY,
-//! and graceful shutdown with a bounded grace period.
+//! HTTP serving: the router (JSON-RPC endpoint, health, metrics), connections with
+//! TCP_NODELAY, graceful shutdown with a bounded grace period, and the worker threads
+//! the binary serves on (`workers`).
 
-use std::future::{Future, IntoFuture};
+pub mod workers;
+
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::Body;
 use axum::extract::State;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
-use axum::serve::ListenerExt;
 use axum::Router;
+use futures::{Stream, StreamExt};
 use http::header::CONTENT_TYPE;
-use tokio::net::TcpListener;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio_stream::wrappers::TcpListenerStream;
+use tower::ServiceExt as _;
 
 use crate::backend::{grpc::GrpcBackend, rest::RestBackend, Backend};
 use crate::config::{optional, Binding, Cli, ConfigError};
 use crate::front::{jsonrpc, Gateway};
+use crate::telemetry::Metrics;
 
 /// The gateway's routes. Other methods on the JSON-RPC path get 405 with `Allow: POST`.
 pub fn router(gateway: Arc<Gateway>, jsonrpc_path: &str) -> Router {
@@ -47,7 +60,11 @@ pub enum BackendError {
 }
 
 /// The shared state for a validated configuration and a backend URL.
-pub fn gateway(cli: &Cli, backend_url: &str) -> Result<Arc<Gateway>, BackendError> {
+pub fn gateway(
+    cli: &Cli,
+    backend_url: &str,
+    metrics: Arc<Metrics>,
+) -> Result<Arc<Gateway>, BackendError> {
     let forward = cli.validate()?;
     let ca = match &cli.backend_ca {
         Some(path) => Some(read_ca(path)?),
@@ -65,7 +82,7 @@ pub fn gateway(cli: &Cli, backend_url: &str) -> Result<Arc<Gateway>, BackendErro
         stream_timeout: optional(cli.stream_timeout),
         keepalive: cli.keepalive,
         max_body: cli.max_body,
-        metrics: Arc::default(),
+        metrics,
     }))
 }
 
@@ -81,36 +98,87 @@ fn read_ca(path: &std::path::Path) -> Result<Vec<u8>, ConfigError> {
     }
 }
 
-/// Serves `router` on `listener` until `shutdown` resolves, then lets in-flight requests
-/// finish for at most `grace` (open streams would otherwise hold the process forever).
+/// Serves `router` on `listener` on the current runtime until `shutdown` resolves, then
+/// drains as `serve_connections` does. The binary serves through `workers` instead.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: Duration,
 ) -> std::io::Result<()> {
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let listener = listener.tap_io(|tcp| {
-        // Small JSON replies and SSE frames must not wait for Nagle's algorithm.
-        let _ = tcp.set_nodelay(true);
-    });
-    let server = axum::serve(listener, router).with_graceful_shutdown(async move {
-        let _ = stop_rx.await;
-    });
-    let mut server = std::pin::pin!(server.into_future());
-    tokio::select! {
-        result = &mut server => return result,
-        () = shutdown => {}
-    }
-    tracing::info!(?grace, "shutting down: draining in-flight requests");
-    let _ = stop_tx.send(());
-    match tokio::time::timeout(grace, server).await {
-        Ok(result) => result,
-        Err(_) => {
-            tracing::warn!("grace period over; closing remaining connections");
-            Ok(())
+    let incoming = TcpListenerStream::new(listener).take_until(shutdown);
+    serve_connections(incoming, router, grace).await;
+    Ok(())
+}
+
+/// Serves each connection of `incoming` on its own task of the current runtime. When
+/// `incoming` ends, idle connections are closed and in-flight requests may finish for at
+/// most `grace` (open streams would otherwise hold the process forever); the rest are
+/// closed.
+pub async fn serve_connections(
+    incoming: impl Stream<Item = std::io::Result<TcpStream>>,
+    router: Router,
+    grace: Duration,
+) {
+    let (stop_tx, stop) = watch::channel(false);
+    let mut connections = JoinSet::new();
+    let mut incoming = std::pin::pin!(incoming);
+    loop {
+        tokio::select! {
+            next = incoming.next() => match next {
+                Some(Ok(stream)) => {
+                    connections.spawn(serve_connection(stream, router.clone(), stop.clone()));
+                }
+                Some(Err(e)) => accept_failed(&e).await,
+                None => break,
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
         }
     }
+    if connections.is_empty() {
+        return;
+    }
+    tracing::info!(
+        ?grace,
+        connections = connections.len(),
+        "shutting down: draining in-flight requests"
+    );
+    let _ = stop_tx.send(true);
+    let drained = async { while connections.join_next().await.is_some() {} };
+    if tokio::time::timeout(grace, drained).await.is_err() {
+        tracing::warn!("grace period over; closing remaining connections");
+        connections.shutdown().await;
+    }
+}
+
+/// HTTP/1.1 or HTTP/2 (prior knowledge) on one connection, closed gracefully once `stop`
+/// turns true.
+async fn serve_connection(stream: TcpStream, router: Router, mut stop: watch::Receiver<bool>) {
+    // Small JSON replies and SSE frames must not wait for Nagle's algorithm.
+    let _ = stream.set_nodelay(true);
+    let service =
+        TowerToHyperService::new(router.map_request(|r: http::Request<Incoming>| r.map(Body::new)));
+    let builder = auto::Builder::new(TokioExecutor::new());
+    let mut connection = std::pin::pin!(builder.serve_connection(TokioIo::new(stream), service));
+    tokio::select! {
+        _ = connection.as_mut() => return,
+        _ = stop.wait_for(|stop| *stop) => connection.as_mut().graceful_shutdown(),
+    }
+    let _ = connection.await;
+}
+
+/// Errors of a single incoming connection are the client's problem; others (e.g. out of
+/// file descriptors) would repeat at once, so accepting pauses a moment.
+async fn accept_failed(e: &std::io::Error) {
+    use std::io::ErrorKind::*;
+    if matches!(
+        e.kind(),
+        ConnectionAborted | ConnectionRefused | ConnectionReset
+    ) {
+        return;
+    }
+    tracing::error!(error = %e, "accepting a connection failed");
+    tokio::time::sleep(Duration::from_millis(100)).await;
 }
 
 /// Resolves on SIGTERM or Ctrl-C.

@@ -78,6 +78,7 @@ fn help_explains_every_flag() {
         "--forward-header",
         "--shutdown-grace",
         "--log-format",
+        "--workers",
         "--config",
     ] {
         assert!(help.contains(flag), "--help does not explain {flag}");
@@ -201,6 +202,96 @@ async fn sigterm_shuts_down_cleanly() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     assert!(status.success(), "{status:?}");
+}
+
+#[tokio::test]
+async fn sigterm_lets_an_open_stream_finish_and_refuses_new_connections() {
+    let mut gateway = start(&["--demo", "--workers", "2"]).await;
+    let url = gateway.1.clone();
+    let (_, mut sse) = SseReader::open(
+        &url,
+        request(json!(1), "SendStreamingMessage", message_params("stream")),
+    )
+    .await;
+    assert!(sse.data().await.is_some(), "first frame");
+    let pid = gateway.0.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    // The demo stream's remaining frames arrive over the next ~200 ms, within the grace.
+    let mut frames = 1;
+    while let Some(frame) = sse.data().await {
+        assert_eq!(frame["id"], 1, "{frame}");
+        frames += 1;
+    }
+    assert_eq!(frames, 6, "every frame of the stream after SIGTERM");
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = gateway.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "no exit after the stream ended"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(status.success(), "{status:?}");
+    assert!(client()
+        .get(url.replace("/a2a/jsonrpc", "/healthz"))
+        .send()
+        .await
+        .is_err());
+}
+
+#[tokio::test]
+async fn workers_share_one_set_of_metrics() {
+    let gateway = start(&["--demo", "--workers", "3"]).await;
+    let send = request(json!(1), "SendMessage", message_params("hello"));
+    // Each call on its own connection: the acceptor deals them out over the three workers.
+    for _ in 0..6 {
+        let reply = rpc(&gateway.1, &send).await;
+        assert_eq!(result(&reply)["message"]["parts"][0]["text"], "echo: hello");
+    }
+    let metrics = client()
+        .get(gateway.1.replace("/a2a/jsonrpc", "/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("a2a_gateway_requests_total{method=\"SendMessage\",code=\"0\"} 6\n"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn workers_come_from_the_flag_the_environment_or_the_config_file() {
+    let load = |args: &[&str]| {
+        a2a_gateway::config::Cli::load(std::iter::once("a2a-gateway").chain(args.iter().copied()))
+            .unwrap()
+    };
+    assert_eq!(load(&["--demo", "--workers", "3"]).worker_count(), 3);
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    assert_eq!(load(&["--demo"]).worker_count(), cpus);
+    let path = std::env::temp_dir().join(format!("a2a-workers-{}.toml", std::process::id()));
+    std::fs::write(&path, "workers = 5\n").unwrap();
+    let cli = load(&["--demo", "--config", path.to_str().unwrap()]);
+    std::fs::remove_file(&path).ok();
+    assert_eq!(cli.worker_count(), 5);
+    let out = run(&["--demo", "--workers", "many"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = Command::new(BIN)
+        .arg("--demo")
+        .env("A2A_GATEWAY_WORKERS", "many")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8(out.stderr).unwrap().contains("--workers"));
 }
 
 fn result(reply: &Value) -> &Value {

@@ -285,7 +285,9 @@ pub async fn gateway_from_flags(args: &[&str]) -> String {
         std::iter::once("a2a-gateway").chain(args.iter().copied()),
     )
     .unwrap();
-    let state = a2a_gateway::server::gateway(&cli, cli.backend.as_deref().unwrap()).unwrap();
+    let state =
+        a2a_gateway::server::gateway(&cli, cli.backend.as_deref().unwrap(), Default::default())
+            .unwrap();
     let router = a2a_gateway::server::router(state, &cli.jsonrpc_path);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

@@ -1,0 +1,142 @@
+//! The binary's serving threads. Each worker is one thread with a single-threaded tokio
+//! runtime and its own backend client (its own HTTP/2 connection): a connection is handed
+//! to one worker and every task of its calls (the HTTP/1.1 connection, the backend
+//! connection) runs on that thread. On a shared multi-threaded runtime most calls woke a
+//! task on the other thread at least once; those wake-ups were a large part of the
+//! gateway's CPU per call (benches/README.md).
+//!
+//! One acceptor on the main runtime deals connections out round-robin, so keep-alive
+//! clients spread evenly over the workers.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot};
+use tokio_stream::wrappers::UnboundedReceiverStream;
+
+use super::{accept_failed, gateway, router, serve_connections};
+use crate::config::Cli;
+use crate::telemetry::Metrics;
+
+/// Running workers, each fed connections by the acceptor.
+pub struct Workers {
+    inboxes: Vec<mpsc::UnboundedSender<std::net::TcpStream>>,
+    finished: Vec<oneshot::Receiver<()>>,
+}
+
+impl Workers {
+    /// Starts `count` workers serving the gateway for `cli` in front of `backend_url`, with
+    /// shared `metrics`. Returns once each has built its backend client, or the first
+    /// error (a configuration the client refuses).
+    pub fn start(
+        cli: &Cli,
+        backend_url: &str,
+        metrics: &Arc<Metrics>,
+        count: usize,
+    ) -> Result<Workers, String> {
+        let mut workers = Workers {
+            inboxes: Vec::with_capacity(count),
+            finished: Vec::with_capacity(count),
+        };
+        for index in 0..count.max(1) {
+            let (inbox, connections) = mpsc::unbounded_channel();
+            let (ready_tx, ready) = std::sync::mpsc::channel();
+            let (finished_tx, finished) = oneshot::channel();
+            let (cli, url, metrics) = (cli.clone(), backend_url.to_owned(), metrics.clone());
+            std::thread::Builder::new()
+                .name(format!("a2a-worker-{index}"))
+                .spawn(move || {
+                    run_worker(&cli, &url, metrics, connections, ready_tx);
+                    let _ = finished_tx.send(());
+                })
+                .map_err(|e| format!("cannot start a worker thread: {e}"))?;
+            ready
+                .recv()
+                .map_err(|_| "a worker thread stopped while starting".to_owned())??;
+            workers.inboxes.push(inbox);
+            workers.finished.push(finished);
+        }
+        Ok(workers)
+    }
+
+    /// Accepts connections on `listener` and hands them out until `shutdown` resolves;
+    /// then waits until every worker has drained its connections (bounded by the grace
+    /// period), while this runtime keeps serving anything else it runs (the demo agent).
+    pub async fn serve(self, listener: TcpListener, shutdown: impl Future<Output = ()>) {
+        let Workers { inboxes, finished } = self;
+        let mut shutdown = std::pin::pin!(shutdown);
+        let mut next = 0usize;
+        loop {
+            let stream = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(e) => {
+                        accept_failed(&e).await;
+                        continue;
+                    }
+                },
+                () = &mut shutdown => break,
+            };
+            // A stream leaves this runtime's reactor and joins the worker's.
+            let Ok(stream) = stream.into_std() else {
+                continue;
+            };
+            let mut stream = Some(stream);
+            for _ in 0..inboxes.len() {
+                next = (next + 1) % inboxes.len();
+                match stream.take().map(|s| inboxes[next].send(s)) {
+                    Some(Err(mpsc::error::SendError(back))) => stream = Some(back),
+                    _ => break,
+                }
+            }
+            if stream.is_some() {
+                tracing::error!("no worker is running; connection closed");
+            }
+        }
+        drop(listener);
+        drop(inboxes);
+        for worker in finished {
+            let _ = worker.await;
+        }
+    }
+}
+
+/// One worker thread's life: its runtime, its gateway (reported through `ready`), then
+/// the connections it is handed until the acceptor stops.
+fn run_worker(
+    cli: &Cli,
+    backend_url: &str,
+    metrics: Arc<Metrics>,
+    connections: mpsc::UnboundedReceiver<std::net::TcpStream>,
+    ready: std::sync::mpsc::Sender<Result<(), String>>,
+) {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            let _ = ready.send(Err(format!("cannot start a worker runtime: {e}")));
+            return;
+        }
+    };
+    runtime.block_on(async {
+        // Built on this runtime, so the backend client's tasks run here too.
+        let gateway = match gateway(cli, backend_url, metrics) {
+            Ok(gateway) => gateway,
+            Err(e) => {
+                let _ = ready.send(Err(e.to_string()));
+                return;
+            }
+        };
+        let _ = ready.send(Ok(()));
+        let incoming = UnboundedReceiverStream::new(connections).map(TcpStream::from_std);
+        let router = router(gateway, &cli.jsonrpc_path);
+        serve_connections(incoming, router, cli.shutdown_grace).await;
+    });
+    // Whatever still runs (the idle backend connection) is dropped, not awaited.
+    runtime.shutdown_timeout(Duration::from_millis(100));
+}
