@@ -230,7 +230,7 @@ async fn start_gateway(backend: SocketAddr) -> (Proc, SocketAddr) {
     let bin = std::env::var("OVERHEAD_GATEWAY_BIN").unwrap_or_else(|_| GATEWAY_BIN.to_owned());
     let mut command = Command::new(bin);
     // For experiments: the gateway's serving threads (the bench's own are unaffected).
-    // Builds before the worker threads (commit 10e114e and older) read TOKIO_WORKER_THREADS.
+    // Builds before the worker threads (before 9144fb5) read TOKIO_WORKER_THREADS.
     if let Ok(threads) = std::env::var("OVERHEAD_GATEWAY_THREADS") {
         command.env("A2A_GATEWAY_WORKERS", &threads);
         command.env("TOKIO_WORKER_THREADS", threads);

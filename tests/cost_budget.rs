@@ -43,23 +43,25 @@ struct Budget {
 // Measured (see the test's output) plus headroom of about 15 % and a few allocations.
 const SEND_SMALL: Budget = Budget {
     what: "unary SendMessage, 200 B",
-    allocations: 24.0,
+    allocations: 16.0,
     bytes: 5000.0,
 };
 const SEND_16K: Budget = Budget {
     what: "unary SendMessage, 16 KiB",
-    allocations: 24.0,
-    bytes: 62000.0,
+    allocations: 16.0,
+    // sonic-rs reserves 6 × a string's length (worst-case escaping) before writing it:
+    // address space, of which only the written part is touched.
+    bytes: 135000.0,
 };
 const GET_TASK: Budget = Budget {
     what: "unary GetTask",
-    allocations: 40.0,
-    bytes: 6200.0,
+    allocations: 33.0,
+    bytes: 6100.0,
 };
 const STREAM_FRAME: Budget = Budget {
     what: "one SSE frame of a stream",
     allocations: 2.5,
-    bytes: 620.0,
+    bytes: 520.0,
 };
 
 /// Answers at once: SendMessage echoes the message, GetTask returns a fixed task,
@@ -175,7 +177,7 @@ fn stub() -> Stub {
     Stub { task, event }
 }
 
-fn router() -> axum::Router {
+fn router() -> a2a_gateway::server::Frontend {
     let gateway = Gateway {
         backend: Arc::new(stub()),
         forward: ForwardPolicy::default(),
@@ -214,7 +216,12 @@ fn http_request(body: &str) -> http::Request<Body> {
 /// (allocations, bytes allocated) per call over `calls` calls of `body`. The requests are
 /// built before counting starts; the count covers routing, decoding, the backend call,
 /// encoding and reading the whole response body.
-async fn cost(router: &axum::Router, body: &str, calls: usize, expect: &str) -> (f64, f64) {
+async fn cost(
+    router: &a2a_gateway::server::Frontend,
+    body: &str,
+    calls: usize,
+    expect: &str,
+) -> (f64, f64) {
     let requests: Vec<_> = (0..calls).map(|_| http_request(body)).collect();
     let region = Region::new(GLOBAL);
     for request in requests {

@@ -368,9 +368,10 @@ fn valid_id(id: &RawValue) -> bool {
 }
 
 /// Reads the body up to `limit` bytes. A larger body is drained (bounded) and refused with
-/// a JSON-RPC error naming the limit.
+/// a JSON-RPC error naming the limit. A body that arrives in one piece is not copied.
 async fn read_body(mut body: Body, limit: usize) -> Result<Bytes, A2aError> {
-    let mut buf = BytesMut::new();
+    let mut first = Bytes::new();
+    let mut rest = BytesMut::new();
     let mut seen = 0usize;
     while let Some(frame) = body.frame().await {
         let frame =
@@ -380,7 +381,14 @@ async fn read_body(mut body: Body, limit: usize) -> Result<Bytes, A2aError> {
         };
         seen = seen.saturating_add(data.len());
         if seen <= limit {
-            buf.extend_from_slice(&data);
+            if first.is_empty() {
+                first = data;
+            } else {
+                if rest.is_empty() {
+                    rest.extend_from_slice(&first);
+                }
+                rest.extend_from_slice(&data);
+            }
         } else if seen > limit.saturating_add(MAX_DRAIN) {
             break;
         }
@@ -390,7 +398,11 @@ async fn read_body(mut body: Body, limit: usize) -> Result<Bytes, A2aError> {
             "request body exceeds the limit of {limit} bytes"
         )));
     }
-    Ok(buf.freeze())
+    Ok(if rest.is_empty() {
+        first
+    } else {
+        rest.freeze()
+    })
 }
 
 fn json_response(body: Vec<u8>, extensions: Option<HeaderValue>) -> Response {

@@ -64,7 +64,9 @@ impl SseFrames {
     fn push_event(&self, buf: &mut Vec<u8>, event: &StreamResponse) -> bool {
         buf.extend_from_slice(b"data: ");
         let start = buf.len();
-        match write_response(buf, Some(&self.id), |out| serde_json::to_writer(out, event)) {
+        match write_response(buf, Some(&self.id), |out| {
+            crate::protocol::ops::write_json(out, event)
+        }) {
             Ok(()) => {
                 buf.extend_from_slice(b"\n\n");
                 true
