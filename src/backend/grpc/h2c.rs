@@ -12,14 +12,12 @@
 //! 4 length bytes and the protobuf; the status comes in the trailers, or in the headers of
 //! a trailers-only reply. The error mapping is the one of `grpc.rs`.
 
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures::StreamExt;
-use h2::client::SendRequest;
-use h2::RecvStream;
-use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
+use http::{HeaderMap, HeaderName, HeaderValue};
 use prost::Message as _;
 use tokio::net::TcpStream;
 use tonic::{Code, Status};
@@ -31,26 +29,31 @@ use crate::protocol::error::{A2aError, GatewayFault};
 use crate::protocol::ops::{with_operations, Op, Reply, Request};
 use crate::protocol::params::{response_extensions, SUPPORTED_VERSION, VERSION};
 
+mod wire;
+
+use wire::{hpack, Connection};
+
 /// Largest message accepted from or sent to the backend.
 const MAX_MESSAGE: usize = 64 << 20;
-/// HTTP/2 windows, as hyper's client sets them (h2's 64 KiB default throttles streams).
-const STREAM_WINDOW: u32 = 2 << 20;
-const CONNECTION_WINDOW: u32 = 5 << 20;
-/// Keepalive pings on the connection, idle or not.
-const PING_INTERVAL: Duration = Duration::from_secs(30);
-const PING_TIMEOUT: Duration = Duration::from_secs(10);
+/// HTTP/2 windows, as hyper's client sets them (the 64 KiB default throttles streams).
+const CONFIG: wire::Config = wire::Config {
+    stream_window: 2 << 20,
+    connection_window: 5 << 20,
+    ping_interval: Duration::from_secs(30),
+    ping_timeout: Duration::from_secs(10),
+};
 const SERVICE: &str = "/lf.a2a.v1.A2AService/";
 
 /// The shared connection to one backend.
 pub struct H2c {
     authority: String,
-    /// The request URI of each operation, in `Op::ALL` order.
-    uris: Vec<Uri>,
+    /// The constant part of each operation's request head (an HPACK block), in
+    /// `Op::ALL` order.
+    heads: Vec<Vec<u8>>,
     connect_timeout: Duration,
-    /// The live connection and its generation.
-    current: Mutex<Option<(u64, SendRequest<Bytes>)>>,
+    current: Mutex<Option<Connection>>,
     /// Serializes connecting, so a burst of calls makes one connection.
-    connecting: tokio::sync::Mutex<u64>,
+    connecting: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for H2c {
@@ -63,54 +66,59 @@ impl std::fmt::Debug for H2c {
 
 impl H2c {
     /// A backend at `uri`, which must be `http://host:port`.
-    pub fn new(uri: &Uri, connect_timeout: Duration) -> Option<Arc<H2c>> {
+    pub fn new(uri: &http::Uri, connect_timeout: Duration) -> Option<Arc<H2c>> {
         let authority = uri.authority()?;
         let port = authority.port_u16().unwrap_or(80);
-        let base = format!("http://{}:{port}", authority.host());
-        let uris = Op::ALL
+        let authority = format!("{}:{port}", authority.host());
+        let heads = Op::ALL
             .iter()
-            .map(|op| format!("{base}{SERVICE}{}", op.name()).parse().ok())
-            .collect::<Option<Vec<Uri>>>()?;
+            .map(|op| {
+                let mut head = Vec::with_capacity(128);
+                hpack::indexed(&mut head, 3); // :method: POST
+                hpack::indexed(&mut head, 6); // :scheme: http
+                let path = format!("{SERVICE}{}", op.name());
+                hpack::literal_indexed_name(&mut head, 4, path.as_bytes()); // :path
+                hpack::literal_indexed_name(&mut head, 1, authority.as_bytes()); // :authority
+                hpack::literal_indexed_name(&mut head, 31, b"application/grpc"); // content-type
+                hpack::literal(&mut head, b"te", b"trailers");
+                let agent = concat!("a2a-gateway/", env!("CARGO_PKG_VERSION"));
+                hpack::literal_indexed_name(&mut head, 58, agent.as_bytes()); // user-agent
+                hpack::literal(&mut head, VERSION.as_bytes(), SUPPORTED_VERSION.as_bytes());
+                head
+            })
+            .collect();
         Some(Arc::new(H2c {
-            authority: format!("{}:{port}", authority.host()),
-            uris,
+            authority,
+            heads,
             connect_timeout,
             current: Mutex::new(None),
-            connecting: tokio::sync::Mutex::new(0),
+            connecting: tokio::sync::Mutex::new(()),
         }))
     }
 
-    fn live(&self) -> Option<(u64, SendRequest<Bytes>)> {
+    fn live(&self) -> Option<Connection> {
         self.current
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
-    }
-
-    fn forget(&self, generation: u64) {
-        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
-        if current.as_ref().is_some_and(|(g, _)| *g == generation) {
-            *current = None;
-        }
+            .filter(Connection::is_open)
     }
 
     /// The live connection, or a new one.
-    async fn sender(self: &Arc<Self>) -> Result<(u64, SendRequest<Bytes>), A2aError> {
+    async fn connection(&self) -> Result<Connection, A2aError> {
         if let Some(live) = self.live() {
             return Ok(live);
         }
-        let mut generation = self.connecting.lock().await;
+        let _connecting = self.connecting.lock().await;
         if let Some(live) = self.live() {
             return Ok(live);
         }
-        *generation += 1;
-        let sender = self.connect(*generation).await?;
-        *self.current.lock().unwrap_or_else(|e| e.into_inner()) =
-            Some((*generation, sender.clone()));
-        Ok((*generation, sender))
+        let connection = self.connect().await?;
+        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(connection.clone());
+        Ok(connection)
     }
 
-    async fn connect(self: &Arc<Self>, generation: u64) -> Result<SendRequest<Bytes>, A2aError> {
+    async fn connect(&self) -> Result<Connection, A2aError> {
         let unreachable = |why: String| {
             tracing::warn!(backend = %self.authority, "backend call failed: backend unreachable: {why}");
             A2aError::gateway(
@@ -132,137 +140,68 @@ impl H2c {
                 }
             };
         let _ = tcp.set_nodelay(true);
-        let handshake = h2::client::Builder::new()
-            .initial_window_size(STREAM_WINDOW)
-            .initial_connection_window_size(CONNECTION_WINDOW)
-            .max_send_buffer_size(1 << 20)
-            .handshake::<_, Bytes>(tcp);
-        let (sender, mut connection) =
-            match tokio::time::timeout(self.connect_timeout, handshake).await {
-                Ok(Ok(pair)) => pair,
-                Ok(Err(e)) => return Err(unreachable(e.to_string())),
-                Err(_) => return Err(unreachable("HTTP/2 handshake timed out".into())),
-            };
-        let pings = connection.ping_pong();
-        let shared: Weak<H2c> = Arc::downgrade(self);
-        tokio::spawn(async move {
-            let (dead_tx, dead_rx) = tokio::sync::oneshot::channel::<()>();
-            if let Some(mut pings) = pings {
-                tokio::spawn(async move {
-                    loop {
-                        tokio::time::sleep(PING_INTERVAL).await;
-                        let pong =
-                            tokio::time::timeout(PING_TIMEOUT, pings.ping(h2::Ping::opaque()));
-                        match pong.await {
-                            Ok(Ok(_)) => {}
-                            Ok(Err(_)) => return,
-                            Err(_) => {
-                                let _ = dead_tx.send(());
-                                return;
-                            }
-                        }
-                    }
-                });
-            }
-            tokio::select! {
-                result = &mut connection => {
-                    if let Err(e) = result {
-                        tracing::debug!(error = %e, "backend connection closed");
-                    }
-                }
-                Ok(()) = dead_rx => tracing::warn!("backend keepalive ping timed out; reconnecting"),
-            }
-            if let Some(shared) = shared.upgrade() {
-                shared.forget(generation);
-            }
-        });
-        Ok(sender)
+        Ok(Connection::start(tcp, CONFIG))
     }
 
-    /// Sends the call; returns the response head and body once the headers are in.
-    async fn start(self: &Arc<Self>, call: Call) -> Result<(HeaderMap, RecvStream), A2aError> {
+    /// Sends the call; returns the response headers and stream once the head is in.
+    async fn start(&self, call: Call) -> Result<(HeaderMap, wire::Stream), A2aError> {
         let op = call.request.op();
         let head = self.head(op, &call);
         let mut body = BytesMut::with_capacity(5 + request_len(&call.request));
         encode_request(&call.request, &mut body)?;
         let body = body.freeze();
-        // A connection that died while idle fails before anything is sent: retry once.
+        // A stream the server never processed (the connection was already gone, or a
+        // GOAWAY or REFUSED_STREAM said so) is sent once more, on a fresh connection.
         let mut attempt = 0;
-        let (response, generation) = loop {
+        let (response, stream) = loop {
             attempt += 1;
-            let (generation, sender) = self.sender().await?;
+            let connection = self.connection().await?;
             let sent = async {
-                let mut sender = sender.ready().await?;
-                let (response, mut stream) = sender.send_request(head.clone(), false)?;
-                stream.send_data(body.clone(), true)?;
-                Ok::<_, h2::Error>(response)
+                let mut stream = connection.send(&head, body.clone()).await?;
+                Ok::<_, wire::Error>((stream.head().await?, stream))
             };
             match sent.await {
-                Ok(response) => break (response, generation),
-                Err(e) => {
-                    self.forget(generation);
-                    if attempt >= 2 {
-                        return Err(lost(&e));
-                    }
-                }
+                Ok(pair) => break pair,
+                Err(wire::Error::Refused) if attempt < 2 => continue,
+                Err(e) => return Err(lost(&e)),
             }
         };
-        let response = response.await.map_err(|e| {
-            if e.is_io() || e.is_go_away() {
-                self.forget(generation);
-            }
-            lost(&e)
-        })?;
-        let (parts, body) = response.into_parts();
         // A trailers-only reply carries its status in the headers.
-        if let Some(status) = Status::from_header_map(&parts.headers) {
+        if let Some(status) = Status::from_header_map(&response.headers) {
             if status.code() != Code::Ok {
                 return Err(status_to_error(&status));
             }
         }
-        if parts.status != http::StatusCode::OK {
-            let code = code_from_http(parts.status);
+        if response.status != http::StatusCode::OK {
+            let code = code_from_http(response.status);
             let status = Status::new(
                 code,
                 format!(
                     "grpc-status header missing, mapped from HTTP status code {}",
-                    parts.status.as_u16()
+                    response.status.as_u16()
                 ),
             );
             return Err(status_to_error(&status));
         }
-        Ok((parts.headers, body))
+        Ok((response.headers, stream))
     }
 
-    fn head(&self, op: Op, call: &Call) -> http::Request<()> {
+    /// The request head: the operation's constant part, the deadline, forwarded headers.
+    fn head(&self, op: Op, call: &Call) -> Vec<u8> {
         let index = Op::ALL.iter().position(|o| *o == op).unwrap_or(0);
-        let mut request = http::Request::new(());
-        *request.method_mut() = Method::POST;
-        *request.uri_mut() = self.uris[index].clone();
-        let headers = request.headers_mut();
-        headers.insert(
-            http::header::CONTENT_TYPE,
-            HeaderValue::from_static("application/grpc"),
-        );
-        headers.insert(http::header::TE, HeaderValue::from_static("trailers"));
-        headers.insert(
-            http::header::USER_AGENT,
-            HeaderValue::from_static(concat!("a2a-gateway/", env!("CARGO_PKG_VERSION"))),
-        );
-        headers.insert(VERSION, HeaderValue::from_static(SUPPORTED_VERSION));
+        let mut head = Vec::with_capacity(self.heads[index].len() + 64);
+        head.extend_from_slice(&self.heads[index]);
+        if let Some(timeout) = call.timeout {
+            hpack::literal(&mut head, b"grpc-timeout", grpc_timeout(timeout).as_bytes());
+        }
         for (name, value) in &call.forwarded {
             if metadata_ok(name, value) {
-                headers.append(name.clone(), value.clone());
+                hpack::literal(&mut head, name.as_str().as_bytes(), value.as_bytes());
             } else {
                 tracing::debug!(header = %name, "header not representable as gRPC metadata");
             }
         }
-        if let Some(timeout) = call.timeout {
-            if let Ok(value) = HeaderValue::try_from(grpc_timeout(timeout)) {
-                headers.insert("grpc-timeout", value);
-            }
-        }
-        request
+        head
     }
 
     /// Performs a unary call.
@@ -274,9 +213,7 @@ impl H2c {
         let (headers, mut body) = self.start(call).await?;
         let mut message = Frames::default();
         while let Some(chunk) = body.data().await {
-            let chunk = chunk.map_err(|e| lost(&e))?;
-            let _ = body.flow_control().release_capacity(chunk.len());
-            message.push(chunk);
+            message.push(chunk.map_err(|e| lost(&e))?);
         }
         let trailers = body.trailers().await.map_err(|e| lost(&e))?;
         check_trailers(trailers.as_ref())?;
@@ -315,10 +252,7 @@ impl H2c {
                     Err(err) => return Some((Err(err), (body, frames, true))),
                 }
                 match body.data().await {
-                    Some(Ok(chunk)) => {
-                        let _ = body.flow_control().release_capacity(chunk.len());
-                        frames.push(chunk);
-                    }
+                    Some(Ok(chunk)) => frames.push(chunk),
                     Some(Err(e)) => return Some((Err(lost(&e)), (body, frames, true))),
                     None => {
                         let end = match body.trailers().await {
@@ -440,7 +374,7 @@ fn code_from_http(status: http::StatusCode) -> Code {
     }
 }
 
-fn lost(e: &h2::Error) -> A2aError {
+fn lost(e: &wire::Error) -> A2aError {
     tracing::warn!(error = %e, "backend call failed: connection to backend lost");
     A2aError::gateway(
         GatewayFault::BackendConnectionReset,
