@@ -79,6 +79,26 @@ impl TestBackend {
         addr
     }
 
+    /// Serves on `listener` with `server`'s HTTP/2 settings until `stop` resolves, then
+    /// shuts down gracefully (GOAWAY); the task ends once the server has.
+    pub fn spawn_on(
+        &self,
+        server: tonic::transport::Server,
+        listener: tokio::net::TcpListener,
+        stop: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> tokio::task::JoinHandle<()> {
+        let mut server = server;
+        let serving = server
+            .add_service(A2aServiceServer::new(self.clone()))
+            .serve_with_incoming_shutdown(
+                tokio_stream::wrappers::TcpListenerStream::new(listener),
+                stop,
+            );
+        tokio::spawn(async move {
+            let _ = serving.await;
+        })
+    }
+
     /// Serves over TLS with the given PEM identity on 127.0.0.1:0; returns the address.
     pub async fn spawn_tls(&self, cert_pem: &str, key_pem: &str) -> SocketAddr {
         use tonic::transport::{Identity, ServerTlsConfig};

@@ -1,0 +1,128 @@
+//! The gateway's own HTTP/2 client against tonic servers configured to push it to its
+//! edges: windows far smaller than the messages, a concurrent stream limit below the
+//! calls in flight, and a backend that shuts down (GOAWAY) and comes back.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use a2a_gateway::proto::{send_message_response, SendMessageResponse};
+use a2a_gateway::protocol::ops::{Reply, Request};
+use common::*;
+use serde_json::json;
+use tonic::transport::Server;
+
+fn echo(request: &Request) -> Answer {
+    let Request::SendMessage(send) = request else {
+        panic!("unexpected call");
+    };
+    Answer::Reply(Reply::SendMessage(SendMessageResponse {
+        payload: send
+            .message
+            .clone()
+            .map(send_message_response::Payload::Message),
+    }))
+}
+
+async fn listener() -> tokio::net::TcpListener {
+    tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap()
+}
+
+#[tokio::test]
+async fn messages_larger_than_every_window_cross_both_ways() {
+    let backend = TestBackend::new(echo);
+    let listener = listener().await;
+    let addr = listener.local_addr().unwrap();
+    // 64 KiB windows: the 3 MiB request waits for the server's WINDOW_UPDATEs about 50
+    // times; the 3 MiB reply exceeds the gateway's 2 MiB stream window.
+    let server = Server::builder()
+        .initial_stream_window_size(65_535)
+        .initial_connection_window_size(65_535);
+    backend.spawn_on(server, listener, std::future::pending());
+    let url = gateway(&format!("http://{addr}"), Settings::default()).await;
+    let text: String = (0..3 << 20)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
+    let reply = rpc(
+        &url,
+        &request(json!(1), "SendMessage", message_params(&text)),
+    )
+    .await;
+    let echoed = reply["result"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no echo: {:.300}", reply.to_string()));
+    assert_eq!(echoed.len(), text.len());
+    assert!(echoed == text, "the echo differs from the request");
+}
+
+#[tokio::test]
+async fn calls_beyond_the_servers_stream_limit_wait_for_a_slot() {
+    let backend = TestBackend::new(|request| {
+        Answer::After(Duration::from_millis(50), Box::new(echo(request)))
+    });
+    let listener = listener().await;
+    let addr = listener.local_addr().unwrap();
+    let server = Server::builder().max_concurrent_streams(Some(2));
+    backend.spawn_on(server, listener, std::future::pending());
+    let url = gateway(&format!("http://{addr}"), Settings::default()).await;
+    // One call first, so the server's SETTINGS (the limit) are in before the burst.
+    rpc(
+        &url,
+        &request(json!(0), "SendMessage", message_params("warm")),
+    )
+    .await;
+    let started = Instant::now();
+    let calls = (0..12).map(|i| {
+        let url = url.clone();
+        async move { rpc(&url, &request(json!(i), "SendMessage", message_params("x"))).await }
+    });
+    for reply in futures::future::join_all(calls).await {
+        assert_eq!(
+            reply["result"]["message"]["parts"][0]["text"], "x",
+            "{reply}"
+        );
+    }
+    // Twelve 50 ms calls, two at a time: at least six rounds.
+    assert!(
+        started.elapsed() >= Duration::from_millis(290),
+        "{:?}: the stream limit was not honoured",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_backend_that_goes_away_and_returns_is_reconnected() {
+    let backend = TestBackend::new(echo);
+    let first = listener().await;
+    let addr = first.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = backend.spawn_on(Server::builder(), first, async {
+        let _ = stopped.await;
+    });
+    let url = gateway(&format!("http://{addr}"), Settings::default()).await;
+    let hello = request(json!(1), "SendMessage", message_params("hello"));
+    assert_eq!(
+        rpc(&url, &hello).await["result"]["message"]["parts"][0]["text"],
+        "hello"
+    );
+
+    // Graceful shutdown: GOAWAY, then the connection closes.
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), serving)
+        .await
+        .expect("the backend did not shut down: the gateway kept its connection open")
+        .unwrap();
+    let reply = rpc(&url, &hello).await;
+    assert_eq!(reply["error"]["code"], -32603, "{reply}");
+    assert_eq!(
+        reply["error"]["data"][0]["reason"], "BACKEND_UNAVAILABLE",
+        "{reply}"
+    );
+
+    let again = tokio::net::TcpListener::bind(addr).await.unwrap();
+    backend.spawn_on(Server::builder(), again, std::future::pending());
+    assert_eq!(
+        rpc(&url, &hello).await["result"]["message"]["parts"][0]["text"],
+        "hello"
+    );
+}
