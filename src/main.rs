@@ -5,11 +5,6 @@ use std::process::ExitCode;
 use a2a_gateway::config::{Cli, LoadError, LogFormat};
 use a2a_gateway::{demo, server};
 
-/// mimalloc instead of the system allocator: a unary call allocates about 20 times, and
-/// glibc's malloc and free were 12 % of its instructions (benches/README.md).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// Exit code for configuration and startup errors, as for bad flags.
 const USAGE_ERROR: u8 = 2;
 

@@ -1,6 +1,7 @@
 //! gRPC backend (spec 10): calls are derived from the operation table. Cleartext
-//! (`http://`) backends are called over one shared `h2` connection (`grpc/h2c.rs`, the
-//! fast path); TLS backends over one lazily connected tonic channel.
+//! (`http://`) backends are called over one shared HTTP/2 connection of the gateway's own
+//! client (`grpc/h2c.rs`, the fast path); TLS backends over one lazily connected tonic
+//! channel.
 
 mod h2c;
 
@@ -26,7 +27,7 @@ use crate::protocol::params::{joined_extensions, EXTENSIONS, SUPPORTED_VERSION, 
 #[derive(Clone, Debug)]
 pub struct GrpcBackend {
     channel: Channel,
-    /// Cleartext (`http://`) backends are called over `h2` directly (see `h2c.rs`).
+    /// Cleartext (`http://`) backends are called over the own HTTP/2 client (see `h2c.rs`).
     h2c: Option<Arc<h2c::H2c>>,
 }
 

@@ -1,11 +1,12 @@
-//! gRPC over cleartext HTTP/2 (`http://` backends) straight on the `h2` crate.
+//! gRPC over cleartext HTTP/2 (`http://` backends) on the gateway's own HTTP/2 client
+//! (`h2c/wire.rs`).
 //!
-//! The calling task encodes the request, writes it and reads the reply itself: no buffer
-//! task, dispatch channel or per-call spawned task sits in between. tonic's `Channel` has
-//! all three (tower `Buffer` worker, hyper's client dispatch, one spawned task per call);
-//! their wake-ups were most of the gateway's CPU per unary call (see benches/README.md).
-//! One connection is shared by all calls; it is made on first use, so a backend that is
-//! down at start is not fatal, and made again after it fails. TLS backends keep tonic.
+//! The calling task encodes the request, queues it and reads the reply itself: no buffer
+//! task, dispatch channel or per-call spawned task sits in between (tonic's `Channel` has
+//! all three), and the request head is mostly bytes computed once per operation. One
+//! connection is shared by the calls of a worker; it is made on first use, so a backend
+//! that is down at start is not fatal, and made again once it fails or the server sends
+//! GOAWAY. TLS backends keep tonic.
 //!
 //! Wire rules (gRPC over HTTP/2): `POST /lf.a2a.v1.A2AService/{Method}`, `content-type:
 //! application/grpc`, `te: trailers`, messages framed as 1 flag byte (0: not compressed),
