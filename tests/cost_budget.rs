@@ -3,11 +3,14 @@
 //!
 //! The router is driven in-process (`tower::ServiceExt::oneshot`) on a current-thread
 //! runtime in front of a stub backend that answers at once, so the counts are exact and
-//! the same on every run and machine: no timing is involved. The budgets below are the
+//! the same on every run and machine: no timing is involved. One budget covers the real
+//! gRPC client too, against an in-process tonic backend (both sides counted). The budgets below are the
 //! measured counts plus small headroom; a change that adds real per-request work (a
 //! `serde_json::Value` detour, a per-request client, an extra copy of the body) breaks
 //! them. When a change lowers the counts, lower the budgets with it (the test prints the
 //! measured values). The throughput side is measured by `benches/overhead.rs`.
+
+mod common;
 
 use std::alloc::System;
 use std::sync::Arc;
@@ -57,6 +60,13 @@ const GET_TASK: Budget = Budget {
     what: "unary GetTask",
     allocations: 33.0,
     bytes: 6100.0,
+};
+const SEND_SMALL_GRPC: Budget = Budget {
+    what: "SendMessage, 200 B, over gRPC",
+    // Both sides of the socket: about 13 of these are the front's, the rest the HTTP/2
+    // client's and the tonic backend's. Varies by ±0.3 with how reads split frames.
+    allocations: 96.0,
+    bytes: 42000.0,
 };
 const STREAM_FRAME: Budget = Budget {
     what: "one SSE frame of a stream",
@@ -190,6 +200,40 @@ fn router() -> a2a_gateway::server::Frontend {
     a2a_gateway::server::router(Arc::new(gateway), "/a2a/jsonrpc")
 }
 
+/// The router in front of the real gRPC client (`http://`: the gateway's own HTTP/2
+/// client) and an in-process tonic backend that echoes. The count covers both sides of
+/// the socket, the backend's (tonic, and the test backend's record of each call) too.
+async fn grpc_router() -> a2a_gateway::server::Frontend {
+    let backend = common::TestBackend::new(|request| match request {
+        Request::SendMessage(send) => {
+            common::Answer::Reply(Reply::SendMessage(SendMessageResponse {
+                payload: send
+                    .message
+                    .clone()
+                    .map(send_message_response::Payload::Message),
+            }))
+        }
+        _ => common::Answer::Error(tonic::Status::unimplemented("SendMessage only")),
+    });
+    let addr = backend.spawn().await;
+    let grpc = a2a_gateway::backend::grpc::GrpcBackend::new(
+        &format!("http://{addr}"),
+        Duration::from_secs(2),
+        None,
+    )
+    .unwrap();
+    let gateway = Gateway {
+        backend: Arc::new(grpc),
+        forward: ForwardPolicy::default(),
+        unary_timeout: Some(Duration::from_secs(30)),
+        stream_timeout: None,
+        keepalive: Duration::from_secs(15),
+        max_body: 4 << 20,
+        metrics: Default::default(),
+    };
+    a2a_gateway::server::router(Arc::new(gateway), "/a2a/jsonrpc")
+}
+
 fn send_body(text: &str) -> String {
     format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{{"message":{{"messageId":"m-1","role":"ROLE_USER","parts":[{{"text":"{text}"}}]}}}}}}"#
@@ -295,6 +339,13 @@ fn allocations_per_request_and_per_frame_stay_within_budget() {
         check(
             &GET_TASK,
             cost(&router, GET_TASK_BODY, 200, "task-1").await,
+            &mut failures,
+        );
+        let grpc = grpc_router().await;
+        cost(&grpc, &small, 20, "\"result\"").await;
+        check(
+            &SEND_SMALL_GRPC,
+            cost(&grpc, &small, 200, "\"result\"").await,
             &mut failures,
         );
         let short = cost(&router, &short_stream, 50, "statusUpdate").await;
