@@ -5,6 +5,12 @@ use std::process::ExitCode;
 use a2a_gateway::config::{Cli, LoadError, LogFormat};
 use a2a_gateway::{demo, server};
 
+/// mimalloc instead of glibc's allocator: about 5 % fewer instructions per call. Without
+/// transparent huge pages (`no_thp`): with them, idle RSS was 21 MiB instead of 10 and
+/// 10,000 open streams took 312 MiB instead of 192 (benches/README.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Exit code for configuration and startup errors, as for bad flags.
 const USAGE_ERROR: u8 = 2;
 
