@@ -1,6 +1,7 @@
 //! The gateway's own HTTP/2 client against tonic servers configured to push it to its
 //! edges: windows far smaller than the messages, a concurrent stream limit below the
-//! calls in flight, and a backend that shuts down (GOAWAY) and comes back.
+//! calls in flight, a backend that shuts down (GOAWAY) and comes back, and backends that
+//! break the protocol.
 
 mod common;
 
@@ -125,4 +126,40 @@ async fn a_backend_that_goes_away_and_returns_is_reconnected() {
         rpc(&url, &hello).await["result"]["message"]["parts"][0]["text"],
         "hello"
     );
+}
+
+#[tokio::test]
+async fn a_backend_that_breaks_http2_gets_an_error_not_a_hang() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // An HTTP/1.1 server, and an HTTP/2 server that pushes although push is disabled.
+    let push_promise = [0, 0, 4, 5, 4, 0, 0, 0, 1, 0, 0, 0, 2];
+    for garbage in [&b"HTTP/1.1 400 Bad Request\r\n\r\n"[..], &push_promise[..]] {
+        let listener = listener().await;
+        let addr = listener.local_addr().unwrap();
+        let garbage = garbage.to_vec();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let garbage = garbage.clone();
+                tokio::spawn(async move {
+                    let mut request = [0u8; 4096];
+                    let _ = socket.read(&mut request).await;
+                    let _ = socket.write_all(&garbage).await;
+                    // Keeps the connection open: only the gateway's parsing can end the call.
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                });
+            }
+        });
+        let url = gateway(&format!("http://{addr}"), Settings::default()).await;
+        let hello = request(json!(1), "SendMessage", message_params("hello"));
+        let reply = tokio::time::timeout(Duration::from_secs(5), rpc(&url, &hello))
+            .await
+            .expect("the call hung on a broken backend");
+        assert_eq!(reply["error"]["code"], -32603, "{reply}");
+        assert_eq!(
+            reply["error"]["data"][0]["reason"], "BACKEND_CONNECTION_RESET",
+            "{reply}"
+        );
+        let message = reply["error"]["message"].as_str().unwrap();
+        assert!(message.contains("protocol error"), "{message}");
+    }
 }
