@@ -58,6 +58,12 @@ pub struct Cli {
     #[arg(long, env = "A2A_GATEWAY_KEEPALIVE", default_value = "15s", value_parser = parse_duration)]
     pub keepalive: Duration,
 
+    /// Interval of HTTP/2 keepalive pings on the gRPC backend connection; an unanswered
+    /// ping (within the interval, at most 10 s) closes it, failing its calls at once
+    /// instead of at their deadline.
+    #[arg(long, env = "A2A_GATEWAY_BACKEND_KEEPALIVE", default_value = "30s", value_parser = parse_duration)]
+    pub backend_keepalive: Duration,
+
     /// Timeout for establishing the backend connection.
     #[arg(long, env = "A2A_GATEWAY_CONNECT_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
     pub connect_timeout: Duration,
@@ -140,6 +146,8 @@ pub enum ConfigError {
     ForwardHeader(#[from] ForwardPolicyError),
     #[error("--keepalive must be greater than 0")]
     Keepalive,
+    #[error("--backend-keepalive must be greater than 0")]
+    BackendKeepalive,
     #[error("--backend-ca {0:?}: {1}")]
     BackendCa(std::path::PathBuf, String),
     #[error("--backend is required (or --demo)")]
@@ -175,6 +183,9 @@ impl Cli {
         }
         if self.keepalive.is_zero() {
             return Err(ConfigError::Keepalive);
+        }
+        if self.backend_keepalive.is_zero() {
+            return Err(ConfigError::BackendKeepalive);
         }
         Ok(ForwardPolicy::new(&self.forward_headers)?)
     }
@@ -223,6 +234,8 @@ pub struct FileConfig {
     stream_timeout: Option<Duration>,
     #[serde(default, deserialize_with = "duration_text")]
     keepalive: Option<Duration>,
+    #[serde(default, deserialize_with = "duration_text")]
+    backend_keepalive: Option<Duration>,
     #[serde(default, deserialize_with = "duration_text")]
     connect_timeout: Option<Duration>,
     backend_ca: Option<std::path::PathBuf>,
@@ -315,7 +328,8 @@ impl FileConfig {
             max_body,
             shutdown_grace,
             workers,
-            log_format
+            log_format,
+            backend_keepalive
         );
         take_optional!(backend, backend_ca);
         if let Some(headers) = self.forward_header {

@@ -110,7 +110,12 @@ pub fn gateway(
     };
     let ca = ca.as_deref();
     let backend: Arc<dyn Backend> = match cli.binding {
-        Binding::Grpc => Arc::new(GrpcBackend::new(backend_url, cli.connect_timeout, ca)?),
+        Binding::Grpc => Arc::new(GrpcBackend::with_keepalive(
+            backend_url,
+            cli.connect_timeout,
+            ca,
+            cli.backend_keepalive,
+        )?),
         Binding::HttpJson => Arc::new(RestBackend::new(backend_url, cli.connect_timeout, ca)?),
     };
     Ok(Arc::new(Gateway {

@@ -1,7 +1,7 @@
 //! The gateway's own HTTP/2 client against tonic servers configured to push it to its
 //! edges: windows far smaller than the messages, a concurrent stream limit below the
-//! calls in flight, a backend that shuts down (GOAWAY) and comes back, and backends that
-//! break the protocol.
+//! calls in flight, a backend that shuts down (GOAWAY) and comes back, backends that
+//! break the protocol, and one that stops answering keepalive pings.
 
 mod common;
 
@@ -162,4 +162,39 @@ async fn a_backend_that_breaks_http2_gets_an_error_not_a_hang() {
         let message = reply["error"]["message"].as_str().unwrap();
         assert!(message.contains("protocol error"), "{message}");
     }
+}
+
+#[tokio::test]
+async fn a_backend_that_stops_answering_pings_fails_its_calls_at_once() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = listener().await;
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                // An empty SETTINGS frame, as a live HTTP/2 server sends; then silence.
+                let _ = socket.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0]).await;
+                let mut sink = [0u8; 4096];
+                while matches!(socket.read(&mut sink).await, Ok(n) if n > 0) {}
+            });
+        }
+    });
+    let backend = format!("http://{addr}");
+    let url = gateway_from_flags(&["--backend", &backend, "--backend-keepalive", "200ms"]).await;
+    let started = Instant::now();
+    let hello = request(json!(1), "SendMessage", message_params("hello"));
+    let reply = tokio::time::timeout(Duration::from_secs(5), rpc(&url, &hello))
+        .await
+        .expect("the call waited for its 30 s deadline");
+    assert_eq!(
+        reply["error"]["data"][0]["reason"], "BACKEND_CONNECTION_RESET",
+        "{reply}"
+    );
+    let message = reply["error"]["message"].as_str().unwrap();
+    assert!(message.contains("keepalive ping timed out"), "{message}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
 }

@@ -48,6 +48,18 @@ impl GrpcBackend {
         connect_timeout: Duration,
         ca_pem: Option<&[u8]>,
     ) -> Result<Self, GrpcConfigError> {
+        Self::with_keepalive(uri, connect_timeout, ca_pem, Duration::from_secs(30))
+    }
+
+    /// `new` with HTTP/2 keepalive pings every `keepalive`; a ping unanswered within
+    /// `keepalive` (at most 10 s) closes the connection and fails its calls.
+    pub fn with_keepalive(
+        uri: &str,
+        connect_timeout: Duration,
+        ca_pem: Option<&[u8]>,
+        keepalive: Duration,
+    ) -> Result<Self, GrpcConfigError> {
+        let ping_timeout = keepalive.min(Duration::from_secs(10));
         let err = |source| GrpcConfigError {
             uri: uri.to_owned(),
             source,
@@ -56,8 +68,8 @@ impl GrpcBackend {
             .map_err(err)?
             .connect_timeout(connect_timeout)
             .tcp_nodelay(true)
-            .http2_keep_alive_interval(Duration::from_secs(30))
-            .keep_alive_timeout(Duration::from_secs(10))
+            .http2_keep_alive_interval(keepalive)
+            .keep_alive_timeout(ping_timeout)
             .keep_alive_while_idle(true);
         if uri.starts_with("https://") {
             let mut tls = ClientTlsConfig::new().with_native_roots();
@@ -70,7 +82,7 @@ impl GrpcBackend {
             true => uri
                 .parse()
                 .ok()
-                .and_then(|u| h2c::H2c::new(&u, connect_timeout)),
+                .and_then(|u| h2c::H2c::new(&u, connect_timeout, keepalive, ping_timeout)),
             false => None,
         };
         Ok(Self {

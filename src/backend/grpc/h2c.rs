@@ -37,12 +37,8 @@ use wire::{hpack, Connection};
 /// Largest message accepted from or sent to the backend.
 const MAX_MESSAGE: usize = 64 << 20;
 /// HTTP/2 windows, as hyper's client sets them (the 64 KiB default throttles streams).
-const CONFIG: wire::Config = wire::Config {
-    stream_window: 2 << 20,
-    connection_window: 5 << 20,
-    ping_interval: Duration::from_secs(30),
-    ping_timeout: Duration::from_secs(10),
-};
+const STREAM_WINDOW: u32 = 2 << 20;
+const CONNECTION_WINDOW: u32 = 5 << 20;
 const SERVICE: &str = "/lf.a2a.v1.A2AService/";
 
 /// The shared connection to one backend.
@@ -52,6 +48,7 @@ pub struct H2c {
     /// `Op::ALL` order.
     heads: Vec<Vec<u8>>,
     connect_timeout: Duration,
+    config: wire::Config,
     current: Mutex<Option<Connection>>,
     /// Serializes connecting, so a burst of calls makes one connection.
     connecting: tokio::sync::Mutex<()>,
@@ -66,8 +63,13 @@ impl std::fmt::Debug for H2c {
 }
 
 impl H2c {
-    /// A backend at `uri`, which must be `http://host:port`.
-    pub fn new(uri: &http::Uri, connect_timeout: Duration) -> Option<Arc<H2c>> {
+    /// A backend at `uri`, which must be `http://host:port`, pinged every `ping_interval`.
+    pub fn new(
+        uri: &http::Uri,
+        connect_timeout: Duration,
+        ping_interval: Duration,
+        ping_timeout: Duration,
+    ) -> Option<Arc<H2c>> {
         let authority = uri.authority()?;
         let port = authority.port_u16().unwrap_or(80);
         let authority = format!("{}:{port}", authority.host());
@@ -92,6 +94,12 @@ impl H2c {
             authority,
             heads,
             connect_timeout,
+            config: wire::Config {
+                stream_window: STREAM_WINDOW,
+                connection_window: CONNECTION_WINDOW,
+                ping_interval,
+                ping_timeout,
+            },
             current: Mutex::new(None),
             connecting: tokio::sync::Mutex::new(()),
         }))
@@ -141,7 +149,7 @@ impl H2c {
                 }
             };
         let _ = tcp.set_nodelay(true);
-        Ok(Connection::start(tcp, CONFIG))
+        Ok(Connection::start(tcp, self.config))
     }
 
     /// Sends the call; returns the response headers and stream once the head is in.
