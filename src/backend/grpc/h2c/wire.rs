@@ -160,7 +160,7 @@ struct Slot {
     error: Option<Error>,
     waker: Option<Waker>,
     send_window: i64,
-    /// Request body still to send (waiting for window) and whether END_STREAM follows it.
+    /// Request body still to send, waiting for window; END_STREAM goes with its last byte.
     pending: Option<Bytes>,
     consumed_unacked: u32,
 }
@@ -358,7 +358,7 @@ impl Stream {
         poll_fn(|cx| {
             let mut state = self.shared.lock();
             let Some(slot) = state.streams.get_mut(&self.id) else {
-                return Poll::Ready(Err(Error::Closed("stream forgotten".into())));
+                return Poll::Ready(Err(Error::Closed("the stream is no longer tracked".into())));
             };
             if let Some(head) = slot.head.take() {
                 return Poll::Ready(Ok(head));
