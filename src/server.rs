@@ -36,6 +36,8 @@ use crate::telemetry::Metrics;
 /// The gateway's HTTP surface. Other methods on the JSON-RPC path get 405 with
 /// `Allow: POST`.
 pub fn router(gateway: Arc<Gateway>, jsonrpc_path: &str) -> Frontend {
+    // `Frontend` answers POSTs to the JSON-RPC path itself; the route is what gives other
+    // methods there their 405 with `Allow: POST`.
     let router = Router::new()
         .route(jsonrpc_path, post(jsonrpc::handle))
         .route("/healthz", get(|| async { "ok\n" }))
@@ -148,10 +150,9 @@ pub async fn serve(
     router: Frontend,
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: Duration,
-) -> std::io::Result<()> {
+) {
     let incoming = TcpListenerStream::new(listener).take_until(shutdown);
     serve_connections(incoming, router, grace).await;
-    Ok(())
 }
 
 /// Serves each connection of `incoming` on its own task of the current runtime. When

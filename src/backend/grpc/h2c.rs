@@ -44,8 +44,8 @@ const SERVICE: &str = "/lf.a2a.v1.A2AService/";
 /// The shared connection to one backend.
 pub struct H2c {
     authority: String,
-    /// The constant part of each operation's request head (an HPACK block), in
-    /// `Op::ALL` order.
+    /// The constant part of each operation's request head (an HPACK block), indexed by
+    /// `Op as usize` (`Op::ALL` order).
     heads: Vec<Vec<u8>>,
     connect_timeout: Duration,
     config: wire::Config,
@@ -77,15 +77,15 @@ impl H2c {
             .iter()
             .map(|op| {
                 let mut head = Vec::with_capacity(128);
-                hpack::indexed(&mut head, 3); // :method: POST
-                hpack::indexed(&mut head, 6); // :scheme: http
+                hpack::indexed(&mut head, hpack::METHOD_POST);
+                hpack::indexed(&mut head, hpack::SCHEME_HTTP);
                 let path = format!("{SERVICE}{}", op.name());
-                hpack::literal_indexed_name(&mut head, 4, path.as_bytes()); // :path
-                hpack::literal_indexed_name(&mut head, 1, authority.as_bytes()); // :authority
-                hpack::literal_indexed_name(&mut head, 31, b"application/grpc"); // content-type
+                hpack::literal_indexed_name(&mut head, hpack::PATH, path.as_bytes());
+                hpack::literal_indexed_name(&mut head, hpack::AUTHORITY, authority.as_bytes());
+                hpack::literal_indexed_name(&mut head, hpack::CONTENT_TYPE, b"application/grpc");
                 hpack::literal(&mut head, b"te", b"trailers");
                 let agent = concat!("a2a-gateway/", env!("CARGO_PKG_VERSION"));
-                hpack::literal_indexed_name(&mut head, 58, agent.as_bytes()); // user-agent
+                hpack::literal_indexed_name(&mut head, hpack::USER_AGENT, agent.as_bytes());
                 hpack::literal(&mut head, VERSION.as_bytes(), SUPPORTED_VERSION.as_bytes());
                 head
             })
@@ -197,9 +197,9 @@ impl H2c {
 
     /// The request head: the operation's constant part, the deadline, forwarded headers.
     fn head(&self, op: Op, call: &Call) -> Vec<u8> {
-        let index = Op::ALL.iter().position(|o| *o == op).unwrap_or(0);
-        let mut head = Vec::with_capacity(self.heads[index].len() + 64);
-        head.extend_from_slice(&self.heads[index]);
+        let constant = &self.heads[op as usize];
+        let mut head = Vec::with_capacity(constant.len() + 64);
+        head.extend_from_slice(constant);
         if let Some(timeout) = call.timeout {
             hpack::literal(&mut head, b"grpc-timeout", grpc_timeout(timeout).as_bytes());
         }

@@ -554,7 +554,8 @@ async fn read_loop(shared: Arc<Shared>, mut socket: OwnedReadHalf) {
 struct Block {
     stream: u32,
     end_stream: bool,
-    bytes: Vec<u8>,
+    /// The HEADERS payload as received (no copy); joined with CONTINUATION payloads.
+    bytes: Bytes,
 }
 
 struct Reader {
@@ -605,7 +606,7 @@ impl Reader {
                     self.block = Some(Block {
                         stream: id,
                         end_stream: flags & END_STREAM != 0,
-                        bytes: payload.to_vec(),
+                        bytes: payload,
                     });
                     if flags & END_HEADERS != 0 {
                         self.headers(state)?;
@@ -618,7 +619,10 @@ impl Reader {
                     if block.bytes.len() + payload.len() > MAX_HEADER_BLOCK {
                         return Err((PROTOCOL_ERROR, "header block too large".into()));
                     }
-                    block.bytes.extend_from_slice(&payload);
+                    let mut joined = BytesMut::with_capacity(block.bytes.len() + payload.len());
+                    joined.extend_from_slice(&block.bytes);
+                    joined.extend_from_slice(&payload);
+                    block.bytes = joined.freeze();
                     if flags & END_HEADERS != 0 {
                         self.headers(state)?;
                     }
@@ -859,7 +863,15 @@ fn header_frames(out: &mut Vec<u8>, id: u32, block: &[u8], max_frame: usize) {
 /// HPACK for requests, without a dynamic table (RFC 7541 6.1 and 6.2.2): a static-table
 /// entry by index, or a literal that is never indexed, so the encoder has no state.
 pub mod hpack {
-    /// `index` from the static table (e.g. 3 `:method: POST`, 6 `:scheme: http`).
+    /// Static table entries (RFC 7541 appendix A) that request heads use.
+    pub const AUTHORITY: usize = 1;
+    pub const METHOD_POST: usize = 3;
+    pub const PATH: usize = 4;
+    pub const SCHEME_HTTP: usize = 6;
+    pub const CONTENT_TYPE: usize = 31;
+    pub const USER_AGENT: usize = 58;
+
+    /// The whole header `index` of the static table (e.g. `METHOD_POST`).
     pub fn indexed(out: &mut Vec<u8>, index: usize) {
         integer(out, index, 7, 0x80);
     }
@@ -905,9 +917,9 @@ mod tests {
     #[test]
     fn hpack_literals_decode_back() {
         let mut block = Vec::new();
-        hpack::indexed(&mut block, 3);
-        hpack::indexed(&mut block, 6);
-        hpack::literal_indexed_name(&mut block, 4, b"/lf.a2a.v1.A2AService/GetTask");
+        hpack::indexed(&mut block, hpack::METHOD_POST);
+        hpack::indexed(&mut block, hpack::SCHEME_HTTP);
+        hpack::literal_indexed_name(&mut block, hpack::PATH, b"/lf.a2a.v1.A2AService/GetTask");
         hpack::literal(&mut block, b"te", b"trailers");
         let long = vec![b'v'; 300];
         hpack::literal(&mut block, b"x-long", &long);
