@@ -138,10 +138,12 @@ macro_rules! declare_operations {
 
             /// The request as ProtoJSON, for bindings that send JSON.
             pub fn to_json(&self) -> Result<Vec<u8>, serde_json::Error> {
+                let mut out = Vec::new();
                 match self {
-                    $( Request::$u(r) => serde_json::to_vec(r), )*
-                    $( Request::$s(r) => serde_json::to_vec(r), )*
+                    $( Request::$u(r) => write_json(&mut out, r)?, )*
+                    $( Request::$s(r) => write_json(&mut out, r)?, )*
                 }
+                Ok(out)
             }
         }
 
