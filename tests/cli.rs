@@ -33,6 +33,30 @@ impl Drop for Running {
     }
 }
 
+impl Running {
+    /// Sends SIGTERM, as Kubernetes does to stop a pod.
+    fn terminate(&self) {
+        let pid = self.0.id().to_string();
+        assert!(Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success());
+    }
+
+    /// The exit status, which must come within `limit`.
+    async fn exit_within(&mut self, limit: Duration, why: &str) -> std::process::ExitStatus {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.0.try_wait().unwrap() {
+                return status;
+            }
+            assert!(started.elapsed() < limit, "{why}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
 async fn start(args: &[&str]) -> Running {
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
@@ -186,23 +210,10 @@ async fn a_backend_down_at_start_is_not_fatal() {
 #[tokio::test]
 async fn sigterm_shuts_down_cleanly() {
     let mut gateway = start(&["--demo"]).await;
-    let pid = gateway.0.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = gateway.0.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "no exit after SIGTERM"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    gateway.terminate();
+    let status = gateway
+        .exit_within(Duration::from_secs(5), "no exit after SIGTERM")
+        .await;
     assert!(status.success(), "{status:?}");
 }
 
@@ -216,12 +227,7 @@ async fn sigterm_lets_an_open_stream_finish_and_refuses_new_connections() {
     )
     .await;
     assert!(sse.data().await.is_some(), "first frame");
-    let pid = gateway.0.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
+    gateway.terminate();
     // The demo stream's remaining frames arrive over the next ~200 ms, within the grace.
     let mut frames = 1;
     while let Some(frame) = sse.data().await {
@@ -229,17 +235,9 @@ async fn sigterm_lets_an_open_stream_finish_and_refuses_new_connections() {
         frames += 1;
     }
     assert_eq!(frames, 6, "every frame of the stream after SIGTERM");
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = gateway.0.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "no exit after the stream ended"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let status = gateway
+        .exit_within(Duration::from_secs(5), "no exit after the stream ended")
+        .await;
     assert!(status.success(), "{status:?}");
     assert!(client()
         .get(url.replace("/a2a/jsonrpc", "/healthz"))

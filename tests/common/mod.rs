@@ -285,7 +285,12 @@ pub async fn gateway(backend: &str, settings: Settings) -> String {
         max_body: settings.max_body,
         metrics: Default::default(),
     });
-    let router = a2a_gateway::server::router(state, "/a2a/jsonrpc");
+    serve(state, "/a2a/jsonrpc").await
+}
+
+/// Serves `state` on 127.0.0.1:0 until the test ends; returns the JSON-RPC endpoint URL.
+async fn serve(state: Arc<Gateway>, jsonrpc_path: &str) -> String {
+    let router = a2a_gateway::server::router(state, jsonrpc_path);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(a2a_gateway::server::serve(
@@ -294,7 +299,7 @@ pub async fn gateway(backend: &str, settings: Settings) -> String {
         std::future::pending(),
         Duration::from_secs(1),
     ));
-    format!("http://{addr}/a2a/jsonrpc")
+    format!("http://{addr}{jsonrpc_path}")
 }
 
 /// The gateway built exactly as the binary builds it from `args` (flags after the
@@ -308,16 +313,7 @@ pub async fn gateway_from_flags(args: &[&str]) -> String {
     let state =
         a2a_gateway::server::gateway(&cli, cli.backend.as_deref().unwrap(), Default::default())
             .unwrap();
-    let router = a2a_gateway::server::router(state, &cli.jsonrpc_path);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(a2a_gateway::server::serve(
-        listener,
-        router,
-        std::future::pending(),
-        Duration::from_secs(1),
-    ));
-    format!("http://{addr}{}", cli.jsonrpc_path)
+    serve(state, &cli.jsonrpc_path).await
 }
 
 /// A test backend and the gateway in front of it.
