@@ -1,7 +1,9 @@
-//! What the gateway talks to: a backend takes one typed `Request` and answers with a typed
+//! What the gateway talks to: a backend takes one typed request and answers with a typed
 //! unary `Reply` or a stream of `StreamResponse`, or an `A2aError` already mapped through
-//! the error table. Implementations: `grpc` (tonic) and `rest` (HTTP+JSON).
+//! the error table (agent errors) or the fault table (`fault`, the gateway's own path).
+//! Implementations: `grpc` (on h2) and `rest` (HTTP+JSON).
 
+pub mod fault;
 pub mod grpc;
 pub mod rest;
 
@@ -12,13 +14,13 @@ use futures::stream::BoxStream;
 use http::{HeaderName, HeaderValue};
 
 use crate::proto::StreamResponse;
-use crate::protocol::error::{A2aError, ErrorKind};
-use crate::protocol::ops::{Op, Reply, Request};
+use crate::protocol::error::A2aError;
+use crate::protocol::ops::{Reply, StreamRequest, UnaryRequest};
 
 /// One backend call: the typed request plus what travels beside it.
 #[derive(Debug)]
-pub struct Call {
-    pub request: Request,
+pub struct Call<R> {
+    pub request: R,
     /// Request headers selected by the forward policy (lowercase names).
     pub forwarded: Vec<(HeaderName, HeaderValue)>,
     /// Deadline sent to the backend (`grpc-timeout`); the gateway enforces it as well.
@@ -35,18 +37,16 @@ pub struct Answer<T> {
 /// Events of a streaming operation, in backend order; an `Err` ends the stream.
 pub type EventStream = BoxStream<'static, Result<StreamResponse, A2aError>>;
 
-/// A request of the other kind reached `unary` or `stream`: a bug in the caller.
-pub(crate) fn not_of_kind(op: Op, kind: &str) -> A2aError {
-    A2aError::with_message(
-        ErrorKind::Internal,
-        format!("{} is not a {kind} operation", op.name()),
-    )
-}
-
 /// A backend binding.
 pub trait Backend: Send + Sync + 'static {
     /// Performs a unary operation.
-    fn unary(&self, call: Call) -> BoxFuture<'static, Result<Answer<Reply>, A2aError>>;
+    fn unary(
+        &self,
+        call: Call<UnaryRequest>,
+    ) -> BoxFuture<'static, Result<Answer<Reply>, A2aError>>;
     /// Starts a streaming operation; dropping the stream cancels the backend call.
-    fn stream(&self, call: Call) -> BoxFuture<'static, Result<Answer<EventStream>, A2aError>>;
+    fn stream(
+        &self,
+        call: Call<StreamRequest>,
+    ) -> BoxFuture<'static, Result<Answer<EventStream>, A2aError>>;
 }

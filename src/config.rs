@@ -58,11 +58,33 @@ pub struct Cli {
     #[arg(long, env = "A2A_GATEWAY_KEEPALIVE", default_value = "15s", value_parser = parse_duration)]
     pub keepalive: Duration,
 
-    /// Interval of HTTP/2 keepalive pings on the gRPC backend connection; an unanswered
-    /// ping (within the interval, at most 10 s) closes it, failing its calls at once
-    /// instead of at their deadline.
-    #[arg(long, env = "A2A_GATEWAY_BACKEND_KEEPALIVE", default_value = "30s", value_parser = parse_duration)]
+    /// Deadline of a stream's first event (the SSE response starts with it); `0`: none.
+    /// Default: the unary --timeout. Once the first event is in, a stream may stay quiet.
+    #[arg(long, env = "A2A_GATEWAY_FIRST_EVENT_TIMEOUT", value_parser = parse_duration)]
+    pub first_event_timeout: Option<Duration>,
+
+    /// HTTP/2 keepalive of the gRPC backend connection: a ping is sent only after this long
+    /// without reading anything from the backend, and only while calls are in flight. The
+    /// default, 5 minutes, is what gRPC servers allow by default (grpc C-core, grpc-go and
+    /// grpc-java answer more frequent pings without data with GOAWAY `too_many_pings`); on
+    /// such a GOAWAY the interval doubles for that backend.
+    #[arg(long, env = "A2A_GATEWAY_BACKEND_KEEPALIVE", default_value = "5m", value_parser = parse_duration)]
     pub backend_keepalive: Duration,
+
+    /// A keepalive ping unanswered for this long closes the backend connection, failing
+    /// its calls at once instead of at their deadline.
+    #[arg(long, env = "A2A_GATEWAY_BACKEND_KEEPALIVE_TIMEOUT", default_value = "20s", value_parser = parse_duration)]
+    pub backend_keepalive_timeout: Duration,
+
+    /// Send keepalive pings also while no call is in flight (only for backends whose
+    /// servers permit it, e.g. grpc's `keepalive_permit_without_calls`).
+    #[arg(long, env = "A2A_GATEWAY_BACKEND_KEEPALIVE_WHILE_IDLE")]
+    pub backend_keepalive_while_idle: bool,
+
+    /// Largest gRPC message accepted from the backend (a reply or one stream event);
+    /// larger ones fail the call with BACKEND_BAD_RESPONSE before they are buffered.
+    #[arg(long, env = "A2A_GATEWAY_BACKEND_MAX_MESSAGE", default_value = "16MiB", value_parser = parse_size)]
+    pub backend_max_message: usize,
 
     /// Timeout for establishing the backend connection.
     #[arg(long, env = "A2A_GATEWAY_CONNECT_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
@@ -148,6 +170,8 @@ pub enum ConfigError {
     Keepalive,
     #[error("--backend-keepalive must be greater than 0")]
     BackendKeepalive,
+    #[error("--backend-keepalive-timeout must be greater than 0")]
+    BackendKeepaliveTimeout,
     #[error("--backend-ca {0:?}: {1}")]
     BackendCa(std::path::PathBuf, String),
     #[error("--backend is required (or --demo)")]
@@ -187,11 +211,19 @@ impl Cli {
         if self.backend_keepalive.is_zero() {
             return Err(ConfigError::BackendKeepalive);
         }
+        if self.backend_keepalive_timeout.is_zero() {
+            return Err(ConfigError::BackendKeepaliveTimeout);
+        }
         Ok(ForwardPolicy::new(&self.forward_headers)?)
     }
 }
 
 impl Cli {
+    /// The deadline of a stream's first event: --first-event-timeout, else --timeout.
+    pub fn first_event_deadline(&self) -> Option<Duration> {
+        optional(self.first_event_timeout.unwrap_or(self.timeout))
+    }
+
     /// The number of serving threads: `--workers`, or one per CPU this process may use
     /// (which respects a container's CPU limit).
     pub fn worker_count(&self) -> usize {
@@ -235,7 +267,14 @@ pub struct FileConfig {
     #[serde(default, deserialize_with = "duration_text")]
     keepalive: Option<Duration>,
     #[serde(default, deserialize_with = "duration_text")]
+    first_event_timeout: Option<Duration>,
+    #[serde(default, deserialize_with = "duration_text")]
     backend_keepalive: Option<Duration>,
+    #[serde(default, deserialize_with = "duration_text")]
+    backend_keepalive_timeout: Option<Duration>,
+    backend_keepalive_while_idle: Option<bool>,
+    #[serde(default, deserialize_with = "size_text")]
+    backend_max_message: Option<usize>,
     #[serde(default, deserialize_with = "duration_text")]
     connect_timeout: Option<Duration>,
     backend_ca: Option<std::path::PathBuf>,
@@ -331,7 +370,12 @@ impl FileConfig {
             log_format,
             backend_keepalive
         );
-        take_optional!(backend, backend_ca);
+        take!(
+            backend_keepalive_timeout,
+            backend_keepalive_while_idle,
+            backend_max_message
+        );
+        take_optional!(backend, backend_ca, first_event_timeout);
         if let Some(headers) = self.forward_header {
             if unset("forward_headers") {
                 cli.forward_headers = headers;

@@ -18,6 +18,8 @@ pub struct Gateway {
     pub unary_timeout: Option<Duration>,
     /// Deadline of whole streams (`None`: streams may stay open indefinitely).
     pub stream_timeout: Option<Duration>,
+    /// Deadline of a stream's first event (`None`: none).
+    pub first_event_timeout: Option<Duration>,
     /// Interval of SSE keepalive comments on an idle stream.
     pub keepalive: Duration,
     /// Largest accepted request body, in bytes.

@@ -3,5 +3,6 @@
 
 pub mod details;
 pub mod error;
+pub mod json;
 pub mod ops;
 pub mod params;

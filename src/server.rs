@@ -28,7 +28,8 @@ use tokio::task::JoinSet;
 use tokio_stream::wrappers::TcpListenerStream;
 use tower::ServiceExt as _;
 
-use crate::backend::{grpc::GrpcBackend, rest::RestBackend, Backend};
+use crate::backend::grpc::{GrpcBackend, GrpcSettings};
+use crate::backend::{rest::RestBackend, Backend};
 use crate::config::{optional, Binding, Cli, ConfigError};
 use crate::front::{jsonrpc, Gateway};
 use crate::telemetry::Metrics;
@@ -112,11 +113,16 @@ pub fn gateway(
     };
     let ca = ca.as_deref();
     let backend: Arc<dyn Backend> = match cli.binding {
-        Binding::Grpc => Arc::new(GrpcBackend::with_keepalive(
+        Binding::Grpc => Arc::new(GrpcBackend::new(
             backend_url,
-            cli.connect_timeout,
+            &GrpcSettings {
+                connect_timeout: cli.connect_timeout,
+                keepalive_interval: cli.backend_keepalive,
+                keepalive_timeout: cli.backend_keepalive_timeout,
+                keepalive_while_idle: cli.backend_keepalive_while_idle,
+                max_message: cli.backend_max_message,
+            },
             ca,
-            cli.backend_keepalive,
         )?),
         Binding::HttpJson => Arc::new(RestBackend::new(backend_url, cli.connect_timeout, ca)?),
     };
@@ -125,6 +131,7 @@ pub fn gateway(
         forward,
         unary_timeout: optional(cli.timeout),
         stream_timeout: optional(cli.stream_timeout),
+        first_event_timeout: cli.first_event_deadline(),
         keepalive: cli.keepalive,
         max_body: cli.max_body,
         metrics,

@@ -24,7 +24,7 @@ use a2a_gateway::proto::{
     Timestamp,
 };
 use a2a_gateway::protocol::error::{A2aError, ErrorKind};
-use a2a_gateway::protocol::ops::{Reply, Request};
+use a2a_gateway::protocol::ops::{Reply, Request, StreamRequest, UnaryRequest};
 use a2a_gateway::protocol::params::ForwardPolicy;
 use axum::body::Body;
 use futures::future::BoxFuture;
@@ -100,16 +100,19 @@ fn first_text(message: &Message) -> &str {
 }
 
 impl Backend for Stub {
-    fn unary(&self, call: Call) -> BoxFuture<'static, Result<Answer<Reply>, A2aError>> {
+    fn unary(
+        &self,
+        call: Call<UnaryRequest>,
+    ) -> BoxFuture<'static, Result<Answer<Reply>, A2aError>> {
         let reply = match call.request {
-            Request::SendMessage(request) => {
+            UnaryRequest::SendMessage(request) => {
                 let mut message = request.message.unwrap_or_default();
                 message.role = Role::Agent as i32;
                 Ok(Reply::SendMessage(SendMessageResponse {
                     payload: Some(send_message_response::Payload::Message(message)),
                 }))
             }
-            Request::GetTask(_) => Ok(Reply::GetTask(self.task.clone())),
+            UnaryRequest::GetTask(_) => Ok(Reply::GetTask(self.task.clone())),
             _ => Err(A2aError::new(ErrorKind::MethodNotFound)),
         };
         let answer = reply.map(|value| Answer {
@@ -119,8 +122,11 @@ impl Backend for Stub {
         std::future::ready(answer).boxed()
     }
 
-    fn stream(&self, call: Call) -> BoxFuture<'static, Result<Answer<EventStream>, A2aError>> {
-        let Request::SendStreamingMessage(request) = call.request else {
+    fn stream(
+        &self,
+        call: Call<StreamRequest>,
+    ) -> BoxFuture<'static, Result<Answer<EventStream>, A2aError>> {
+        let StreamRequest::SendStreamingMessage(request) = call.request else {
             return std::future::ready(Err(A2aError::new(ErrorKind::MethodNotFound))).boxed();
         };
         let frames: usize = first_text(&request.message.unwrap_or_default())
@@ -193,6 +199,7 @@ fn router() -> a2a_gateway::server::Frontend {
         forward: ForwardPolicy::default(),
         unary_timeout: Some(Duration::from_secs(30)),
         stream_timeout: None,
+        first_event_timeout: Some(Duration::from_secs(30)),
         keepalive: Duration::from_secs(15),
         max_body: 4 << 20,
         metrics: Default::default(),
@@ -205,7 +212,7 @@ fn router() -> a2a_gateway::server::Frontend {
 /// the socket, the backend's (tonic, and the test backend's record of each call) too.
 async fn grpc_router() -> a2a_gateway::server::Frontend {
     let backend = common::TestBackend::new(|request| match request {
-        Request::SendMessage(send) => {
+        Request::Unary(UnaryRequest::SendMessage(send)) => {
             common::Answer::Reply(Reply::SendMessage(SendMessageResponse {
                 payload: send
                     .message
@@ -218,7 +225,7 @@ async fn grpc_router() -> a2a_gateway::server::Frontend {
     let addr = backend.spawn().await;
     let grpc = a2a_gateway::backend::grpc::GrpcBackend::new(
         &format!("http://{addr}"),
-        Duration::from_secs(2),
+        &Default::default(),
         None,
     )
     .unwrap();
@@ -227,6 +234,7 @@ async fn grpc_router() -> a2a_gateway::server::Frontend {
         forward: ForwardPolicy::default(),
         unary_timeout: Some(Duration::from_secs(30)),
         stream_timeout: None,
+        first_event_timeout: Some(Duration::from_secs(30)),
         keepalive: Duration::from_secs(15),
         max_body: 4 << 20,
         metrics: Default::default(),

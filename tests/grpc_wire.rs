@@ -8,13 +8,13 @@ mod common;
 use std::time::{Duration, Instant};
 
 use a2a_gateway::proto::{send_message_response, SendMessageResponse};
-use a2a_gateway::protocol::ops::{Reply, Request};
+use a2a_gateway::protocol::ops::{Reply, Request, UnaryRequest};
 use common::*;
 use serde_json::json;
 use tonic::transport::Server;
 
 fn echo(request: &Request) -> Answer {
-    let Request::SendMessage(send) = request else {
+    let Request::Unary(UnaryRequest::SendMessage(send)) = request else {
         panic!("unexpected call");
     };
     Answer::Reply(Reply::SendMessage(SendMessageResponse {
@@ -156,11 +156,11 @@ async fn a_backend_that_breaks_http2_gets_an_error_not_a_hang() {
             .expect("the call hung on a broken backend");
         assert_eq!(reply["error"]["code"], -32603, "{reply}");
         assert_eq!(
-            reply["error"]["data"][0]["reason"], "BACKEND_CONNECTION_RESET",
+            reply["error"]["data"][0]["reason"], "BACKEND_BAD_RESPONSE",
             "{reply}"
         );
         let message = reply["error"]["message"].as_str().unwrap();
-        assert!(message.contains("protocol error"), "{message}");
+        assert!(message.contains("broke HTTP/2"), "{message}");
     }
 }
 
@@ -180,7 +180,15 @@ async fn a_backend_that_stops_answering_pings_fails_its_calls_at_once() {
         }
     });
     let backend = format!("http://{addr}");
-    let url = gateway_from_flags(&["--backend", &backend, "--backend-keepalive", "200ms"]).await;
+    let url = gateway_from_flags(&[
+        "--backend",
+        &backend,
+        "--backend-keepalive",
+        "200ms",
+        "--backend-keepalive-timeout",
+        "200ms",
+    ])
+    .await;
     let started = Instant::now();
     let hello = request(json!(1), "SendMessage", message_params("hello"));
     let reply = tokio::time::timeout(Duration::from_secs(5), rpc(&url, &hello))
@@ -191,7 +199,7 @@ async fn a_backend_that_stops_answering_pings_fails_its_calls_at_once() {
         "{reply}"
     );
     let message = reply["error"]["message"].as_str().unwrap();
-    assert!(message.contains("keepalive ping timed out"), "{message}");
+    assert!(message.contains("keepalive ping unanswered"), "{message}");
     assert!(
         started.elapsed() < Duration::from_secs(2),
         "{:?}",

@@ -193,7 +193,9 @@ async fn missing_params_mean_an_empty_request() {
     );
     assert_eq!(
         backend.last().request,
-        a2a_gateway::protocol::ops::Request::ListTasks(ListTasksRequest::default())
+        a2a_gateway::protocol::ops::Request::Unary(
+            a2a_gateway::protocol::ops::UnaryRequest::ListTasks(ListTasksRequest::default())
+        )
     );
 }
 

@@ -4,7 +4,7 @@
 mod common;
 
 use a2a_gateway::proto::TaskState;
-use a2a_gateway::protocol::ops::{Reply, Request};
+use a2a_gateway::protocol::ops::{Reply, Request, UnaryRequest};
 use common::*;
 use serde_json::json;
 use tonic::{Code, Status};
@@ -23,10 +23,12 @@ async fn scrape(url: &str) -> String {
 #[tokio::test]
 async fn requests_streams_and_rejections_are_counted() {
     let (_, url) = setup(|request| match request {
-        Request::GetTask(r) if r.id == "missing" => {
+        Request::Unary(UnaryRequest::GetTask(r)) if r.id == "missing" => {
             Answer::Error(Status::new(Code::NotFound, "no"))
         }
-        Request::GetTask(_) => Answer::Reply(Reply::GetTask(task("t-1", TaskState::Working))),
+        Request::Unary(UnaryRequest::GetTask(_)) => {
+            Answer::Reply(Reply::GetTask(task("t-1", TaskState::Working)))
+        }
         _ => Answer::Stream(vec![
             Step::Event(status_update("t-1", TaskState::Working)),
             Step::Hang,

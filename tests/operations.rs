@@ -4,7 +4,7 @@
 mod common;
 
 use a2a_gateway::proto::*;
-use a2a_gateway::protocol::ops::{Op, Reply, Request};
+use a2a_gateway::protocol::ops::{Op, Reply, Request, StreamRequest, UnaryRequest};
 use common::*;
 use serde_json::{json, Value};
 
@@ -63,7 +63,7 @@ fn unary_case(op: Op) -> Case {
                 "metadata": {"trace": "yes"},
                 "unknownField": {"ignored": true}
             }),
-            expected: Request::SendMessage(SendMessageRequest {
+            expected: Request::Unary(UnaryRequest::SendMessage(SendMessageRequest {
                 tenant: "acme".into(),
                 message: Some(Message {
                     message_id: "m-1".into(),
@@ -121,7 +121,7 @@ fn unary_case(op: Op) -> Case {
                     }),
                 }),
                 metadata: metadata("trace", "yes"),
-            }),
+            })),
             reply: Reply::SendMessage(SendMessageResponse {
                 payload: Some(send_message_response::Payload::Task(task(
                     "t-1",
@@ -133,11 +133,11 @@ fn unary_case(op: Op) -> Case {
         Op::GetTask => Case {
             // snake_case keys are accepted too.
             params: json!({"id": "t-1", "history_length": 3}),
-            expected: Request::GetTask(GetTaskRequest {
+            expected: Request::Unary(UnaryRequest::GetTask(GetTaskRequest {
                 id: "t-1".into(),
                 history_length: Some(3),
                 ..Default::default()
-            }),
+            })),
             reply: Reply::GetTask(Task {
                 artifacts: vec![Artifact {
                     artifact_id: "a-1".into(),
@@ -167,7 +167,7 @@ fn unary_case(op: Op) -> Case {
             params: json!({"tenant": "acme", "contextId": "c-1", "status": "TASK_STATE_WORKING", "pageSize": 10,
                            "pageToken": "p2", "historyLength": 0, "statusTimestampAfter": "2025-01-01T00:00:00Z",
                            "includeArtifacts": true}),
-            expected: Request::ListTasks(ListTasksRequest {
+            expected: Request::Unary(UnaryRequest::ListTasks(ListTasksRequest {
                 tenant: "acme".into(),
                 context_id: "c-1".into(),
                 status: TaskState::Working as i32,
@@ -179,7 +179,7 @@ fn unary_case(op: Op) -> Case {
                     nanos: 0,
                 }),
                 include_artifacts: Some(true),
-            }),
+            })),
             reply: Reply::ListTasks(ListTasksResponse {
                 tasks: vec![task("t-1", TaskState::Working)],
                 next_page_token: String::new(),
@@ -191,42 +191,42 @@ fn unary_case(op: Op) -> Case {
         },
         Op::CancelTask => Case {
             params: json!({"id": "t-1", "metadata": {"reason": "user"}}),
-            expected: Request::CancelTask(CancelTaskRequest {
+            expected: Request::Unary(UnaryRequest::CancelTask(CancelTaskRequest {
                 id: "t-1".into(),
                 metadata: metadata("reason", "user"),
                 ..Default::default()
-            }),
+            })),
             reply: Reply::CancelTask(task("t-1", TaskState::Canceled)),
             result: task_json("t-1", "TASK_STATE_CANCELED"),
         },
         Op::CreateTaskPushNotificationConfig => Case {
             params: push_config_json(),
-            expected: Request::CreateTaskPushNotificationConfig(push_config()),
+            expected: Request::Unary(UnaryRequest::CreateTaskPushNotificationConfig(push_config())),
             reply: Reply::CreateTaskPushNotificationConfig(push_config()),
             result: push_config_json(),
         },
         Op::GetTaskPushNotificationConfig => Case {
             params: json!({"taskId": "t-1", "id": "cfg-1"}),
-            expected: Request::GetTaskPushNotificationConfig(
+            expected: Request::Unary(UnaryRequest::GetTaskPushNotificationConfig(
                 GetTaskPushNotificationConfigRequest {
                     task_id: "t-1".into(),
                     id: "cfg-1".into(),
                     ..Default::default()
                 },
-            ),
+            )),
             reply: Reply::GetTaskPushNotificationConfig(push_config()),
             result: push_config_json(),
         },
         Op::ListTaskPushNotificationConfigs => Case {
             params: json!({"taskId": "t-1", "pageSize": 5, "pageToken": "n1"}),
-            expected: Request::ListTaskPushNotificationConfigs(
+            expected: Request::Unary(UnaryRequest::ListTaskPushNotificationConfigs(
                 ListTaskPushNotificationConfigsRequest {
                     task_id: "t-1".into(),
                     page_size: 5,
                     page_token: "n1".into(),
                     ..Default::default()
                 },
-            ),
+            )),
             reply: Reply::ListTaskPushNotificationConfigs(
                 ListTaskPushNotificationConfigsResponse {
                     configs: vec![push_config()],
@@ -237,19 +237,21 @@ fn unary_case(op: Op) -> Case {
         },
         Op::DeleteTaskPushNotificationConfig => Case {
             params: json!({"taskId": "t-1", "id": "cfg-1"}),
-            expected: Request::DeleteTaskPushNotificationConfig(
+            expected: Request::Unary(UnaryRequest::DeleteTaskPushNotificationConfig(
                 DeleteTaskPushNotificationConfigRequest {
                     task_id: "t-1".into(),
                     id: "cfg-1".into(),
                     ..Default::default()
                 },
-            ),
+            )),
             reply: Reply::DeleteTaskPushNotificationConfig(pbjson_types::Empty {}),
             result: Value::Null,
         },
         Op::GetExtendedAgentCard => Case {
             params: Value::Null,
-            expected: Request::GetExtendedAgentCard(GetExtendedAgentCardRequest::default()),
+            expected: Request::Unary(UnaryRequest::GetExtendedAgentCard(
+                GetExtendedAgentCardRequest::default(),
+            )),
             reply: Reply::GetExtendedAgentCard(AgentCard {
                 name: "agent".into(),
                 description: "d".into(),
@@ -335,7 +337,7 @@ async fn streaming_operations_reach_their_rpc() {
         );
         assert!(sse.data().await.is_none());
         assert_eq!(backend.last().request.op(), expected);
-        if let Request::SubscribeToTask(r) = backend.last().request {
+        if let Request::Stream(StreamRequest::SubscribeToTask(r)) = backend.last().request {
             assert_eq!((r.id.as_str(), r.tenant.as_str()), ("t-1", "acme"));
         }
     }

@@ -12,7 +12,7 @@ use a2a_gateway::backend::rest::RestBackend;
 use a2a_gateway::backend::{Answer, Backend, Call, EventStream};
 use a2a_gateway::proto::*;
 use a2a_gateway::protocol::error::{A2aError, ErrorKind};
-use a2a_gateway::protocol::ops::{Op, Reply, Request};
+use a2a_gateway::protocol::ops::{Op, Reply, Request, StreamRequest, UnaryRequest};
 use futures::StreamExt;
 use http::{HeaderName, HeaderValue};
 use rest_mock::{
@@ -23,7 +23,7 @@ use serde_json::json;
 const TASK: &str = r#"{"id":"t-1","contextId":"c-1","status":{"state":"TASK_STATE_WORKING"}}"#;
 const CONFIG: &str = r#"{"id":"cfg-1","taskId":"t-1","url":"https://example.com/hook"}"#;
 
-fn call(request: Request) -> Call {
+fn call<R>(request: R) -> Call<R> {
     Call {
         request,
         forwarded: Vec::new(),
@@ -82,85 +82,99 @@ fn every_operation(tenant: &str) -> Vec<(Request, &'static str, String)> {
         ..Default::default()
     };
     let rows = vec![
-        (Request::SendMessage(send.clone()), "POST", "/message:send"),
         (
-            Request::GetTask(GetTaskRequest {
+            Request::from(UnaryRequest::SendMessage(send.clone())),
+            "POST",
+            "/message:send",
+        ),
+        (
+            Request::from(UnaryRequest::GetTask(GetTaskRequest {
                 tenant: t.clone(),
                 id: "t-1".into(),
                 history_length: None,
-            }),
+            })),
             "GET",
             "/tasks/t-1",
         ),
         (
-            Request::ListTasks(ListTasksRequest {
+            Request::from(UnaryRequest::ListTasks(ListTasksRequest {
                 tenant: t.clone(),
                 ..Default::default()
-            }),
+            })),
             "GET",
             "/tasks",
         ),
         (
-            Request::CancelTask(CancelTaskRequest {
+            Request::from(UnaryRequest::CancelTask(CancelTaskRequest {
                 tenant: t.clone(),
                 id: "t-1".into(),
                 metadata: None,
-            }),
+            })),
             "POST",
             "/tasks/t-1:cancel",
         ),
         (
-            Request::CreateTaskPushNotificationConfig(TaskPushNotificationConfig {
-                tenant: t.clone(),
-                task_id: "t-1".into(),
-                url: "https://example.com/hook".into(),
-                ..Default::default()
-            }),
+            Request::from(UnaryRequest::CreateTaskPushNotificationConfig(
+                TaskPushNotificationConfig {
+                    tenant: t.clone(),
+                    task_id: "t-1".into(),
+                    url: "https://example.com/hook".into(),
+                    ..Default::default()
+                },
+            )),
             "POST",
             "/tasks/t-1/pushNotificationConfigs",
         ),
         (
-            Request::GetTaskPushNotificationConfig(GetTaskPushNotificationConfigRequest {
-                tenant: t.clone(),
-                task_id: "t-1".into(),
-                id: "cfg-1".into(),
-            }),
+            Request::from(UnaryRequest::GetTaskPushNotificationConfig(
+                GetTaskPushNotificationConfigRequest {
+                    tenant: t.clone(),
+                    task_id: "t-1".into(),
+                    id: "cfg-1".into(),
+                },
+            )),
             "GET",
             "/tasks/t-1/pushNotificationConfigs/cfg-1",
         ),
         (
-            Request::ListTaskPushNotificationConfigs(ListTaskPushNotificationConfigsRequest {
-                tenant: t.clone(),
-                task_id: "t-1".into(),
-                ..Default::default()
-            }),
+            Request::from(UnaryRequest::ListTaskPushNotificationConfigs(
+                ListTaskPushNotificationConfigsRequest {
+                    tenant: t.clone(),
+                    task_id: "t-1".into(),
+                    ..Default::default()
+                },
+            )),
             "GET",
             "/tasks/t-1/pushNotificationConfigs",
         ),
         (
-            Request::DeleteTaskPushNotificationConfig(DeleteTaskPushNotificationConfigRequest {
-                tenant: t.clone(),
-                task_id: "t-1".into(),
-                id: "cfg-1".into(),
-            }),
+            Request::from(UnaryRequest::DeleteTaskPushNotificationConfig(
+                DeleteTaskPushNotificationConfigRequest {
+                    tenant: t.clone(),
+                    task_id: "t-1".into(),
+                    id: "cfg-1".into(),
+                },
+            )),
             "DELETE",
             "/tasks/t-1/pushNotificationConfigs/cfg-1",
         ),
         (
-            Request::GetExtendedAgentCard(GetExtendedAgentCardRequest { tenant: t.clone() }),
+            Request::from(UnaryRequest::GetExtendedAgentCard(
+                GetExtendedAgentCardRequest { tenant: t.clone() },
+            )),
             "GET",
             "/extendedAgentCard",
         ),
         (
-            Request::SendStreamingMessage(send),
+            Request::from(StreamRequest::SendStreamingMessage(send)),
             "POST",
             "/message:stream",
         ),
         (
-            Request::SubscribeToTask(SubscribeToTaskRequest {
+            Request::from(StreamRequest::SubscribeToTask(SubscribeToTaskRequest {
                 tenant: t.clone(),
                 id: "t-1".into(),
-            }),
+            })),
             "GET",
             "/tasks/t-1:subscribe",
         ),
@@ -174,13 +188,16 @@ fn every_operation(tenant: &str) -> Vec<(Request, &'static str, String)> {
 /// collected.
 async fn perform(
     backend: &RestBackend,
-    call: Call,
+    request: Request,
 ) -> Result<(Option<Reply>, Vec<Result<StreamResponse, A2aError>>), A2aError> {
-    if call.request.op().is_streaming() {
-        let answer = backend.stream(call).await?;
-        Ok((None, answer.value.collect().await))
-    } else {
-        Ok((Some(backend.unary(call).await?.value), Vec::new()))
+    match request {
+        Request::Stream(request) => {
+            let answer = backend.stream(call(request)).await?;
+            Ok((None, answer.value.collect().await))
+        }
+        Request::Unary(request) => {
+            Ok((Some(backend.unary(call(request)).await?.value), Vec::new()))
+        }
     }
 }
 
@@ -199,7 +216,7 @@ async fn every_operation_uses_its_route_with_and_without_tenant_and_base_path() 
         for (request, method, path) in rows {
             mock.clear();
             let op = request.op();
-            let (reply, events) = perform(&backend, call(request))
+            let (reply, events) = perform(&backend, request)
                 .await
                 .unwrap_or_else(|e| panic!("{op:?} with tenant {tenant:?}: {e}"));
             let seen = mock.single();
@@ -231,9 +248,9 @@ async fn replies_decode_into_their_types() {
     let mock = MockAgent::start(any_success).await;
     let backend = backend(&mock.url);
     for (request, _, _) in every_operation("") {
-        if request.op().is_streaming() {
+        let Request::Unary(request) = request else {
             continue;
-        }
+        };
         let reply = backend.unary(call(request)).await.unwrap().value;
         match reply {
             Reply::SendMessage(r) => assert!(matches!(
@@ -259,7 +276,7 @@ async fn replies_decode_into_their_types() {
 async fn query_parameters_use_spec_encodings() {
     let mock = MockAgent::start(any_success).await;
     let backend = backend(&mock.url);
-    let request = Request::ListTasks(ListTasksRequest {
+    let request = UnaryRequest::ListTasks(ListTasksRequest {
         tenant: String::new(),
         context_id: "ctx-1".into(),
         status: TaskState::InputRequired as i32,
@@ -285,7 +302,7 @@ async fn query_parameters_use_spec_encodings() {
     );
 
     mock.clear();
-    let request = Request::GetTask(GetTaskRequest {
+    let request = UnaryRequest::GetTask(GetTaskRequest {
         tenant: String::new(),
         id: "t-1".into(),
         history_length: Some(10),
@@ -297,7 +314,7 @@ async fn query_parameters_use_spec_encodings() {
 
     mock.clear();
     let request =
-        Request::ListTaskPushNotificationConfigs(ListTaskPushNotificationConfigsRequest {
+        UnaryRequest::ListTaskPushNotificationConfigs(ListTaskPushNotificationConfigsRequest {
             tenant: String::new(),
             task_id: "t-1".into(),
             page_size: 5,
@@ -314,7 +331,7 @@ async fn path_and_query_values_are_percent_encoded() {
     let backend = backend(&mock.url);
     let awkward = "a/b ?#%é☃:x";
     let encoded = "a%2Fb%20%3F%23%25%C3%A9%E2%98%83%3Ax";
-    let request = Request::GetTask(GetTaskRequest {
+    let request = UnaryRequest::GetTask(GetTaskRequest {
         tenant: "ten ant".into(),
         id: awkward.into(),
         history_length: None,
@@ -323,7 +340,7 @@ async fn path_and_query_values_are_percent_encoded() {
     assert_eq!(mock.single().path, format!("/ten%20ant/tasks/{encoded}"));
 
     mock.clear();
-    let request = Request::CancelTask(CancelTaskRequest {
+    let request = UnaryRequest::CancelTask(CancelTaskRequest {
         id: awkward.into(),
         ..Default::default()
     });
@@ -333,7 +350,7 @@ async fn path_and_query_values_are_percent_encoded() {
     assert_eq!(seen.body_json(), json!({"id": awkward}));
 
     mock.clear();
-    let request = Request::ListTasks(ListTasksRequest {
+    let request = UnaryRequest::ListTasks(ListTasksRequest {
         context_id: awkward.into(),
         ..Default::default()
     });
@@ -348,10 +365,11 @@ async fn path_and_query_values_are_percent_encoded() {
 async fn empty_path_parameters_are_refused_without_a_request() {
     let mock = MockAgent::start(any_success).await;
     let backend = backend(&mock.url);
-    let request = Request::GetTaskPushNotificationConfig(GetTaskPushNotificationConfigRequest {
-        task_id: "t-1".into(),
-        ..Default::default()
-    });
+    let request =
+        UnaryRequest::GetTaskPushNotificationConfig(GetTaskPushNotificationConfigRequest {
+            task_id: "t-1".into(),
+            ..Default::default()
+        });
     let err = backend.unary(call(request)).await.err().unwrap();
     assert_eq!(err.kind, ErrorKind::InvalidParams);
     assert_eq!(err.data[1]["fieldViolations"][0]["field"], "id");
@@ -389,7 +407,7 @@ async fn headers_version_forwarded_content_type_and_extensions() {
     };
     let answer = backend
         .unary(Call {
-            request: Request::SendMessage(send.clone()),
+            request: UnaryRequest::SendMessage(send.clone()),
             forwarded: forwarded.clone(),
             timeout: None,
         })
@@ -417,7 +435,7 @@ async fn headers_version_forwarded_content_type_and_extensions() {
     mock.clear();
     let answer = backend
         .stream(Call {
-            request: Request::SendStreamingMessage(send),
+            request: StreamRequest::SendStreamingMessage(send),
             forwarded,
             timeout: None,
         })
@@ -430,7 +448,7 @@ async fn headers_version_forwarded_content_type_and_extensions() {
     assert_eq!(seen.header("authorization"), Some("Bearer secret"));
 
     mock.clear();
-    let get = Request::GetTask(GetTaskRequest {
+    let get = UnaryRequest::GetTask(GetTaskRequest {
         id: "t-1".into(),
         ..Default::default()
     });
@@ -440,8 +458,8 @@ async fn headers_version_forwarded_content_type_and_extensions() {
     assert_eq!(seen.header("a2a-version"), Some("1.0"));
 }
 
-fn subscribe(id: &str) -> Call {
-    call(Request::SubscribeToTask(SubscribeToTaskRequest {
+fn subscribe(id: &str) -> Call<StreamRequest> {
+    call(StreamRequest::SubscribeToTask(SubscribeToTaskRequest {
         tenant: String::new(),
         id: id.into(),
     }))
@@ -529,7 +547,7 @@ async fn stream_of(mock: &MockAgent) -> Vec<Result<StreamResponse, A2aError>> {
         ..Default::default()
     };
     let Answer { value, .. } = backend(&mock.url)
-        .stream(call(Request::SendStreamingMessage(send)))
+        .stream(call(StreamRequest::SendStreamingMessage(send)))
         .await
         .unwrap();
     collect_all(value).await
@@ -679,7 +697,7 @@ async fn stream_answered_with_json_is_a_bad_response() {
     let mock = MockAgent::start(|_| ok_json(TASK)).await;
     let send = SendMessageRequest::default();
     let err = backend(&mock.url)
-        .stream(call(Request::SendStreamingMessage(send)))
+        .stream(call(StreamRequest::SendStreamingMessage(send)))
         .await
         .err()
         .unwrap();
@@ -715,7 +733,7 @@ async fn unary_error(
     response: impl Fn() -> axum::response::Response + Send + Sync + 'static,
 ) -> A2aError {
     let mock = MockAgent::start(move |_| response()).await;
-    let request = Request::GetTask(GetTaskRequest {
+    let request = UnaryRequest::GetTask(GetTaskRequest {
         id: "t-1".into(),
         ..Default::default()
     });
@@ -879,12 +897,13 @@ async fn redirects_are_not_followed() {
 async fn delete_accepts_an_empty_body_or_an_empty_object() {
     for body in ["", "{}", "\n"] {
         let mock = MockAgent::start(move |_| ok_json(body)).await;
-        let request =
-            Request::DeleteTaskPushNotificationConfig(DeleteTaskPushNotificationConfigRequest {
+        let request = UnaryRequest::DeleteTaskPushNotificationConfig(
+            DeleteTaskPushNotificationConfigRequest {
                 tenant: String::new(),
                 task_id: "t-1".into(),
                 id: "cfg-1".into(),
-            });
+            },
+        );
         let reply = backend(&mock.url).unary(call(request)).await.unwrap().value;
         assert_eq!(reply.op(), Op::DeleteTaskPushNotificationConfig, "{body:?}");
     }
@@ -900,7 +919,7 @@ async fn refused_url() -> String {
 #[tokio::test]
 async fn connection_refused_is_backend_unavailable() {
     let backend = backend(&refused_url().await);
-    let request = Request::GetTask(GetTaskRequest {
+    let request = UnaryRequest::GetTask(GetTaskRequest {
         id: "t-1".into(),
         ..Default::default()
     });
@@ -933,7 +952,7 @@ async fn slow_backend_is_deadline_exceeded() {
         )
     })
     .await;
-    let request = Request::GetTask(GetTaskRequest {
+    let request = UnaryRequest::GetTask(GetTaskRequest {
         id: "t-1".into(),
         ..Default::default()
     });

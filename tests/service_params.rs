@@ -133,9 +133,13 @@ async fn tenant_travels_in_the_request() {
     .await;
     assert_eq!(
         backend.last().request,
-        a2a_gateway::protocol::ops::Request::GetExtendedAgentCard(GetExtendedAgentCardRequest {
-            tenant: "acme".into()
-        })
+        a2a_gateway::protocol::ops::Request::Unary(
+            a2a_gateway::protocol::ops::UnaryRequest::GetExtendedAgentCard(
+                GetExtendedAgentCardRequest {
+                    tenant: "acme".into()
+                }
+            )
+        )
     );
 }
 

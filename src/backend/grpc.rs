@@ -1,242 +1,565 @@
-//! gRPC backend (spec 10): calls are derived from the operation table. Cleartext
-//! (`http://`) backends are called over one shared HTTP/2 connection of the gateway's own
-//! client (`grpc/h2c.rs`, the fast path); TLS backends over one lazily connected tonic
-//! channel.
+//! gRPC backend (spec 10) for `http://` and `https://` agents alike, on the `h2` crate
+//! (`grpc/connection.rs`). Requests are encoded and replies decoded by the operation
+//! table; statuses by `grpc/status.rs`; every transport failure goes through the fault
+//! table (`backend/fault.rs`).
+//!
+//! Wire rules (gRPC over HTTP/2): `POST /lf.a2a.v1.A2AService/{Method}`, `content-type:
+//! application/grpc`, `te: trailers`, messages framed as 1 flag byte (0: not compressed),
+//! 4 length bytes and the protobuf; the status comes in the trailers, or in the headers of
+//! a trailers-only reply.
 
-mod h2c;
+mod connection;
+mod status;
 
-use std::error::Error as _;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
-use http::HeaderValue;
-use tonic::metadata::{AsciiMetadataKey, AsciiMetadataValue, MetadataMap};
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
-use tonic::{Code, Status};
+use http::header::{CONTENT_TYPE, TE, USER_AGENT};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
+use prost::Message as _;
 
+use super::fault::Fault;
 use super::{Answer, Backend, Call, EventStream};
-use crate::proto::a2a_service_client::A2aServiceClient;
-use crate::protocol::details;
-use crate::protocol::error::{A2aError, ErrorKind, GatewayFault};
-use crate::protocol::ops::{with_operations, Reply, Request};
-use crate::protocol::params::{joined_extensions, EXTENSIONS, SUPPORTED_VERSION, VERSION};
+use crate::proto::StreamResponse;
+use crate::protocol::error::{A2aError, ErrorKind};
+use crate::protocol::ops::{Op, Reply, StreamRequest, UnaryRequest};
+use crate::protocol::params::{response_extensions, SUPPORTED_VERSION, VERSION};
+use connection::{Connection, Connector, InFlight, Keepalive, Pool};
 
-/// A backend reached over gRPC.
+/// How the gateway talks to a gRPC backend.
 #[derive(Clone, Debug)]
-pub struct GrpcBackend {
-    channel: Channel,
-    /// Cleartext (`http://`) backends are called over the own HTTP/2 client (see `h2c.rs`).
-    h2c: Option<Arc<h2c::H2c>>,
+pub struct GrpcSettings {
+    pub connect_timeout: Duration,
+    /// Keepalive ping after this long without reading anything.
+    pub keepalive_interval: Duration,
+    /// A ping unanswered this long closes the connection.
+    pub keepalive_timeout: Duration,
+    /// Ping also while no call is in flight.
+    pub keepalive_while_idle: bool,
+    /// Largest message accepted from the backend (a reply or one stream event).
+    pub max_message: usize,
+}
+
+impl Default for GrpcSettings {
+    fn default() -> Self {
+        GrpcSettings {
+            connect_timeout: Duration::from_secs(5),
+            keepalive_interval: Duration::from_secs(300),
+            keepalive_timeout: Duration::from_secs(20),
+            keepalive_while_idle: false,
+            max_message: 16 << 20,
+        }
+    }
+}
+
+/// A backend reached over gRPC: one connection per instance (each worker has its own).
+pub struct GrpcBackend(Arc<Client>);
+
+struct Client {
+    pool: Pool,
+    /// Request URIs (`scheme://authority/path`), indexed by `Op as usize`.
+    uris: Vec<Uri>,
+    max_message: usize,
 }
 
 /// The backend address cannot be used.
 #[derive(Debug, thiserror::Error)]
-#[error("invalid gRPC backend {uri:?}: {source}")]
+#[error("invalid gRPC backend {uri:?}: {reason}")]
 pub struct GrpcConfigError {
     uri: String,
-    source: tonic::transport::Error,
+    reason: String,
 }
 
 impl GrpcBackend {
-    /// A backend at `uri` (`http://` or `https://`). For TLS the system roots are trusted,
-    /// plus the PEM certificates in `ca_pem` (e.g. a cluster's internal CA). The connection
-    /// is made on first use, so a backend that is down at start is not fatal.
+    /// A backend at `uri` (`http://host[:port]` or `https://host[:port]`). For TLS the
+    /// system roots are trusted, plus the PEM certificates in `ca_pem` (e.g. a cluster's
+    /// internal CA). The connection is made on first use, so a backend that is down at
+    /// start is not fatal.
     pub fn new(
         uri: &str,
-        connect_timeout: Duration,
+        settings: &GrpcSettings,
         ca_pem: Option<&[u8]>,
     ) -> Result<Self, GrpcConfigError> {
-        Self::with_keepalive(uri, connect_timeout, ca_pem, Duration::from_secs(30))
+        let err = |reason: String| GrpcConfigError {
+            uri: uri.to_owned(),
+            reason,
+        };
+        let parsed: Uri = uri.parse().map_err(|e| err(format!("{e}")))?;
+        let tls = match parsed.scheme_str() {
+            Some("http") => false,
+            Some("https") => true,
+            _ => return Err(err("expected http:// or https://".into())),
+        };
+        let authority = parsed
+            .authority()
+            .ok_or_else(|| err("no host".into()))?
+            .clone();
+        if parsed.path() != "/" && !parsed.path().is_empty() {
+            return Err(err("a gRPC backend URL has no path".into()));
+        }
+        let port = authority.port_u16().unwrap_or(if tls { 443 } else { 80 });
+        let host = authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        let address = if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        let tls = match tls {
+            false => None,
+            true => Some(tls_connector(host, ca_pem).map_err(err)?),
+        };
+        let keepalive = Keepalive::new(
+            settings.keepalive_interval,
+            settings.keepalive_timeout,
+            settings.keepalive_while_idle,
+        );
+        let connector = Connector::new(address, tls, settings.connect_timeout, keepalive);
+        let scheme = parsed.scheme().cloned().unwrap_or(http::uri::Scheme::HTTP);
+        let uris = Op::ALL
+            .iter()
+            .map(|op| {
+                Uri::builder()
+                    .scheme(scheme.clone())
+                    .authority(authority.clone())
+                    .path_and_query(op.grpc_path())
+                    .build()
+                    .map_err(|e| err(e.to_string()))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(GrpcBackend(Arc::new(Client {
+            pool: Pool::new(Arc::new(connector)),
+            uris,
+            max_message: settings.max_message,
+        })))
+    }
+}
+
+impl Client {
+    /// The request head: path, fixed metadata, the deadline, forwarded headers.
+    fn head<R>(&self, op: Op, call: &Call<R>) -> http::Request<()> {
+        let mut request = http::Request::new(());
+        *request.method_mut() = Method::POST;
+        *request.uri_mut() = self.uris[op as usize].clone();
+        let headers = request.headers_mut();
+        headers.reserve(6 + call.forwarded.len());
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+        headers.insert(TE, HeaderValue::from_static("trailers"));
+        headers.insert(
+            USER_AGENT,
+            HeaderValue::from_static(concat!("a2a-gateway/", env!("CARGO_PKG_VERSION"))),
+        );
+        headers.insert(VERSION, HeaderValue::from_static(SUPPORTED_VERSION));
+        if let Some(timeout) = call.timeout {
+            if let Ok(value) = HeaderValue::try_from(grpc_timeout(timeout)) {
+                headers.insert("grpc-timeout", value);
+            }
+        }
+        for (name, value) in &call.forwarded {
+            if metadata_ok(name, value) {
+                headers.append(name.clone(), value.clone());
+            } else {
+                tracing::debug!(header = %name, "header not representable as gRPC metadata");
+            }
+        }
+        request
     }
 
-    /// `new` with HTTP/2 keepalive pings every `keepalive`; a ping unanswered within
-    /// `keepalive` (at most 10 s) closes the connection and fails its calls.
-    pub fn with_keepalive(
-        uri: &str,
-        connect_timeout: Duration,
-        ca_pem: Option<&[u8]>,
-        keepalive: Duration,
-    ) -> Result<Self, GrpcConfigError> {
-        let ping_timeout = keepalive.min(Duration::from_secs(10));
-        let err = |source| GrpcConfigError {
-            uri: uri.to_owned(),
-            source,
-        };
-        let mut endpoint = Endpoint::from_shared(uri.to_owned())
-            .map_err(err)?
-            .connect_timeout(connect_timeout)
-            .tcp_nodelay(true)
-            .http2_keep_alive_interval(keepalive)
-            .keep_alive_timeout(ping_timeout)
-            .keep_alive_while_idle(true);
-        if uri.starts_with("https://") {
-            let mut tls = ClientTlsConfig::new().with_native_roots();
-            if let Some(pem) = ca_pem {
-                tls = tls.ca_certificate(Certificate::from_pem(pem));
+    /// Sends the call; returns the response head and body once the head is in. A call the
+    /// backend did not process (it was never sent, or REFUSED_STREAM) is sent once more,
+    /// on a fresh connection.
+    async fn start(
+        &self,
+        head: http::Request<()>,
+        body: Bytes,
+    ) -> Result<(HeaderMap, Reading), A2aError> {
+        let mut attempt = 0;
+        let (connection, response, in_flight) = loop {
+            attempt += 1;
+            let connection = self.pool.connection().await?;
+            match connection.send(head.clone(), body.clone()).await {
+                Ok((response, in_flight)) => match response.await {
+                    Ok(response) => break (connection, response, in_flight),
+                    Err(e) => match connection.fault(&e) {
+                        Fault::Refused(_) if attempt < 2 => self.pool.retire(&connection),
+                        fault => return Err(fault.into()),
+                    },
+                },
+                Err(Fault::Refused(_)) if attempt < 2 => self.pool.retire(&connection),
+                Err(fault) => return Err(fault.into()),
             }
-            endpoint = endpoint.tls_config(tls).map_err(err)?;
-        }
-        let h2c = match uri.starts_with("http://") {
-            true => uri
-                .parse()
-                .ok()
-                .and_then(|u| h2c::H2c::new(&u, connect_timeout, keepalive, ping_timeout)),
-            false => None,
         };
-        Ok(Self {
-            channel: endpoint.connect_lazy(),
-            h2c,
+        let (parts, body) = response.into_parts();
+        // A trailers-only reply carries its status in the headers.
+        let in_head = status::check(&parts.headers);
+        if let Some(Err(err)) = in_head {
+            return Err(err);
+        }
+        if parts.status != http::StatusCode::OK {
+            return Err(status::from_http(parts.status));
+        }
+        let reading = Reading {
+            body,
+            messages: Messages::new(self.max_message),
+            ok_in_head: in_head.is_some(),
+            connection,
+            _in_flight: in_flight,
+        };
+        Ok((parts.headers, reading))
+    }
+
+    async fn unary_call(&self, call: Call<UnaryRequest>) -> Result<Answer<Reply>, A2aError> {
+        let head = self.head(call.request.op(), &call);
+        let body = encode(call.request.encoded_len(), |out| call.request.encode(out))?;
+        let (headers, mut reading) = self.start(head, body).await?;
+        while reading.fill().await? {}
+        reading.finish().await?;
+        let message = reading
+            .messages
+            .next()?
+            .ok_or_else(|| Fault::BadResponse("the reply holds no message".into()))?;
+        let value = call
+            .request
+            .decode_reply(message)
+            .map_err(|e| Fault::BadResponse(format!("the reply cannot be decoded: {e}")))?;
+        Ok(Answer {
+            extensions: response_extensions(&headers),
+            value,
         })
     }
 
-    fn client(&self) -> A2aServiceClient<Channel> {
-        A2aServiceClient::new(self.channel.clone())
-            .max_decoding_message_size(64 << 20)
-            .max_encoding_message_size(64 << 20)
+    async fn stream_call(
+        &self,
+        call: Call<StreamRequest>,
+    ) -> Result<Answer<EventStream>, A2aError> {
+        let head = self.head(call.request.op(), &call);
+        let body = encode(call.request.encoded_len(), |out| call.request.encode(out))?;
+        let (headers, reading) = self.start(head, body).await?;
+        let events = futures::stream::unfold(Some(reading), |reading| async move {
+            let mut reading = reading?;
+            match reading.next_event().await {
+                Ok(Some(event)) => Some((Ok(event), Some(reading))),
+                Ok(None) => None,
+                Err(err) => Some((Err(err), None)),
+            }
+        });
+        Ok(Answer {
+            extensions: response_extensions(&headers),
+            value: events.boxed(),
+        })
     }
 }
-
-macro_rules! grpc_calls {
-    (
-        unary { $( $u:ident : $urpc:ident ($ureq:ty) -> $uresp:ty, $um:ident $upath:literal; )* }
-        stream { $( $s:ident : $srpc:ident ($sreq:ty), $sm:ident $spath:literal; )* }
-    ) => {
-        async fn call_unary(
-            mut client: A2aServiceClient<Channel>,
-            call: Call,
-        ) -> Result<Answer<Reply>, A2aError> {
-            let Call { request, forwarded, timeout } = call;
-            match request {
-                $( Request::$u(msg) => {
-                    let response = client
-                        .$urpc(outgoing(msg, &forwarded, timeout))
-                        .await
-                        .map_err(|s| status_to_error(&s))?;
-                    Ok(Answer {
-                        extensions: extensions(response.metadata()),
-                        value: Reply::$u(response.into_inner()),
-                    })
-                } )*
-                other => Err(super::not_of_kind(other.op(), "unary")),
-            }
-        }
-
-        async fn call_stream(
-            mut client: A2aServiceClient<Channel>,
-            call: Call,
-        ) -> Result<Answer<EventStream>, A2aError> {
-            let Call { request, forwarded, timeout } = call;
-            match request {
-                $( Request::$s(msg) => {
-                    let response = client
-                        .$srpc(outgoing(msg, &forwarded, timeout))
-                        .await
-                        .map_err(|s| status_to_error(&s))?;
-                    let extensions = extensions(response.metadata());
-                    let events = response
-                        .into_inner()
-                        .map(|event| event.map_err(|s| status_to_error(&s)))
-                        .boxed();
-                    Ok(Answer { value: events, extensions })
-                } )*
-                other => Err(super::not_of_kind(other.op(), "streaming")),
-            }
-        }
-    };
-}
-
-with_operations!(grpc_calls);
 
 impl Backend for GrpcBackend {
-    fn unary(&self, call: Call) -> BoxFuture<'static, Result<Answer<Reply>, A2aError>> {
-        match &self.h2c {
-            Some(h2c) => h2c.clone().unary(call).boxed(),
-            None => call_unary(self.client(), call).boxed(),
-        }
+    fn unary(
+        &self,
+        call: Call<UnaryRequest>,
+    ) -> BoxFuture<'static, Result<Answer<Reply>, A2aError>> {
+        let client = self.0.clone();
+        async move { client.unary_call(call).await }.boxed()
     }
 
-    fn stream(&self, call: Call) -> BoxFuture<'static, Result<Answer<EventStream>, A2aError>> {
-        match &self.h2c {
-            Some(h2c) => h2c.clone().stream(call).boxed(),
-            None => call_stream(self.client(), call).boxed(),
-        }
+    fn stream(
+        &self,
+        call: Call<StreamRequest>,
+    ) -> BoxFuture<'static, Result<Answer<EventStream>, A2aError>> {
+        let client = self.0.clone();
+        async move { client.stream_call(call).await }.boxed()
     }
 }
 
-/// The tonic request: message, `a2a-version`, forwarded headers as metadata, deadline.
-fn outgoing<T>(
-    msg: T,
-    forwarded: &[(http::HeaderName, HeaderValue)],
-    timeout: Option<Duration>,
-) -> tonic::Request<T> {
-    let mut request = tonic::Request::new(msg);
-    let metadata = request.metadata_mut();
-    metadata.insert(VERSION, AsciiMetadataValue::from_static(SUPPORTED_VERSION));
-    for (name, value) in forwarded {
-        let key = AsciiMetadataKey::from_bytes(name.as_str().as_bytes());
-        let value = AsciiMetadataValue::try_from(value.as_bytes());
-        match (key, value) {
-            (Ok(key), Ok(value)) => {
-                metadata.append(key, value);
+/// The request as one gRPC message: flag byte, length, protobuf.
+fn encode(
+    len: usize,
+    write: impl FnOnce(&mut BytesMut) -> Result<(), prost::EncodeError>,
+) -> Result<Bytes, A2aError> {
+    let Ok(prefix) = u32::try_from(len) else {
+        return Err(A2aError::with_message(
+            ErrorKind::InvalidRequest,
+            format!("request of {len} bytes exceeds gRPC's message size"),
+        ));
+    };
+    let mut out = BytesMut::with_capacity(5 + len);
+    out.put_u8(0);
+    out.put_u32(prefix);
+    // The buffer has room for the whole message, so encoding cannot fail.
+    write(&mut out).map_err(|e| A2aError::with_message(ErrorKind::Internal, e.to_string()))?;
+    Ok(out.freeze())
+}
+
+/// A response body being read: its messages, and the call counted as in flight.
+struct Reading {
+    body: h2::RecvStream,
+    messages: Messages,
+    /// The head held an OK status (a trailers-only reply: no body, no trailers follow).
+    ok_in_head: bool,
+    connection: Connection,
+    _in_flight: InFlight,
+}
+
+impl Reading {
+    /// Reads one more DATA chunk into `messages`; `false` at the end of the body. The
+    /// window is returned as data is taken, so a slow reader holds the backend back.
+    async fn fill(&mut self) -> Result<bool, A2aError> {
+        match self.body.data().await {
+            None => Ok(false),
+            Some(Err(e)) => Err(self.connection.fault(&e).into()),
+            Some(Ok(chunk)) => {
+                let _ = self.body.flow_control().release_capacity(chunk.len());
+                self.messages.push(chunk)?;
+                Ok(true)
             }
-            _ => tracing::debug!(header = %name, "header not representable as gRPC metadata"),
         }
     }
-    if let Some(timeout) = timeout {
-        request.set_timeout(timeout);
-    }
-    request
-}
 
-fn extensions(metadata: &MetadataMap) -> Option<HeaderValue> {
-    joined_extensions(
-        metadata
-            .get_all(EXTENSIONS)
-            .iter()
-            .filter_map(|v| v.to_str().ok()),
-    )
-}
-
-/// A backend `Status` through the error table; transport failures of the gateway's own
-/// connection become gateway faults instead.
-pub fn status_to_error(status: &Status) -> A2aError {
-    if let Some((fault, what)) = transport_fault(status) {
-        tracing::warn!(code = ?status.code(), error = %status, "backend call failed: {what}");
-        return A2aError::gateway(fault, format!("{what}: {}", status.message()));
-    }
-    let data = details::from_status_bytes(status.details());
-    A2aError::from_backend(ErrorKind::from_grpc(status.code()), status.message(), data)
-}
-
-fn transport_fault(status: &Status) -> Option<(GatewayFault, &'static str)> {
-    const DEADLINE: (GatewayFault, &str) = (
-        GatewayFault::BackendDeadlineExceeded,
-        "backend deadline exceeded",
-    );
-    if status.code() == Code::DeadlineExceeded && status.details().is_empty() {
-        return Some(DEADLINE);
-    }
-    // Statuses made by tonic's client from a transport error carry that error as source;
-    // statuses the backend sent do not.
-    let mut source = status.source();
-    let mut seen = false;
-    while let Some(err) = source {
-        seen = true;
-        if err.is::<tonic::TimeoutExpired>() {
-            return Some(DEADLINE);
+    /// Reads the trailers and checks the status in them.
+    async fn finish(&mut self) -> Result<(), A2aError> {
+        let trailers = self
+            .body
+            .trailers()
+            .await
+            .map_err(|e| self.connection.fault(&e))?;
+        match trailers.as_ref().and_then(status::check) {
+            Some(result) => result,
+            None if self.ok_in_head => Ok(()),
+            None => Err(Fault::BadResponse("the reply ended without a grpc-status".into()).into()),
         }
-        let refused = err
-            .downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused);
-        if refused || err.is::<tonic::ConnectError>() {
-            return Some((GatewayFault::BackendUnavailable, "backend unreachable"));
-        }
-        source = err.source();
     }
-    seen.then_some((
-        GatewayFault::BackendConnectionReset,
-        "connection to backend lost",
+
+    /// The next stream event; `None` once the stream ended with an OK status.
+    async fn next_event(&mut self) -> Result<Option<StreamResponse>, A2aError> {
+        loop {
+            if let Some(message) = self.messages.next()? {
+                return StreamResponse::decode(message).map(Some).map_err(|e| {
+                    Fault::BadResponse(format!("a stream event cannot be decoded: {e}")).into()
+                });
+            }
+            if !self.fill().await? {
+                self.finish().await?;
+                if !self.messages.is_empty() {
+                    return Err(
+                        Fault::BadResponse("the stream ends inside a message".into()).into(),
+                    );
+                }
+                return Ok(None);
+            }
+        }
+    }
+}
+
+/// Received bytes, cut into gRPC messages of at most `max` bytes.
+struct Messages {
+    buf: BytesMut,
+    /// A chunk not yet copied into `buf` (the common case: one chunk, one message).
+    whole: Option<Bytes>,
+    max: usize,
+}
+
+impl Messages {
+    fn new(max: usize) -> Self {
+        Messages {
+            buf: BytesMut::new(),
+            whole: None,
+            max,
+        }
+    }
+
+    /// Adds a chunk (at most one HTTP/2 DATA frame, 16 KiB): buffered bytes never exceed
+    /// one message of the limit, its prefix and one chunk, whatever the backend declares.
+    fn push(&mut self, chunk: Bytes) -> Result<(), A2aError> {
+        if self.buf.is_empty() && self.whole.is_none() {
+            self.whole = Some(chunk);
+            return Ok(());
+        }
+        if let Some(whole) = self.whole.take() {
+            self.buf.extend_from_slice(&whole);
+        }
+        if self.buf.len() > 5 + self.max {
+            return Err(too_large(self.buf.len(), self.max));
+        }
+        self.buf.extend_from_slice(&chunk);
+        Ok(())
+    }
+
+    fn is_empty(&self) -> bool {
+        self.buf.is_empty() && self.whole.as_ref().is_none_or(Bytes::is_empty)
+    }
+
+    /// The next complete message, if one is buffered.
+    fn next(&mut self) -> Result<Option<Bytes>, A2aError> {
+        if let Some(whole) = self.whole.as_mut() {
+            match message_len(whole, self.max)? {
+                Some(len) if whole.len() >= 5 + len => {
+                    whole.advance(5);
+                    let message = whole.split_to(len);
+                    if whole.is_empty() {
+                        self.whole = None;
+                    }
+                    return Ok(Some(message));
+                }
+                _ => {
+                    let whole = self.whole.take().unwrap_or_default();
+                    self.buf.extend_from_slice(&whole);
+                }
+            }
+        }
+        match message_len(&self.buf, self.max)? {
+            Some(len) if self.buf.len() >= 5 + len => {
+                self.buf.advance(5);
+                Ok(Some(self.buf.split_to(len).freeze()))
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
+/// The length of the message at the start of `buf`, once its prefix is in.
+fn message_len(buf: &[u8], max: usize) -> Result<Option<usize>, A2aError> {
+    if buf.len() < 5 {
+        return Ok(None);
+    }
+    if buf[0] != 0 {
+        return Err(Fault::BadResponse(
+            "a compressed message, but no compression was offered".into(),
+        )
+        .into());
+    }
+    let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
+    if len > max {
+        return Err(too_large(len, max));
+    }
+    Ok(Some(len))
+}
+
+fn too_large(len: usize, max: usize) -> A2aError {
+    Fault::BadResponse(format!(
+        "a message of {len} bytes exceeds the limit of {max} bytes"
     ))
+    .into()
+}
+
+/// ASCII gRPC metadata: printable values, and no `-bin` (binary) names.
+fn metadata_ok(name: &HeaderName, value: &HeaderValue) -> bool {
+    !name.as_str().ends_with("-bin") && value.as_bytes().iter().all(|b| (0x20..0x7f).contains(b))
+}
+
+/// `grpc-timeout`: the most precise unit that keeps the value within 8 digits.
+fn grpc_timeout(timeout: Duration) -> String {
+    const MAX: u128 = 99_999_999;
+    let units: [(char, u128); 6] = [
+        ('n', timeout.as_nanos()),
+        ('u', timeout.as_micros()),
+        ('m', timeout.as_millis()),
+        ('S', u128::from(timeout.as_secs())),
+        ('M', u128::from(timeout.as_secs() / 60)),
+        ('H', u128::from(timeout.as_secs() / 3600)),
+    ];
+    let (unit, value) = units
+        .into_iter()
+        .find(|(_, v)| *v <= MAX)
+        .unwrap_or(('H', MAX));
+    format!("{value}{unit}")
+}
+
+/// The TLS client for a backend named `host`: system roots plus `ca_pem`, ALPN `h2`.
+fn tls_connector(
+    host: &str,
+    ca_pem: Option<&[u8]>,
+) -> Result<
+    (
+        tokio_rustls::TlsConnector,
+        rustls::pki_types::ServerName<'static>,
+    ),
+    String,
+> {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, ServerName};
+    let mut roots = rustls::RootCertStore::empty();
+    // Unreadable system certificates are skipped, as a browser would; a private CA is
+    // what `--backend-ca` is for.
+    let (added, _) =
+        roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+    if let Some(pem) = ca_pem {
+        for certificate in CertificateDer::pem_slice_iter(pem) {
+            let certificate = certificate.map_err(|e| format!("CA certificates: {e}"))?;
+            roots
+                .add(certificate)
+                .map_err(|e| format!("CA certificates: {e}"))?;
+        }
+    } else if added == 0 {
+        tracing::warn!("no system CA certificates found; https:// backends need --backend-ca");
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let name = ServerName::try_from(host.to_owned()).map_err(|e| e.to_string())?;
+    Ok((tokio_rustls::TlsConnector::from(Arc::new(config)), name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_fit_eight_digits() {
+        assert_eq!(grpc_timeout(Duration::from_millis(50)), "50000000n");
+        assert_eq!(grpc_timeout(Duration::from_millis(500)), "500000u");
+        assert_eq!(grpc_timeout(Duration::from_secs(7)), "7000000u");
+        assert_eq!(grpc_timeout(Duration::from_secs(30)), "30000000u");
+        assert_eq!(grpc_timeout(Duration::from_secs(3600)), "3600000m");
+    }
+
+    fn wire(messages: &[&[u8]]) -> Bytes {
+        let mut wire = BytesMut::new();
+        for text in messages {
+            wire.put_u8(0);
+            wire.put_u32(text.len() as u32);
+            wire.extend_from_slice(text);
+        }
+        wire.freeze()
+    }
+
+    #[test]
+    fn messages_split_and_join() {
+        let mut messages = Messages::new(1024);
+        let wire = wire(&[b"ab", b"", b"cde"]);
+        messages.push(wire.slice(..4)).unwrap();
+        assert_eq!(messages.next().unwrap(), None);
+        messages.push(wire.slice(4..)).unwrap();
+        assert_eq!(messages.next().unwrap().as_deref(), Some(&b"ab"[..]));
+        assert_eq!(messages.next().unwrap().as_deref(), Some(&b""[..]));
+        assert_eq!(messages.next().unwrap().as_deref(), Some(&b"cde"[..]));
+        assert_eq!(messages.next().unwrap(), None);
+        assert!(messages.is_empty());
+        messages.push(Bytes::from_static(&[1, 0, 0, 0, 0])).unwrap();
+        assert!(messages.next().is_err(), "compressed");
+    }
+
+    #[test]
+    fn messages_at_the_limit() {
+        let at = vec![b'x'; 64];
+        let mut messages = Messages::new(64);
+        messages.push(wire(&[&at])).unwrap();
+        assert_eq!(messages.next().unwrap().map(|m| m.len()), Some(64));
+        let over = vec![b'x'; 65];
+        let mut messages = Messages::new(64);
+        messages.push(wire(&[&over]).slice(..5)).unwrap();
+        let err = messages.next().unwrap_err();
+        assert_eq!(err.data[0]["reason"], "BACKEND_BAD_RESPONSE");
+        // A 4 GiB prefix is refused before anything is buffered.
+        let mut messages = Messages::new(64);
+        messages
+            .push(Bytes::from_static(&[0, 0xff, 0xff, 0xff, 0xff]))
+            .unwrap();
+        assert!(messages.next().is_err());
+    }
 }

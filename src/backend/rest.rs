@@ -59,10 +59,11 @@ use tonic::Code;
 
 use self::route::{layout, Outgoing};
 use self::sse::SseParser;
+use super::fault::Fault;
 use super::{Answer, Backend, Call, EventStream};
 use crate::proto::StreamResponse;
 use crate::protocol::error::{A2aError, ErrorKind, GatewayFault};
-use crate::protocol::ops::{HttpMethod, Op, Reply};
+use crate::protocol::ops::{HttpMethod, Op, Reply, Request, StreamRequest, UnaryRequest};
 use crate::protocol::params::{response_extensions, SUPPORTED_VERSION, VERSION};
 
 /// Media type of A2A JSON bodies (spec 11.1).
@@ -155,21 +156,33 @@ impl RestBackend {
 }
 
 impl Backend for RestBackend {
-    fn unary(&self, call: Call) -> BoxFuture<'static, Result<Answer<Reply>, A2aError>> {
+    fn unary(
+        &self,
+        call: Call<UnaryRequest>,
+    ) -> BoxFuture<'static, Result<Answer<Reply>, A2aError>> {
         call_unary(self.shared.clone(), call).boxed()
     }
 
-    fn stream(&self, call: Call) -> BoxFuture<'static, Result<Answer<EventStream>, A2aError>> {
+    fn stream(
+        &self,
+        call: Call<StreamRequest>,
+    ) -> BoxFuture<'static, Result<Answer<EventStream>, A2aError>> {
         call_stream(self.shared.clone(), call).boxed()
     }
 }
 
-async fn call_unary(shared: Arc<Shared>, call: Call) -> Result<Answer<Reply>, A2aError> {
+async fn call_unary(
+    shared: Arc<Shared>,
+    call: Call<UnaryRequest>,
+) -> Result<Answer<Reply>, A2aError> {
     let op = call.request.op();
-    if op.is_streaming() {
-        return Err(super::not_of_kind(op, "unary"));
-    }
-    let (outgoing, headers, timeout) = prepare(call, A2A_JSON)?;
+    let Call {
+        request,
+        forwarded,
+        timeout,
+    } = call;
+    let mut request = Request::Unary(request);
+    let (outgoing, headers) = prepare(&mut request, forwarded, A2A_JSON)?;
     let method = http_method(op.http_rule().method);
     let response = shared.send(&method, &outgoing, headers, timeout).await?;
     let status = response.status();
@@ -183,19 +196,27 @@ async fn call_unary(shared: Arc<Shared>, call: Call) -> Result<Answer<Reply>, A2
         let what = format!("a body larger than {} MiB", MAX_BODY >> 20);
         return Err(bad_response(status, content_type, &body, &what, None));
     }
-    let value = Reply::from_json(op, &body).map_err(|e| {
+    let Request::Unary(request) = request else {
+        unreachable!("the request was made unary above")
+    };
+    let value = request.reply_from_json(&body).map_err(|e| {
         let what = format!("a body that is not a {} reply", op.name());
         bad_response(status, content_type.clone(), &body, &what, Some(&e))
     })?;
     Ok(Answer { value, extensions })
 }
 
-async fn call_stream(shared: Arc<Shared>, call: Call) -> Result<Answer<EventStream>, A2aError> {
+async fn call_stream(
+    shared: Arc<Shared>,
+    call: Call<StreamRequest>,
+) -> Result<Answer<EventStream>, A2aError> {
     let op = call.request.op();
-    if !op.is_streaming() {
-        return Err(super::not_of_kind(op, "streaming"));
-    }
-    let (outgoing, headers, timeout) = prepare(call, EVENT_STREAM)?;
+    let Call {
+        request,
+        forwarded,
+        timeout,
+    } = call;
+    let (outgoing, headers) = prepare(&mut Request::Stream(request), forwarded, EVENT_STREAM)?;
     // Only SubscribeToTask has a GET rule among the streams; see the module doc.
     let may_fall_back = op == Op::SubscribeToTask;
     let post_known = may_fall_back && shared.subscribe_post.load(Ordering::Relaxed);
@@ -276,16 +297,12 @@ impl Shared {
     }
 }
 
-/// Lays out the call's request and builds its headers.
+/// Lays out the call's request (its tenant moves into the path) and builds its headers.
 fn prepare(
-    call: Call,
+    request: &mut Request,
+    forwarded: Vec<(HeaderName, HeaderValue)>,
     accept: &'static str,
-) -> Result<(Outgoing, HeaderMap, Option<Duration>), A2aError> {
-    let Call {
-        request,
-        forwarded,
-        timeout,
-    } = call;
+) -> Result<(Outgoing, HeaderMap), A2aError> {
     let mut headers = HeaderMap::with_capacity(forwarded.len() + 2);
     for (name, value) in forwarded {
         headers.append(name, value);
@@ -295,7 +312,7 @@ fn prepare(
         HeaderValue::from_static(SUPPORTED_VERSION),
     );
     headers.insert(ACCEPT, HeaderValue::from_static(accept));
-    Ok((layout(request)?, headers, timeout))
+    Ok((layout(request)?, headers))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -448,31 +465,17 @@ fn snippet(body: &[u8]) -> String {
     text
 }
 
-/// A transport failure as a gateway fault; the message says which, with its root cause.
+/// A transport failure through the fault table; a request that could not be built is a
+/// gateway bug, reported as such.
 fn transport_error(error: &reqwest::Error) -> A2aError {
-    let mut cause: &dyn std::error::Error = error;
-    while let Some(next) = cause.source() {
-        cause = next;
+    match Fault::reqwest(error) {
+        Some(fault) => fault.into(),
+        None => {
+            tracing::error!(%error, "cannot build the backend request");
+            let message = format!("cannot build the backend request: {error}");
+            A2aError::with_message(ErrorKind::Internal, message)
+        }
     }
-    let (fault, what) = if error.is_builder() {
-        tracing::error!(%error, "cannot build the backend request");
-        let message = format!("cannot build the backend request: {error}");
-        return A2aError::with_message(ErrorKind::Internal, message);
-    } else if error.is_connect() {
-        (GatewayFault::BackendUnavailable, "backend unreachable")
-    } else if error.is_timeout() {
-        (
-            GatewayFault::BackendDeadlineExceeded,
-            "backend deadline exceeded",
-        )
-    } else {
-        (
-            GatewayFault::BackendConnectionReset,
-            "connection to backend lost",
-        )
-    };
-    tracing::warn!(%error, "backend call failed: {what}");
-    A2aError::gateway(fault, format!("{what}: {cause}"))
 }
 
 // ---------------------------------------------------------------------------------------

@@ -18,11 +18,12 @@ use http_body_util::BodyExt;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
+use crate::backend::fault::Fault;
 use crate::backend::Call;
 use crate::front::sse::SseFrames;
 use crate::front::Gateway;
 use crate::protocol::error::{A2aError, ErrorKind};
-use crate::protocol::ops::{Op, Reply, Request};
+use crate::protocol::ops::{Op, Reply, Request, StreamRequest, UnaryRequest};
 use crate::protocol::params::{negotiate_version, EXTENSIONS};
 use crate::telemetry::{Meter, Outcome as Ended};
 
@@ -207,23 +208,38 @@ async fn handle_one(
     if let Err(err) = negotiate_version(ctx.headers, ctx.query) {
         return fail(err);
     }
-    if op.is_streaming() && in_batch {
-        return fail(invalid_request(&format!(
-            "{} streams and cannot be part of a batch",
-            op.name()
-        )));
-    }
+    let forwarded = gateway.forward.select(ctx.headers);
+    let request = match request {
+        Request::Stream(request) if in_batch => {
+            let why = format!(
+                "{} streams and cannot be part of a batch",
+                request.op().name()
+            );
+            return fail(invalid_request(&why));
+        }
+        // Streaming notifications are not started: nobody would read them.
+        Request::Stream(_) if id.is_none() => return Outcome::Nothing,
+        Request::Stream(request) => {
+            let call = Call {
+                request,
+                forwarded,
+                timeout: gateway.stream_timeout,
+            };
+            // Boxed: the stream's start is a large future, and unary calls should not
+            // carry its size (bytes per call, tests/cost_budget.rs).
+            return match id {
+                Some(id) => Box::pin(stream(gateway, id, call, &meter)).await,
+                None => Outcome::Nothing,
+            };
+        }
+        Request::Unary(request) => request,
+    };
     let call = Call {
         request,
-        forwarded: gateway.forward.select(ctx.headers),
-        timeout: if op.is_streaming() {
-            gateway.stream_timeout
-        } else {
-            gateway.unary_timeout
-        },
+        forwarded,
+        timeout: gateway.unary_timeout,
     };
     match id {
-        None if op.is_streaming() => Outcome::Nothing,
         None => {
             match unary(gateway, call).await {
                 Ok(_) => meter.record(Ended::Ok),
@@ -234,7 +250,6 @@ async fn handle_one(
             }
             Outcome::Nothing
         }
-        Some(id) if op.is_streaming() => stream(gateway, id, call, &meter).await,
         Some(id) => match unary(gateway, call).await {
             Ok((reply, ext)) => {
                 // The response is written once, straight into the body's buffer.
@@ -244,10 +259,10 @@ async fn handle_one(
                         meter.record(Ended::Ok);
                         Outcome::Json(out, ext)
                     }
-                    Err(e) => fail(A2aError::gateway(
-                        crate::protocol::error::GatewayFault::BackendBadResponse,
-                        format!("backend reply cannot be encoded as JSON: {e}"),
-                    )),
+                    Err(e) => fail(
+                        Fault::BadResponse(format!("the reply cannot be encoded as JSON: {e}"))
+                            .into(),
+                    ),
                 }
             }
             Err(err) => fail(err),
@@ -256,36 +271,52 @@ async fn handle_one(
 }
 
 /// Calls a unary operation within the deadline; returns the reply.
-async fn unary(gateway: &Gateway, call: Call) -> Result<(Reply, Option<HeaderValue>), A2aError> {
+async fn unary(
+    gateway: &Gateway,
+    call: Call<UnaryRequest>,
+) -> Result<(Reply, Option<HeaderValue>), A2aError> {
     let pending = gateway.backend.unary(call);
     let answer = match gateway.unary_timeout {
-        Some(limit) => tokio::time::timeout(limit, pending).await.map_err(|_| {
-            A2aError::gateway(
-                crate::protocol::error::GatewayFault::BackendDeadlineExceeded,
-                format!("backend deadline exceeded after {limit:?}"),
-            )
-        })??,
+        Some(limit) => tokio::time::timeout(limit, pending)
+            .await
+            .map_err(|_| Fault::deadline(limit))??,
         None => pending.await?,
     };
     Ok((answer.value, answer.extensions))
 }
 
-/// Starts a stream and waits for its first event, so an early error is a plain reply.
-async fn stream(gateway: &Gateway, id: &RawValue, call: Call, meter: &Meter<'_>) -> Outcome {
+/// Starts a stream and waits for its first event (within the first-event deadline), so an
+/// early error is a plain reply.
+async fn stream(
+    gateway: &Gateway,
+    id: &RawValue,
+    call: Call<StreamRequest>,
+    meter: &Meter<'_>,
+) -> Outcome {
     let id: Box<RawValue> = id.to_owned();
     let failed = |err: A2aError, extensions| {
         meter.record(Ended::Error(err.kind));
         Outcome::Json(error_bytes(Some(&id), &err), extensions)
     };
-    let answer = match gateway.backend.stream(call).await {
-        Ok(answer) => answer,
-        Err(err) => return failed(err, None),
+    let first_event = async {
+        let answer = gateway.backend.stream(call).await.map_err(|e| (e, None))?;
+        let mut events = answer.value;
+        match events.next().await {
+            Some(Ok(event)) => Ok((Some(event), events, answer.extensions)),
+            Some(Err(err)) => Err((err, answer.extensions)),
+            None => Ok((None, events, answer.extensions)),
+        }
     };
-    let mut events = answer.value;
-    let first = match events.next().await {
-        Some(Ok(event)) => Some(event),
-        Some(Err(err)) => return failed(err, answer.extensions),
-        None => None,
+    let started = match gateway.first_event_timeout {
+        Some(limit) => match tokio::time::timeout(limit, first_event).await {
+            Ok(started) => started,
+            Err(_) => Err((Fault::deadline(limit).into(), None)),
+        },
+        None => first_event.await,
+    };
+    let (first, events, extensions) = match started {
+        Ok(started) => started,
+        Err((err, extensions)) => return failed(err, extensions),
     };
     meter.record(Ended::Ok);
     let frames = SseFrames::new(
@@ -296,7 +327,7 @@ async fn stream(gateway: &Gateway, id: &RawValue, call: Call, meter: &Meter<'_>)
         gateway.stream_timeout,
         gateway.metrics.stream_opened(),
     );
-    Outcome::Stream(Box::new(frames), answer.extensions)
+    Outcome::Stream(Box::new(frames), extensions)
 }
 
 /// Appends `{"jsonrpc":"2.0","id":…,"result":…}`, the result written by `result`.

@@ -16,10 +16,11 @@ use futures::{Stream, StreamExt};
 use serde_json::value::RawValue;
 use tokio::time::{sleep, Instant, Sleep};
 
+use crate::backend::fault::Fault;
 use crate::backend::EventStream;
 use crate::front::jsonrpc::{write_error, write_response};
 use crate::proto::StreamResponse;
-use crate::protocol::error::{A2aError, GatewayFault};
+use crate::protocol::error::A2aError;
 use crate::telemetry::StreamGuard;
 
 /// Past this many buffered bytes a chunk is sent even if more frames are ready.
@@ -65,7 +66,7 @@ impl SseFrames {
         buf.extend_from_slice(b"data: ");
         let start = buf.len();
         match write_response(buf, Some(&self.id), |out| {
-            crate::protocol::ops::write_json(out, event)
+            crate::protocol::json::write_json(out, event)
         }) {
             Ok(()) => {
                 buf.extend_from_slice(b"\n\n");
@@ -73,10 +74,8 @@ impl SseFrames {
             }
             Err(e) => {
                 buf.truncate(start - b"data: ".len());
-                let err = A2aError::gateway(
-                    GatewayFault::BackendBadResponse,
-                    format!("backend event cannot be encoded as JSON: {e}"),
-                );
+                let err =
+                    Fault::BadResponse(format!("an event cannot be encoded as JSON: {e}")).into();
                 self.push_error(buf, &err);
                 false
             }
@@ -122,10 +121,7 @@ impl Stream for SseFrames {
         if !this.done {
             if let Some(deadline) = this.deadline.as_mut() {
                 if deadline.as_mut().poll(cx).is_ready() {
-                    let err = A2aError::gateway(
-                        GatewayFault::BackendDeadlineExceeded,
-                        "stream deadline exceeded",
-                    );
+                    let err = Fault::Deadline("the stream's deadline passed".into()).into();
                     this.push_error(&mut buf, &err);
                     this.done = true;
                     frames += 1;

@@ -12,11 +12,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use a2a_gateway::backend::grpc::GrpcBackend;
+use a2a_gateway::backend::grpc::{GrpcBackend, GrpcSettings};
 use a2a_gateway::front::Gateway;
 use a2a_gateway::proto::a2a_service_server::{A2aService, A2aServiceServer};
 use a2a_gateway::proto::*;
-use a2a_gateway::protocol::ops::{Reply, Request};
+use a2a_gateway::protocol::ops::{Reply, Request, StreamRequest, UnaryRequest};
 use a2a_gateway::protocol::params::ForwardPolicy;
 use futures::Stream;
 use serde_json::Value;
@@ -198,7 +198,7 @@ macro_rules! test_service {
             $(
             async fn $rpc(&self, request: tonic::Request<$req>) -> Result<tonic::Response<$resp>, Status> {
                 let (metadata, _, message) = request.into_parts();
-                let (mut answer, md) = self.answer(Request::$variant(message), metadata);
+                let (mut answer, md) = self.answer(Request::Unary(UnaryRequest::$variant(message)), metadata);
                 while let Answer::After(pause, inner) = answer {
                     tokio::time::sleep(pause).await;
                     answer = *inner;
@@ -223,7 +223,7 @@ macro_rules! test_service {
                 request: tonic::Request<SendMessageRequest>,
             ) -> Result<tonic::Response<Events>, Status> {
                 let (metadata, _, message) = request.into_parts();
-                let (answer, md) = self.answer(Request::SendStreamingMessage(message), metadata);
+                let (answer, md) = self.answer(Request::Stream(StreamRequest::SendStreamingMessage(message)), metadata);
                 self.stream(answer, md)
             }
 
@@ -232,7 +232,7 @@ macro_rules! test_service {
                 request: tonic::Request<SubscribeToTaskRequest>,
             ) -> Result<tonic::Response<Events>, Status> {
                 let (metadata, _, message) = request.into_parts();
-                let (answer, md) = self.answer(Request::SubscribeToTask(message), metadata);
+                let (answer, md) = self.answer(Request::Stream(StreamRequest::SubscribeToTask(message)), metadata);
                 self.stream(answer, md)
             }
         }
@@ -275,12 +275,17 @@ impl Default for Settings {
 /// The gateway in front of the gRPC backend at `backend`, served on 127.0.0.1:0.
 /// Returns the JSON-RPC endpoint URL.
 pub async fn gateway(backend: &str, settings: Settings) -> String {
-    let grpc = GrpcBackend::new(backend, Duration::from_secs(2), None).unwrap();
+    let grpc_settings = GrpcSettings {
+        connect_timeout: Duration::from_secs(2),
+        ..GrpcSettings::default()
+    };
+    let grpc = GrpcBackend::new(backend, &grpc_settings, None).unwrap();
     let state = Arc::new(Gateway {
         backend: Arc::new(grpc),
         forward: settings.forward,
         unary_timeout: settings.unary_timeout,
         stream_timeout: settings.stream_timeout,
+        first_event_timeout: settings.unary_timeout,
         keepalive: settings.keepalive,
         max_body: settings.max_body,
         metrics: Default::default(),

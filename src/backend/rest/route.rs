@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::protocol::error::{A2aError, ErrorKind};
-use crate::protocol::ops::{with_operations, HttpMethod, Request};
+use crate::protocol::ops::{HttpMethod, Request};
 
 /// Everything but RFC 3986 unreserved characters (`ALPHA DIGIT - . _ ~`) is encoded, in
 /// path segments and query components alike.
@@ -33,28 +33,12 @@ pub struct Outgoing {
     pub body: Bytes,
 }
 
-macro_rules! rest_tenant {
-    (
-        unary { $( $u:ident : $urpc:ident ($ureq:ty) -> $uresp:ty, $um:ident $upath:literal; )* }
-        stream { $( $s:ident : $srpc:ident ($sreq:ty), $sm:ident $spath:literal; )* }
-    ) => {
-        /// Removes the request's `tenant`: it travels as path prefix, not as a field.
-        fn take_tenant(request: &mut Request) -> String {
-            match request {
-                $( Request::$u(r) => std::mem::take(&mut r.tenant), )*
-                $( Request::$s(r) => std::mem::take(&mut r.tenant), )*
-            }
-        }
-    };
-}
-
-with_operations!(rest_tenant);
-
 /// Fills the operation's HTTP rule from the request (see the module doc).
-pub fn layout(mut request: Request) -> Result<Outgoing, A2aError> {
+/// The request's `tenant` is moved out: it travels as path prefix, not as a field.
+pub fn layout(request: &mut Request) -> Result<Outgoing, A2aError> {
     let op = request.op();
     let rule = op.http_rule();
-    let tenant = take_tenant(&mut request);
+    let tenant = std::mem::take(request.tenant_mut());
     let body = request.to_json().map_err(|e| {
         A2aError::with_message(
             ErrorKind::Internal,
@@ -206,17 +190,17 @@ impl<'de> Deserialize<'de> for Fields {
 mod tests {
     use super::*;
     use crate::proto::*;
-    use crate::protocol::ops::Op;
+    use crate::protocol::ops::{Op, UnaryRequest};
 
-    fn layout_of(request: Request) -> (String, String, String) {
-        let out = layout(request).unwrap();
+    fn layout_of(request: UnaryRequest) -> (String, String, String) {
+        let out = layout(&mut request.into()).unwrap();
         let body = String::from_utf8(out.body.to_vec()).unwrap();
         (out.path, out.query, body)
     }
 
     #[test]
     fn path_parameters_are_filled_and_encoded() {
-        let (path, query, _) = layout_of(Request::GetTaskPushNotificationConfig(
+        let (path, query, _) = layout_of(UnaryRequest::GetTaskPushNotificationConfig(
             GetTaskPushNotificationConfigRequest {
                 tenant: "t/1".into(),
                 task_id: "a b/?#%é".into(),
@@ -232,7 +216,7 @@ mod tests {
 
     #[test]
     fn post_bodies_keep_path_fields_but_not_the_tenant() {
-        let (path, query, body) = layout_of(Request::CancelTask(CancelTaskRequest {
+        let (path, query, body) = layout_of(UnaryRequest::CancelTask(CancelTaskRequest {
             tenant: "acme".into(),
             id: "t-1".into(),
             metadata: None,
@@ -244,7 +228,7 @@ mod tests {
 
     #[test]
     fn query_parameters_follow_spec_11_5() {
-        let (path, query, _) = layout_of(Request::ListTasks(ListTasksRequest {
+        let (path, query, _) = layout_of(UnaryRequest::ListTasks(ListTasksRequest {
             context_id: "ctx 1".into(),
             status: TaskState::Working as i32,
             page_size: Some(0),
@@ -268,17 +252,23 @@ mod tests {
     #[test]
     fn unusable_path_parameters_are_invalid_params() {
         for id in ["", ".", ".."] {
-            let err = layout(Request::GetTask(GetTaskRequest {
-                id: id.into(),
-                ..Default::default()
-            }))
+            let err = layout(
+                &mut UnaryRequest::GetTask(GetTaskRequest {
+                    id: id.into(),
+                    ..Default::default()
+                })
+                .into(),
+            )
             .unwrap_err();
             assert_eq!(err.kind, ErrorKind::InvalidParams, "{id:?}");
             assert_eq!(err.data[1]["fieldViolations"][0]["field"], "id");
         }
-        let err = layout(Request::GetExtendedAgentCard(GetExtendedAgentCardRequest {
-            tenant: "..".into(),
-        }))
+        let err = layout(
+            &mut UnaryRequest::GetExtendedAgentCard(GetExtendedAgentCardRequest {
+                tenant: "..".into(),
+            })
+            .into(),
+        )
         .unwrap_err();
         assert_eq!(err.data[1]["fieldViolations"][0]["field"], "tenant");
     }

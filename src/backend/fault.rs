@@ -1,0 +1,154 @@
+//! THE transport fault table: every way the gateway's own path to a backend fails (I/O,
+//! TLS, HTTP/2, the HTTP client of the HTTP+JSON binding, a deadline, bytes that break the
+//! binding) becomes one `Fault`, and each `Fault` one `GatewayFault` row: -32603 with an
+//! `ErrorInfo` of domain `a2a-gateway`, so clients never mistake it for an agent's error.
+//! Errors are classified by matching on their own accessors (`h2::Error::reason`,
+//! `reqwest::Error::is_connect`), never by downcasting or by inventing a gRPC status.
+
+use std::time::Duration;
+
+use crate::protocol::error::{A2aError, GatewayFault};
+
+/// A failure of the path to the backend, with what people need to know about it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// No connection could be made: refused, unresolvable, timed out, TLS refused.
+    Connect(String),
+    /// The backend declined the call before processing it (GOAWAY below its stream,
+    /// REFUSED_STREAM) on every connection tried: nothing reached the agent.
+    Refused(String),
+    /// The connection or the stream ended before the answer was complete.
+    Lost(String),
+    /// The deadline passed before the answer (or the stream's first event) arrived.
+    Deadline(String),
+    /// The backend's bytes break HTTP/2, gRPC or the binding (oversize headers or
+    /// messages, a missing or garbled status, undecodable messages).
+    BadResponse(String),
+}
+
+impl Fault {
+    /// The fault table: each fault's row and what its message starts with.
+    fn row(&self) -> (GatewayFault, &'static str, &str) {
+        match self {
+            Fault::Connect(why) => (GatewayFault::BackendUnavailable, "backend unreachable", why),
+            Fault::Refused(why) => (
+                GatewayFault::BackendUnavailable,
+                "backend refused the call before processing it",
+                why,
+            ),
+            Fault::Lost(why) => (
+                GatewayFault::BackendConnectionReset,
+                "connection to backend lost",
+                why,
+            ),
+            Fault::Deadline(why) => (
+                GatewayFault::BackendDeadlineExceeded,
+                "backend deadline exceeded",
+                why,
+            ),
+            Fault::BadResponse(why) => (
+                GatewayFault::BackendBadResponse,
+                "unusable backend answer",
+                why,
+            ),
+        }
+    }
+
+    /// The deadline `limit` passed.
+    pub fn deadline(limit: Duration) -> Fault {
+        Fault::Deadline(format!("no answer within {limit:?}"))
+    }
+
+    /// A connection attempt failed (TCP connect or TLS handshake).
+    pub fn connect(err: &std::io::Error) -> Fault {
+        Fault::Connect(err.to_string())
+    }
+
+    /// An HTTP/2 error of a sent call. `Refused` when the server reset the stream with
+    /// REFUSED_STREAM (RFC 9113 §8.7: not processed, so sending it again is safe);
+    /// `BadResponse` when h2 found the backend breaking the protocol or our limits; `Lost`
+    /// otherwise. A GOAWAY is `Lost` too: h2 does not say whether the stream was below the
+    /// frame's last-stream-id, and a call that may have reached the agent is not repeated.
+    pub fn h2(err: &h2::Error) -> Fault {
+        let refused =
+            err.is_remote() && err.is_reset() && err.reason() == Some(h2::Reason::REFUSED_STREAM);
+        if refused {
+            Fault::Refused(err.to_string())
+        } else if err.is_library() {
+            Fault::BadResponse(format!("the backend broke HTTP/2: {err}"))
+        } else {
+            Fault::Lost(err.to_string())
+        }
+    }
+
+    /// A failure of the HTTP+JSON binding's HTTP client. `None` for a request the client
+    /// could not even build: a gateway bug, not a transport fault.
+    pub fn reqwest(err: &reqwest::Error) -> Option<Fault> {
+        let mut cause: &dyn std::error::Error = err;
+        while let Some(next) = cause.source() {
+            cause = next;
+        }
+        let why = cause.to_string();
+        if err.is_builder() {
+            None
+        } else if err.is_connect() {
+            Some(Fault::Connect(why))
+        } else if err.is_timeout() {
+            Some(Fault::Deadline(why))
+        } else {
+            Some(Fault::Lost(why))
+        }
+    }
+
+    /// The `GatewayFault` row of this fault.
+    pub fn gateway_fault(&self) -> GatewayFault {
+        self.row().0
+    }
+}
+
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (_, what, why) = self.row();
+        write!(f, "{what}: {why}")
+    }
+}
+
+impl From<Fault> for A2aError {
+    fn from(fault: Fault) -> A2aError {
+        A2aError::gateway(fault.gateway_fault(), fault.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every row, with the reason a client sees.
+    #[test]
+    fn every_fault_has_its_row() {
+        let rows = [
+            (Fault::Connect("x".into()), "BACKEND_UNAVAILABLE"),
+            (Fault::Refused("x".into()), "BACKEND_UNAVAILABLE"),
+            (Fault::Lost("x".into()), "BACKEND_CONNECTION_RESET"),
+            (
+                Fault::deadline(Duration::from_secs(1)),
+                "BACKEND_DEADLINE_EXCEEDED",
+            ),
+            (Fault::BadResponse("x".into()), "BACKEND_BAD_RESPONSE"),
+        ];
+        for (fault, reason) in rows {
+            let message = fault.to_string();
+            let err = A2aError::from(fault);
+            assert_eq!(err.kind.code(), -32603);
+            assert_eq!(err.message, message);
+            assert_eq!(err.data[0]["reason"], reason);
+            assert_eq!(err.data[0]["domain"], "a2a-gateway");
+        }
+    }
+
+    #[test]
+    fn h2_errors_are_classified_by_their_accessors() {
+        let reason = h2::Error::from(h2::Reason::INTERNAL_ERROR);
+        assert!(matches!(Fault::h2(&reason), Fault::Lost(_)));
+    }
+}

@@ -1,0 +1,509 @@
+//! The HTTP/2 connection of one worker to one gRPC backend, on the `h2` crate, over TCP
+//! or TLS (tokio-rustls, ALPN `h2`).
+//!
+//! One connection is shared by the calls of a worker; it is made on first use (a backend
+//! that is down at start is not fatal) and replaced once it ends, receives GOAWAY or runs
+//! out of stream ids. Its driver is one spawned task, supervised: however it ends (error,
+//! keepalive timeout, panic), the connection is marked closed with the reason, its calls
+//! fail at once with that reason, and the next call connects anew. Calls themselves run
+//! on their callers' tasks (no per-call task, no dispatch channel).
+//!
+//! Keepalive, as gRPC servers accept it (gRPC proposal A8; grpc C-core, grpc-go and
+//! grpc-java punish pings more often than every 5 minutes without data, two strikes and
+//! GOAWAY `too_many_pings`): a ping is sent only after an interval in which nothing was
+//! read, and by default only while calls are in flight; a pong missing after the timeout
+//! closes the connection. On GOAWAY `ENHANCE_YOUR_CALM` + `too_many_pings`, the interval
+//! doubles for this backend, logged once.
+
+use std::future::poll_fn;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::Poll;
+use std::time::Duration;
+
+use bytes::Bytes;
+use h2::client::SendRequest;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use crate::backend::fault::Fault;
+
+/// Receive window of one stream: as hyper's client sets it (the 64 KiB default throttles
+/// streams); bounds what a backend may send ahead of a slow reader, per call.
+const STREAM_WINDOW: u32 = 2 << 20;
+/// Receive window of the connection: a few streams' worth, so one slow SSE reader cannot
+/// stall the others, yet bounded per connection.
+const CONNECTION_WINDOW: u32 = 5 << 20;
+/// Largest response header block (headers or trailers): gRPC's default metadata limit is
+/// 8 KiB; status details can be larger, so 64 KiB. Bigger blocks (HPACK bombs, 30,000
+/// header names, 10 MB details) reset the stream instead of being buffered.
+const MAX_HEADER_LIST: u32 = 64 << 10;
+/// Streams the backend may reset before h2 treats the connection as abusive (h2's own
+/// default, stated so it is a decision, not an accident).
+const MAX_CONCURRENT_RESET_STREAMS: usize = 10;
+/// Bytes a stream may buffer for sending before it waits for window: a request is one
+/// message (at most `--max-body`), sent whole; this only caps what h2 asks capacity for.
+const MAX_SEND_BUFFER: usize = 1 << 20;
+/// Local resets (e.g. streams the backend answers malformed) before the connection is
+/// closed as abusive; h2's default, stated.
+const MAX_LOCAL_ERROR_RESETS: usize = 1024;
+/// HPACK table the backend's encoder may use: 4 KiB, the protocol default; keeps the
+/// table a backend can grow within a small bound.
+const HEADER_TABLE: u32 = 4096;
+/// Streams per connection before it is replaced: client stream ids are odd and end at
+/// 2^31 - 1, so about 2^30 streams; a margin stays for calls racing the switch.
+const MAX_STREAMS: u32 = (1 << 30) - 1024;
+
+/// How the connections of a backend are made and kept alive.
+pub struct Connector {
+    /// `host:port` to connect to.
+    authority: String,
+    /// TLS client and the name to verify, for `https://` backends.
+    tls: Option<(
+        tokio_rustls::TlsConnector,
+        rustls::pki_types::ServerName<'static>,
+    )>,
+    connect_timeout: Duration,
+    keepalive: Keepalive,
+    /// Streams after which a connection is replaced (`MAX_STREAMS`; lower in tests).
+    max_streams: u32,
+}
+
+/// The keepalive policy of one backend (see the module doc).
+pub struct Keepalive {
+    /// Current interval in milliseconds; doubles on `too_many_pings`.
+    interval_ms: AtomicU64,
+    pub timeout: Duration,
+    pub while_idle: bool,
+    /// Whether the doubling was logged already.
+    backed_off: AtomicBool,
+}
+
+impl Keepalive {
+    pub fn new(interval: Duration, timeout: Duration, while_idle: bool) -> Self {
+        Keepalive {
+            interval_ms: AtomicU64::new(interval.as_millis().max(1) as u64),
+            timeout,
+            while_idle,
+            backed_off: AtomicBool::new(false),
+        }
+    }
+
+    fn interval(&self) -> Duration {
+        Duration::from_millis(self.interval_ms.load(Ordering::Relaxed))
+    }
+
+    /// gRPC proposal A8: the server found our pings too frequent; double the interval.
+    fn too_many_pings(&self, authority: &str) {
+        let doubled = self.interval_ms.load(Ordering::Relaxed).saturating_mul(2);
+        self.interval_ms.store(doubled, Ordering::Relaxed);
+        if !self.backed_off.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                backend = authority,
+                interval = ?Duration::from_millis(doubled),
+                "backend closed the connection for too many pings (GOAWAY too_many_pings); \
+                 keepalive interval doubled (logged once)"
+            );
+        }
+    }
+}
+
+impl Connector {
+    pub fn new(
+        authority: String,
+        tls: Option<(
+            tokio_rustls::TlsConnector,
+            rustls::pki_types::ServerName<'static>,
+        )>,
+        connect_timeout: Duration,
+        keepalive: Keepalive,
+    ) -> Self {
+        Connector {
+            authority,
+            tls,
+            connect_timeout,
+            keepalive,
+            max_streams: MAX_STREAMS,
+        }
+    }
+
+    /// Connects (TCP, TLS, HTTP/2 handshake) within the connect timeout and spawns the
+    /// connection's supervised driver on the current runtime.
+    async fn connect(self: &Arc<Self>) -> Result<Connection, Fault> {
+        let timeout = self.connect_timeout;
+        let connecting = async {
+            let tcp = TcpStream::connect(&self.authority)
+                .await
+                .map_err(|e| Fault::connect(&e))?;
+            // Small request heads and messages must not wait for Nagle's algorithm.
+            let _ = tcp.set_nodelay(true);
+            match &self.tls {
+                None => self.handshake(tcp).await,
+                Some((tls, name)) => {
+                    let stream = tls
+                        .connect(name.clone(), tcp)
+                        .await
+                        .map_err(|e| Fault::Connect(format!("TLS handshake failed: {e}")))?;
+                    let alpn = stream.get_ref().1.alpn_protocol();
+                    if alpn.is_some_and(|p| p != b"h2") {
+                        return Err(Fault::Connect("TLS peer did not agree to HTTP/2".into()));
+                    }
+                    self.handshake(stream).await
+                }
+            }
+        };
+        match tokio::time::timeout(timeout, connecting).await {
+            Ok(connection) => connection,
+            Err(_) => Err(Fault::Connect(format!(
+                "connect timed out after {timeout:?}"
+            ))),
+        }
+    }
+
+    async fn handshake<T>(self: &Arc<Self>, io: T) -> Result<Connection, Fault>
+    where
+        T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let state = Arc::new(State::new());
+        let io = ReadTap {
+            inner: io,
+            state: state.clone(),
+        };
+        let (send, mut connection) = h2::client::Builder::new()
+            .initial_window_size(STREAM_WINDOW)
+            .initial_connection_window_size(CONNECTION_WINDOW)
+            .max_header_list_size(MAX_HEADER_LIST)
+            .max_concurrent_reset_streams(MAX_CONCURRENT_RESET_STREAMS)
+            .max_send_buffer_size(MAX_SEND_BUFFER)
+            .max_local_error_reset_streams(Some(MAX_LOCAL_ERROR_RESETS))
+            .header_table_size(HEADER_TABLE)
+            // Server push is not part of gRPC; a PUSH_PROMISE is a protocol error.
+            .enable_push(false)
+            .handshake::<_, Bytes>(io)
+            .await
+            .map_err(|e| Fault::Connect(format!("HTTP/2 handshake failed: {e}")))?;
+        let pings = connection.ping_pong();
+        let driver = drive(connection, pings, state.clone(), self.clone());
+        let supervised = state.clone();
+        let authority = self.authority.clone();
+        let task = tokio::spawn(driver);
+        // The supervisor learns how the driver ended, panics included.
+        tokio::spawn(async move {
+            let end = match task.await {
+                Ok(end) => end,
+                Err(e) if e.is_panic() => {
+                    tracing::error!(backend = %authority, "backend connection task panicked");
+                    Fault::Lost("the connection task failed".into())
+                }
+                Err(_) => Fault::Lost("the gateway is shutting down".into()),
+            };
+            supervised.close(end);
+        });
+        Ok(Connection { send, state })
+    }
+}
+
+/// What the driver, the calls and the pool share about one connection.
+struct State {
+    /// The connection's start; `last_read_ms` counts from here.
+    origin: Instant,
+    closed: AtomicBool,
+    /// Why the connection ended, once it has.
+    end: Mutex<Option<Fault>>,
+    /// Calls started and not yet finished.
+    in_flight: AtomicUsize,
+    /// Streams opened so far.
+    opened: AtomicU32,
+    /// When something was last read, in ms after the connection's origin.
+    last_read_ms: AtomicU64,
+    /// Wakes the driver when the first call starts after an idle time.
+    activity: tokio::sync::Notify,
+}
+
+impl State {
+    fn new() -> Self {
+        State {
+            origin: Instant::now(),
+            closed: AtomicBool::new(false),
+            end: Mutex::new(None),
+            in_flight: AtomicUsize::new(0),
+            opened: AtomicU32::new(0),
+            last_read_ms: AtomicU64::new(0),
+            activity: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// When something was last read.
+    fn last_read(&self) -> Instant {
+        self.origin + Duration::from_millis(self.last_read_ms.load(Ordering::Relaxed))
+    }
+
+    fn close(&self, end: Fault) {
+        let mut slot = self.end.lock().unwrap_or_else(|e| e.into_inner());
+        slot.get_or_insert(end);
+        self.closed.store(true, Ordering::Release);
+    }
+
+    fn end(&self) -> Option<Fault> {
+        self.end.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// The transport, noting when bytes arrive (the keepalive's "nothing was read").
+struct ReadTap<T> {
+    inner: T,
+    state: Arc<State>,
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for ReadTap<T> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            let now = self.state.origin.elapsed().as_millis() as u64;
+            self.state.last_read_ms.store(now, Ordering::Relaxed);
+        }
+        polled
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for ReadTap<T> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Drives the connection until it ends; returns why. The reason is recorded before the
+/// connection is dropped, so the calls it fails find it.
+async fn drive<T>(
+    connection: h2::client::Connection<ReadTap<T>, Bytes>,
+    pings: Option<h2::PingPong>,
+    state: Arc<State>,
+    connector: Arc<Connector>,
+) -> Fault
+where
+    T: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut connection = std::pin::pin!(connection);
+    let end = run(connection.as_mut(), pings, &state, &connector).await;
+    state.close(end.clone());
+    end
+}
+
+/// Polls the connection and runs the keepalive until the connection ends.
+async fn run<T>(
+    mut connection: std::pin::Pin<&mut h2::client::Connection<ReadTap<T>, Bytes>>,
+    mut pings: Option<h2::PingPong>,
+    state: &State,
+    connector: &Connector,
+) -> Fault
+where
+    T: AsyncRead + AsyncWrite + Unpin,
+{
+    let keepalive = &connector.keepalive;
+    // When a pong is due, while a ping is out.
+    let mut pong_due: Option<Instant> = None;
+    // Quiet time is counted from the later of the last read and the end of an idle spell,
+    // so the first call after a long idle time is not greeted by a ping.
+    let mut busy_since = Instant::now();
+    loop {
+        let interval = keepalive.interval();
+        let quiet_since = state.last_read().max(busy_since);
+        let wake = pong_due.unwrap_or(quiet_since + interval);
+        let idle = state.in_flight.load(Ordering::Relaxed) == 0 && !keepalive.while_idle;
+        tokio::select! {
+            ended = connection.as_mut() => return ended_with(ended, connector),
+            pong = poll_fn(|cx| match pings.as_mut() {
+                Some(pings) if pong_due.is_some() => pings.poll_pong(cx),
+                _ => Poll::Pending,
+            }) => {
+                pong_due = None;
+                if let Err(e) = pong {
+                    return Fault::Lost(format!("keepalive ping failed: {e}"));
+                }
+            }
+            () = tokio::time::sleep_until(wake), if !idle || pong_due.is_some() => {
+                if pong_due.is_some() {
+                    return Fault::Lost(format!(
+                        "keepalive ping unanswered within {:?}",
+                        keepalive.timeout
+                    ));
+                }
+                // Something may have been read since `wake` was computed.
+                let quiet_since = state.last_read().max(busy_since);
+                if quiet_since + interval <= Instant::now() {
+                    if let Some(pings) = pings.as_mut() {
+                        if pings.send_ping(h2::Ping::opaque()).is_ok() {
+                            pong_due = Some(Instant::now() + keepalive.timeout);
+                        }
+                    }
+                }
+            }
+            () = state.activity.notified(), if idle => busy_since = Instant::now(),
+        }
+    }
+}
+
+/// Why a connection whose driver returned ended; notes `too_many_pings`.
+fn ended_with(ended: Result<(), h2::Error>, connector: &Connector) -> Fault {
+    match ended {
+        Ok(()) => Fault::Lost("the backend closed the connection".into()),
+        Err(e) => {
+            // h2 gives the GOAWAY's debug data only in its message.
+            let calm = e.reason() == Some(h2::Reason::ENHANCE_YOUR_CALM);
+            if calm && e.is_go_away() && e.is_remote() && e.to_string().contains("too_many_pings") {
+                connector.keepalive.too_many_pings(&connector.authority);
+            }
+            Fault::h2(&e)
+        }
+    }
+}
+
+/// A handle on a live connection; clones share it.
+#[derive(Clone)]
+pub struct Connection {
+    send: SendRequest<Bytes>,
+    state: Arc<State>,
+}
+
+/// Counts a call as in flight on its connection until dropped.
+pub struct InFlight(Arc<State>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Connection {
+    fn usable(&self, max_streams: u32) -> bool {
+        !self.state.closed.load(Ordering::Acquire)
+            && self.state.opened.load(Ordering::Relaxed) < max_streams
+    }
+
+    /// Opens a stream for `request` and sends `body` as its whole request body. A failure
+    /// before the request left is `Refused`: nothing reached the backend.
+    pub async fn send(
+        &self,
+        request: http::Request<()>,
+        body: Bytes,
+    ) -> Result<(h2::client::ResponseFuture, InFlight), Fault> {
+        let refused = |e: h2::Error| Fault::Refused(self.explain(e.to_string()));
+        let mut send = self.send.clone().ready().await.map_err(refused)?;
+        self.state.opened.fetch_add(1, Ordering::Relaxed);
+        let (response, mut stream) = send.send_request(request, false).map_err(refused)?;
+        if self.state.in_flight.fetch_add(1, Ordering::Relaxed) == 0 {
+            self.state.activity.notify_one();
+        }
+        let in_flight = InFlight(self.state.clone());
+        // The whole message at once: its size is bounded by the request limit, and h2
+        // sends it as the backend's window allows.
+        stream.send_data(body, true).map_err(|e| self.fault(&e))?;
+        Ok((response, in_flight))
+    }
+
+    /// A call's h2 error, explained by how the connection ended when it has.
+    pub fn fault(&self, err: &h2::Error) -> Fault {
+        match (Fault::h2(err), self.state.end()) {
+            (Fault::Lost(_), Some(end)) => end,
+            (fault, _) => fault,
+        }
+    }
+
+    fn explain(&self, what: String) -> String {
+        match self.state.end() {
+            Some(end) => end.to_string(),
+            None => what,
+        }
+    }
+}
+
+/// The worker's current connection to one backend.
+pub struct Pool {
+    connector: Arc<Connector>,
+    current: Mutex<Option<Connection>>,
+    /// Serializes connecting, so a burst of calls makes one connection.
+    connecting: tokio::sync::Mutex<()>,
+}
+
+impl Pool {
+    pub fn new(connector: Arc<Connector>) -> Self {
+        Pool {
+            connector,
+            current: Mutex::new(None),
+            connecting: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    fn live(&self) -> Option<Connection> {
+        let max = self.connector.max_streams;
+        self.current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .filter(|c| c.usable(max))
+    }
+
+    /// The live connection, or a new one.
+    pub async fn connection(&self) -> Result<Connection, Fault> {
+        if let Some(live) = self.live() {
+            return Ok(live);
+        }
+        let _connecting = self.connecting.lock().await;
+        if let Some(live) = self.live() {
+            return Ok(live);
+        }
+        // The replaced connection's driver finishes once its last stream has.
+        let connection = self.connector.connect().await?;
+        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(connection.clone());
+        Ok(connection)
+    }
+
+    /// Takes `connection` out of use (it refused a call); the next call connects anew.
+    /// Without handles and streams, h2 closes it.
+    pub fn retire(&self, connection: &Connection) {
+        connection.state.closed.store(true, Ordering::Release);
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        if current
+            .as_ref()
+            .is_some_and(|c| Arc::ptr_eq(&c.state, &connection.state))
+        {
+            *current = None;
+        }
+    }
+}

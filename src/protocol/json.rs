@@ -1,0 +1,172 @@
+//! The one JSON codec: JSON-RPC `params` in (straight into the protobuf request type),
+//! results, stream events and HTTP+JSON request bodies out. ProtoJSON through pbjson's
+//! serde impls; sonic-rs does the byte work, serde_json only describes failures.
+
+use crate::proto::{ListTasksResponse, RestoreNulls};
+use crate::protocol::error::A2aError;
+
+/// Decodes `params` text into a request. Errors name the failing field path.
+pub fn decode_params<T: serde::de::DeserializeOwned + RestoreNulls>(
+    text: &str,
+) -> Result<T, A2aError> {
+    // Only to describe an error is the text decoded again, by serde_json with the field's
+    // path; both refuse the same inputs (tested below), so the fast path never accepts
+    // what the error path would reject.
+    match decode_fast(text) {
+        Some(request) => Ok(request),
+        None => decode_tracked(text),
+    }
+}
+
+/// sonic-rs (SIMD string scanning, several times serde_json's speed on long texts), no
+/// path tracking.
+fn decode_fast<T: serde::de::DeserializeOwned + RestoreNulls>(text: &str) -> Option<T> {
+    let mut request: T = sonic_rs::from_str(text).ok()?;
+    request.restore_nulls();
+    Some(request)
+}
+
+/// serde_json with the failing field's path in the error.
+fn decode_tracked<T: serde::de::DeserializeOwned + RestoreNulls>(
+    text: &str,
+) -> Result<T, A2aError> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let mut request: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        // The path names the field; serde_json's "at line 1 column 30" adds nothing.
+        let text = e.inner().to_string();
+        let description = match text.rfind(" at line ") {
+            Some(at) => &text[..at],
+            None => &text,
+        };
+        A2aError::invalid_params(&path, description)
+    })?;
+    de.end()
+        .map_err(|e| A2aError::invalid_params("", &e.to_string()))?;
+    request.restore_nulls();
+    Ok(request)
+}
+
+/// Appends `value` as JSON. sonic-rs, not serde_json: escaping a string byte by byte was
+/// 40 % of the instructions of a 16 KiB call (benches/README.md).
+pub fn write_json<T: serde::Serialize + ?Sized>(
+    out: &mut Vec<u8>,
+    value: &T,
+) -> Result<(), serde_json::Error> {
+    sonic_rs::to_writer(out, value).map_err(serde::ser::Error::custom)
+}
+
+/// How a unary reply type reads and writes its JSON-RPC `result`.
+///
+/// Most types use their ProtoJSON form. Two deviate on purpose, as the reference SDK does:
+/// `ListTasksResponse` prints its REQUIRED fields even when they hold defaults (pbjson would
+/// drop `nextPageToken: ""`), and `google.protobuf.Empty` is `null`.
+pub trait ResultJson: Sized {
+    fn write_result(&self, out: &mut Vec<u8>) -> Result<(), serde_json::Error>;
+    fn read_result(body: &[u8]) -> Result<Self, serde_json::Error>;
+}
+
+macro_rules! protojson_result {
+    ($($ty:ty),*) => {$(
+        impl ResultJson for $ty {
+            fn write_result(&self, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+                write_json(out, self)
+            }
+            fn read_result(body: &[u8]) -> Result<Self, serde_json::Error> {
+                serde_json::from_slice(body)
+            }
+        }
+    )*};
+}
+protojson_result!(
+    crate::proto::SendMessageResponse,
+    crate::proto::Task,
+    crate::proto::TaskPushNotificationConfig,
+    crate::proto::ListTaskPushNotificationConfigsResponse,
+    crate::proto::AgentCard
+);
+
+impl ResultJson for ListTasksResponse {
+    fn write_result(&self, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+        use serde::ser::{SerializeStruct, Serializer};
+        let mut ser = sonic_rs::Serializer::new(out);
+        let mut write = || {
+            let mut s = (&mut ser).serialize_struct("ListTasksResponse", 4)?;
+            s.serialize_field("tasks", &self.tasks)?;
+            s.serialize_field("nextPageToken", &self.next_page_token)?;
+            s.serialize_field("pageSize", &self.page_size)?;
+            s.serialize_field("totalSize", &self.total_size)?;
+            s.end()
+        };
+        write().map_err(serde::ser::Error::custom)
+    }
+    fn read_result(body: &[u8]) -> Result<Self, serde_json::Error> {
+        serde_json::from_slice(body)
+    }
+}
+
+impl ResultJson for ::pbjson_types::Empty {
+    fn write_result(&self, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+        out.extend_from_slice(b"null");
+        Ok(())
+    }
+    fn read_result(body: &[u8]) -> Result<Self, serde_json::Error> {
+        if body.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Self {});
+        }
+        serde_json::from_slice(body)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::{GetTaskRequest, SendMessageRequest};
+
+    /// The sonic-rs fast path itself must accept exactly what serde_json accepts, and
+    /// decode the same value, or a bad request would slip past the error path that names
+    /// the field (or a good one would be refused).
+    #[test]
+    fn the_fast_path_accepts_what_serde_json_accepts() {
+        let message = |part: &str| {
+            format!(r#"{{"message":{{"messageId":"m","role":"ROLE_USER","parts":[{part}]}}}}"#)
+        };
+        let cases = [
+            message(r#"{"text":"plain"}"#),
+            message(r#"{"text":"esc \" \\ \/ \b \f \n \r \t \u00e9 \ud83d\ude00"}"#),
+            message(r#"{"text":"lone \ud800 surrogate"}"#),
+            message(r#"{"text":"lone \udc00 trail"}"#),
+            message(r#"{"text":"bad \x escape"}"#),
+            message("{\"text\":\"raw \u{1} control\"}"),
+            message(r#"{"text":"a","text":"b"}"#),
+            message(r#"{"data":{"n":1e400}}"#),
+            message(r#"{"data":{"n":-0.0,"big":123456789012345678901234567890}}"#),
+            message(r#"{"data":{"a":[1,2,]}}"#),
+            message(r#"{"data":{"a":NaN}}"#),
+            message(r#"{"data":null}"#),
+            message(r#"{"raw":"AAEC"}"#),
+            message(r#"{"raw":"not base64!"}"#),
+            message(r#"{"text":"x"} "#),
+            r#"{"message":{}} trailing"#.to_owned(),
+            r#"{"message":{"messageId":"m","role":"ROLE_NOPE","parts":[]}}"#.to_owned(),
+            r#"{"configuration":{"historyLength":"7"}}"#.to_owned(),
+            r#"{"configuration":{"historyLength":7.5}}"#.to_owned(),
+            r#"{"configuration":{"historyLength":1e2}}"#.to_owned(),
+            r#"{"configuration":{"historyLength":4294967296}}"#.to_owned(),
+        ];
+        for text in &cases {
+            let fast = decode_fast::<SendMessageRequest>(text);
+            let tracked = decode_tracked::<SendMessageRequest>(text).ok();
+            assert_eq!(fast, tracked, "{text}");
+        }
+        // The table holds both kinds, so the comparison above is not vacuous.
+        assert!(decode_fast::<SendMessageRequest>(&cases[0]).is_some());
+        assert!(decode_fast::<SendMessageRequest>(&cases[11]).is_some());
+        assert!(decode_fast::<SendMessageRequest>(&cases[15]).is_none());
+        for text in [r#"{"id":"t","historyLength":-1}"#, r#"{"id":5}"#, "{}"] {
+            let fast = decode_fast::<GetTaskRequest>(text);
+            let tracked = decode_tracked::<GetTaskRequest>(text).ok();
+            assert_eq!(fast, tracked, "{text}");
+        }
+    }
+}
