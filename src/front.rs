@@ -3,6 +3,7 @@
 
 pub mod envelope;
 pub mod jsonrpc;
+pub mod layers;
 pub mod sse;
 
 use std::sync::Arc;
