@@ -1,6 +1,9 @@
-//! What clients talk to: the JSON-RPC endpoint and its SSE streams.
+//! What clients talk to: the edge layers, the JSON-RPC endpoint (dispatch in `jsonrpc`, the
+//! envelope and response writers in `envelope`) and its SSE streams (`sse`).
 
+pub mod envelope;
 pub mod jsonrpc;
+pub mod layers;
 pub mod sse;
 
 use std::sync::Arc;

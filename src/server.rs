@@ -31,6 +31,7 @@ use tower::ServiceExt as _;
 use crate::backend::grpc::{GrpcBackend, GrpcSettings};
 use crate::backend::{rest::RestBackend, Backend};
 use crate::config::{optional, Binding, Cli, ConfigError};
+use crate::front::layers::{self, Edge};
 use crate::front::{jsonrpc, Gateway};
 use crate::telemetry::Metrics;
 
@@ -162,7 +163,8 @@ pub async fn serve(
     serve_connections(incoming, router, grace).await;
 }
 
-/// Serves each connection of `incoming` on its own task of the current runtime. When
+/// Serves each connection of `incoming` on its own task of the current runtime, through
+/// the edge stack (`front::layers`) around `router`. When
 /// `incoming` ends, idle connections are closed and in-flight requests may finish for at
 /// most `grace` (open streams would otherwise hold the process forever); the rest are
 /// closed.
@@ -171,6 +173,7 @@ pub async fn serve_connections(
     router: Frontend,
     grace: Duration,
 ) {
+    let edge = layers::stack(router);
     let (stop_tx, stop) = watch::channel(false);
     let mut connections = JoinSet::new();
     let mut incoming = std::pin::pin!(incoming);
@@ -178,7 +181,7 @@ pub async fn serve_connections(
         tokio::select! {
             next = incoming.next() => match next {
                 Some(Ok(stream)) => {
-                    connections.spawn(serve_connection(stream, router.clone(), stop.clone()));
+                    connections.spawn(serve_connection(stream, edge.clone(), stop.clone()));
                 }
                 Some(Err(e)) => accept_failed(&e).await,
                 None => break,
@@ -204,11 +207,15 @@ pub async fn serve_connections(
 
 /// HTTP/1.1 or HTTP/2 (prior knowledge) on one connection, closed gracefully once `stop`
 /// turns true.
-async fn serve_connection(stream: TcpStream, router: Frontend, mut stop: watch::Receiver<bool>) {
+async fn serve_connection(
+    stream: TcpStream,
+    edge: Edge<Frontend>,
+    mut stop: watch::Receiver<bool>,
+) {
     // Small JSON replies and SSE frames must not wait for Nagle's algorithm.
     let _ = stream.set_nodelay(true);
     let service =
-        TowerToHyperService::new(router.map_request(|r: http::Request<Incoming>| r.map(Body::new)));
+        TowerToHyperService::new(edge.map_request(|r: http::Request<Incoming>| r.map(Body::new)));
     let builder = auto::Builder::new(TokioExecutor::new());
     let mut connection = std::pin::pin!(builder.serve_connection(TokioIo::new(stream), service));
     tokio::select! {

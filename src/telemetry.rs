@@ -1,5 +1,6 @@
 //! Prometheus metrics: JSON-RPC requests by method and outcome (the error table's JSON-RPC
-//! code, `0` for success), latency histograms per method, open SSE streams and frames sent.
+//! code, `0` for success), latency histograms per method, open SSE streams and SSE events sent
+//! (exposed as `a2a_gateway_stream_frames_total`, a name kept as the external contract).
 //!
 //! Recording is a few relaxed atomic additions into fixed arrays indexed by the operation
 //! and error tables, so the request path takes no lock and allocates nothing; the text
@@ -71,7 +72,7 @@ pub struct Metrics {
     rejected: [AtomicU64; OUTCOMES],
     latency: [Histogram; OPS],
     streams_open: AtomicI64,
-    stream_frames: AtomicU64,
+    stream_events: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -81,13 +82,13 @@ impl Default for Metrics {
             rejected: std::array::from_fn(|_| AtomicU64::new(0)),
             latency: std::array::from_fn(|_| Histogram::default()),
             streams_open: AtomicI64::new(0),
-            stream_frames: AtomicU64::new(0),
+            stream_events: AtomicU64::new(0),
         }
     }
 }
 
 impl Metrics {
-    /// A finished request of `op` (for streams: until the first frame or error).
+    /// A finished request of `op` (for streams: until the first event or error).
     pub fn request(&self, op: Op, outcome: Outcome, elapsed: Duration) {
         self.requests[op as usize][outcome.index()].fetch_add(1, Relaxed);
         self.latency[op as usize].observe(elapsed);
@@ -104,9 +105,9 @@ impl Metrics {
         StreamGuard(self.clone())
     }
 
-    /// Frames written to SSE streams.
-    pub fn frames(&self, n: u64) {
-        self.stream_frames.fetch_add(n, Relaxed);
+    /// SSE events written to streams.
+    pub fn events(&self, n: u64) {
+        self.stream_events.fetch_add(n, Relaxed);
     }
 
     /// The Prometheus text exposition (version 0.0.4).
@@ -137,7 +138,7 @@ impl Metrics {
                 );
             }
         }
-        out.push_str("# HELP a2a_gateway_request_duration_seconds Time to the reply (streams: to the first frame).\n");
+        out.push_str("# HELP a2a_gateway_request_duration_seconds Time to the reply (streams: to the first event).\n");
         out.push_str("# TYPE a2a_gateway_request_duration_seconds histogram\n");
         for (op, histogram) in Op::ALL.iter().zip(&self.latency) {
             let count = histogram.count.load(Relaxed);
@@ -169,25 +170,25 @@ impl Metrics {
             self.streams_open.load(Relaxed)
         );
         out.push_str(
-            "# HELP a2a_gateway_stream_frames_total Data and error frames sent on SSE streams.\n",
+            "# HELP a2a_gateway_stream_frames_total Data and error events sent on SSE streams.\n",
         );
         out.push_str("# TYPE a2a_gateway_stream_frames_total counter\n");
         let _ = writeln!(
             out,
             "a2a_gateway_stream_frames_total {}",
-            self.stream_frames.load(Relaxed)
+            self.stream_events.load(Relaxed)
         );
         out
     }
 }
 
-/// Counts an open stream until dropped, and the frames sent on it.
+/// Counts an open stream until dropped, and the SSE events sent on it.
 pub struct StreamGuard(Arc<Metrics>);
 
 impl StreamGuard {
-    /// Frames written to this stream.
-    pub fn frames(&self, n: u64) {
-        self.0.frames(n);
+    /// SSE events written to this stream.
+    pub fn events(&self, n: u64) {
+        self.0.events(n);
     }
 }
 
@@ -234,7 +235,7 @@ mod tests {
         );
         m.rejected(ErrorKind::ParseError);
         let guard = m.stream_opened();
-        guard.frames(3);
+        guard.events(3);
         let text = m.render();
         assert!(
             text.contains("a2a_gateway_requests_total{method=\"GetTask\",code=\"0\"} 1\n"),

@@ -58,13 +58,20 @@ impl Running {
 }
 
 async fn start(args: &[&str]) -> Running {
+    start_with(args, &[], Stdio::null()).await
+}
+
+/// Starts the binary with extra environment variables and `stderr` (its log) sent where
+/// the caller says.
+async fn start_with(args: &[&str], env: &[(&str, &str)], stderr: Stdio) -> Running {
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
     let child = Command::new(BIN)
         .args(args)
         .args(["--listen", &listen])
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .unwrap();
     let running = Running(child, format!("http://{listen}/a2a/jsonrpc"));
@@ -464,4 +471,54 @@ async fn demo_answers_every_operation() {
     )
     .await;
     assert_eq!(result(&reply)["name"], "a2a-gateway demo agent");
+}
+
+#[tokio::test]
+async fn credentials_never_reach_the_log_even_at_trace_level() {
+    let log_path = std::env::temp_dir().join(format!("a2a-gateway-log-{}.txt", std::process::id()));
+    let log = std::fs::File::create(&log_path).unwrap();
+    let mut gateway = start_with(
+        &["--demo", "--workers", "1"],
+        &[("RUST_LOG", "trace")],
+        Stdio::from(log),
+    )
+    .await;
+    let url = gateway.1.clone();
+    let secret = [
+        ("authorization", "Bearer SECRET-TOKEN-123"),
+        ("proxy-authorization", "Basic SECRET-TOKEN-123"),
+        ("cookie", "session=SECRET-TOKEN-123"),
+        ("x-request-id", "log-test-id-1"),
+        ("a2a-version", "1.0"),
+    ];
+    let send = |text: &str| request(json!(1), "SendMessage", message_params(text));
+    for body in [send("hello"), send("fail"), "{".to_owned()] {
+        let (status, _, text) = post_with(&url, body, &secret).await;
+        assert_eq!(status, 200, "{text}");
+    }
+    let stream = request(json!(2), "SendStreamingMessage", message_params("stream"));
+    let (status, _, text) = post_with(&url, stream, &secret).await;
+    assert_eq!(status, 200, "{text}");
+    gateway.terminate();
+    gateway
+        .exit_within(Duration::from_secs(10), "gateway did not stop")
+        .await;
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    let _ = std::fs::remove_file(&log_path);
+    // The log is really at trace level and has the request span with its id.
+    assert!(
+        log.contains("TRACE"),
+        "no trace output: {}",
+        &log[..log.len().min(2000)]
+    );
+    assert!(log.contains("log-test-id-1"), "no request span with the id");
+    let leaks: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("SECRET-TOKEN-123"))
+        .collect();
+    assert!(
+        leaks.is_empty(),
+        "credentials in the log:\n{}",
+        leaks.join("\n")
+    );
 }

@@ -287,13 +287,65 @@ async fn oversized_bodies_get_a_jsonrpc_error() {
         "{reply}"
     );
     assert_eq!(backend.calls(), 0);
-    // The connection is still usable and a small request passes.
-    let ok = rpc(
-        &url,
-        r#"{"jsonrpc":"2.0","id":2,"method":"GetExtendedAgentCard"}"#,
-    )
-    .await;
-    assert_eq!(ok["result"]["name"], "n");
+
+    // The same on one HTTP/1.1 keep-alive connection: after the refusal the connection is
+    // still usable, and the next request on it passes.
+    let addr = url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let mut connection = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let (status, reply) = exchange(&mut connection, &addr, &big).await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(code(&reply), -32600, "{reply}");
+    let small = r#"{"jsonrpc":"2.0","id":2,"method":"GetExtendedAgentCard"}"#;
+    let (status, ok) = exchange(&mut connection, &addr, small).await;
+    assert_eq!(status, 200, "{ok}");
+    assert_eq!(ok["result"]["name"], "n", "{ok}");
+    assert_eq!(backend.calls(), 1);
+}
+
+/// One HTTP/1.1 keep-alive request on `connection`; returns the status and the JSON body.
+async fn exchange(connection: &mut tokio::net::TcpStream, host: &str, body: &str) -> (u16, Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let head = format!(
+        "POST /a2a/jsonrpc HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\n\
+         a2a-version: 1.0\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    connection.write_all(head.as_bytes()).await.unwrap();
+    connection.write_all(body.as_bytes()).await.unwrap();
+    let mut buffer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let read = |buffer: &Vec<u8>| -> Option<(u16, usize, usize)> {
+        let end = buffer.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+        let head = std::str::from_utf8(&buffer[..end])
+            .unwrap()
+            .to_ascii_lowercase();
+        let status = head[9..12].parse().unwrap();
+        let length = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length: "))
+            .expect("a JSON reply has a content-length")
+            .trim()
+            .parse()
+            .unwrap();
+        Some((status, end, length))
+    };
+    loop {
+        if let Some((status, end, length)) = read(&buffer) {
+            if buffer.len() >= end + length {
+                assert_eq!(buffer.len(), end + length, "bytes after the reply");
+                let reply = serde_json::from_slice(&buffer[end..]).unwrap();
+                return (status, reply);
+            }
+        }
+        let n = connection.read(&mut chunk).await.unwrap();
+        assert!(n > 0, "the connection was closed");
+        buffer.extend_from_slice(&chunk[..n]);
+    }
 }
 
 #[tokio::test]

@@ -1,9 +1,11 @@
-//! A backend event stream → SSE frames, each `data:` a whole JSON-RPC response carrying
-//! the request id (spec 9.4.2), plus keepalive comments while idle.
+//! A backend event stream → the SSE body: one SSE event per backend event, its `data:` a
+//! whole JSON-RPC response carrying the request id (spec 9.4.2), plus keepalive comments
+//! while idle.
 //!
-//! Frames that are already waiting leave in one chunk (one write), while a lone frame is
-//! never held back. An error ends the stream with one `event: error` frame (as the
-//! reference SDK frames it); so does the stream deadline, when one is configured.
+//! Events that are already waiting leave in one chunk (one write), while a lone event is
+//! never held back. An error ends the stream with one `event: error` event (as the
+//! reference SDK writes it); so does the stream deadline, when one is configured.
+//! ("Frame" is kept for HTTP/2 frames; an SSE event is an event.)
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -18,17 +20,17 @@ use tokio::time::{sleep, Instant, Sleep};
 
 use crate::backend::fault::Fault;
 use crate::backend::EventStream;
-use crate::front::jsonrpc::{write_error, write_response};
+use crate::front::envelope::{write_error, write_response};
 use crate::proto::StreamResponse;
 use crate::protocol::error::A2aError;
 use crate::telemetry::StreamGuard;
 
-/// Past this many buffered bytes a chunk is sent even if more frames are ready.
+/// Past this many buffered bytes a chunk is sent even if more events are ready.
 const MAX_CHUNK: usize = 64 * 1024;
-const KEEPALIVE_FRAME: &[u8] = b": keepalive\n\n";
+const KEEPALIVE_COMMENT: &[u8] = b": keepalive\n\n";
 
 /// The SSE body of one streaming call.
-pub struct SseFrames {
+pub struct SseBody {
     id: Box<RawValue>,
     first: Option<StreamResponse>,
     events: EventStream,
@@ -36,12 +38,12 @@ pub struct SseFrames {
     period: Duration,
     deadline: Option<Pin<Box<Sleep>>>,
     done: bool,
-    /// Counts the stream as open until dropped, and its frames.
+    /// Counts the stream as open until dropped, and its events.
     meter: StreamGuard,
 }
 
-impl SseFrames {
-    /// Frames for `first` (already received) and the rest of `events`.
+impl SseBody {
+    /// The body for `first` (already received) and the rest of `events`.
     pub fn new(
         id: Box<RawValue>,
         first: Option<StreamResponse>,
@@ -89,7 +91,7 @@ impl SseFrames {
     }
 }
 
-impl Stream for SseFrames {
+impl Stream for SseBody {
     type Item = Result<Bytes, Infallible>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
@@ -98,21 +100,21 @@ impl Stream for SseFrames {
             return Poll::Ready(None);
         }
         let mut buf = Vec::new();
-        let mut frames = 0;
+        let mut written = 0;
         if let Some(first) = this.first.take() {
             this.done |= !this.push_event(&mut buf, &first);
-            frames += 1;
+            written += 1;
         }
         while !this.done && buf.len() < MAX_CHUNK {
             match this.events.poll_next_unpin(cx) {
                 Poll::Ready(Some(Ok(event))) => {
                     this.done |= !this.push_event(&mut buf, &event);
-                    frames += 1;
+                    written += 1;
                 }
                 Poll::Ready(Some(Err(err))) => {
                     this.push_error(&mut buf, &err);
                     this.done = true;
-                    frames += 1;
+                    written += 1;
                 }
                 Poll::Ready(None) => this.done = true,
                 Poll::Pending => break,
@@ -124,12 +126,12 @@ impl Stream for SseFrames {
                     let err = Fault::Deadline("the stream's deadline passed".into()).into();
                     this.push_error(&mut buf, &err);
                     this.done = true;
-                    frames += 1;
+                    written += 1;
                 }
             }
         }
         if !buf.is_empty() {
-            this.meter.frames(frames);
+            this.meter.events(written);
             this.keepalive.as_mut().reset(Instant::now() + this.period);
             return Poll::Ready(Some(Ok(Bytes::from(buf))));
         }
@@ -138,7 +140,7 @@ impl Stream for SseFrames {
         }
         if this.keepalive.as_mut().poll(cx).is_ready() {
             this.keepalive.as_mut().reset(Instant::now() + this.period);
-            return Poll::Ready(Some(Ok(Bytes::from_static(KEEPALIVE_FRAME))));
+            return Poll::Ready(Some(Ok(Bytes::from_static(KEEPALIVE_COMMENT))));
         }
         Poll::Pending
     }

@@ -43,6 +43,8 @@ pub const NEVER_FORWARDED: &[&str] = &[
 
 /// Checks the client's `A2A-Version` (header, else query parameter). Empty or missing
 /// means 0.3 (spec 3.6.2); only major version 1 is served, minor versions are compatible.
+/// Versions are matched by `Major.Minor` (spec 3.6), so a patch part is accepted as the
+/// reference SDK accepts it: `1`, `1.x` and `1.x.y` (digits).
 pub fn negotiate_version(headers: &HeaderMap, query: Option<&str>) -> Result<(), A2aError> {
     let from_query;
     let requested = match headers.get(VERSION) {
@@ -57,12 +59,7 @@ pub fn negotiate_version(headers: &HeaderMap, query: Option<&str>) -> Result<(),
     } else {
         requested
     };
-    let mut parts = requested.splitn(2, '.');
-    let major_ok = parts.next() == Some("1");
-    let minor_ok = parts
-        .next()
-        .is_none_or(|m| !m.is_empty() && m.bytes().all(|b| b.is_ascii_digit()));
-    if major_ok && minor_ok {
+    if served(requested) {
         Ok(())
     } else {
         Err(A2aError::a2a(
@@ -72,6 +69,13 @@ pub fn negotiate_version(headers: &HeaderMap, query: Option<&str>) -> Result<(),
             ),
         ))
     }
+}
+
+/// `1`, `1.x` or `1.x.y`, each part ASCII digits.
+fn served(version: &str) -> bool {
+    let mut parts = version.split('.');
+    let digits = |part: &str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
+    parts.next() == Some("1") && parts.clone().count() <= 2 && parts.all(digits)
 }
 
 fn version_from_query(query: &str) -> Option<String> {
@@ -174,18 +178,38 @@ mod tests {
 
     #[test]
     fn versions() {
-        assert_eq!(check(Some("1.0"), None), Ok(()));
-        assert_eq!(check(Some("1"), None), Ok(()));
-        assert_eq!(check(Some(" 1.5 "), None), Ok(()));
+        let accepted = ["1", "1.0", " 1.5 ", "1.0.0", "1.2.3", "1.10.200", "1.0.0 "];
+        for version in accepted {
+            assert_eq!(check(Some(version), None), Ok(()), "{version:?}");
+        }
+        let refused = [
+            "",
+            "0.3",
+            "2.0",
+            "10",
+            "1.x",
+            "1.",
+            "1.0.",
+            "1..0",
+            "1.0.x",
+            "1.0.0.0",
+            "01.0",
+            "1.0-rc1",
+            "v1.0",
+            "1,0",
+            "1.0.0+build",
+        ];
+        for version in refused {
+            let outcome = check(Some(version), None);
+            assert_eq!(outcome, Err(ErrorKind::VersionNotSupported), "{version:?}");
+        }
         assert_eq!(check(None, Some("x=1&A2A-Version=1.0")), Ok(()));
-        assert_eq!(check(None, Some("a2a-version=1.1")), Ok(()));
-        let unsupported = Err(ErrorKind::VersionNotSupported);
-        assert_eq!(check(None, None), unsupported);
-        assert_eq!(check(Some(""), None), unsupported);
-        assert_eq!(check(Some("0.3"), None), unsupported);
-        assert_eq!(check(Some("2.0"), None), unsupported);
-        assert_eq!(check(Some("1.x"), None), unsupported);
-        assert_eq!(check(Some("10"), None), unsupported);
+        assert_eq!(check(None, Some("a2a-version=1.1.0")), Ok(()));
+        assert_eq!(
+            check(None, Some("a2a-version=1.1.x")),
+            Err(ErrorKind::VersionNotSupported)
+        );
+        assert_eq!(check(None, None), Err(ErrorKind::VersionNotSupported));
     }
 
     #[test]
