@@ -206,3 +206,52 @@ async fn a_backend_that_stops_answering_pings_fails_its_calls_at_once() {
         started.elapsed()
     );
 }
+
+#[tokio::test]
+async fn replies_up_to_the_message_limit_pass_and_larger_ones_are_refused() {
+    use prost::Message as _;
+    let backend = TestBackend::new(echo);
+    let addr = backend.spawn().await;
+    let backend_url = format!("http://{addr}");
+    let url =
+        gateway_from_flags(&["--backend", &backend_url, "--backend-max-message", "1KiB"]).await;
+    // The text length whose echoed reply is exactly 1024 bytes of protobuf.
+    let reply_len = |text: &str| {
+        let params: a2a_gateway::proto::SendMessageRequest =
+            serde_json::from_value(message_params(text)).unwrap();
+        SendMessageResponse {
+            payload: params.message.map(send_message_response::Payload::Message),
+        }
+        .encoded_len()
+    };
+    let at_limit = (0..1024)
+        .map(|n| "x".repeat(n))
+        .find(|text| reply_len(text) == 1024)
+        .expect("a text whose reply is 1024 bytes");
+    let reply = rpc(
+        &url,
+        &request(json!(1), "SendMessage", message_params(&at_limit)),
+    )
+    .await;
+    assert_eq!(
+        reply["result"]["message"]["parts"][0]["text"], at_limit,
+        "{reply:.200}"
+    );
+    let over = format!("{at_limit}x");
+    assert_eq!(reply_len(&over), 1025);
+    let reply = rpc(
+        &url,
+        &request(json!(2), "SendMessage", message_params(&over)),
+    )
+    .await;
+    assert_eq!(reply["error"]["code"], -32603, "{reply:.300}");
+    assert_eq!(
+        reply["error"]["data"][0]["reason"], "BACKEND_BAD_RESPONSE",
+        "{reply:.300}"
+    );
+    let message = reply["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("1025 bytes exceeds the limit of 1024"),
+        "{message}"
+    );
+}
