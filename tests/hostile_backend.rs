@@ -143,6 +143,9 @@ hostile_cases! {
     frame_on_even_stream { script: frame_on_even_stream, ..ROW }
     // HPACK index 200 while the dynamic table is empty.
     invalid_hpack_index { script: invalid_hpack_index, ..ROW }
+    // Serves one call well, then closes the idle connection without GOAWAY (as a crashed
+    // backend would): the next call must reconnect, not fail.
+    closes_idle_connection { script: closes_idle_connection, expect: Reply, ..ROW }
     // The first event, then nothing: the stream stays open with keepalive comments.
     quiet_stream { script: quiet_stream, call: QuietStream, expect: OpenStream, ..ROW }
     // A stream whose first event never comes: a JSON-RPC error at the first-event
@@ -262,9 +265,10 @@ async fn first_event(p: &mut Peer) -> Option<u32> {
     p.send(&out).await.then_some(s)
 }
 
-/// DATA frames of 16 KiB packed with whole events.
+/// DATA frames of 16 KiB, each one whole event of ~16 KB (few SSE frames per MiB, so
+/// reading what the gateway buffered legitimately is quick).
 fn event_frames(stream: u32, frames: usize) -> Vec<u8> {
-    let event = grpc_message(&reply_message());
+    let event = grpc_message(&big_message(MIN_FRAME - 64));
     let per_frame = MIN_FRAME / event.len();
     let payload = event.repeat(per_frame);
     (0..frames)
@@ -446,6 +450,15 @@ fn invalid_hpack_index(p: &mut Peer) -> Scripted<'_> {
         hpack::indexed(&mut block, hpack::STATUS_200);
         hpack::indexed(&mut block, 200);
         p.send(&headers(s, &block, false)).await;
+    })
+}
+
+fn closes_idle_connection(p: &mut Peer) -> Scripted<'_> {
+    Box::pin(async move {
+        let Some(s) = greet(p).await else { return };
+        p.send(&good_reply(s)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        p.close().await;
     })
 }
 

@@ -196,6 +196,23 @@ pub fn reply_message() -> Vec<u8> {
     .encode_to_vec()
 }
 
+/// `reply_message` with a text of about `size` bytes.
+pub fn big_message(size: usize) -> Vec<u8> {
+    use a2a_gateway::proto::*;
+    SendMessageResponse {
+        payload: Some(send_message_response::Payload::Message(Message {
+            message_id: "r-big".into(),
+            role: Role::Agent as i32,
+            parts: vec![Part {
+                content: Some(part::Content::Text("x".repeat(size))),
+                ..Default::default()
+            }],
+            ..Default::default()
+        })),
+    }
+    .encode_to_vec()
+}
+
 /// A whole, well-formed unary reply on `stream`: head, one message, `grpc-status: 0`.
 pub fn good_reply(stream: u32) -> Vec<u8> {
     let mut out = headers(stream, &response_head(), false);

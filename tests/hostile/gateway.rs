@@ -199,14 +199,22 @@ pub const HARD_LIMIT: Duration = Duration::from_secs(15);
 
 /// Starts a POST with `A2A-Version: 1.0` and returns the response head.
 pub async fn open(url: &str, method: &str) -> Result<reqwest::Response, String> {
+    open_within(url, method, HARD_LIMIT).await
+}
+
+async fn open_within(
+    url: &str,
+    method: &str,
+    limit: Duration,
+) -> Result<reqwest::Response, String> {
     let send = fresh_client()
         .post(url)
         .header("content-type", "application/json")
         .header("a2a-version", "1.0")
         .body(call_body(method))
         .send();
-    match tokio::time::timeout(HARD_LIMIT, send).await {
-        Err(_) => Err(format!("no answer within {HARD_LIMIT:?}")),
+    match tokio::time::timeout(limit, send).await {
+        Err(_) => Err(format!("no answer within {limit:?}")),
         Ok(Err(e)) => Err(format!("HTTP error: {e}")),
         Ok(Ok(r)) if r.status() != 200 => Err(format!("HTTP status {}", r.status())),
         Ok(Ok(r)) => Ok(r),
@@ -215,12 +223,17 @@ pub async fn open(url: &str, method: &str) -> Result<reqwest::Response, String> 
 
 /// One unary `method` call; the JSON reply.
 pub async fn unary(url: &str, method: &str) -> Answered {
+    unary_within(url, method, HARD_LIMIT).await
+}
+
+/// `unary`, given up after `limit`.
+pub async fn unary_within(url: &str, method: &str, limit: Duration) -> Answered {
     let started = Instant::now();
     let reply = async {
-        let response = open(url, method).await?;
-        let body = tokio::time::timeout(HARD_LIMIT, response.bytes())
+        let response = open_within(url, method, limit).await?;
+        let body = tokio::time::timeout(limit, response.bytes())
             .await
-            .map_err(|_| format!("body not complete within {HARD_LIMIT:?}"))?
+            .map_err(|_| format!("body not complete within {limit:?}"))?
             .map_err(|e| format!("body error: {e}"))?;
         serde_json::from_slice(&body)
             .map_err(|e| format!("not JSON ({e}): {:?}", String::from_utf8_lossy(&body)))

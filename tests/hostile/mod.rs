@@ -16,8 +16,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use gateway::{frame_data, healthz, stream, unary, Answered, Gateway, Streamed, HARD_LIMIT};
+use gateway::{
+    frame_data, healthz, stream, unary, unary_within, Answered, Gateway, Streamed, HARD_LIMIT,
+};
 pub use server::{Hostile, Peer, Script, Server};
+
+/// The call after a case, to a well-behaved connection, must succeed within this.
+const FOLLOW_UP: Duration = Duration::from_secs(3);
 
 /// The gateway's unary deadline in every case (`--timeout`).
 pub const DEADLINE: Duration = Duration::from_secs(5);
@@ -53,6 +58,8 @@ pub enum Expect {
     Code(i64),
     /// A stream that stays open (`Call::QuietStream`).
     OpenStream,
+    /// A result (the hostile part is what comes after the call).
+    Reply,
 }
 
 /// One row of the table.
@@ -119,7 +126,7 @@ pub fn verdict(cases: &'static [Case], name: &str, scheme: Scheme) {
 static RUNNER: OnceLock<Runner> = OnceLock::new();
 
 /// Cases running at once (each has its own gateway process and server).
-const PARALLEL: u32 = 6;
+const PARALLEL: u32 = 8;
 
 struct Runner {
     results: Arc<Mutex<HashMap<String, Result<String, String>>>>,
@@ -275,9 +282,9 @@ async fn run_case(case: &'static Case, scheme: Scheme) -> Result<String, String>
     report.check(peak <= case.rss_mib as f64, || {
         format!("peak RSS {peak:.0} MiB > {} MiB", case.rss_mib)
     });
+    let used = gw.cpu().saturating_sub(cpu_before);
+    report.note(format!("CPU {:.2} s", used.as_secs_f64()));
     if let Some(limit) = case.cpu {
-        let used = gw.cpu().saturating_sub(cpu_before);
-        report.note(format!("CPU {:.2} s", used.as_secs_f64()));
         report.check(used <= limit, || {
             format!(
                 "CPU {:.2} s > {:.2} s",
@@ -411,6 +418,9 @@ fn check_reply(expect: Expect, reply: &Value, report: &mut Report) {
             });
         }
         Expect::OpenStream => report.fail(format!("expected a stream, got {reply}")),
+        Expect::Reply => report.check(reply.get("result").is_some(), || {
+            format!("expected a result, got {reply}")
+        }),
     }
 }
 
@@ -526,8 +536,8 @@ async fn check_alive(case: &Case, gw: &mut Gateway, report: &mut Report) {
         None => report.fail("/healthz gave no answer within 1 s after the case".into()),
     }
     if case.hostile == Hostile::First {
-        let next = unary(&gw.jsonrpc(), "SendMessage").await;
-        let ok = next.elapsed <= Duration::from_secs(2)
+        let next = unary_within(&gw.jsonrpc(), "SendMessage", FOLLOW_UP).await;
+        let ok = next.elapsed <= FOLLOW_UP
             && next.reply.as_ref().is_ok_and(|r| r.get("result").is_some());
         let secs = next.elapsed.as_secs_f64();
         let got = match &next.reply {

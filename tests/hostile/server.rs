@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio::net::TcpListener;
@@ -58,6 +59,7 @@ pub struct Peer {
     shared: Arc<Shared>,
     /// Accept order of this connection on the server (0 = first).
     pub index: usize,
+    last_stream: u32,
 }
 
 impl Peer {
@@ -89,6 +91,7 @@ impl Peer {
             frames,
             shared,
             index,
+            last_stream: 0,
         };
         (peer, closed)
     }
@@ -120,9 +123,15 @@ impl Peer {
         loop {
             let frame = self.frame().await?;
             if frame.kind == HEADERS {
+                self.last_stream = self.last_stream.max(frame.stream);
                 return Some(frame.stream);
             }
         }
+    }
+
+    /// The highest stream id the script has seen a request on.
+    pub fn last_stream(&self) -> u32 {
+        self.last_stream
     }
 
     /// Stops reading from the socket (the client's writes then back up).
@@ -332,10 +341,20 @@ impl Server {
                         // case releases it.
                         std::future::pending::<()>().await
                     };
-                    tokio::select! {
-                        _ = run => {}
-                        _ = released.wait_for(|n| index < *n) => {}
-                        _ = closed.wait_for(|c| *c) => {}
+                    let release = tokio::select! {
+                        _ = run => false,
+                        _ = released.wait_for(|n| index < *n) => true,
+                        _ = closed.wait_for(|c| *c) => false,
+                    };
+                    if release {
+                        // As a server that shuts down: GOAWAY, then close (the gateway's
+                        // next call must go to a new connection and succeed).
+                        let bye = goaway(peer.last_stream(), 0);
+                        let closing = async {
+                            peer.send(&bye).await;
+                            peer.close().await;
+                        };
+                        let _ = tokio::time::timeout(Duration::from_millis(200), closing).await;
                     }
                 });
             }
