@@ -43,6 +43,8 @@ struct Windows {
 }
 
 struct Shared {
+    /// Frames the client got wrong (RFC 9113 §4.2, §6.5, §6.7), for the case to report.
+    violations: Arc<Mutex<Vec<String>>>,
     paused: AtomicBool,
     /// (the script sent its SETTINGS, a client SETTINGS awaits its ACK): nothing is sent
     /// before the script's own SETTINGS, so a silent server stays silent.
@@ -63,10 +65,15 @@ pub struct Peer {
 }
 
 impl Peer {
-    fn start(io: Box<dyn Io>, index: usize) -> (Peer, watch::Receiver<bool>) {
+    fn start(
+        io: Box<dyn Io>,
+        index: usize,
+        violations: Arc<Mutex<Vec<String>>>,
+    ) -> (Peer, watch::Receiver<bool>) {
         let (reader, writer) = tokio::io::split(io);
         let writer = Arc::new(tokio::sync::Mutex::new(writer));
         let shared = Arc::new(Shared {
+            violations,
             paused: AtomicBool::new(false),
             greeted: Mutex::new((false, false)),
             max_frame: AtomicU32::new(MIN_FRAME as u32),
@@ -253,6 +260,22 @@ async fn read_frame(reader: &mut ReadHalf<Box<dyn Io>>, shared: &Shared) -> Opti
     let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
     let mut payload = vec![0; len];
     reader.read_exact(&mut payload).await.ok()?;
+    let violation = match head[3] {
+        _ if len > MIN_FRAME => Some(format!(
+            "a frame of {len} bytes (our MAX_FRAME_SIZE is {MIN_FRAME})"
+        )),
+        PING if len != 8 => Some(format!("a PING of {len} bytes")),
+        SETTINGS if len % 6 != 0 => Some(format!("a SETTINGS frame of {len} bytes")),
+        WINDOW_UPDATE if len != 4 => Some(format!("a WINDOW_UPDATE of {len} bytes")),
+        _ => None,
+    };
+    if let Some(violation) = violation {
+        shared
+            .violations
+            .lock()
+            .unwrap()
+            .push(format!("the gateway sent {violation}"));
+    }
     Some(Frame {
         kind: head[3],
         flags: head[4],
@@ -302,6 +325,7 @@ pub enum Hostile {
 pub struct Server {
     pub addr: SocketAddr,
     pub accepted: Arc<AtomicUsize>,
+    violations: Arc<Mutex<Vec<String>>>,
     /// Connections with an index below this are closed.
     release: watch::Sender<usize>,
     accept: tokio::task::JoinHandle<()>,
@@ -316,12 +340,15 @@ impl Server {
         let (release, released) = watch::channel(0usize);
         let acceptor = tls.then(|| tokio_rustls::TlsAcceptor::from(tls_identity().0.clone()));
         let counter = accepted.clone();
+        let violations = Arc::new(Mutex::new(Vec::new()));
+        let seen = violations.clone();
         let accept = tokio::spawn(async move {
             while let Ok((tcp, _)) = listener.accept().await {
                 let _ = tcp.set_nodelay(true);
                 let index = counter.fetch_add(1, Ordering::SeqCst);
                 let acceptor = acceptor.clone();
                 let mut released = released.clone();
+                let seen = seen.clone();
                 tokio::spawn(async move {
                     let io: Box<dyn Io> = match acceptor {
                         Some(acceptor) => match acceptor.accept(tcp).await {
@@ -330,7 +357,7 @@ impl Server {
                         },
                         None => Box::new(tcp),
                     };
-                    let (mut peer, mut closed) = Peer::start(io, index);
+                    let (mut peer, mut closed) = Peer::start(io, index, seen);
                     let hostile_here = hostile == Hostile::Every || index == 0;
                     let run = async {
                         match hostile_here {
@@ -362,9 +389,15 @@ impl Server {
         Server {
             addr,
             accepted,
+            violations,
             release,
             accept,
         }
+    }
+
+    /// What the gateway got wrong on the wire, so far.
+    pub fn violations(&self) -> Vec<String> {
+        self.violations.lock().unwrap().clone()
     }
 
     /// Closes every connection accepted so far (later ones are still served).
