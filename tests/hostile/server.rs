@@ -62,6 +62,15 @@ pub struct Peer {
     /// Accept order of this connection on the server (0 = first).
     pub index: usize,
     last_stream: u32,
+    /// The reader task, which owns the socket's read half: aborted with the peer, so the
+    /// socket closes even while reading is stopped.
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
 }
 
 impl Peer {
@@ -86,7 +95,7 @@ impl Peer {
         });
         let (tx, frames) = mpsc::unbounded_channel();
         let (closed_tx, closed) = watch::channel(false);
-        tokio::spawn(read_frames(
+        let reader = tokio::spawn(read_frames(
             reader,
             writer.clone(),
             shared.clone(),
@@ -99,6 +108,7 @@ impl Peer {
             shared,
             index,
             last_stream: 0,
+            reader,
         };
         (peer, closed)
     }
