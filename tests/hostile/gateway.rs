@@ -45,6 +45,8 @@ impl Gateway {
             .args(args)
             .args(["--listen", &listen])
             .env("RUST_LOG", "warn")
+            // A panic's backtrace would be symbolized (~150 MiB of debug info in RSS).
+            .env_remove("RUST_BACKTRACE")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -178,12 +180,14 @@ pub async fn healthz(base: &str, limit: Duration) -> Option<Duration> {
     }
 }
 
-pub fn call_body(method: &str) -> String {
+/// A call whose message text is `text_len` bytes long.
+pub fn call_body(method: &str, text_len: usize) -> String {
+    let text = "hi".repeat(text_len.max(2) / 2);
     json!({
         "jsonrpc": "2.0",
         "id": 1,
         "method": method,
-        "params": {"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}},
+        "params": {"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": text}]}},
     })
     .to_string()
 }
@@ -199,19 +203,20 @@ pub const HARD_LIMIT: Duration = Duration::from_secs(15);
 
 /// Starts a POST with `A2A-Version: 1.0` and returns the response head.
 pub async fn open(url: &str, method: &str) -> Result<reqwest::Response, String> {
-    open_within(url, method, HARD_LIMIT).await
+    open_within(url, method, 2, HARD_LIMIT).await
 }
 
 async fn open_within(
     url: &str,
     method: &str,
+    text_len: usize,
     limit: Duration,
 ) -> Result<reqwest::Response, String> {
     let send = fresh_client()
         .post(url)
         .header("content-type", "application/json")
         .header("a2a-version", "1.0")
-        .body(call_body(method))
+        .body(call_body(method, text_len))
         .send();
     match tokio::time::timeout(limit, send).await {
         Err(_) => Err(format!("no answer within {limit:?}")),
@@ -223,14 +228,14 @@ async fn open_within(
 
 /// One unary `method` call; the JSON reply.
 pub async fn unary(url: &str, method: &str) -> Answered {
-    unary_within(url, method, HARD_LIMIT).await
+    unary_within(url, method, 2, HARD_LIMIT).await
 }
 
-/// `unary`, given up after `limit`.
-pub async fn unary_within(url: &str, method: &str, limit: Duration) -> Answered {
+/// `unary` with a message text of `text_len` bytes, given up after `limit`.
+pub async fn unary_within(url: &str, method: &str, text_len: usize, limit: Duration) -> Answered {
     let started = Instant::now();
     let reply = async {
-        let response = open_within(url, method, limit).await?;
+        let response = open_within(url, method, text_len, limit).await?;
         let body = tokio::time::timeout(limit, response.bytes())
             .await
             .map_err(|_| format!("body not complete within {limit:?}"))?

@@ -32,6 +32,9 @@ pub const DEADLINE: Duration = Duration::from_secs(5);
 pub enum Call {
     /// One `SendMessage`.
     Unary,
+    /// One `SendMessage` of 100 KB: more than the 64 KiB an HTTP/2 stream may send before
+    /// the server's SETTINGS arrive.
+    LargeUnary,
     /// One `SendStreamingMessage` that must fail before its first event (a JSON reply).
     Stream,
     /// `SendStreamingMessage` whose SSE body is left unread for 3 s (so the gateway cannot
@@ -242,11 +245,12 @@ async fn run_case(case: &'static Case, scheme: Scheme) -> Result<String, String>
     let server = Server::spawn(case.script, case.hostile, tls).await;
     let backend = format!("{}://127.0.0.1:{}", scheme.as_str(), server.addr.port());
     let ca = server::tls_identity().1.to_str().unwrap().to_owned();
+    let timeout = format!("{}ms", DEADLINE.as_millis());
     let mut args = vec![
         "--backend",
         &backend,
         "--timeout",
-        "5s",
+        &timeout,
         "--workers",
         "2",
         "--keepalive",
@@ -326,6 +330,10 @@ async fn hostile_call(case: &Case, gw: &Gateway, report: &mut Report) {
     match case.call {
         Call::Unary => {
             let answered = unary(&url, "SendMessage").await;
+            check_answer(case, &answered, report);
+        }
+        Call::LargeUnary => {
+            let answered = unary_within(&url, "SendMessage", 100_000, HARD_LIMIT).await;
             check_answer(case, &answered, report);
         }
         Call::BothWorkers => {
@@ -548,7 +556,7 @@ async fn check_alive(case: &Case, gw: &mut Gateway, report: &mut Report) {
         None => report.fail("/healthz gave no answer within 1 s after the case".into()),
     }
     if case.hostile == Hostile::First {
-        let next = unary_within(&gw.jsonrpc(), "SendMessage", FOLLOW_UP).await;
+        let next = unary_within(&gw.jsonrpc(), "SendMessage", 2, FOLLOW_UP).await;
         let ok = next.elapsed <= FOLLOW_UP
             && next.reply.as_ref().is_ok_and(|r| r.get("result").is_some());
         let secs = next.elapsed.as_secs_f64();
