@@ -29,22 +29,18 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    /// Starts the binary with `args` plus `--listen` on a free port; returns once
-    /// `/healthz` answers.
+    /// Starts the binary with `args`, listening on a port it picks itself (a port picked
+    /// here could be taken by a case running in parallel before the gateway binds it);
+    /// returns once its log names the port and `/healthz` answers there.
     pub async fn start(args: &[&str], log_name: &str) -> Gateway {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let listen = format!("127.0.0.1:{port}");
         let log =
             std::env::temp_dir().join(format!("a2a-hostile-{}/{log_name}.log", std::process::id()));
         std::fs::create_dir_all(log.parent().unwrap()).unwrap();
         let child = Command::new(BIN)
             .args(args)
-            .args(["--listen", &listen])
-            .env("RUST_LOG", "warn")
+            .args(["--listen", "127.0.0.1:0", "--log-format", "json"])
+            // Warnings, and the one info line that names the address.
+            .env("RUST_LOG", "warn,a2a_gateway=info")
             // A panic's backtrace would be symbolized (~150 MiB of debug info in RSS).
             .env_remove("RUST_BACKTRACE")
             .stdout(Stdio::null())
@@ -55,27 +51,44 @@ impl Gateway {
         let peak_kib = Arc::new(AtomicU64::new(0));
         let killed = Arc::new(AtomicBool::new(false));
         let watchdog = tokio::spawn(watch_memory(pid, peak_kib.clone(), killed.clone()));
-        let gateway = Gateway {
+        let mut gateway = Gateway {
             child,
             pid,
-            base: format!("http://{listen}"),
+            base: String::new(),
             log,
             peak_kib,
             killed,
             watchdog,
         };
         let started = Instant::now();
-        while healthz(&gateway.base, Duration::from_secs(1))
-            .await
-            .is_none()
-        {
+        loop {
             assert!(
                 started.elapsed() < Duration::from_secs(20),
                 "gateway did not start"
             );
+            assert!(gateway.running(), "gateway exited at start");
+            if gateway.base.is_empty() {
+                if let Some(listen) = gateway.listen_address() {
+                    gateway.base = format!("http://{listen}");
+                }
+            }
+            if !gateway.base.is_empty()
+                && healthz(&gateway.base, Duration::from_secs(1))
+                    .await
+                    .is_some()
+            {
+                return gateway;
+            }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        gateway
+    }
+
+    /// The address in the log's "a2a-gateway serving" line.
+    fn listen_address(&self) -> Option<String> {
+        let log = std::fs::read_to_string(&self.log).ok()?;
+        let line = log.lines().find(|l| l.contains("a2a-gateway serving"))?;
+        let fields: Value = serde_json::from_str(line).ok()?;
+        Some(fields["fields"]["listen"].as_str()?.to_owned())
     }
 
     pub fn jsonrpc(&self) -> String {
