@@ -369,10 +369,13 @@ impl Messages {
         }
     }
 
-    /// Adds a chunk (at most one HTTP/2 DATA frame, 16 KiB): buffered bytes never exceed
-    /// one message of the limit, its prefix and one chunk, whatever the backend declares.
+    /// Adds a chunk (at most one HTTP/2 DATA frame, 16 KiB). The next message's declared
+    /// length is checked as soon as its prefix is in, so a backend declaring a message over
+    /// the limit is refused before its bytes are buffered; buffered bytes never exceed one
+    /// message of the limit, its prefix and one chunk.
     fn push(&mut self, chunk: Bytes) -> Result<(), A2aError> {
         if self.buf.is_empty() && self.whole.is_none() {
+            message_len(&chunk, self.max)?;
             self.whole = Some(chunk);
             return Ok(());
         }
@@ -383,6 +386,7 @@ impl Messages {
             return Err(too_large(self.buf.len(), self.max));
         }
         self.buf.extend_from_slice(&chunk);
+        message_len(&self.buf, self.max)?;
         Ok(())
     }
 
@@ -540,8 +544,8 @@ mod tests {
         assert_eq!(messages.next().unwrap().as_deref(), Some(&b"cde"[..]));
         assert_eq!(messages.next().unwrap(), None);
         assert!(messages.is_empty());
-        messages.push(Bytes::from_static(&[1, 0, 0, 0, 0])).unwrap();
-        assert!(messages.next().is_err(), "compressed");
+        let compressed = messages.push(Bytes::from_static(&[1, 0, 0, 0, 0]));
+        assert!(compressed.is_err(), "refused as soon as its prefix is in");
     }
 
     #[test]
@@ -552,14 +556,12 @@ mod tests {
         assert_eq!(messages.next().unwrap().map(|m| m.len()), Some(64));
         let over = vec![b'x'; 65];
         let mut messages = Messages::new(64);
-        messages.push(wire(&[&over]).slice(..5)).unwrap();
-        let err = messages.next().unwrap_err();
+        messages.push(wire(&[&over]).slice(..3)).unwrap();
+        let err = messages.push(wire(&[&over]).slice(3..5)).unwrap_err();
         assert_eq!(err.data[0]["reason"], "BACKEND_BAD_RESPONSE");
         // A 4 GiB prefix is refused before anything is buffered.
         let mut messages = Messages::new(64);
-        messages
-            .push(Bytes::from_static(&[0, 0xff, 0xff, 0xff, 0xff]))
-            .unwrap();
-        assert!(messages.next().is_err());
+        let err = messages.push(Bytes::from_static(&[0, 0xff, 0xff, 0xff, 0xff]));
+        assert!(err.is_err());
     }
 }

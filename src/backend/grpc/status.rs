@@ -37,19 +37,22 @@ pub fn check(headers: &HeaderMap) -> Option<Result<(), A2aError>> {
     })
 }
 
-/// A status code: digits; numbers gRPC does not define are UNKNOWN (as the gRPC spec
-/// says); anything else is not a status.
+/// A status code: a 32-bit number; numbers gRPC does not define are UNKNOWN (as the gRPC
+/// spec says); anything else is not a status.
 fn code(value: &[u8]) -> Result<Code, Fault> {
-    if value.is_empty() || !value.iter().all(u8::is_ascii_digit) {
-        let shown = String::from_utf8_lossy(&value[..value.len().min(32)]).into_owned();
-        return Err(Fault::BadResponse(format!(
-            "grpc-status {shown:?} is not a status code"
-        )));
-    }
     let number = std::str::from_utf8(value)
         .ok()
+        .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
         .and_then(|v| v.parse::<i32>().ok());
-    Ok(number.map_or(Code::Unknown, Code::from_i32))
+    match number {
+        Some(number) => Ok(Code::from_i32(number)),
+        None => {
+            let shown = String::from_utf8_lossy(&value[..value.len().min(32)]).into_owned();
+            Err(Fault::BadResponse(format!(
+                "grpc-status {shown:?} is not a status code"
+            )))
+        }
+    }
 }
 
 /// The client's error for a non-OK `code`: message and details from the headers.
@@ -117,12 +120,12 @@ mod tests {
         assert_eq!(check(&headers(&[(STATUS, b"0")])), Some(Ok(())));
         let not_found = check(&headers(&[(STATUS, b"5")])).unwrap().unwrap_err();
         assert_eq!(not_found.kind, ErrorKind::TaskNotFound);
-        for unknown in [&b"17"[..], b"99999999999", b"2"] {
+        for unknown in [&b"17"[..], b"2147483647", b"2"] {
             let err = check(&headers(&[(STATUS, unknown)])).unwrap().unwrap_err();
             assert_eq!(err.kind, ErrorKind::Internal, "{unknown:?}");
             assert!(err.data.is_empty(), "an agent error, not a fault");
         }
-        for garbage in [&b"abc"[..], b"", b"-1", b" 5"] {
+        for garbage in [&b"abc"[..], b"", b"-1", b" 5", b"99999999999"] {
             let err = check(&headers(&[(STATUS, garbage)])).unwrap().unwrap_err();
             assert_eq!(err.data[0]["reason"], "BACKEND_BAD_RESPONSE", "{garbage:?}");
         }
