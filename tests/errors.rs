@@ -43,23 +43,23 @@ fn error_info(reason: &str, domain: &str) -> prost_types::Any {
 
 const GET_TASK: &str = r#"{"jsonrpc":"2.0","id":9,"method":"GetTask","params":{"id":"t-1"}}"#;
 
-async fn error_for(status: impl Fn() -> Status + Send + Sync + 'static) -> Value {
-    let (_, url) = setup(move |_| Answer::Error(status())).await;
+async fn error_for(scheme: Scheme, status: impl Fn() -> Status + Send + Sync + 'static) -> Value {
+    let (_, url) = scheme.setup(move |_| Answer::Error(status())).await;
     let reply = rpc(&url, GET_TASK).await;
     assert_eq!(reply["id"], 9, "{reply}");
     assert!(reply.get("result").is_none());
     reply["error"].clone()
 }
 
-#[tokio::test]
-async fn a2a_errors_map_by_reason() {
+scheme_tests!(a2a_errors_map_by_reason);
+async fn a2a_errors_map_by_reason(scheme: Scheme) {
     for &kind in ErrorKind::ALL {
         let Some(reason) = kind.reason() else {
             continue;
         };
         // The table's own status, then a status that disagrees: the reason decides.
         for code in [kind.grpc(), Code::Unknown] {
-            let error = error_for(move || {
+            let error = error_for(scheme, move || {
                 status_with(
                     code,
                     "agent says no",
@@ -80,8 +80,8 @@ async fn a2a_errors_map_by_reason() {
     }
 }
 
-#[tokio::test]
-async fn status_codes_are_the_fallback() {
+scheme_tests!(status_codes_are_the_fallback);
+async fn status_codes_are_the_fallback(scheme: Scheme) {
     let cases = [
         (Code::NotFound, -32001),
         (Code::InvalidArgument, -32602),
@@ -95,13 +95,13 @@ async fn status_codes_are_the_fallback() {
         (Code::Aborted, -32603),
     ];
     for (code, expected) in cases {
-        let error = error_for(move || Status::new(code, format!("plain {code:?}"))).await;
+        let error = error_for(scheme, move || Status::new(code, format!("plain {code:?}"))).await;
         assert_eq!(error["code"], expected, "{code:?}: {error}");
         assert_eq!(error["message"], format!("plain {code:?}"));
         assert!(error.get("data").is_none(), "{error}");
     }
     // An ErrorInfo of another domain does not decide.
-    let error = error_for(|| {
+    let error = error_for(scheme, || {
         status_with(
             Code::Internal,
             "x",
@@ -112,12 +112,12 @@ async fn status_codes_are_the_fallback() {
     assert_eq!(error["code"], -32603);
     assert_eq!(error["data"][0]["domain"], "example.com");
     // An empty message gets the table's standard message.
-    let error = error_for(|| Status::new(Code::NotFound, "")).await;
+    let error = error_for(scheme, || Status::new(Code::NotFound, "")).await;
     assert_eq!(error["message"], "Task not found");
 }
 
-#[tokio::test]
-async fn every_detail_is_kept() {
+scheme_tests!(every_detail_is_kept);
+async fn every_detail_is_kept(scheme: Scheme) {
     let details = || {
         vec![
             error_info("TASK_NOT_FOUND", "a2a-protocol.org"),
@@ -209,7 +209,10 @@ async fn every_detail_is_kept() {
             },
         ]
     };
-    let error = error_for(move || status_with(Code::NotFound, "gone", details())).await;
+    let error = error_for(scheme, move || {
+        status_with(Code::NotFound, "gone", details())
+    })
+    .await;
     assert_eq!(error["code"], -32001);
     assert_eq!(
         error["data"],
@@ -235,13 +238,14 @@ fn gateway_fault(error: &Value, reason: &str) {
     assert_eq!(error["data"][0]["reason"], reason, "{error}");
 }
 
-#[tokio::test]
-async fn unreachable_backend_is_a_gateway_fault() {
+scheme_tests!(unreachable_backend_is_a_gateway_fault);
+async fn unreachable_backend_is_a_gateway_fault(scheme: Scheme) {
     let port = {
         let socket = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         socket.local_addr().unwrap().port()
     };
-    let url = gateway(&format!("http://127.0.0.1:{port}"), Settings::default()).await;
+    let backend = scheme.url(([127, 0, 0, 1], port).into());
+    let url = gateway(&backend, Settings::default()).await;
     let reply = rpc(&url, GET_TASK).await;
     gateway_fault(&reply["error"], "BACKEND_UNAVAILABLE");
     assert!(
@@ -253,8 +257,8 @@ async fn unreachable_backend_is_a_gateway_fault() {
     );
 }
 
-#[tokio::test]
-async fn deadline_exceeded_is_a_gateway_fault() {
+scheme_tests!(deadline_exceeded_is_a_gateway_fault);
+async fn deadline_exceeded_is_a_gateway_fault(scheme: Scheme) {
     let settings = Settings {
         unary_timeout: Some(Duration::from_millis(200)),
         ..Default::default()
@@ -268,7 +272,7 @@ async fn deadline_exceeded_is_a_gateway_fault() {
             )))),
         )
     };
-    let (_, url) = setup_with(move |_| slow(), settings).await;
+    let (_, url) = scheme.setup_with(move |_| slow(), settings).await;
     let started = std::time::Instant::now();
     let reply = rpc(&url, GET_TASK).await;
     assert!(
@@ -289,6 +293,7 @@ async fn deadline_exceeded_is_a_gateway_fault() {
 #[tokio::test]
 async fn connection_lost_is_a_gateway_fault() {
     // A "backend" that accepts, reads the start of the call, then drops the connection.
+    // Cleartext only: over TLS the handshake would fail first (BACKEND_UNAVAILABLE).
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {

@@ -29,8 +29,8 @@ async fn listener() -> tokio::net::TcpListener {
     tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap()
 }
 
-#[tokio::test]
-async fn messages_larger_than_every_window_cross_both_ways() {
+scheme_tests!(messages_larger_than_every_window_cross_both_ways);
+async fn messages_larger_than_every_window_cross_both_ways(scheme: Scheme) {
     let backend = TestBackend::new(echo);
     let listener = listener().await;
     let addr = listener.local_addr().unwrap();
@@ -39,8 +39,8 @@ async fn messages_larger_than_every_window_cross_both_ways() {
     let server = Server::builder()
         .initial_stream_window_size(65_535)
         .initial_connection_window_size(65_535);
-    backend.spawn_on(server, listener, std::future::pending());
-    let url = gateway(&format!("http://{addr}"), Settings::default()).await;
+    backend.spawn_on(scheme.server(server), listener, std::future::pending());
+    let url = gateway(&scheme.url(addr), Settings::default()).await;
     let text: String = (0..3 << 20)
         .map(|i| char::from(b'a' + (i % 26) as u8))
         .collect();
@@ -56,16 +56,16 @@ async fn messages_larger_than_every_window_cross_both_ways() {
     assert!(echoed == text, "the echo differs from the request");
 }
 
-#[tokio::test]
-async fn calls_beyond_the_servers_stream_limit_wait_for_a_slot() {
+scheme_tests!(calls_beyond_the_servers_stream_limit_wait_for_a_slot);
+async fn calls_beyond_the_servers_stream_limit_wait_for_a_slot(scheme: Scheme) {
     let backend = TestBackend::new(|request| {
         Answer::After(Duration::from_millis(50), Box::new(echo(request)))
     });
     let listener = listener().await;
     let addr = listener.local_addr().unwrap();
     let server = Server::builder().max_concurrent_streams(Some(2));
-    backend.spawn_on(server, listener, std::future::pending());
-    let url = gateway(&format!("http://{addr}"), Settings::default()).await;
+    backend.spawn_on(scheme.server(server), listener, std::future::pending());
+    let url = gateway(&scheme.url(addr), Settings::default()).await;
     // One call first, so the server's SETTINGS (the limit) are in before the burst.
     rpc(
         &url,
@@ -91,16 +91,16 @@ async fn calls_beyond_the_servers_stream_limit_wait_for_a_slot() {
     );
 }
 
-#[tokio::test]
-async fn a_backend_that_goes_away_and_returns_is_reconnected() {
+scheme_tests!(a_backend_that_goes_away_and_returns_is_reconnected);
+async fn a_backend_that_goes_away_and_returns_is_reconnected(scheme: Scheme) {
     let backend = TestBackend::new(echo);
     let first = listener().await;
     let addr = first.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let serving = backend.spawn_on(Server::builder(), first, async {
+    let serving = backend.spawn_on(scheme.server(Server::builder()), first, async {
         let _ = stopped.await;
     });
-    let url = gateway(&format!("http://{addr}"), Settings::default()).await;
+    let url = gateway(&scheme.url(addr), Settings::default()).await;
     let hello = request(json!(1), "SendMessage", message_params("hello"));
     assert_eq!(
         rpc(&url, &hello).await["result"]["message"]["parts"][0]["text"],
@@ -121,7 +121,11 @@ async fn a_backend_that_goes_away_and_returns_is_reconnected() {
     );
 
     let again = tokio::net::TcpListener::bind(addr).await.unwrap();
-    backend.spawn_on(Server::builder(), again, std::future::pending());
+    backend.spawn_on(
+        scheme.server(Server::builder()),
+        again,
+        std::future::pending(),
+    );
     assert_eq!(
         rpc(&url, &hello).await["result"]["message"]["parts"][0]["text"],
         "hello"

@@ -20,21 +20,22 @@ async fn scrape(url: &str) -> String {
     response.text().await.unwrap()
 }
 
-#[tokio::test]
-async fn requests_streams_and_rejections_are_counted() {
-    let (_, url) = setup(|request| match request {
-        Request::Unary(UnaryRequest::GetTask(r)) if r.id == "missing" => {
-            Answer::Error(Status::new(Code::NotFound, "no"))
-        }
-        Request::Unary(UnaryRequest::GetTask(_)) => {
-            Answer::Reply(Reply::GetTask(task("t-1", TaskState::Working)))
-        }
-        _ => Answer::Stream(vec![
-            Step::Event(status_update("t-1", TaskState::Working)),
-            Step::Hang,
-        ]),
-    })
-    .await;
+scheme_tests!(requests_streams_and_rejections_are_counted);
+async fn requests_streams_and_rejections_are_counted(scheme: Scheme) {
+    let (_, url) = scheme
+        .setup(|request| match request {
+            Request::Unary(UnaryRequest::GetTask(r)) if r.id == "missing" => {
+                Answer::Error(Status::new(Code::NotFound, "no"))
+            }
+            Request::Unary(UnaryRequest::GetTask(_)) => {
+                Answer::Reply(Reply::GetTask(task("t-1", TaskState::Working)))
+            }
+            _ => Answer::Stream(vec![
+                Step::Event(status_update("t-1", TaskState::Working)),
+                Step::Hang,
+            ]),
+        })
+        .await;
     rpc(&url, &request(json!(1), "GetTask", json!({"id": "t-1"}))).await;
     rpc(&url, &request(json!(2), "GetTask", json!({"id": "t-1"}))).await;
     rpc(

@@ -280,12 +280,12 @@ fn unary_case(op: Op) -> Case {
     }
 }
 
-#[tokio::test]
-async fn every_unary_operation_round_trips_over_grpc() {
+scheme_tests!(every_unary_operation_round_trips_over_grpc);
+async fn every_unary_operation_round_trips_over_grpc(scheme: Scheme) {
     for &op in Op::ALL.iter().filter(|op| !op.is_streaming()) {
         let case = unary_case(op);
         let reply = case.reply.clone();
-        let (backend, url) = setup(move |_| Answer::Reply(reply.clone())).await;
+        let (backend, url) = scheme.setup(move |_| Answer::Reply(reply.clone())).await;
         let body = if case.params.is_null() {
             json!({"jsonrpc": "2.0", "id": op.name(), "method": op.name()}).to_string()
         } else {
@@ -306,8 +306,8 @@ async fn every_unary_operation_round_trips_over_grpc() {
     }
 }
 
-#[tokio::test]
-async fn streaming_operations_reach_their_rpc() {
+scheme_tests!(streaming_operations_reach_their_rpc);
+async fn streaming_operations_reach_their_rpc(scheme: Scheme) {
     for (method, params, expected) in [
         (
             "SendStreamingMessage",
@@ -320,13 +320,14 @@ async fn streaming_operations_reach_their_rpc() {
             Op::SubscribeToTask,
         ),
     ] {
-        let (backend, url) = setup(|_| {
-            Answer::Stream(vec![Step::Event(status_update(
-                "t-1",
-                TaskState::Completed,
-            ))])
-        })
-        .await;
+        let (backend, url) = scheme
+            .setup(|_| {
+                Answer::Stream(vec![Step::Event(status_update(
+                    "t-1",
+                    TaskState::Completed,
+                ))])
+            })
+            .await;
         let (headers, mut sse) = SseReader::open(&url, request(json!(7), method, params)).await;
         assert_eq!(headers["content-type"], "text/event-stream");
         let frame = sse.data().await.unwrap();

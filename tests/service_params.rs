@@ -15,9 +15,9 @@ fn card() -> Answer {
 
 const CALL: &str = r#"{"jsonrpc":"2.0","id":1,"method":"GetExtendedAgentCard"}"#;
 
-#[tokio::test]
-async fn version_is_negotiated_by_the_gateway() {
-    let (backend, url) = setup(|_| card()).await;
+scheme_tests!(version_is_negotiated_by_the_gateway);
+async fn version_is_negotiated_by_the_gateway(scheme: Scheme) {
+    let (backend, url) = scheme.setup(|_| card()).await;
     for (headers, ok) in [
         (vec![("a2a-version", "1.0")], true),
         (vec![("A2A-Version", "1")], true),
@@ -51,13 +51,13 @@ async fn version_is_negotiated_by_the_gateway() {
     assert_eq!(backend.calls(), calls + 1);
 }
 
-#[tokio::test]
-async fn headers_are_forwarded_as_metadata() {
+scheme_tests!(headers_are_forwarded_as_metadata);
+async fn headers_are_forwarded_as_metadata(scheme: Scheme) {
     let settings = Settings {
         forward: ForwardPolicy::new(&["x-tenant-hint"]).unwrap(),
         ..Default::default()
     };
-    let (backend, url) = setup_with(|_| card(), settings).await;
+    let (backend, url) = scheme.setup_with(|_| card(), settings).await;
     let (_, headers, _) = post_with(
         &url,
         CALL,
@@ -95,13 +95,13 @@ async fn headers_are_forwarded_as_metadata() {
     assert_eq!(headers["a2a-extensions"], "urn:a, urn:b");
 }
 
-#[tokio::test]
-async fn unary_deadline_is_sent_as_grpc_timeout() {
+scheme_tests!(unary_deadline_is_sent_as_grpc_timeout);
+async fn unary_deadline_is_sent_as_grpc_timeout(scheme: Scheme) {
     let settings = Settings {
         unary_timeout: Some(std::time::Duration::from_secs(7)),
         ..Default::default()
     };
-    let (backend, url) = setup_with(|_| card(), settings).await;
+    let (backend, url) = scheme.setup_with(|_| card(), settings).await;
     rpc(&url, CALL).await;
     let timeout = backend
         .last()
@@ -126,9 +126,9 @@ async fn unary_deadline_is_sent_as_grpc_timeout() {
     assert!((6_000..=7_000).contains(&millis), "grpc-timeout {timeout}");
 }
 
-#[tokio::test]
-async fn tenant_travels_in_the_request() {
-    let (backend, url) = setup(|_| card()).await;
+scheme_tests!(tenant_travels_in_the_request);
+async fn tenant_travels_in_the_request(scheme: Scheme) {
+    let (backend, url) = scheme.setup(|_| card()).await;
     rpc(
         &url,
         &request(json!(1), "GetExtendedAgentCard", json!({"tenant": "acme"})),
@@ -146,9 +146,9 @@ async fn tenant_travels_in_the_request() {
     );
 }
 
-#[tokio::test]
-async fn params_are_checked_before_the_version_as_the_sdk_does() {
-    let (backend, url) = setup(|_| card()).await;
+scheme_tests!(params_are_checked_before_the_version_as_the_sdk_does);
+async fn params_are_checked_before_the_version_as_the_sdk_does(scheme: Scheme) {
+    let (backend, url) = scheme.setup(|_| card()).await;
     let bad =
         r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t","historyLength":"many"}}"#;
     let (_, _, text) = post_with(&url, bad, &[]).await;

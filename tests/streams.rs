@@ -27,19 +27,20 @@ async fn wait_for(what: &str, check: impl Fn() -> bool) {
     }
 }
 
-#[tokio::test]
-async fn frames_arrive_in_order_with_the_request_id() {
+scheme_tests!(frames_arrive_in_order_with_the_request_id);
+async fn frames_arrive_in_order_with_the_request_id(scheme: Scheme) {
     let events: Vec<_> = (0..50).map(|i| format!("t-{i}")).collect();
     let script = events.clone();
-    let (_, url) = setup(move |_| {
-        Answer::Stream(
-            script
-                .iter()
-                .map(|id| Step::Event(status_update(id, TaskState::Working)))
-                .collect(),
-        )
-    })
-    .await;
+    let (_, url) = scheme
+        .setup(move |_| {
+            Answer::Stream(
+                script
+                    .iter()
+                    .map(|id| Step::Event(status_update(id, TaskState::Working)))
+                    .collect(),
+            )
+        })
+        .await;
     let (headers, mut sse) = SseReader::open(&url, stream_request(json!("abc"))).await;
     assert_eq!(headers["content-type"], "text/event-stream");
     assert_eq!(headers["cache-control"], "no-store");
@@ -52,16 +53,17 @@ async fn frames_arrive_in_order_with_the_request_id() {
     assert!(sse.data().await.is_none(), "stream ends with the backend's");
 }
 
-#[tokio::test]
-async fn error_after_the_first_frame_is_one_error_frame() {
-    let (_, url) = setup(|_| {
-        Answer::Stream(vec![
-            Step::Event(status_update("t-1", TaskState::Working)),
-            Step::Error(Status::new(Code::NotFound, "task vanished")),
-            Step::Event(status_update("t-1", TaskState::Completed)),
-        ])
-    })
-    .await;
+scheme_tests!(error_after_the_first_frame_is_one_error_frame);
+async fn error_after_the_first_frame_is_one_error_frame(scheme: Scheme) {
+    let (_, url) = scheme
+        .setup(|_| {
+            Answer::Stream(vec![
+                Step::Event(status_update("t-1", TaskState::Working)),
+                Step::Error(Status::new(Code::NotFound, "task vanished")),
+                Step::Event(status_update("t-1", TaskState::Completed)),
+            ])
+        })
+        .await;
     let (_, mut sse) = SseReader::open(&url, stream_request(json!(5))).await;
     assert_eq!(
         sse.data().await.unwrap()["result"]["statusUpdate"]["taskId"],
@@ -79,20 +81,21 @@ async fn error_after_the_first_frame_is_one_error_frame() {
     assert!(sse.frame().await.is_none(), "nothing after the error frame");
 }
 
-#[tokio::test]
-async fn error_before_the_first_event_is_a_plain_reply() {
+scheme_tests!(error_before_the_first_event_is_a_plain_reply);
+async fn error_before_the_first_event_is_a_plain_reply(scheme: Scheme) {
     for answer in [0, 1] {
-        let (_, url) = setup(move |_| {
-            if answer == 0 {
-                Answer::Error(Status::new(Code::Unimplemented, "no streaming here"))
-            } else {
-                Answer::Stream(vec![Step::Error(Status::new(
-                    Code::Unimplemented,
-                    "no streaming here",
-                ))])
-            }
-        })
-        .await;
+        let (_, url) = scheme
+            .setup(move |_| {
+                if answer == 0 {
+                    Answer::Error(Status::new(Code::Unimplemented, "no streaming here"))
+                } else {
+                    Answer::Stream(vec![Step::Error(Status::new(
+                        Code::Unimplemented,
+                        "no streaming here",
+                    ))])
+                }
+            })
+            .await;
         let reply = rpc(&url, &stream_request(json!(1))).await;
         assert_eq!(
             reply,
@@ -101,23 +104,24 @@ async fn error_before_the_first_event_is_a_plain_reply() {
     }
 }
 
-#[tokio::test]
-async fn idle_streams_get_keepalive_comments() {
+scheme_tests!(idle_streams_get_keepalive_comments);
+async fn idle_streams_get_keepalive_comments(scheme: Scheme) {
     let settings = Settings {
         keepalive: Duration::from_millis(100),
         ..Default::default()
     };
-    let (_, url) = setup_with(
-        |_| {
-            Answer::Stream(vec![
-                Step::Event(status_update("t-1", TaskState::Working)),
-                Step::Sleep(Duration::from_millis(450)),
-                Step::Event(status_update("t-1", TaskState::Completed)),
-            ])
-        },
-        settings,
-    )
-    .await;
+    let (_, url) = scheme
+        .setup_with(
+            |_| {
+                Answer::Stream(vec![
+                    Step::Event(status_update("t-1", TaskState::Working)),
+                    Step::Sleep(Duration::from_millis(450)),
+                    Step::Event(status_update("t-1", TaskState::Completed)),
+                ])
+            },
+            settings,
+        )
+        .await;
     let (_, mut sse) = SseReader::open(&url, stream_request(json!(1))).await;
     let mut frames = Vec::new();
     while let Some(frame) = sse.frame().await {
@@ -129,16 +133,17 @@ async fn idle_streams_get_keepalive_comments() {
     assert!(frames.last().unwrap().contains("TASK_STATE_COMPLETED"));
 }
 
-#[tokio::test]
-async fn frames_are_forwarded_as_they_arrive() {
-    let (_, url) = setup(|_| {
-        Answer::Stream(vec![
-            Step::Event(status_update("t-1", TaskState::Working)),
-            Step::Sleep(Duration::from_millis(600)),
-            Step::Event(status_update("t-1", TaskState::Completed)),
-        ])
-    })
-    .await;
+scheme_tests!(frames_are_forwarded_as_they_arrive);
+async fn frames_are_forwarded_as_they_arrive(scheme: Scheme) {
+    let (_, url) = scheme
+        .setup(|_| {
+            Answer::Stream(vec![
+                Step::Event(status_update("t-1", TaskState::Working)),
+                Step::Sleep(Duration::from_millis(600)),
+                Step::Event(status_update("t-1", TaskState::Completed)),
+            ])
+        })
+        .await;
     let started = Instant::now();
     let (_, mut sse) = SseReader::open(&url, stream_request(json!(1))).await;
     sse.data().await.unwrap();
@@ -152,15 +157,16 @@ async fn frames_are_forwarded_as_they_arrive() {
     assert!(second >= Duration::from_millis(600), "{second:?}");
 }
 
-#[tokio::test]
-async fn client_disconnect_cancels_the_backend_call() {
-    let (backend, url) = setup(|_| {
-        Answer::Stream(vec![
-            Step::Event(status_update("t-1", TaskState::Working)),
-            Step::Hang,
-        ])
-    })
-    .await;
+scheme_tests!(client_disconnect_cancels_the_backend_call);
+async fn client_disconnect_cancels_the_backend_call(scheme: Scheme) {
+    let (backend, url) = scheme
+        .setup(|_| {
+            Answer::Stream(vec![
+                Step::Event(status_update("t-1", TaskState::Working)),
+                Step::Hang,
+            ])
+        })
+        .await;
     let (_, mut sse) = SseReader::open(&url, stream_request(json!(1))).await;
     sse.data().await.unwrap();
     assert_eq!(backend.cancelled.load(Ordering::SeqCst), 0);
@@ -171,22 +177,23 @@ async fn client_disconnect_cancels_the_backend_call() {
     .await;
 }
 
-#[tokio::test]
-async fn stream_deadline_ends_with_an_error_frame_and_cancels() {
+scheme_tests!(stream_deadline_ends_with_an_error_frame_and_cancels);
+async fn stream_deadline_ends_with_an_error_frame_and_cancels(scheme: Scheme) {
     let settings = Settings {
         stream_timeout: Some(Duration::from_millis(300)),
         ..Default::default()
     };
-    let (backend, url) = setup_with(
-        |_| {
-            Answer::Stream(vec![
-                Step::Event(status_update("t-1", TaskState::Working)),
-                Step::Hang,
-            ])
-        },
-        settings,
-    )
-    .await;
+    let (backend, url) = scheme
+        .setup_with(
+            |_| {
+                Answer::Stream(vec![
+                    Step::Event(status_update("t-1", TaskState::Working)),
+                    Step::Hang,
+                ])
+            },
+            settings,
+        )
+        .await;
     let (_, mut sse) = SseReader::open(&url, stream_request(json!(1))).await;
     sse.data().await.unwrap();
     let frame = sse.frame().await.unwrap();

@@ -1,5 +1,6 @@
 //! Test fixtures on real sockets: a scriptable tonic A2A backend that records what it
-//! receives, the gateway served on `127.0.0.1:0`, and small wire-level client helpers.
+//! receives, served over `http://` or `https://` (one test CA per test process), the
+//! gateway served on `127.0.0.1:0`, and small wire-level client helpers.
 
 // Each test binary uses a different part of the fixtures; answer enums are built once per call.
 #![allow(dead_code, clippy::large_enum_variant)]
@@ -9,7 +10,7 @@ pub mod peer;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use a2a_gateway::backend::grpc::{GrpcBackend, GrpcSettings};
@@ -79,7 +80,18 @@ impl TestBackend {
         addr
     }
 
-    /// Serves on `listener` with `server`'s HTTP/2 settings until `stop` resolves, then
+    /// Serves on 127.0.0.1:0 with `scheme`; returns the address.
+    pub async fn spawn_scheme(&self, scheme: Scheme) -> SocketAddr {
+        match scheme {
+            Scheme::Http => self.spawn().await,
+            Scheme::Https => {
+                let pki = test_pki();
+                self.spawn_tls(&pki.cert_pem, &pki.key_pem).await
+            }
+        }
+    }
+
+    /// Serves on `listener` with `server`'s HTTP/2 settings (and TLS, see `Scheme::server`) until `stop` resolves, then
     /// shuts down gracefully (GOAWAY); the task ends once the server has.
     pub fn spawn_on(
         &self,
@@ -251,6 +263,132 @@ test_service! {
     get_extended_agent_card(GetExtendedAgentCardRequest) -> AgentCard = GetExtendedAgentCard;
 }
 
+/// How the gateway reaches the test backend. The gRPC wire suites run every case over
+/// both (`scheme_tests!`): cleartext HTTP/2 and TLS with ALPN `h2`, whose client paths
+/// in the gateway differ only below HTTP/2.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheme {
+    Http,
+    Https,
+}
+
+impl Scheme {
+    /// The backend URL of a server on `addr`.
+    pub fn url(self, addr: SocketAddr) -> String {
+        match self {
+            Scheme::Http => format!("http://{addr}"),
+            Scheme::Https => format!("https://{addr}"),
+        }
+    }
+
+    /// `server` as is, or serving TLS with the test CA's server certificate.
+    pub fn server(self, server: tonic::transport::Server) -> tonic::transport::Server {
+        use tonic::transport::{Identity, ServerTlsConfig};
+        match self {
+            Scheme::Http => server,
+            Scheme::Https => {
+                let pki = test_pki();
+                let identity = Identity::from_pem(&pki.cert_pem, &pki.key_pem);
+                server
+                    .tls_config(ServerTlsConfig::new().identity(identity))
+                    .unwrap()
+            }
+        }
+    }
+
+    /// The flags that make the binary's configuration trust the test CA (none for http).
+    pub fn ca_flags(self) -> Vec<String> {
+        match self {
+            Scheme::Http => Vec::new(),
+            Scheme::Https => vec![
+                "--backend-ca".to_owned(),
+                test_pki().ca_file.to_str().unwrap().to_owned(),
+            ],
+        }
+    }
+
+    /// A test backend served with this scheme and the gateway in front of it.
+    pub async fn setup(
+        self,
+        handler: impl Fn(&Request) -> Answer + Send + Sync + 'static,
+    ) -> (TestBackend, String) {
+        self.setup_with(handler, Settings::default()).await
+    }
+
+    pub async fn setup_with(
+        self,
+        handler: impl Fn(&Request) -> Answer + Send + Sync + 'static,
+        settings: Settings,
+    ) -> (TestBackend, String) {
+        let backend = TestBackend::new(handler);
+        let addr = backend.spawn_scheme(self).await;
+        let url = gateway(&self.url(addr), settings).await;
+        (backend, url)
+    }
+}
+
+/// Runs each `async fn case(scheme: Scheme)` named as two tests, `case::http` and
+/// `case::https`, so a failure names its scheme. Written above the case:
+/// `scheme_tests!(case);` (the case stays a plain function that rustfmt formats and grep
+/// finds; the macro only declares the module of its two tests).
+#[allow(unused_macros)] // not every test binary runs scheme cases
+macro_rules! scheme_tests {
+    ($($case:ident),* $(,)?) => {$(
+        mod $case {
+            #[tokio::test]
+            async fn http() {
+                super::$case($crate::common::Scheme::Http).await
+            }
+
+            #[tokio::test]
+            async fn https() {
+                super::$case($crate::common::Scheme::Https).await
+            }
+        }
+    )*};
+}
+#[allow(unused_imports)]
+pub(crate) use scheme_tests;
+
+/// The test process's CA and the `localhost`/`127.0.0.1` server certificate it signed.
+pub struct TestPki {
+    pub ca_pem: String,
+    /// `ca_pem` in a file, for `--backend-ca`.
+    pub ca_file: std::path::PathBuf,
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+/// Made once per test process.
+pub fn test_pki() -> &'static TestPki {
+    static PKI: OnceLock<TestPki> = OnceLock::new();
+    PKI.get_or_init(|| {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
+        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.distinguished_name
+            .push(DnType::CommonName, "a2a-gateway test CA");
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let ca_key = KeyPair::generate().unwrap();
+        let ca = rcgen::CertifiedIssuer::self_signed(ca, ca_key).unwrap();
+        let mut server =
+            CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
+        server
+            .distinguished_name
+            .push(DnType::CommonName, "a2a-gateway test backend");
+        let server_key = KeyPair::generate().unwrap();
+        let cert = server.signed_by(&server_key, &ca).unwrap();
+        let ca_file = std::env::temp_dir().join(format!("a2a-test-ca-{}.pem", std::process::id()));
+        std::fs::write(&ca_file, ca.pem()).unwrap();
+        TestPki {
+            ca_pem: ca.pem(),
+            ca_file,
+            cert_pem: cert.pem(),
+            key_pem: server_key.serialize_pem(),
+        }
+    })
+}
+
 /// Gateway settings for tests (defaults as in the CLI, unless changed).
 pub struct Settings {
     pub unary_timeout: Option<Duration>,
@@ -272,14 +410,17 @@ impl Default for Settings {
     }
 }
 
-/// The gateway in front of the gRPC backend at `backend`, served on 127.0.0.1:0.
-/// Returns the JSON-RPC endpoint URL.
+/// The gateway in front of the gRPC backend at `backend`, served on 127.0.0.1:0; an
+/// `https://` backend is verified with the test CA. Returns the JSON-RPC endpoint URL.
 pub async fn gateway(backend: &str, settings: Settings) -> String {
     let grpc_settings = GrpcSettings {
         connect_timeout: Duration::from_secs(2),
         ..GrpcSettings::default()
     };
-    let grpc = GrpcBackend::new(backend, &grpc_settings, None).unwrap();
+    let ca = backend
+        .starts_with("https://")
+        .then(|| test_pki().ca_pem.as_bytes());
+    let grpc = GrpcBackend::new(backend, &grpc_settings, ca).unwrap();
     let state = Arc::new(Gateway {
         backend: Arc::new(grpc),
         forward: settings.forward,
@@ -321,7 +462,7 @@ pub async fn gateway_from_flags(args: &[&str]) -> String {
     serve(state, &cli.jsonrpc_path).await
 }
 
-/// A test backend and the gateway in front of it.
+/// A cleartext test backend and the gateway in front of it.
 pub async fn setup(
     handler: impl Fn(&Request) -> Answer + Send + Sync + 'static,
 ) -> (TestBackend, String) {
@@ -332,10 +473,7 @@ pub async fn setup_with(
     handler: impl Fn(&Request) -> Answer + Send + Sync + 'static,
     settings: Settings,
 ) -> (TestBackend, String) {
-    let backend = TestBackend::new(handler);
-    let addr = backend.spawn().await;
-    let url = gateway(&format!("http://{addr}"), settings).await;
-    (backend, url)
+    Scheme::Http.setup_with(handler, settings).await
 }
 
 pub fn client() -> reqwest::Client {

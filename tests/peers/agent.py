@@ -12,6 +12,12 @@ When all listeners are up it prints exactly one stdout line, then serves until
 SIGTERM/SIGINT:
   READY grpc=127.0.0.1:<p1> http=127.0.0.1:<p2> jsonrpc=/jsonrpc rest=/rest
 
+Environment: A2A_TEST_MIN_PING_MS=N sets the gRPC server's ping policy (grpc C-core's
+grpc.http2.min_ping_interval_without_data_ms, default 300000) to N ms, and
+A2A_TEST_MAX_PING_STRIKES=K its grpc.http2.max_ping_strikes (default 2); a client
+pinging more often than that gets GOAWAY ENHANCE_YOUR_CALM "too_many_pings" on the
+third strike. Used by tests/keepalive.rs to scale C-core's 5-minute window down.
+
 Push notifications: configs live in the SDK's in-memory store and the SDK's
 BasePushNotificationSender POSTs every later task event to each config's URL.
 The extended agent card is configured (it adds the skill "extended-only").
@@ -54,6 +60,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import signal
 import socket
 import sys
@@ -319,7 +326,14 @@ async def main() -> None:
 
     http_sock = bind(args.http_port)
     http_port = http_sock.getsockname()[1]
-    grpc_server = grpc.aio.server(options=[('grpc.so_reuseport', 0)])
+    grpc_options = [('grpc.so_reuseport', 0)]
+    if os.environ.get('A2A_TEST_MIN_PING_MS'):
+        grpc_options.append(('grpc.http2.min_ping_interval_without_data_ms',
+                             int(os.environ['A2A_TEST_MIN_PING_MS'])))
+    if os.environ.get('A2A_TEST_MAX_PING_STRIKES'):
+        grpc_options.append(('grpc.http2.max_ping_strikes',
+                             int(os.environ['A2A_TEST_MAX_PING_STRIKES'])))
+    grpc_server = grpc.aio.server(options=grpc_options)
     try:
         grpc_port = grpc_server.add_insecure_port(f'127.0.0.1:{args.grpc_port}')
     except RuntimeError as e:
