@@ -411,7 +411,8 @@ pub fn test_pki() -> &'static TestPki {
             .push(DnType::CommonName, "a2a-gateway test backend");
         let server_key = KeyPair::generate().unwrap();
         let cert = server.signed_by(&server_key, &ca).unwrap();
-        let ca_file = std::env::temp_dir().join(format!("a2a-test-ca-{}.pem", std::process::id()));
+        let ca_file = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("test-ca-{}.pem", std::process::id()));
         std::fs::write(&ca_file, ca.pem()).unwrap();
         TestPki {
             ca_pem: ca.pem(),
