@@ -290,24 +290,26 @@ async fn deadline_exceeded_is_a_gateway_fault(scheme: Scheme) {
     );
 }
 
-#[tokio::test]
-async fn connection_lost_is_a_gateway_fault() {
+scheme_tests!(connection_lost_is_a_gateway_fault);
+async fn connection_lost_is_a_gateway_fault(scheme: Scheme) {
     // A "backend" that accepts, reads the start of the call, then drops the connection.
-    // Cleartext only: over TLS the handshake would fail first (BACKEND_UNAVAILABLE).
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
         loop {
-            let (mut socket, _) = listener.accept().await.unwrap();
+            let (socket, _) = listener.accept().await.unwrap();
             tokio::spawn(async move {
                 use tokio::io::AsyncReadExt;
+                let Some(mut socket) = scheme.accept(socket).await else {
+                    return;
+                };
                 let mut buf = [0u8; 256];
                 let _ = socket.read(&mut buf).await;
                 drop(socket);
             });
         }
     });
-    let url = gateway(&format!("http://{addr}"), Settings::default()).await;
+    let url = gateway(&scheme.url(addr), Settings::default()).await;
     let reply = rpc(&url, GET_TASK).await;
     gateway_fault(&reply["error"], "BACKEND_CONNECTION_RESET");
 }

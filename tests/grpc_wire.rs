@@ -1,7 +1,8 @@
 //! The gateway's own HTTP/2 client against tonic servers configured to push it to its
 //! edges: windows far smaller than the messages, a concurrent stream limit below the
 //! calls in flight, a backend that shuts down (GOAWAY) and comes back, backends that
-//! break the protocol, and one that stops answering keepalive pings.
+//! break the protocol, and one that stops answering keepalive pings; each over `http://`
+//! and `https://`.
 
 mod common;
 
@@ -132,8 +133,8 @@ async fn a_backend_that_goes_away_and_returns_is_reconnected(scheme: Scheme) {
     );
 }
 
-#[tokio::test]
-async fn a_backend_that_breaks_http2_gets_an_error_not_a_hang() {
+scheme_tests!(a_backend_that_breaks_http2_gets_an_error_not_a_hang);
+async fn a_backend_that_breaks_http2_gets_an_error_not_a_hang(scheme: Scheme) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     // An HTTP/1.1 server, and an HTTP/2 server that pushes although push is disabled.
     let push_promise = [0, 0, 4, 5, 4, 0, 0, 0, 1, 0, 0, 0, 2];
@@ -142,9 +143,12 @@ async fn a_backend_that_breaks_http2_gets_an_error_not_a_hang() {
         let addr = listener.local_addr().unwrap();
         let garbage = garbage.to_vec();
         tokio::spawn(async move {
-            while let Ok((mut socket, _)) = listener.accept().await {
+            while let Ok((socket, _)) = listener.accept().await {
                 let garbage = garbage.clone();
                 tokio::spawn(async move {
+                    let Some(mut socket) = scheme.accept(socket).await else {
+                        return;
+                    };
                     let mut request = [0u8; 4096];
                     let _ = socket.read(&mut request).await;
                     let _ = socket.write_all(&garbage).await;
@@ -153,7 +157,7 @@ async fn a_backend_that_breaks_http2_gets_an_error_not_a_hang() {
                 });
             }
         });
-        let url = gateway(&format!("http://{addr}"), Settings::default()).await;
+        let url = gateway(&scheme.url(addr), Settings::default()).await;
         let hello = request(json!(1), "SendMessage", message_params("hello"));
         let reply = tokio::time::timeout(Duration::from_secs(5), rpc(&url, &hello))
             .await
@@ -168,14 +172,17 @@ async fn a_backend_that_breaks_http2_gets_an_error_not_a_hang() {
     }
 }
 
-#[tokio::test]
-async fn a_backend_that_stops_answering_pings_fails_its_calls_at_once() {
+scheme_tests!(a_backend_that_stops_answering_pings_fails_its_calls_at_once);
+async fn a_backend_that_stops_answering_pings_fails_its_calls_at_once(scheme: Scheme) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = listener().await;
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
-        while let Ok((mut socket, _)) = listener.accept().await {
+        while let Ok((socket, _)) = listener.accept().await {
             tokio::spawn(async move {
+                let Some(mut socket) = scheme.accept(socket).await else {
+                    return;
+                };
                 // An empty SETTINGS frame, as a live HTTP/2 server sends; then silence.
                 let _ = socket.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0]).await;
                 let mut sink = [0u8; 4096];
@@ -183,16 +190,18 @@ async fn a_backend_that_stops_answering_pings_fails_its_calls_at_once() {
             });
         }
     });
-    let backend = format!("http://{addr}");
-    let url = gateway_from_flags(&[
+    let backend = scheme.url(addr);
+    let mut flags = vec![
         "--backend",
         &backend,
         "--backend-keepalive",
         "200ms",
         "--backend-keepalive-timeout",
         "200ms",
-    ])
-    .await;
+    ];
+    let ca = scheme.ca_flags();
+    flags.extend(ca.iter().map(String::as_str));
+    let url = gateway_from_flags(&flags).await;
     let started = Instant::now();
     let hello = request(json!(1), "SendMessage", message_params("hello"));
     let reply = tokio::time::timeout(Duration::from_secs(5), rpc(&url, &hello))

@@ -307,6 +307,34 @@ impl Scheme {
         }
     }
 
+    /// The server side of a raw scripted backend's connection: `tcp` itself, or TLS
+    /// (ALPN `h2`) with the test CA's server certificate; `None` if the handshake fails.
+    pub async fn accept(self, tcp: tokio::net::TcpStream) -> Option<Box<dyn Io>> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        if self == Scheme::Http {
+            return Some(Box::new(tcp));
+        }
+        static ACCEPTOR: OnceLock<tokio_rustls::TlsAcceptor> = OnceLock::new();
+        let acceptor = ACCEPTOR.get_or_init(|| {
+            let pki = test_pki();
+            let provider = Arc::new(rustls::crypto::ring::default_provider());
+            let mut config = rustls::ServerConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_no_client_auth()
+                .with_single_cert(
+                    vec![CertificateDer::from_pem_slice(pki.cert_pem.as_bytes()).unwrap()],
+                    PrivateKeyDer::from_pem_slice(pki.key_pem.as_bytes()).unwrap(),
+                )
+                .unwrap();
+            config.alpn_protocols = vec![b"h2".to_vec()];
+            tokio_rustls::TlsAcceptor::from(Arc::new(config))
+        });
+        let tls = acceptor.accept(tcp).await.ok()?;
+        Some(Box::new(tls))
+    }
+
     /// A test backend served with this scheme and the gateway in front of it.
     pub async fn setup(
         self,
@@ -326,6 +354,11 @@ impl Scheme {
         (backend, url)
     }
 }
+
+/// A raw scripted backend's connection, cleartext or TLS.
+pub trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
 
 /// Runs each `async fn case(scheme: Scheme)` named as two tests, `case::http` and
 /// `case::https`, so a failure names its scheme. Written above the case:
@@ -378,7 +411,8 @@ pub fn test_pki() -> &'static TestPki {
             .push(DnType::CommonName, "a2a-gateway test backend");
         let server_key = KeyPair::generate().unwrap();
         let cert = server.signed_by(&server_key, &ca).unwrap();
-        let ca_file = std::env::temp_dir().join(format!("a2a-test-ca-{}.pem", std::process::id()));
+        let ca_file = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("test-ca-{}.pem", std::process::id()));
         std::fs::write(&ca_file, ca.pem()).unwrap();
         TestPki {
             ca_pem: ca.pem(),

@@ -49,9 +49,15 @@ pub fn python() -> PathBuf {
 impl Peer {
     /// Starts the agent on free loopback ports and waits for its READY line.
     pub fn start() -> Peer {
+        Peer::start_with_env(&[])
+    }
+
+    /// `start` with extra environment variables (e.g. agent.py's `A2A_TEST_MIN_PING_MS`).
+    pub fn start_with_env(env: &[(&str, &str)]) -> Peer {
         let mut child = Command::new(python())
             .arg(peers_dir().join("agent.py"))
             .args(["--grpc-port", "0", "--http-port", "0"])
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
