@@ -33,6 +33,7 @@ use crate::backend::{rest::RestBackend, Backend};
 use crate::config::{optional, Binding, Cli, ConfigError};
 use crate::front::layers::{self, Edge};
 use crate::front::{jsonrpc, Gateway};
+use crate::protocol::params::ForwardPolicy;
 use crate::telemetry::Metrics;
 
 /// The gateway's HTTP surface. Other methods on the JSON-RPC path get 405 with
@@ -101,42 +102,96 @@ pub enum BackendError {
     Config(#[from] ConfigError),
 }
 
-/// The shared state for a validated configuration and a backend URL.
+/// The gateway of one validated configuration, checked and built once; each serving
+/// thread takes its own instance (`gateway`). The backend's shared parts are built here
+/// once (the CA file read, TLS set up, the gRPC keepalive policy a backend's GOAWAY
+/// `too_many_pings` adjusts for every worker); each instance has its own connections.
+pub struct GatewayTemplate {
+    cli: Cli,
+    forward: ForwardPolicy,
+    backend: BackendTemplate,
+}
+
+enum BackendTemplate {
+    Grpc(GrpcBackend),
+    Rest { url: String, ca: Option<Vec<u8>> },
+}
+
+impl GatewayTemplate {
+    /// Checks `cli` and builds the backend's shared parts for `backend_url`.
+    pub fn new(cli: &Cli, backend_url: &str) -> Result<Self, BackendError> {
+        let forward = cli.validate()?;
+        let ca = match &cli.backend_ca {
+            Some(path) => Some(read_ca(path)?),
+            None => None,
+        };
+        let backend = match cli.binding {
+            Binding::Grpc => BackendTemplate::Grpc(GrpcBackend::new(
+                backend_url,
+                &GrpcSettings {
+                    connect_timeout: cli.connect_timeout,
+                    keepalive_interval: cli.backend_keepalive,
+                    keepalive_timeout: cli.backend_keepalive_timeout,
+                    keepalive_while_idle: cli.backend_keepalive_while_idle,
+                    max_message: cli.backend_max_message,
+                },
+                ca.as_deref(),
+            )?),
+            Binding::HttpJson => {
+                // Built once here so a bad URL or CA fails at start, not in a worker.
+                RestBackend::new(backend_url, cli.connect_timeout, ca.as_deref())?;
+                BackendTemplate::Rest {
+                    url: backend_url.to_owned(),
+                    ca,
+                }
+            }
+        };
+        Ok(GatewayTemplate {
+            cli: cli.clone(),
+            forward,
+            backend,
+        })
+    }
+
+    /// One instance, with a backend client of its own, sharing `metrics`.
+    pub fn gateway(&self, metrics: Arc<Metrics>) -> Result<Arc<Gateway>, BackendError> {
+        let cli = &self.cli;
+        let backend: Arc<dyn Backend> = match &self.backend {
+            BackendTemplate::Grpc(grpc) => Arc::new(grpc.for_worker()),
+            BackendTemplate::Rest { url, ca } => {
+                Arc::new(RestBackend::new(url, cli.connect_timeout, ca.as_deref())?)
+            }
+        };
+        Ok(Arc::new(Gateway {
+            backend,
+            forward: self.forward.clone(),
+            unary_timeout: optional(cli.timeout),
+            stream_timeout: optional(cli.stream_timeout),
+            first_event_timeout: cli.first_event_deadline(),
+            keepalive: cli.keepalive,
+            max_body: cli.max_body,
+            metrics,
+        }))
+    }
+
+    /// The JSON-RPC endpoint's path.
+    pub fn jsonrpc_path(&self) -> &str {
+        &self.cli.jsonrpc_path
+    }
+
+    /// The grace period of in-flight requests at shutdown.
+    pub fn shutdown_grace(&self) -> Duration {
+        self.cli.shutdown_grace
+    }
+}
+
+/// One gateway for a validated configuration and a backend URL (one serving thread).
 pub fn gateway(
     cli: &Cli,
     backend_url: &str,
     metrics: Arc<Metrics>,
 ) -> Result<Arc<Gateway>, BackendError> {
-    let forward = cli.validate()?;
-    let ca = match &cli.backend_ca {
-        Some(path) => Some(read_ca(path)?),
-        None => None,
-    };
-    let ca = ca.as_deref();
-    let backend: Arc<dyn Backend> = match cli.binding {
-        Binding::Grpc => Arc::new(GrpcBackend::new(
-            backend_url,
-            &GrpcSettings {
-                connect_timeout: cli.connect_timeout,
-                keepalive_interval: cli.backend_keepalive,
-                keepalive_timeout: cli.backend_keepalive_timeout,
-                keepalive_while_idle: cli.backend_keepalive_while_idle,
-                max_message: cli.backend_max_message,
-            },
-            ca,
-        )?),
-        Binding::HttpJson => Arc::new(RestBackend::new(backend_url, cli.connect_timeout, ca)?),
-    };
-    Ok(Arc::new(Gateway {
-        backend,
-        forward,
-        unary_timeout: optional(cli.timeout),
-        stream_timeout: optional(cli.stream_timeout),
-        first_event_timeout: cli.first_event_deadline(),
-        keepalive: cli.keepalive,
-        max_body: cli.max_body,
-        metrics,
-    }))
+    GatewayTemplate::new(cli, backend_url)?.gateway(metrics)
 }
 
 /// Reads a PEM bundle and checks it holds at least one certificate, so a bad file is a

@@ -269,8 +269,6 @@ async fn too_many_pings_doubles_the_interval_until_the_server_accepts_it() {
 }
 
 #[tokio::test]
-#[ignore = "gateway bug: each worker has its own Keepalive, so the backoff is learnt, \
-            and logged, once per worker rather than once per backend"]
 async fn the_doubling_is_logged_once_per_backend_whatever_the_workers() {
     let peer = Peer::start_with_env(SERVER_POLICY);
     let gateway =

@@ -140,6 +140,19 @@ impl GrpcBackend {
     }
 }
 
+impl GrpcBackend {
+    /// Another instance for another serving thread: the same target, TLS setup and
+    /// keepalive policy (what one connection learns of the backend's ping policy applies to
+    /// all), with a connection of its own.
+    pub fn for_worker(&self) -> GrpcBackend {
+        GrpcBackend(Arc::new(Client {
+            pool: self.0.pool.sibling(),
+            uris: self.0.uris.clone(),
+            max_message: self.0.max_message,
+        }))
+    }
+}
+
 impl Client {
     /// The request head: path, fixed metadata, the deadline, forwarded headers.
     fn head<R>(&self, op: Op, call: &Call<R>) -> http::Request<()> {

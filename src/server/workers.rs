@@ -6,7 +6,8 @@
 //! gateway's CPU per call (benches/README.md).
 //!
 //! One acceptor on the main runtime deals connections out round-robin, so keep-alive
-//! clients spread evenly over the workers.
+//! clients spread evenly over the workers. What must be learnt once per backend (the
+//! keepalive backoff) is shared through the one `GatewayTemplate` every worker builds from.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -17,7 +18,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
-use super::{accept_failed, gateway, router, serve_connections};
+use super::{accept_failed, router, serve_connections, GatewayTemplate};
 use crate::config::Cli;
 use crate::telemetry::Metrics;
 
@@ -37,6 +38,7 @@ impl Workers {
         metrics: &Arc<Metrics>,
         count: usize,
     ) -> Result<Workers, String> {
+        let template = Arc::new(GatewayTemplate::new(cli, backend_url).map_err(|e| e.to_string())?);
         let mut workers = Workers {
             inboxes: Vec::with_capacity(count),
             finished: Vec::with_capacity(count),
@@ -45,11 +47,11 @@ impl Workers {
             let (inbox, connections) = mpsc::unbounded_channel();
             let (ready_tx, ready) = std::sync::mpsc::channel();
             let (finished_tx, finished) = oneshot::channel();
-            let (cli, url, metrics) = (cli.clone(), backend_url.to_owned(), metrics.clone());
+            let (template, metrics) = (template.clone(), metrics.clone());
             std::thread::Builder::new()
                 .name(format!("a2a-worker-{index}"))
                 .spawn(move || {
-                    run_worker(&cli, &url, metrics, connections, ready_tx);
+                    run_worker(&template, metrics, connections, ready_tx);
                     let _ = finished_tx.send(());
                 })
                 .map_err(|e| format!("cannot start a worker thread: {e}"))?;
@@ -107,8 +109,7 @@ impl Workers {
 /// One worker thread's life: its runtime, its gateway (reported through `ready`), then
 /// the connections it is handed until the acceptor stops.
 fn run_worker(
-    cli: &Cli,
-    backend_url: &str,
+    template: &GatewayTemplate,
     metrics: Arc<Metrics>,
     connections: mpsc::UnboundedReceiver<std::net::TcpStream>,
     ready: std::sync::mpsc::Sender<Result<(), String>>,
@@ -125,7 +126,7 @@ fn run_worker(
     };
     runtime.block_on(async {
         // Built on this runtime, so the backend client's tasks run here too.
-        let gateway = match gateway(cli, backend_url, metrics) {
+        let gateway = match template.gateway(metrics) {
             Ok(gateway) => gateway,
             Err(e) => {
                 let _ = ready.send(Err(e.to_string()));
@@ -134,8 +135,8 @@ fn run_worker(
         };
         let _ = ready.send(Ok(()));
         let incoming = UnboundedReceiverStream::new(connections).map(TcpStream::from_std);
-        let router = router(gateway, &cli.jsonrpc_path);
-        serve_connections(incoming, router, cli.shutdown_grace).await;
+        let router = router(gateway, template.jsonrpc_path());
+        serve_connections(incoming, router, template.shutdown_grace()).await;
     });
     // Whatever still runs (the idle backend connection) is dropped, not awaited.
     runtime.shutdown_timeout(Duration::from_millis(100));

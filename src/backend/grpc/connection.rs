@@ -94,11 +94,19 @@ impl Keepalive {
         Duration::from_millis(self.interval_ms.load(Ordering::Relaxed))
     }
 
-    /// gRPC proposal A8: the server found our pings too frequent; double the interval.
-    fn too_many_pings(&self, authority: &str) {
-        let doubled = self.interval_ms.load(Ordering::Relaxed).saturating_mul(2);
-        self.interval_ms.store(doubled, Ordering::Relaxed);
-        if !self.backed_off.swap(true, Ordering::Relaxed) {
+    /// gRPC proposal A8: the server found pings at `interval` too frequent; double it.
+    /// Every worker's connection may be told at once: the interval doubles once per
+    /// interval that was punished, not once per connection.
+    fn too_many_pings(&self, interval: Duration, authority: &str) {
+        let punished = interval.as_millis() as u64;
+        let doubled = punished.saturating_mul(2);
+        let swapped = self.interval_ms.compare_exchange(
+            punished,
+            doubled,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+        if swapped.is_ok() && !self.backed_off.swap(true, Ordering::Relaxed) {
             tracing::warn!(
                 backend = authority,
                 interval = ?Duration::from_millis(doubled),
@@ -347,7 +355,7 @@ where
         let wake = pong_due.unwrap_or(quiet_since + interval);
         let idle = state.in_flight.load(Ordering::Relaxed) == 0 && !keepalive.while_idle;
         tokio::select! {
-            ended = connection.as_mut() => return ended_with(ended, connector),
+            ended = connection.as_mut() => return ended_with(ended, interval, connector),
             pong = poll_fn(|cx| match pings.as_mut() {
                 Some(pings) if pong_due.is_some() => pings.poll_pong(cx),
                 _ => Poll::Pending,
@@ -379,15 +387,18 @@ where
     }
 }
 
-/// Why a connection whose driver returned ended; notes `too_many_pings`.
-fn ended_with(ended: Result<(), h2::Error>, connector: &Connector) -> Fault {
+/// Why a connection whose driver returned ended; notes `too_many_pings` against the
+/// `interval` it was pinging at.
+fn ended_with(ended: Result<(), h2::Error>, interval: Duration, connector: &Connector) -> Fault {
     match ended {
         Ok(()) => Fault::Lost("the backend closed the connection".into()),
         Err(e) => {
             // h2 gives the GOAWAY's debug data only in its message.
             let calm = e.reason() == Some(h2::Reason::ENHANCE_YOUR_CALM);
             if calm && e.is_go_away() && e.is_remote() && e.to_string().contains("too_many_pings") {
-                connector.keepalive.too_many_pings(&connector.authority);
+                connector
+                    .keepalive
+                    .too_many_pings(interval, &connector.authority);
             }
             Fault::h2(&e)
         }
@@ -470,6 +481,11 @@ impl Pool {
         }
     }
 
+    /// A pool of its own to the same backend, sharing the connector.
+    pub fn sibling(&self) -> Pool {
+        Pool::new(self.connector.clone())
+    }
+
     fn live(&self) -> Option<Connection> {
         let max = self.connector.max_streams;
         self.current
@@ -505,5 +521,20 @@ impl Pool {
         {
             *current = None;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_punished_interval_doubles_once_however_many_connections_report_it() {
+        let keepalive = Keepalive::new(Duration::from_secs(1), Duration::from_secs(1), false);
+        keepalive.too_many_pings(Duration::from_secs(1), "a:1");
+        keepalive.too_many_pings(Duration::from_secs(1), "a:1");
+        assert_eq!(keepalive.interval(), Duration::from_secs(2));
+        keepalive.too_many_pings(Duration::from_secs(2), "a:1");
+        assert_eq!(keepalive.interval(), Duration::from_secs(4));
     }
 }
