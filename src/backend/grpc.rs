@@ -25,9 +25,9 @@ use super::fault::Fault;
 use super::{Answer, Backend, Call, EventStream};
 use crate::proto::StreamResponse;
 use crate::protocol::error::{A2aError, ErrorKind};
-use crate::protocol::ops::{Op, Reply, StreamRequest, UnaryRequest};
+use crate::protocol::ops::{Op, Reply, StreamRequest, TypedRequest, UnaryRequest};
 use crate::protocol::params::{response_extensions, SUPPORTED_VERSION, VERSION};
-use connection::{Connection, Connector, InFlight, Keepalive, Pool};
+use connection::{Connector, InFlight, Keepalive, Pool};
 
 /// How the gateway talks to a gRPC backend.
 #[derive(Clone, Debug)]
@@ -155,7 +155,8 @@ impl GrpcBackend {
 
 impl Client {
     /// The request head: path, fixed metadata, the deadline, forwarded headers.
-    fn head<R>(&self, op: Op, call: &Call<R>) -> http::Request<()> {
+    fn head<R: TypedRequest>(&self, call: &Call<R>) -> http::Request<()> {
+        let op = call.request.op();
         let mut request = http::Request::new(());
         *request.method_mut() = Method::POST;
         *request.uri_mut() = self.uris[op as usize].clone();
@@ -185,26 +186,27 @@ impl Client {
 
     /// Sends the call; returns the response head and body once the head is in. A call the
     /// backend did not process (it was never sent, or REFUSED_STREAM) is sent once more,
-    /// on a fresh connection.
-    async fn start(
+    /// on a fresh connection, with its head built again (h2 takes it by value; building
+    /// it twice only on a retry saves a copy on every call).
+    async fn start<R: TypedRequest>(
         &self,
-        head: http::Request<()>,
-        body: Bytes,
+        call: &Call<R>,
     ) -> Result<(HeaderMap, Reading), A2aError> {
+        let body = encode(&call.request)?;
         let mut attempt = 0;
-        let (connection, response, in_flight) = loop {
+        let (response, in_flight) = loop {
             attempt += 1;
             let connection = self.pool.connection().await?;
-            match connection.send(head.clone(), body.clone()).await {
+            let refused = match connection.send(self.head(call), body.clone()).await {
                 Ok((response, in_flight)) => match response.await {
-                    Ok(response) => break (connection, response, in_flight),
-                    Err(e) => match connection.fault(&e) {
-                        Fault::Refused(_) if attempt < 2 => self.pool.retire(&connection),
-                        fault => return Err(fault.into()),
-                    },
+                    Ok(response) => break (response, in_flight),
+                    Err(e) => in_flight.fault(&e),
                 },
-                Err(Fault::Refused(_)) if attempt < 2 => self.pool.retire(&connection),
-                Err(fault) => return Err(fault.into()),
+                Err(fault) => fault,
+            };
+            match refused {
+                Fault::Refused(_) if attempt < 2 => self.pool.retire(&connection),
+                fault => return Err(fault.into()),
             }
         };
         let (parts, body) = response.into_parts();
@@ -220,16 +222,13 @@ impl Client {
             body,
             messages: Messages::new(self.max_message),
             ok_in_head: in_head.is_some(),
-            connection,
-            _in_flight: in_flight,
+            call: in_flight,
         };
         Ok((parts.headers, reading))
     }
 
     async fn unary_call(&self, call: Call<UnaryRequest>) -> Result<Answer<Reply>, A2aError> {
-        let head = self.head(call.request.op(), &call);
-        let body = encode(call.request.encoded_len(), |out| call.request.encode(out))?;
-        let (headers, mut reading) = self.start(head, body).await?;
+        let (headers, mut reading) = self.start(&call).await?;
         while reading.fill().await? {}
         reading.finish().await?;
         let message = reading
@@ -250,9 +249,7 @@ impl Client {
         &self,
         call: Call<StreamRequest>,
     ) -> Result<Answer<EventStream>, A2aError> {
-        let head = self.head(call.request.op(), &call);
-        let body = encode(call.request.encoded_len(), |out| call.request.encode(out))?;
-        let (headers, reading) = self.start(head, body).await?;
+        let (headers, reading) = self.start(&call).await?;
         let events = futures::stream::unfold(Some(reading), |reading| async move {
             let mut reading = reading?;
             match reading.next_event().await {
@@ -287,10 +284,8 @@ impl Backend for GrpcBackend {
 }
 
 /// The request as one gRPC message: flag byte, length, protobuf.
-fn encode(
-    len: usize,
-    write: impl FnOnce(&mut BytesMut) -> Result<(), prost::EncodeError>,
-) -> Result<Bytes, A2aError> {
+fn encode(request: &impl TypedRequest) -> Result<Bytes, A2aError> {
+    let len = request.encoded_len();
     let Ok(prefix) = u32::try_from(len) else {
         return Err(A2aError::with_message(
             ErrorKind::InvalidRequest,
@@ -301,18 +296,19 @@ fn encode(
     out.put_u8(0);
     out.put_u32(prefix);
     // The buffer has room for the whole message, so encoding cannot fail.
-    write(&mut out).map_err(|e| A2aError::with_message(ErrorKind::Internal, e.to_string()))?;
+    request
+        .encode(&mut out)
+        .map_err(|e| A2aError::with_message(ErrorKind::Internal, e.to_string()))?;
     Ok(out.freeze())
 }
 
-/// A response body being read: its messages, and the call counted as in flight.
+/// A response body being read: its messages, and the call's hold on its connection.
 struct Reading {
     body: h2::RecvStream,
     messages: Messages,
     /// The head held an OK status (a trailers-only reply: no body, no trailers follow).
     ok_in_head: bool,
-    connection: Connection,
-    _in_flight: InFlight,
+    call: InFlight,
 }
 
 impl Reading {
@@ -321,7 +317,7 @@ impl Reading {
     async fn fill(&mut self) -> Result<bool, A2aError> {
         match self.body.data().await {
             None => Ok(false),
-            Some(Err(e)) => Err(self.connection.fault(&e).into()),
+            Some(Err(e)) => Err(self.call.fault(&e).into()),
             Some(Ok(chunk)) => {
                 let _ = self.body.flow_control().release_capacity(chunk.len());
                 self.messages.push(chunk)?;
@@ -336,7 +332,7 @@ impl Reading {
             .body
             .trailers()
             .await
-            .map_err(|e| self.connection.fault(&e))?;
+            .map_err(|e| self.call.fault(&e))?;
         match trailers.as_ref().and_then(status::check) {
             Some(result) => result,
             None if self.ok_in_head => Ok(()),
@@ -543,6 +539,37 @@ mod tests {
             wire.extend_from_slice(text);
         }
         wire.freeze()
+    }
+
+    /// Stream ids run out after about 2^30 streams: the connection is replaced before,
+    /// without failing a call. Here after 3 streams, against the demo agent.
+    #[tokio::test]
+    async fn connections_roll_over_before_their_stream_ids_run_out() {
+        let addr = crate::demo::spawn().await.unwrap();
+        let backend =
+            GrpcBackend::new(&format!("http://{addr}"), &GrpcSettings::default(), None).unwrap();
+        let client = Client {
+            pool: backend.0.pool.with_max_streams(3),
+            uris: backend.0.uris.clone(),
+            max_message: backend.0.max_message,
+        };
+        let mut connections = Vec::new();
+        for _ in 0..7 {
+            let call = Call {
+                request: UnaryRequest::GetExtendedAgentCard(Default::default()),
+                forwarded: Vec::new(),
+                timeout: Some(Duration::from_secs(5)),
+            };
+            let answer = client.unary_call(call).await.unwrap();
+            assert!(matches!(answer.value, Reply::GetExtendedAgentCard(_)));
+            connections.push(client.pool.current_state().unwrap());
+        }
+        connections.dedup();
+        assert_eq!(
+            connections.len(),
+            3,
+            "streams 1-3, 4-6, 7: three connections"
+        );
     }
 
     #[test]

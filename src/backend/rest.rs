@@ -63,7 +63,7 @@ use super::fault::Fault;
 use super::{Answer, Backend, Call, EventStream};
 use crate::proto::StreamResponse;
 use crate::protocol::error::{A2aError, ErrorKind, GatewayFault};
-use crate::protocol::ops::{HttpMethod, Op, Reply, Request, StreamRequest, UnaryRequest};
+use crate::protocol::ops::{HttpMethod, Op, Reply, StreamRequest, TypedRequest, UnaryRequest};
 use crate::protocol::params::{response_extensions, SUPPORTED_VERSION, VERSION};
 
 /// Media type of A2A JSON bodies (spec 11.1).
@@ -175,13 +175,12 @@ async fn call_unary(
     shared: Arc<Shared>,
     call: Call<UnaryRequest>,
 ) -> Result<Answer<Reply>, A2aError> {
-    let op = call.request.op();
     let Call {
-        request,
+        mut request,
         forwarded,
         timeout,
     } = call;
-    let mut request = Request::Unary(request);
+    let op = request.op();
     let (outgoing, headers) = prepare(&mut request, forwarded, A2A_JSON)?;
     let method = http_method(op.http_rule().method);
     let response = shared.send(&method, &outgoing, headers, timeout).await?;
@@ -196,9 +195,6 @@ async fn call_unary(
         let what = format!("a body larger than {} MiB", MAX_BODY >> 20);
         return Err(bad_response(status, content_type, &body, &what, None));
     }
-    let Request::Unary(request) = request else {
-        unreachable!("the request was made unary above")
-    };
     let value = request.reply_from_json(&body).map_err(|e| {
         let what = format!("a body that is not a {} reply", op.name());
         bad_response(status, content_type.clone(), &body, &what, Some(&e))
@@ -210,13 +206,13 @@ async fn call_stream(
     shared: Arc<Shared>,
     call: Call<StreamRequest>,
 ) -> Result<Answer<EventStream>, A2aError> {
-    let op = call.request.op();
     let Call {
-        request,
+        mut request,
         forwarded,
         timeout,
     } = call;
-    let (outgoing, headers) = prepare(&mut Request::Stream(request), forwarded, EVENT_STREAM)?;
+    let op = request.op();
+    let (outgoing, headers) = prepare(&mut request, forwarded, EVENT_STREAM)?;
     // Only SubscribeToTask has a GET rule among the streams; see the module doc.
     let may_fall_back = op == Op::SubscribeToTask;
     let post_known = may_fall_back && shared.subscribe_post.load(Ordering::Relaxed);
@@ -299,7 +295,7 @@ impl Shared {
 
 /// Lays out the call's request (its tenant moves into the path) and builds its headers.
 fn prepare(
-    request: &mut Request,
+    request: &mut impl TypedRequest,
     forwarded: Vec<(HeaderName, HeaderValue)>,
     accept: &'static str,
 ) -> Result<(Outgoing, HeaderMap), A2aError> {

@@ -191,15 +191,10 @@ async fn handle_one(
     }
     let forwarded = gateway.forward.select(ctx.headers);
     let request = match request {
-        Request::Stream(request) if in_batch => {
-            let why = format!(
-                "{} streams and cannot be part of a batch",
-                request.op().name()
-            );
+        Request::Stream(_) if in_batch => {
+            let why = format!("{} streams and cannot be part of a batch", op.name());
             return fail(invalid_request(&why));
         }
-        // Streaming notifications are not started: nobody would read them.
-        Request::Stream(_) if id.is_none() => return Handled::Nothing,
         Request::Stream(request) => {
             let call = Call {
                 request,
@@ -207,7 +202,8 @@ async fn handle_one(
                 timeout: gateway.stream_timeout,
             };
             // Boxed: the stream's start is a large future, and unary calls should not
-            // carry its size (bytes per call, tests/cost_budget.rs).
+            // carry its size (bytes per call, tests/cost_budget.rs). Streaming
+            // notifications are not started: nobody would read them.
             return match id {
                 Some(id) => Box::pin(stream(gateway, id, call, &meter)).await,
                 None => Handled::Nothing,

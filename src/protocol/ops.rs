@@ -21,9 +21,6 @@ use crate::proto::*;
 use crate::protocol::error::A2aError;
 use crate::protocol::json::{decode_params, write_json, ResultJson};
 
-/// The gRPC service every operation belongs to (spec 10).
-pub const GRPC_SERVICE: &str = "lf.a2a.v1.A2AService";
-
 /// An HTTP+JSON rule: method and path template with `{field}` placeholders (proto names).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HttpRule {
@@ -51,34 +48,49 @@ macro_rules! http_method {
     };
 }
 
-/// What every typed request does, whatever its kind: one `match` per method, over
-/// the rows of its own enum.
-macro_rules! request_common {
+/// What every typed request offers, whatever its kind, so a transport writes its request
+/// path once for both kinds.
+pub trait TypedRequest {
+    /// The operation this request is for.
+    fn op(&self) -> Op;
+    /// The request's `tenant` field (empty when unset).
+    fn tenant(&self) -> &str;
+    /// The `tenant` field, to move it (HTTP+JSON sends it as path prefix).
+    fn tenant_mut(&mut self) -> &mut String;
+    /// The protobuf size of the request.
+    fn encoded_len(&self) -> usize;
+    /// Appends the request in protobuf encoding; `out` must have `encoded_len()` bytes
+    /// of room.
+    fn encode(&self, out: &mut impl BufMut) -> Result<(), prost::EncodeError>;
+    /// The request as ProtoJSON, for bindings that send JSON.
+    fn to_json(&self) -> Result<Vec<u8>, serde_json::Error>;
+}
+
+/// `TypedRequest` for one kind: one `match` per method, over the rows of its own enum.
+macro_rules! typed_request {
     ($kind:ident, $($v:ident),*) => {
-        impl $kind {
-            /// The request's `tenant` field (empty when unset).
-            pub fn tenant(&self) -> &str {
+        impl TypedRequest for $kind {
+            fn op(&self) -> Op {
+                match self { $( $kind::$v(_) => Op::$v, )* }
+            }
+
+            fn tenant(&self) -> &str {
                 match self { $( $kind::$v(r) => &r.tenant, )* }
             }
 
-            /// The `tenant` field, to move it (HTTP+JSON sends it as path prefix).
-            pub fn tenant_mut(&mut self) -> &mut String {
+            fn tenant_mut(&mut self) -> &mut String {
                 match self { $( $kind::$v(r) => &mut r.tenant, )* }
             }
 
-            /// The protobuf size of the request.
-            pub fn encoded_len(&self) -> usize {
+            fn encoded_len(&self) -> usize {
                 match self { $( $kind::$v(r) => prost::Message::encoded_len(r), )* }
             }
 
-            /// Appends the request in protobuf encoding; `out` must have
-            /// `encoded_len()` bytes of room.
-            pub fn encode(&self, out: &mut impl BufMut) -> Result<(), prost::EncodeError> {
+            fn encode(&self, out: &mut impl BufMut) -> Result<(), prost::EncodeError> {
                 match self { $( $kind::$v(r) => prost::Message::encode(r, out), )* }
             }
 
-            /// The request as ProtoJSON, for bindings that send JSON.
-            pub fn to_json(&self) -> Result<Vec<u8>, serde_json::Error> {
+            fn to_json(&self) -> Result<Vec<u8>, serde_json::Error> {
                 let mut out = Vec::new();
                 match self { $( $kind::$v(r) => write_json(&mut out, r)?, )* }
                 Ok(out)
@@ -148,11 +160,6 @@ macro_rules! declare_operations {
         pub enum StreamRequest { $( $s($sreq), )* }
 
         impl UnaryRequest {
-            /// The operation this request is for.
-            pub fn op(&self) -> Op {
-                match self { $( UnaryRequest::$u(_) => Op::$u, )* }
-            }
-
             /// Decodes the reply of this request's operation from protobuf bytes.
             pub fn decode_reply(&self, message: bytes::Bytes) -> Result<Reply, prost::DecodeError> {
                 match self { $( UnaryRequest::$u(_) => <$uresp as prost::Message>::decode(message).map(Reply::$u), )* }
@@ -164,15 +171,8 @@ macro_rules! declare_operations {
             }
         }
 
-        impl StreamRequest {
-            /// The operation this request is for.
-            pub fn op(&self) -> Op {
-                match self { $( StreamRequest::$s(_) => Op::$s, )* }
-            }
-        }
-
-        request_common!(UnaryRequest, $( $u ),*);
-        request_common!(StreamRequest, $( $s ),*);
+        typed_request!(UnaryRequest, $( $u ),*);
+        typed_request!(StreamRequest, $( $s ),*);
 
         impl Request {
             /// Decodes JSON-RPC `params` (ProtoJSON) straight into the operation's request type.
@@ -263,22 +263,6 @@ impl Request {
             Request::Stream(r) => r.tenant(),
         }
     }
-
-    /// The `tenant` field, to move it (HTTP+JSON sends it as path prefix).
-    pub fn tenant_mut(&mut self) -> &mut String {
-        match self {
-            Request::Unary(r) => r.tenant_mut(),
-            Request::Stream(r) => r.tenant_mut(),
-        }
-    }
-
-    /// The request as ProtoJSON, for bindings that send JSON.
-    pub fn to_json(&self) -> Result<Vec<u8>, serde_json::Error> {
-        match self {
-            Request::Unary(r) => r.to_json(),
-            Request::Stream(r) => r.to_json(),
-        }
-    }
 }
 
 impl From<UnaryRequest> for Request {
@@ -301,7 +285,10 @@ mod tests {
     fn every_row_is_consistent() {
         for &op in Op::ALL {
             assert_eq!(Op::from_name(op.name()), Some(op));
-            assert_eq!(op.grpc_path(), format!("/{GRPC_SERVICE}/{}", op.name()));
+            assert_eq!(
+                op.grpc_path(),
+                format!("/lf.a2a.v1.A2AService/{}", op.name())
+            );
             let request = Request::decode(op, None).unwrap();
             assert_eq!(request.op(), op);
             assert_eq!(matches!(request, Request::Stream(_)), op.is_streaming());

@@ -66,7 +66,7 @@ pub struct Connector {
     )>,
     connect_timeout: Duration,
     keepalive: Keepalive,
-    /// Streams after which a connection is replaced (`MAX_STREAMS`; lower in tests).
+    /// Streams after which a connection is replaced (`MAX_STREAMS`; lower in a test).
     max_streams: u32,
 }
 
@@ -256,6 +256,14 @@ impl State {
     fn end(&self) -> Option<Fault> {
         self.end.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
+
+    /// A call's h2 error; a lost stream is explained by how the connection ended.
+    fn fault(&self, err: &h2::Error) -> Fault {
+        match (Fault::h2(err), self.end()) {
+            (Fault::Lost(_), Some(end)) => end,
+            (fault, _) => fault,
+        }
+    }
 }
 
 /// The transport, noting when bytes arrive (the keepalive's "nothing was read").
@@ -412,8 +420,16 @@ pub struct Connection {
     state: Arc<State>,
 }
 
-/// Counts a call as in flight on its connection until dropped.
+/// A call's hold on its connection: counts it as in flight until dropped, and explains
+/// its errors by how the connection ended.
 pub struct InFlight(Arc<State>);
+
+impl InFlight {
+    /// The call's h2 error, explained by how the connection ended when it has.
+    pub fn fault(&self, err: &h2::Error) -> Fault {
+        self.0.fault(err)
+    }
+}
 
 impl Drop for InFlight {
     fn drop(&mut self) {
@@ -434,7 +450,10 @@ impl Connection {
         request: http::Request<()>,
         body: Bytes,
     ) -> Result<(h2::client::ResponseFuture, InFlight), Fault> {
-        let refused = |e: h2::Error| Fault::Refused(self.explain(e.to_string()));
+        let refused = |e: h2::Error| match self.state.end() {
+            Some(end) => Fault::Refused(end.to_string()),
+            None => Fault::Refused(e.to_string()),
+        };
         let mut send = self.send.clone().ready().await.map_err(refused)?;
         self.state.opened.fetch_add(1, Ordering::Relaxed);
         let (response, mut stream) = send.send_request(request, false).map_err(refused)?;
@@ -444,23 +463,10 @@ impl Connection {
         let in_flight = InFlight(self.state.clone());
         // The whole message at once: its size is bounded by the request limit, and h2
         // sends it as the backend's window allows.
-        stream.send_data(body, true).map_err(|e| self.fault(&e))?;
+        stream
+            .send_data(body, true)
+            .map_err(|e| in_flight.fault(&e))?;
         Ok((response, in_flight))
-    }
-
-    /// A call's h2 error, explained by how the connection ended when it has.
-    pub fn fault(&self, err: &h2::Error) -> Fault {
-        match (Fault::h2(err), self.state.end()) {
-            (Fault::Lost(_), Some(end)) => end,
-            (fault, _) => fault,
-        }
-    }
-
-    fn explain(&self, what: String) -> String {
-        match self.state.end() {
-            Some(end) => end.to_string(),
-            None => what,
-        }
     }
 }
 
@@ -521,6 +527,33 @@ impl Pool {
         {
             *current = None;
         }
+    }
+}
+
+#[cfg(test)]
+impl Pool {
+    /// A pool whose connections are replaced after `max` streams, so the switch that
+    /// stream-id exhaustion forces after about 2^30 streams can be seen in a test.
+    pub fn with_max_streams(&self, max: u32) -> Pool {
+        let connector = &self.connector;
+        let keepalive = &connector.keepalive;
+        Pool::new(Arc::new(Connector {
+            authority: connector.authority.clone(),
+            tls: connector.tls.clone(),
+            connect_timeout: connector.connect_timeout,
+            keepalive: Keepalive::new(
+                keepalive.interval(),
+                keepalive.timeout,
+                keepalive.while_idle,
+            ),
+            max_streams: max,
+        }))
+    }
+
+    /// The identity of the current connection (the address of its shared state).
+    pub fn current_state(&self) -> Option<usize> {
+        let current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        current.as_ref().map(|c| Arc::as_ptr(&c.state) as usize)
     }
 }
 

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::protocol::error::{A2aError, ErrorKind};
-use crate::protocol::ops::{HttpMethod, Request};
+use crate::protocol::ops::{HttpMethod, TypedRequest};
 
 /// Everything but RFC 3986 unreserved characters (`ALPHA DIGIT - . _ ~`) is encoded, in
 /// path segments and query components alike.
@@ -35,7 +35,7 @@ pub struct Outgoing {
 
 /// Fills the operation's HTTP rule from the request (see the module doc).
 /// The request's `tenant` is moved out: it travels as path prefix, not as a field.
-pub fn layout(request: &mut Request) -> Result<Outgoing, A2aError> {
+pub fn layout(request: &mut impl TypedRequest) -> Result<Outgoing, A2aError> {
     let op = request.op();
     let rule = op.http_rule();
     let tenant = std::mem::take(request.tenant_mut());
@@ -192,8 +192,8 @@ mod tests {
     use crate::proto::*;
     use crate::protocol::ops::{Op, UnaryRequest};
 
-    fn layout_of(request: UnaryRequest) -> (String, String, String) {
-        let out = layout(&mut request.into()).unwrap();
+    fn layout_of(mut request: UnaryRequest) -> (String, String, String) {
+        let out = layout(&mut request).unwrap();
         let body = String::from_utf8(out.body.to_vec()).unwrap();
         (out.path, out.query, body)
     }
@@ -252,23 +252,19 @@ mod tests {
     #[test]
     fn unusable_path_parameters_are_invalid_params() {
         for id in ["", ".", ".."] {
-            let err = layout(
-                &mut UnaryRequest::GetTask(GetTaskRequest {
-                    id: id.into(),
-                    ..Default::default()
-                })
-                .into(),
-            )
+            let err = layout(&mut UnaryRequest::GetTask(GetTaskRequest {
+                id: id.into(),
+                ..Default::default()
+            }))
             .unwrap_err();
             assert_eq!(err.kind, ErrorKind::InvalidParams, "{id:?}");
             assert_eq!(err.data[1]["fieldViolations"][0]["field"], "id");
         }
-        let err = layout(
-            &mut UnaryRequest::GetExtendedAgentCard(GetExtendedAgentCardRequest {
+        let err = layout(&mut UnaryRequest::GetExtendedAgentCard(
+            GetExtendedAgentCardRequest {
                 tenant: "..".into(),
-            })
-            .into(),
-        )
+            },
+        ))
         .unwrap_err();
         assert_eq!(err.data[1]["fieldViolations"][0]["field"], "tenant");
     }
