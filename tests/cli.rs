@@ -15,14 +15,6 @@ fn run(args: &[&str]) -> Output {
     Command::new(BIN).args(args).output().unwrap()
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// A running gateway process, killed when dropped.
 struct Running(Child, String);
 
@@ -64,8 +56,7 @@ async fn start(args: &[&str]) -> Running {
 /// Starts the binary with extra environment variables and `stderr` (its log) sent where
 /// the caller says.
 async fn start_with(args: &[&str], env: &[(&str, &str)], stderr: Stdio) -> Running {
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
+    let listen = free_listen_address();
     let child = Command::new(BIN)
         .args(args)
         .args(["--listen", &listen])
@@ -75,17 +66,7 @@ async fn start_with(args: &[&str], env: &[(&str, &str)], stderr: Stdio) -> Runni
         .spawn()
         .unwrap();
     let running = Running(child, format!("http://{listen}/a2a/jsonrpc"));
-    let started = Instant::now();
-    while reqwest::get(format!("http://{listen}/healthz"))
-        .await
-        .is_err()
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "gateway did not start"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    await_serving(&listen).await;
     running
 }
 
@@ -203,7 +184,7 @@ fn an_address_in_use_is_one_line_and_exit_code_2() {
 
 #[tokio::test]
 async fn a_backend_down_at_start_is_not_fatal() {
-    let backend = format!("http://127.0.0.1:{}", free_port());
+    let backend = format!("http://{}", free_listen_address());
     let gateway = start(&["--backend", &backend]).await;
     let reply = rpc(
         &gateway.1,

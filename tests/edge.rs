@@ -101,16 +101,7 @@ async fn a_panicking_handler_gets_a_jsonrpc_internal_error_and_serving_goes_on()
         max_body: 1 << 20,
         metrics: Default::default(),
     });
-    let router = a2a_gateway::server::router(gateway, "/a2a/jsonrpc");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(a2a_gateway::server::serve(
-        listener,
-        router,
-        std::future::pending(),
-        Duration::from_secs(1),
-    ));
-    let url = format!("http://{addr}/a2a/jsonrpc");
+    let url = serve(gateway, "/a2a/jsonrpc").await;
     // One client with one connection: the panic must not cost the connection either.
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(1)

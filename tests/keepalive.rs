@@ -54,12 +54,7 @@ impl Gateway {
 
     /// `start` with `workers` serving threads (each has its own backend connection).
     async fn start_workers(name: &str, backend: &str, flags: &[&str], workers: u8) -> Gateway {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let listen = format!("127.0.0.1:{port}");
+        let listen = free_listen_address();
         let log =
             std::env::temp_dir().join(format!("a2a-keepalive-{}-{name}.log", std::process::id()));
         let child = Command::new(BIN)
@@ -77,17 +72,7 @@ impl Gateway {
             url: format!("http://{listen}/a2a/jsonrpc"),
             log,
         };
-        let started = Instant::now();
-        while reqwest::get(format!("http://{listen}/healthz"))
-            .await
-            .is_err()
-        {
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "gateway did not start"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        await_serving(&listen).await;
         gateway
     }
 

@@ -469,7 +469,7 @@ pub async fn gateway(backend: &str, settings: Settings) -> String {
 }
 
 /// Serves `state` on 127.0.0.1:0 until the test ends; returns the JSON-RPC endpoint URL.
-async fn serve(state: Arc<Gateway>, jsonrpc_path: &str) -> String {
+pub async fn serve(state: Arc<Gateway>, jsonrpc_path: &str) -> String {
     let router = a2a_gateway::server::router(state, jsonrpc_path);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -644,5 +644,30 @@ pub fn status_update(task_id: &str, state: TaskState) -> StreamResponse {
                 metadata: None,
             },
         )),
+    }
+}
+
+/// A loopback address no one listens on yet, for a gateway process to serve on.
+pub fn free_listen_address() -> String {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    format!("127.0.0.1:{port}")
+}
+
+/// Waits (at most 10 s) until a gateway process serves `/healthz` on `listen`.
+pub async fn await_serving(listen: &str) {
+    let started = std::time::Instant::now();
+    while reqwest::get(format!("http://{listen}/healthz"))
+        .await
+        .is_err()
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "gateway did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
