@@ -27,7 +27,7 @@ use crate::proto::StreamResponse;
 use crate::protocol::error::{A2aError, ErrorKind};
 use crate::protocol::ops::{Op, Reply, StreamRequest, TypedRequest, UnaryRequest};
 use crate::protocol::params::{response_extensions, SUPPORTED_VERSION, VERSION};
-use connection::{Connector, InFlight, Keepalive, Pool};
+use connection::{Connector, InFlight, Keepalive, Pool, Tls};
 
 /// How the gateway talks to a gRPC backend.
 #[derive(Clone, Debug)]
@@ -480,16 +480,7 @@ fn grpc_timeout(timeout: Duration) -> String {
 }
 
 /// The TLS client for a backend named `host`: system roots plus `ca_pem`, ALPN `h2`.
-fn tls_connector(
-    host: &str,
-    ca_pem: Option<&[u8]>,
-) -> Result<
-    (
-        tokio_rustls::TlsConnector,
-        rustls::pki_types::ServerName<'static>,
-    ),
-    String,
-> {
+fn tls_connector(host: &str, ca_pem: Option<&[u8]>) -> Result<Tls, String> {
     use rustls::pki_types::pem::PemObject as _;
     use rustls::pki_types::{CertificateDer, ServerName};
     let mut roots = rustls::RootCertStore::empty();

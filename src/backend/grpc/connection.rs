@@ -55,15 +55,18 @@ const HEADER_TABLE: u32 = 4096;
 /// 2^31 - 1, so about 2^30 streams; a margin stays for calls racing the switch.
 const MAX_STREAMS: u32 = (1 << 30) - 1024;
 
+/// The TLS client of an `https://` backend and the name its certificate must carry.
+pub type Tls = (
+    tokio_rustls::TlsConnector,
+    rustls::pki_types::ServerName<'static>,
+);
+
 /// How the connections of a backend are made and kept alive.
 pub struct Connector {
     /// `host:port` to connect to.
     authority: String,
-    /// TLS client and the name to verify, for `https://` backends.
-    tls: Option<(
-        tokio_rustls::TlsConnector,
-        rustls::pki_types::ServerName<'static>,
-    )>,
+    /// For `https://` backends.
+    tls: Option<Tls>,
     connect_timeout: Duration,
     keepalive: Keepalive,
     /// Streams after which a connection is replaced (`MAX_STREAMS`; lower in a test).
@@ -120,10 +123,7 @@ impl Keepalive {
 impl Connector {
     pub fn new(
         authority: String,
-        tls: Option<(
-            tokio_rustls::TlsConnector,
-            rustls::pki_types::ServerName<'static>,
-        )>,
+        tls: Option<Tls>,
         connect_timeout: Duration,
         keepalive: Keepalive,
     ) -> Self {
