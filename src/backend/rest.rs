@@ -173,17 +173,14 @@ impl Backend for RestBackend {
 
 async fn call_unary(
     shared: Arc<Shared>,
-    call: Call<UnaryRequest>,
+    mut call: Call<UnaryRequest>,
 ) -> Result<Answer<Reply>, A2aError> {
-    let Call {
-        mut request,
-        forwarded,
-        timeout,
-    } = call;
-    let op = request.op();
-    let (outgoing, headers) = prepare(&mut request, forwarded, A2A_JSON)?;
+    let op = call.request.op();
+    let (outgoing, headers) = prepare(&mut call, A2A_JSON)?;
     let method = http_method(op.http_rule().method);
-    let response = shared.send(&method, &outgoing, headers, timeout).await?;
+    let response = shared
+        .send(&method, &outgoing, headers, call.timeout)
+        .await?;
     let status = response.status();
     if !status.is_success() {
         return Err(error_answer(response).await);
@@ -195,7 +192,7 @@ async fn call_unary(
         let what = format!("a body larger than {} MiB", MAX_BODY >> 20);
         return Err(bad_response(status, content_type, &body, &what, None));
     }
-    let value = request.reply_from_json(&body).map_err(|e| {
+    let value = call.request.reply_from_json(&body).map_err(|e| {
         let what = format!("a body that is not a {} reply", op.name());
         bad_response(status, content_type.clone(), &body, &what, Some(&e))
     })?;
@@ -204,15 +201,11 @@ async fn call_unary(
 
 async fn call_stream(
     shared: Arc<Shared>,
-    call: Call<StreamRequest>,
+    mut call: Call<StreamRequest>,
 ) -> Result<Answer<EventStream>, A2aError> {
-    let Call {
-        mut request,
-        forwarded,
-        timeout,
-    } = call;
-    let op = request.op();
-    let (outgoing, headers) = prepare(&mut request, forwarded, EVENT_STREAM)?;
+    let op = call.request.op();
+    let timeout = call.timeout;
+    let (outgoing, headers) = prepare(&mut call, EVENT_STREAM)?;
     // Only SubscribeToTask has a GET rule among the streams; see the module doc.
     let may_fall_back = op == Op::SubscribeToTask;
     let post_known = may_fall_back && shared.subscribe_post.load(Ordering::Relaxed);
@@ -293,14 +286,14 @@ impl Shared {
     }
 }
 
-/// Lays out the call's request (its tenant moves into the path) and builds its headers.
-fn prepare(
-    request: &mut impl TypedRequest,
-    forwarded: Vec<(HeaderName, HeaderValue)>,
+/// Lays out the call's request (its tenant moves into the path) and builds its headers
+/// (the forwarded ones move into them).
+fn prepare<R: TypedRequest>(
+    call: &mut Call<R>,
     accept: &'static str,
 ) -> Result<(Outgoing, HeaderMap), A2aError> {
-    let mut headers = HeaderMap::with_capacity(forwarded.len() + 2);
-    for (name, value) in forwarded {
+    let mut headers = HeaderMap::with_capacity(call.forwarded.len() + 2);
+    for (name, value) in call.forwarded.drain(..) {
         headers.append(name, value);
     }
     headers.insert(
@@ -308,7 +301,7 @@ fn prepare(
         HeaderValue::from_static(SUPPORTED_VERSION),
     );
     headers.insert(ACCEPT, HeaderValue::from_static(accept));
-    Ok((layout(request)?, headers))
+    Ok((layout(&mut call.request)?, headers))
 }
 
 // ---------------------------------------------------------------------------------------
