@@ -6,10 +6,17 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::parser::ValueSource;
-use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Parser, ValueEnum};
 use serde::Deserialize;
 
+use crate::card::CardSettings;
 use crate::protocol::params::{ForwardPolicy, ForwardPolicyError};
+
+mod file;
+pub mod routes;
+
+use file::FileConfig;
+pub use routes::RouteConfig;
 
 /// JSON-RPC 2.0 edge gateway for A2A v1.0 agents that speak gRPC or HTTP+JSON.
 ///
@@ -121,11 +128,60 @@ pub struct Cli {
     )]
     pub log_format: LogFormat,
 
+    /// Fixed tenant of the route: injected into every request whose `tenant` is empty; a
+    /// request naming another tenant is refused (-32602).
+    #[arg(long, env = "A2A_GATEWAY_TENANT")]
+    pub tenant: Option<String>,
+
+    /// Public base URL of the gateway (e.g. `https://agents.example.com`), used in the cards
+    /// and the catalog it serves. Default: from the request's `Host`.
+    #[arg(long, env = "A2A_GATEWAY_PUBLIC_URL", value_name = "URL")]
+    pub public_url: Option<String>,
+
+    /// Without --public-url, build public URLs from `X-Forwarded-Proto`/`X-Forwarded-Host`
+    /// or `Forwarded` (only behind a proxy that sets them: a card built from a client's
+    /// header could point other clients anywhere).
+    #[arg(long, env = "A2A_GATEWAY_TRUST_FORWARDED")]
+    pub trust_forwarded: bool,
+
+    /// Where the agent's card comes from: a JSON file, an `http(s)://` URL (e.g. the agent's
+    /// own well-known card), or `backend` (the agent's GetExtendedAgentCard). The card is
+    /// served at `/.well-known/agent-card.json` with the gateway as its interface.
+    #[arg(long, env = "A2A_GATEWAY_CARD", value_name = "FILE|URL|backend")]
+    pub card: Option<String>,
+
+    /// PEM private key (ES256 or RS256) that re-signs the served card; without it the
+    /// agent's signatures, which the rewriting breaks, are removed.
+    #[arg(long, env = "A2A_GATEWAY_CARD_SIGN_KEY", value_name = "PEM")]
+    pub card_sign_key: Option<std::path::PathBuf>,
+
+    /// `kid` header of the card signatures made with --card-sign-key.
+    #[arg(long, env = "A2A_GATEWAY_CARD_SIGN_KID", value_name = "KID")]
+    pub card_sign_kid: Option<String>,
+
+    /// The `card` table of the config file (the flags above override its keys).
+    #[arg(skip)]
+    pub card_settings: CardSettings,
+
     /// TOML file with any of the settings above (keys as the flags without `--`, e.g.
     /// `backend = "http://agent:50051"`, `forward-header = ["x-tenant"]`); flags and
     /// environment variables override it. Unknown keys are errors.
     #[arg(long, env = "A2A_GATEWAY_CONFIG", value_name = "FILE")]
     pub config: Option<std::path::PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Subcommands; without one, the gateway serves.
+#[derive(Clone, Debug, clap::Subcommand)]
+pub enum Command {
+    /// Validates a config file (and the flags and environment around it) without serving:
+    /// exit code 0 when it would start, 2 with the error otherwise.
+    CheckConfig {
+        /// The TOML file to check.
+        file: std::path::PathBuf,
+    },
 }
 
 /// Backend bindings (spec 5.3 names).
@@ -174,8 +230,31 @@ pub enum ConfigError {
     BackendKeepaliveTimeout,
     #[error("--backend-ca {0:?}: {1}")]
     BackendCa(std::path::PathBuf, String),
-    #[error("--backend is required (or --demo)")]
+    #[error("--backend is required (or --demo, or [[route]] tables in --config)")]
     NoBackend,
+    #[error("--tenant must not be empty")]
+    Tenant,
+    #[error("--public-url must be an http:// or https:// URL without query or fragment: {0:?}")]
+    PublicUrl(String),
+    #[error("`{0}` is a per-route setting: with [[route]] tables, set it in each route")]
+    PerRoute(&'static str),
+    #[error("{route}: key `{key}`: {message}")]
+    Route {
+        route: String,
+        key: &'static str,
+        message: String,
+    },
+    #[error("{route}: {error}")]
+    RouteSettings {
+        route: String,
+        error: Box<ConfigError>,
+    },
+    #[error("{route}: the name is already used by {earlier}")]
+    DuplicateRoute { route: String, earlier: String },
+    #[error(
+        "{route}: its path overlaps {earlier} on the same host (no request may match two routes)"
+    )]
+    OverlappingRoutes { route: String, earlier: String },
 }
 
 /// The configuration could not be assembled from flags, environment and file.
@@ -188,6 +267,8 @@ pub enum LoadError {
         path: std::path::PathBuf,
         message: String,
     },
+    #[error(transparent)]
+    Invalid(#[from] ConfigError),
 }
 
 impl Cli {
@@ -214,6 +295,14 @@ impl Cli {
         if self.backend_keepalive_timeout.is_zero() {
             return Err(ConfigError::BackendKeepaliveTimeout);
         }
+        if self.tenant.as_deref() == Some("") {
+            return Err(ConfigError::Tenant);
+        }
+        if let Some(url) = &self.public_url {
+            if !public_url_ok(url) {
+                return Err(ConfigError::PublicUrl(url.clone()));
+            }
+        }
         Ok(ForwardPolicy::new(&self.forward_headers)?)
     }
 }
@@ -232,62 +321,50 @@ impl Cli {
             n => n,
         }
     }
+}
 
-    /// Parses `args` (program name first), then fills every setting the command line and
-    /// environment left at its default from the `--config` file, if any.
-    pub fn load<I, T>(args: I) -> Result<Cli, LoadError>
+/// A loaded and checked configuration: the process-wide settings and the routes.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Flags, environment and file, before any route's own keys.
+    pub cli: Cli,
+    pub routes: Vec<RouteConfig>,
+}
+
+impl Config {
+    /// Parses `args` (program name first), fills every setting the command line and
+    /// environment left at its default from the config file (`--config`, or the file of
+    /// `check-config`), and checks the whole result, routes included.
+    pub fn load<I, T>(args: I) -> Result<Config, LoadError>
     where
         I: IntoIterator<Item = T>,
         T: Into<std::ffi::OsString> + Clone,
     {
         let matches = Cli::command().try_get_matches_from(args)?;
         let mut cli = Cli::from_arg_matches(&matches)?;
-        if let Some(path) = cli.config.clone() {
-            let file =
-                FileConfig::read(&path).map_err(|message| LoadError::File { path, message })?;
-            file.apply(&mut cli, &matches);
+        if let Some(Command::CheckConfig { file }) = &cli.command {
+            cli.config = Some(file.clone());
         }
-        Ok(cli)
+        let mut parsed = None;
+        if let Some(path) = cli.config.clone() {
+            let (file, text) =
+                FileConfig::read(&path).map_err(|message| LoadError::File { path, message })?;
+            let unset = |id: &str| {
+                !matches!(
+                    matches.value_source(id),
+                    Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+                )
+            };
+            parsed = Some(file.apply(text, &mut cli, &unset));
+        }
+        let routes = routes::resolve(&cli, parsed)?;
+        Ok(Config { cli, routes })
     }
 }
 
-/// The `--config` file: the flags' settings under the flags' names. Durations and sizes
-/// are written as on the command line (`"30s"`, `"4MiB"`).
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct FileConfig {
-    listen: Option<SocketAddr>,
-    backend: Option<String>,
-    binding: Option<Binding>,
-    jsonrpc_path: Option<String>,
-    #[serde(default, deserialize_with = "duration_text")]
-    timeout: Option<Duration>,
-    #[serde(default, deserialize_with = "duration_text")]
-    stream_timeout: Option<Duration>,
-    #[serde(default, deserialize_with = "duration_text")]
-    keepalive: Option<Duration>,
-    #[serde(default, deserialize_with = "duration_text")]
-    first_event_timeout: Option<Duration>,
-    #[serde(default, deserialize_with = "duration_text")]
-    backend_keepalive: Option<Duration>,
-    #[serde(default, deserialize_with = "duration_text")]
-    backend_keepalive_timeout: Option<Duration>,
-    backend_keepalive_while_idle: Option<bool>,
-    #[serde(default, deserialize_with = "size_text")]
-    backend_max_message: Option<usize>,
-    #[serde(default, deserialize_with = "duration_text")]
-    connect_timeout: Option<Duration>,
-    backend_ca: Option<std::path::PathBuf>,
-    #[serde(default, deserialize_with = "size_text")]
-    max_body: Option<usize>,
-    forward_header: Option<Vec<String>>,
-    #[serde(default, deserialize_with = "duration_text")]
-    shutdown_grace: Option<Duration>,
-    workers: Option<usize>,
-    log_format: Option<LogFormat>,
-}
-
-fn duration_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+pub(crate) fn duration_text<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Duration>, D::Error> {
     let text = String::deserialize(d)?;
     parse_duration(&text)
         .map(Some)
@@ -309,79 +386,16 @@ fn size_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<usize>, D:
     }
 }
 
-impl FileConfig {
-    /// Reads and checks a file; the error names the offending key.
-    pub fn read(path: &std::path::Path) -> Result<FileConfig, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
-        FileConfig::parse(&text)
-    }
-
-    /// Parses TOML text; the error names the offending key.
-    pub fn parse(text: &str) -> Result<FileConfig, String> {
-        let de = toml::Deserializer::parse(text).map_err(|e| e.message().to_owned())?;
-        serde_path_to_error::deserialize(de).map_err(|e| {
-            let key = e.path().to_string();
-            let message = e.inner().message().to_owned();
-            if key == "." {
-                message
-            } else {
-                format!("key `{key}`: {message}")
-            }
-        })
-    }
-
-    /// Sets every field the command line and environment did not set.
-    fn apply(self, cli: &mut Cli, matches: &ArgMatches) {
-        let unset = |id: &str| {
-            !matches!(
-                matches.value_source(id),
-                Some(ValueSource::CommandLine | ValueSource::EnvVariable)
-            )
-        };
-        macro_rules! take {
-            ($($field:ident),*) => {$(
-                if let Some(value) = self.$field {
-                    if unset(stringify!($field)) {
-                        cli.$field = value;
-                    }
-                }
-            )*};
-        }
-        macro_rules! take_optional {
-            ($($field:ident),*) => {$(
-                if self.$field.is_some() && unset(stringify!($field)) {
-                    cli.$field = self.$field;
-                }
-            )*};
-        }
-        take!(
-            listen,
-            binding,
-            jsonrpc_path,
-            timeout,
-            stream_timeout,
-            keepalive
-        );
-        take!(
-            connect_timeout,
-            max_body,
-            shutdown_grace,
-            workers,
-            log_format,
-            backend_keepalive
-        );
-        take!(
-            backend_keepalive_timeout,
-            backend_keepalive_while_idle,
-            backend_max_message
-        );
-        take_optional!(backend, backend_ca, first_event_timeout);
-        if let Some(headers) = self.forward_header {
-            if unset("forward_headers") {
-                cli.forward_headers = headers;
-            }
-        }
-    }
+/// An absolute http(s) URL with a host, and neither query nor fragment.
+fn public_url_ok(url: &str) -> bool {
+    let Ok(uri) = url.parse::<http::Uri>() else {
+        return false;
+    };
+    let scheme_ok = matches!(uri.scheme_str(), Some("http" | "https"));
+    scheme_ok
+        && uri.host().is_some_and(|h| !h.is_empty())
+        && uri.query().is_none()
+        && !url.contains('#')
 }
 
 /// `0` disables a deadline.
@@ -456,14 +470,19 @@ mod tests {
     }
 
     fn load(args: &[&str], file: &str) -> Result<Cli, String> {
-        let dir =
-            std::env::temp_dir().join(format!("a2a-config-{}-{}", std::process::id(), args.len()));
+        load_config(args, file).map(|config| config.cli)
+    }
+
+    fn load_config(args: &[&str], file: &str) -> Result<Config, String> {
+        static FILES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = FILES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("a2a-config-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("gateway.toml");
         std::fs::write(&path, file).unwrap();
         let mut argv = vec!["a2a-gateway", "--config", path.to_str().unwrap()];
         argv.extend_from_slice(args);
-        let result = Cli::load(argv).map_err(|e| e.to_string());
+        let result = Config::load(argv).map_err(|e| e.to_string());
         std::fs::remove_dir_all(&dir).ok();
         result
     }
@@ -501,9 +520,161 @@ mod tests {
         assert!(err.contains("binding"), "{err}");
         let err = load(&[], "listen = [").unwrap_err();
         assert!(err.contains("--config"), "{err}");
-        assert!(matches!(
-            load(&[], "").unwrap().validate(),
-            Err(ConfigError::NoBackend)
-        ));
+        let err = load(&[], "").unwrap_err();
+        assert!(err.contains("--backend is required"), "{err}");
+    }
+
+    #[test]
+    fn routes_take_the_global_settings_under_their_own() {
+        let file = r#"
+            timeout = "5s"
+            public-url = "https://agents.example.com"
+
+            [[route]]
+            name = "billing"
+            path = "/agents/billing/"
+            backend = "http://billing:50051"
+            timeout = "60s"
+            tenant = "acme"
+            [route.card]
+            source = "http://billing:8081/.well-known/agent-card.json"
+
+            [[route]]
+            name = "search"
+            host = "Search.Example.com"
+            backend = "http://search:8080/a2a"
+            binding = "HTTP+JSON"
+        "#;
+        let config = load_config(&["--connect-timeout", "2s"], file).unwrap();
+        let [billing, search] = &config.routes[..] else {
+            panic!("two routes: {:?}", config.routes);
+        };
+        assert_eq!(billing.prefix, "/agents/billing");
+        assert_eq!(billing.jsonrpc_path(), "/agents/billing/a2a/jsonrpc");
+        assert_eq!(
+            billing.card_path(),
+            "/agents/billing/.well-known/agent-card.json"
+        );
+        assert_eq!(billing.settings.timeout, Duration::from_secs(60));
+        assert_eq!(billing.settings.tenant.as_deref(), Some("acme"));
+        assert_eq!(billing.line, Some(6));
+        assert!(billing
+            .card()
+            .source
+            .unwrap()
+            .starts_with("http://billing:8081"));
+        assert_eq!(search.host.as_deref(), Some("search.example.com"));
+        assert_eq!(search.prefix, "");
+        assert_eq!(search.settings.binding, Binding::HttpJson);
+        assert_eq!(search.settings.timeout, Duration::from_secs(5), "global");
+        assert_eq!(
+            search.settings.connect_timeout,
+            Duration::from_secs(2),
+            "flag"
+        );
+        assert_eq!(
+            search.settings.public_url.as_deref(),
+            Some("https://agents.example.com")
+        );
+        assert!(search.settings.tenant.is_none());
+    }
+
+    #[test]
+    fn the_shorthand_is_one_root_route() {
+        let config = load_config(&["--backend", "http://a:1", "--card", "card.json"], "").unwrap();
+        let [route] = &config.routes[..] else {
+            panic!("one route")
+        };
+        assert_eq!(
+            (route.name.as_str(), route.prefix.as_str()),
+            ("default", "")
+        );
+        assert_eq!(route.jsonrpc_path(), "/a2a/jsonrpc");
+        assert_eq!(route.card().source.as_deref(), Some("card.json"));
+    }
+
+    /// Each kind of route mistake fails at load, naming the route, its line and the key.
+    #[test]
+    fn route_mistakes_name_the_route_and_key() {
+        let route = |name: &str, body: &str| {
+            let backend = if body.contains("backend") {
+                ""
+            } else {
+                "backend = \"http://a:1\"\n"
+            };
+            format!("[[route]]\nname = \"{name}\"\n{backend}{body}\n")
+        };
+        let cases = [
+            (
+                route("a", "path = \"/a\"\ntimeot = \"1s\""),
+                "key `route[0].timeot`",
+            ),
+            (
+                route("a", "path = \"/a\"\nbackend = \"ftp://a\""),
+                "route \"a\" (line 2): --backend",
+            ),
+            (
+                route("a", "path = \"a\""),
+                "key `path`: \"a\" must start with '/'",
+            ),
+            (route("a", "path = \"/a/../b\""), "key `path`"),
+            (route("a", "path = \"/metrics\""), "taken by the gateway"),
+            (route("a", ""), "needs a path, a host or both"),
+            (route("a", "host = \"a.example:80\""), "key `host`"),
+            (route("a b", "path = \"/a\""), "key `name`"),
+            (
+                route("a", "path = \"/a\"\ntenant = \"\""),
+                "--tenant must not be empty",
+            ),
+            (
+                route("a", "path = \"/a\"\npublic-url = \"example.com\""),
+                "--public-url",
+            ),
+            (
+                route("a", "path = \"/a\"\n[route.card]\nsorce = \"x\""),
+                "route[0].card.sorce",
+            ),
+            (
+                route("a", "path = \"/a\"") + &route("a", "path = \"/b\""),
+                "already used by route \"a\" (line 2)",
+            ),
+            (
+                route("a", "path = \"/a\"") + &route("b", "path = \"/a/b\""),
+                "route \"b\" (line 6): its path overlaps route \"a\"",
+            ),
+            (
+                route("a", "path = \"/\"") + &route("b", "path = \"/b\""),
+                "overlaps",
+            ),
+            (
+                route("a", "path = \"/a\"\nhost = \"x.example\"")
+                    + &route("b", "path = \"/a\"\nhost = \"x.example\""),
+                "overlaps",
+            ),
+            (
+                format!("backend = \"http://a:1\"\n{}", route("a", "path = \"/a\"")),
+                "`backend` is a per-route setting",
+            ),
+            (
+                format!("tenant = \"t\"\n{}", route("a", "path = \"/a\"")),
+                "`tenant` is a per-route setting",
+            ),
+            (
+                route("a", "path = \"/a\"\nlisten = \"127.0.0.1:1\""),
+                "route[0].listen",
+            ),
+        ];
+        for (file, expected) in cases {
+            let err = load(&[], &file).unwrap_err();
+            assert!(
+                err.contains(expected),
+                "{file}\n→ {err}\nexpected: {expected}"
+            );
+        }
+        // Distinct hosts may share a path; a host route beside an any-host one too.
+        let file = route("a", "path = \"/a\"\nhost = \"x.example\"")
+            + &route("b", "path = \"/a\"\nhost = \"y.example\"")
+            + &route("c", "path = \"/a\"");
+        assert_eq!(load_config(&[], &file).unwrap().routes.len(), 3);
     }
 }

@@ -27,6 +27,8 @@ pub struct Gateway {
     pub keepalive: Duration,
     /// Largest accepted request body, in bytes.
     pub max_body: usize,
+    /// The route's fixed tenant: set on requests without one; others are refused.
+    pub tenant: Option<String>,
     /// Request, latency and stream metrics, served at `/metrics`.
     pub metrics: Arc<Metrics>,
 }

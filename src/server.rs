@@ -1,23 +1,18 @@
-//! HTTP serving: the router (JSON-RPC endpoint, health, metrics), connections with
-//! TCP_NODELAY, graceful shutdown with a bounded grace period, and the worker threads
-//! the binary serves on (`workers`).
+//! HTTP serving: the routes of a configuration built once (`FrontendTemplate`) and per
+//! serving thread (`routing::Frontend`), connections with TCP_NODELAY, graceful shutdown
+//! with a bounded grace period, and the worker threads the binary serves on (`workers`).
 
+pub mod routing;
 pub mod workers;
 
-use std::convert::Infallible;
+pub use routing::{router, Frontend};
+
 use std::future::Future;
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::State;
-use axum::response::IntoResponse;
-use axum::routing::{get, post};
-use axum::Router;
-use futures::future::BoxFuture;
 use futures::{Stream, StreamExt};
-use http::header::CONTENT_TYPE;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
@@ -30,66 +25,11 @@ use tower::ServiceExt as _;
 
 use crate::backend::grpc::{GrpcBackend, GrpcSettings};
 use crate::backend::{rest::RestBackend, Backend};
-use crate::config::{optional, Binding, Cli, ConfigError};
+use crate::config::{optional, Binding, Cli, Config, ConfigError, RouteConfig};
 use crate::front::layers::{self, Edge};
-use crate::front::{jsonrpc, Gateway};
+use crate::front::Gateway;
 use crate::protocol::params::ForwardPolicy;
 use crate::telemetry::Metrics;
-
-/// The gateway's HTTP surface. Other methods on the JSON-RPC path get 405 with
-/// `Allow: POST`.
-pub fn router(gateway: Arc<Gateway>, jsonrpc_path: &str) -> Frontend {
-    // `Frontend` answers POSTs to the JSON-RPC path itself; the route is what gives other
-    // methods there their 405 with `Allow: POST`.
-    let router = Router::new()
-        .route(jsonrpc_path, post(jsonrpc::handle))
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(|| async { "ready\n" }))
-        .route("/metrics", get(metrics))
-        .with_state(gateway.clone());
-    Frontend {
-        gateway,
-        jsonrpc_path: jsonrpc_path.into(),
-        router,
-    }
-}
-
-/// The routes as one service. `POST` to the JSON-RPC path, nearly every request, goes
-/// straight to its handler; the router's matching, extractors and response mapping cost
-/// about 5 % of a unary call (benches/README.md), so only the rest goes through it.
-#[derive(Clone)]
-pub struct Frontend {
-    gateway: Arc<Gateway>,
-    jsonrpc_path: Arc<str>,
-    router: Router,
-}
-
-impl tower::Service<http::Request<Body>> for Frontend {
-    type Response = axum::response::Response;
-    type Error = Infallible;
-    type Future = BoxFuture<'static, Result<Self::Response, Infallible>>;
-
-    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
-        if request.method() == http::Method::POST && request.uri().path() == &*self.jsonrpc_path {
-            let gateway = self.gateway.clone();
-            Box::pin(async move { Ok(jsonrpc::handle(State(gateway), request).await) })
-        } else {
-            Box::pin(self.router.clone().oneshot(request))
-        }
-    }
-}
-
-/// Prometheus scrape endpoint.
-async fn metrics(State(gateway): State<Arc<Gateway>>) -> impl IntoResponse {
-    (
-        [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
-        gateway.metrics.render(),
-    )
-}
 
 /// A backend could not be built from the configuration.
 #[derive(Debug, thiserror::Error)]
@@ -100,6 +40,11 @@ pub enum BackendError {
     Rest(#[from] crate::backend::rest::RestConfigError),
     #[error(transparent)]
     Config(#[from] ConfigError),
+    #[error("route {route:?}: {error}")]
+    Route {
+        route: String,
+        error: Box<BackendError>,
+    },
 }
 
 /// The gateway of one validated configuration, checked and built once; each serving
@@ -170,18 +115,56 @@ impl GatewayTemplate {
             first_event_timeout: cli.first_event_deadline(),
             keepalive: cli.keepalive,
             max_body: cli.max_body,
+            tenant: cli.tenant.clone(),
             metrics,
         }))
     }
+}
 
-    /// The JSON-RPC endpoint's path.
-    pub fn jsonrpc_path(&self) -> &str {
-        &self.cli.jsonrpc_path
+/// Every route of a configuration, checked and built once (`new`); each serving thread
+/// takes its own `Frontend` from it (`frontend`).
+pub struct FrontendTemplate {
+    routes: Vec<(RouteConfig, GatewayTemplate)>,
+}
+
+impl FrontendTemplate {
+    /// Builds every route's backend template. `demo_backend` replaces the backend URL
+    /// (the `--demo` agent's address).
+    pub fn new(config: &Config, demo_backend: Option<&str>) -> Result<Self, BackendError> {
+        let mut routes = Vec::with_capacity(config.routes.len());
+        for route in &config.routes {
+            let url = demo_backend
+                .or(route.settings.backend.as_deref())
+                .ok_or(ConfigError::NoBackend)?;
+            let template = GatewayTemplate::new(&route.settings, url).map_err(|error| {
+                BackendError::Route {
+                    route: route.name.clone(),
+                    error: Box::new(error),
+                }
+            })?;
+            routes.push((route.clone(), template));
+        }
+        Ok(FrontendTemplate { routes })
     }
 
-    /// The grace period of in-flight requests at shutdown.
-    pub fn shutdown_grace(&self) -> Duration {
-        self.cli.shutdown_grace
+    /// One serving thread's routes, with backend clients of their own, sharing `metrics`.
+    pub fn frontend(&self, metrics: &Arc<Metrics>) -> Result<Frontend, BackendError> {
+        let mut served = Vec::with_capacity(self.routes.len());
+        for (route, template) in &self.routes {
+            served.push(routing::ServedRoute {
+                name: route.name.clone(),
+                prefix: route.prefix.clone(),
+                host: route.host.clone(),
+                jsonrpc_path: route.settings.jsonrpc_path.clone(),
+                gateway: template.gateway(metrics.clone())?,
+            });
+        }
+        Ok(Frontend::new(served, metrics.clone()))
+    }
+
+    /// The routes, as configured.
+    pub fn routes(&self) -> impl Iterator<Item = &RouteConfig> {
+        self.routes.iter().map(|(route, _)| route)
     }
 }
 

@@ -145,10 +145,13 @@ fn every_example_config_loads() {
     for entry in std::fs::read_dir(deploy).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "toml") {
-            let cli =
-                a2a_gateway::config::Cli::load(["a2a-gateway", "--config", path.to_str().unwrap()])
-                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            cli.validate()
+            let config = a2a_gateway::config::Config::load([
+                "a2a-gateway",
+                "--config",
+                path.to_str().unwrap(),
+            ])
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            a2a_gateway::server::FrontendTemplate::new(&config, None)
                 .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             seen += 1;
         }
@@ -260,8 +263,11 @@ async fn workers_share_one_set_of_metrics() {
 #[test]
 fn workers_come_from_the_flag_the_environment_or_the_config_file() {
     let load = |args: &[&str]| {
-        a2a_gateway::config::Cli::load(std::iter::once("a2a-gateway").chain(args.iter().copied()))
-            .unwrap()
+        a2a_gateway::config::Config::load(
+            std::iter::once("a2a-gateway").chain(args.iter().copied()),
+        )
+        .unwrap()
+        .cli
     };
     assert_eq!(load(&["--demo", "--workers", "3"]).worker_count(), 3);
     let cpus = std::thread::available_parallelism().unwrap().get();

@@ -215,6 +215,7 @@ fn router() -> Edge {
         first_event_timeout: Some(Duration::from_secs(30)),
         keepalive: Duration::from_secs(15),
         max_body: 4 << 20,
+        tenant: None,
         metrics: Default::default(),
     };
     a2a_gateway::front::layers::stack(a2a_gateway::server::router(
@@ -253,6 +254,7 @@ async fn grpc_router() -> Edge {
         first_event_timeout: Some(Duration::from_secs(30)),
         keepalive: Duration::from_secs(15),
         max_body: 4 << 20,
+        tenant: None,
         metrics: Default::default(),
     };
     a2a_gateway::front::layers::stack(a2a_gateway::server::router(

@@ -182,10 +182,15 @@ async fn handle_one(
             None => Handled::Nothing,
         }
     };
-    let request = match Request::decode(op, envelope.params) {
+    let mut request = match Request::decode(op, envelope.params) {
         Ok(request) => request,
         Err(err) => return fail(err),
     };
+    if let Some(tenant) = &gateway.tenant {
+        if let Err(err) = pin_tenant(&mut request, tenant) {
+            return fail(err);
+        }
+    }
     if let Err(err) = negotiate_version(ctx.headers, ctx.query) {
         return fail(err);
     }
@@ -245,6 +250,19 @@ async fn handle_one(
             Err(err) => fail(err),
         },
     }
+}
+
+/// A route with a fixed tenant sets it on requests that name none and refuses requests
+/// naming another: a route never leads to another tenant.
+fn pin_tenant(request: &mut Request, tenant: &str) -> Result<(), A2aError> {
+    let field = request.tenant_mut();
+    if field.is_empty() {
+        field.push_str(tenant);
+    } else if field != tenant {
+        let why = format!("this endpoint serves tenant {tenant:?} only");
+        return Err(A2aError::invalid_params("tenant", &why));
+    }
+    Ok(())
 }
 
 /// Calls a unary operation within the deadline; returns the reply.

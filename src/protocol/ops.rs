@@ -263,6 +263,14 @@ impl Request {
             Request::Stream(r) => r.tenant(),
         }
     }
+
+    /// The `tenant` field, to set it.
+    pub fn tenant_mut(&mut self) -> &mut String {
+        match self {
+            Request::Unary(r) => r.tenant_mut(),
+            Request::Stream(r) => r.tenant_mut(),
+        }
+    }
 }
 
 impl From<UnaryRequest> for Request {

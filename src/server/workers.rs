@@ -7,7 +7,7 @@
 //!
 //! One acceptor on the main runtime deals connections out round-robin, so keep-alive
 //! clients spread evenly over the workers. What must be learnt once per backend (the
-//! keepalive backoff) is shared through the one `GatewayTemplate` every worker builds from.
+//! keepalive backoff) is shared through the one `FrontendTemplate` every worker builds from.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -18,8 +18,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
-use super::{accept_failed, router, serve_connections, GatewayTemplate};
-use crate::config::Cli;
+use super::{accept_failed, serve_connections, FrontendTemplate};
 use crate::telemetry::Metrics;
 
 /// Running workers, each fed connections by the acceptor.
@@ -29,16 +28,15 @@ pub struct Workers {
 }
 
 impl Workers {
-    /// Starts `count` workers serving the gateway for `cli` in front of `backend_url`, with
-    /// shared `metrics`. Returns once each has built its backend client, or the first
-    /// error (a configuration the client refuses).
+    /// Starts `count` workers serving the routes of `template`, with shared `metrics`;
+    /// each drains for at most `grace` at shutdown. Returns once each has built its
+    /// backend clients, or the first error (a configuration a client refuses).
     pub fn start(
-        cli: &Cli,
-        backend_url: &str,
+        template: &Arc<FrontendTemplate>,
         metrics: &Arc<Metrics>,
         count: usize,
+        grace: Duration,
     ) -> Result<Workers, String> {
-        let template = Arc::new(GatewayTemplate::new(cli, backend_url).map_err(|e| e.to_string())?);
         let mut workers = Workers {
             inboxes: Vec::with_capacity(count),
             finished: Vec::with_capacity(count),
@@ -51,7 +49,7 @@ impl Workers {
             std::thread::Builder::new()
                 .name(format!("a2a-worker-{index}"))
                 .spawn(move || {
-                    run_worker(&template, metrics, connections, ready_tx);
+                    run_worker(&template, &metrics, connections, ready_tx, grace);
                     let _ = finished_tx.send(());
                 })
                 .map_err(|e| format!("cannot start a worker thread: {e}"))?;
@@ -109,10 +107,11 @@ impl Workers {
 /// One worker thread's life: its runtime, its gateway (reported through `ready`), then
 /// the connections it is handed until the acceptor stops.
 fn run_worker(
-    template: &GatewayTemplate,
-    metrics: Arc<Metrics>,
+    template: &FrontendTemplate,
+    metrics: &Arc<Metrics>,
     connections: mpsc::UnboundedReceiver<std::net::TcpStream>,
     ready: std::sync::mpsc::Sender<Result<(), String>>,
+    grace: Duration,
 ) {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -125,9 +124,9 @@ fn run_worker(
         }
     };
     runtime.block_on(async {
-        // Built on this runtime, so the backend client's tasks run here too.
-        let gateway = match template.gateway(metrics) {
-            Ok(gateway) => gateway,
+        // Built on this runtime, so the backend clients' tasks run here too.
+        let frontend = match template.frontend(metrics) {
+            Ok(frontend) => frontend,
             Err(e) => {
                 let _ = ready.send(Err(e.to_string()));
                 return;
@@ -135,8 +134,7 @@ fn run_worker(
         };
         let _ = ready.send(Ok(()));
         let incoming = UnboundedReceiverStream::new(connections).map(TcpStream::from_std);
-        let router = router(gateway, template.jsonrpc_path());
-        serve_connections(incoming, router, template.shutdown_grace()).await;
+        serve_connections(incoming, frontend, grace).await;
     });
     // Whatever still runs (the idle backend connection) is dropped, not awaited.
     runtime.shutdown_timeout(Duration::from_millis(100));

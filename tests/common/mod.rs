@@ -463,6 +463,7 @@ pub async fn gateway(backend: &str, settings: Settings) -> String {
         first_event_timeout: settings.unary_timeout,
         keepalive: settings.keepalive,
         max_body: settings.max_body,
+        tenant: None,
         metrics: Default::default(),
     });
     serve(state, "/a2a/jsonrpc").await

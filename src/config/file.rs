@@ -1,0 +1,240 @@
+//! The `--config` TOML file. Top-level keys are the flags' names without `--`; `[[route]]`
+//! tables describe one route each (several agents behind one gateway). The settings a route
+//! may set are listed once (`file_config!`), so the top level and the routes accept exactly
+//! the same keys for them. Errors name the key and, where the parser knows it, the line.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::{duration_text, size_text, Binding, Cli, LogFormat};
+use crate::card::CardSettings;
+
+/// Declares the file's two tables from one list of the settings a route may set: `plain`
+/// ones replace a `Cli` field, `optional` ones fill an `Option` field of `Cli`.
+macro_rules! file_config {
+    (
+        plain { $($(#[$pa:meta])* $plain:ident: $pty:ty,)* }
+        optional { $($(#[$oa:meta])* $opt:ident: $oty:ty,)* }
+    ) => {
+        /// The whole file. Durations and sizes are written as on the command line
+        /// (`"30s"`, `"4MiB"`).
+        #[derive(Debug, Default, Deserialize)]
+        #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+        pub struct FileConfig {
+            listen: Option<SocketAddr>,
+            #[serde(default, deserialize_with = "duration_text")]
+            shutdown_grace: Option<Duration>,
+            workers: Option<usize>,
+            log_format: Option<LogFormat>,
+            /// One table per route; none: the top-level settings are the one route.
+            #[serde(default)]
+            route: Vec<RouteFile>,
+            forward_header: Option<Vec<String>>,
+            card: Option<CardSettings>,
+            $($(#[$pa])* $plain: Option<$pty>,)*
+            $($(#[$oa])* $opt: Option<$oty>,)*
+        }
+
+        /// One `[[route]]` table: what selects the route, then its settings, which
+        /// replace the top-level ones.
+        #[derive(Debug, Deserialize)]
+        #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+        pub struct RouteFile {
+            /// Spanned: every later error about the route can name its line.
+            pub name: Spanned<String>,
+            /// Public path prefix, e.g. `/agents/billing`.
+            pub path: Option<String>,
+            /// `Host` the route answers for.
+            pub host: Option<String>,
+            forward_header: Option<Vec<String>>,
+            card: Option<CardSettings>,
+            $($(#[$pa])* $plain: Option<$pty>,)*
+            $($(#[$oa])* $opt: Option<$oty>,)*
+        }
+
+        /// The route settings of either table, applied to `cli` where `take(flag id)`.
+        struct RouteSettings {
+            forward_header: Option<Vec<String>>,
+            card: Option<CardSettings>,
+            $($plain: Option<$pty>,)*
+            $($opt: Option<$oty>,)*
+        }
+
+        impl RouteSettings {
+            fn apply(self, cli: &mut Cli, take: &dyn Fn(&str) -> bool) {
+                $(if let Some(value) = self.$plain {
+                    if take(stringify!($plain)) {
+                        cli.$plain = value;
+                    }
+                })*
+                $(if self.$opt.is_some() && take(stringify!($opt)) {
+                    cli.$opt = self.$opt;
+                })*
+                if let Some(headers) = self.forward_header {
+                    if take("forward_headers") {
+                        cli.forward_headers = headers;
+                    }
+                }
+                if let Some(card) = self.card {
+                    cli.card_settings = card;
+                }
+            }
+        }
+
+        impl FileConfig {
+            fn split(self) -> (Globals, RouteSettings, Vec<RouteFile>) {
+                let globals = Globals {
+                    listen: self.listen,
+                    shutdown_grace: self.shutdown_grace,
+                    workers: self.workers,
+                    log_format: self.log_format,
+                };
+                let settings = RouteSettings {
+                    forward_header: self.forward_header,
+                    card: self.card,
+                    $($plain: self.$plain,)*
+                    $($opt: self.$opt,)*
+                };
+                (globals, settings, self.route)
+            }
+        }
+
+        impl RouteFile {
+            /// Applies this route's settings over `cli` (a copy of the global settings).
+            pub fn apply(self, cli: &mut Cli) -> RouteSelector {
+                let settings = RouteSettings {
+                    forward_header: self.forward_header,
+                    card: self.card,
+                    $($plain: self.$plain,)*
+                    $($opt: self.$opt,)*
+                };
+                settings.apply(cli, &|_| true);
+                RouteSelector {
+                    name: self.name,
+                    path: self.path,
+                    host: self.host,
+                }
+            }
+        }
+    };
+}
+
+file_config! {
+    plain {
+        binding: Binding,
+        jsonrpc_path: String,
+        #[serde(default, deserialize_with = "duration_text")]
+        timeout: Duration,
+        #[serde(default, deserialize_with = "duration_text")]
+        stream_timeout: Duration,
+        #[serde(default, deserialize_with = "duration_text")]
+        keepalive: Duration,
+        #[serde(default, deserialize_with = "duration_text")]
+        backend_keepalive: Duration,
+        #[serde(default, deserialize_with = "duration_text")]
+        backend_keepalive_timeout: Duration,
+        backend_keepalive_while_idle: bool,
+        #[serde(default, deserialize_with = "size_text")]
+        backend_max_message: usize,
+        #[serde(default, deserialize_with = "duration_text")]
+        connect_timeout: Duration,
+        #[serde(default, deserialize_with = "size_text")]
+        max_body: usize,
+        trust_forwarded: bool,
+    }
+    optional {
+        backend: String,
+        backend_ca: PathBuf,
+        #[serde(default, deserialize_with = "duration_text")]
+        first_event_timeout: Duration,
+        tenant: String,
+        public_url: String,
+    }
+}
+
+/// The settings that exist once per process.
+struct Globals {
+    listen: Option<SocketAddr>,
+    shutdown_grace: Option<Duration>,
+    workers: Option<usize>,
+    log_format: Option<LogFormat>,
+}
+
+/// What selects a route, as written in its table.
+pub struct RouteSelector {
+    pub name: Spanned<String>,
+    pub path: Option<String>,
+    pub host: Option<String>,
+}
+
+/// A file read and parsed: its routes, and the line of each byte offset for messages.
+pub struct ParsedFile {
+    pub routes: Vec<RouteFile>,
+    text: String,
+}
+
+impl ParsedFile {
+    /// The 1-based line of a byte offset into the file.
+    pub fn line_of(&self, offset: usize) -> usize {
+        let end = offset.min(self.text.len());
+        self.text.as_bytes()[..end]
+            .iter()
+            .filter(|b| **b == b'\n')
+            .count()
+            + 1
+    }
+}
+
+impl FileConfig {
+    /// Reads and parses a file; the error names the offending key and its line.
+    pub fn read(path: &Path) -> Result<(FileConfig, String), String> {
+        let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+        Ok((FileConfig::parse(&text)?, text))
+    }
+
+    /// Parses TOML text; the error names the offending key and its line.
+    pub fn parse(text: &str) -> Result<FileConfig, String> {
+        let line = |span: Option<std::ops::Range<usize>>| {
+            span.map(|s| {
+                let before = &text.as_bytes()[..s.start.min(text.len())];
+                before.iter().filter(|b| **b == b'\n').count() + 1
+            })
+        };
+        let de = toml::Deserializer::parse(text).map_err(|e| match line(e.span()) {
+            Some(n) => format!("line {n}: {}", e.message()),
+            None => e.message().to_owned(),
+        })?;
+        serde_path_to_error::deserialize(de).map_err(|e| {
+            let key = e.path().to_string();
+            let message = e.inner().message();
+            let at = line(e.inner().span()).map_or(String::new(), |n| format!("line {n}: "));
+            if key == "." {
+                format!("{at}{message}")
+            } else {
+                format!("{at}key `{key}`: {message}")
+            }
+        })
+    }
+
+    /// Sets every global setting the command line and environment did not set (`unset`),
+    /// and returns the file's routes.
+    pub fn apply(self, text: String, cli: &mut Cli, unset: &dyn Fn(&str) -> bool) -> ParsedFile {
+        let (globals, settings, routes) = self.split();
+        macro_rules! take {
+            ($($field:ident),*) => {$(
+                if let Some(value) = globals.$field {
+                    if unset(stringify!($field)) {
+                        cli.$field = value;
+                    }
+                }
+            )*};
+        }
+        take!(listen, shutdown_grace, workers, log_format);
+        settings.apply(cli, unset);
+        ParsedFile { routes, text }
+    }
+}

@@ -1,0 +1,280 @@
+//! Routes: which requests go to which agent. A route is selected by a public path prefix
+//! (`/agents/billing`: JSON-RPC at `/agents/billing/a2a/jsonrpc`, card at
+//! `/agents/billing/.well-known/agent-card.json`) and/or a `Host`; everything else about it
+//! (backend, binding, timeouts, forwarded headers, tenant, card) is the global settings
+//! with the route's own keys over them. Without `[[route]]` tables the global settings are
+//! the one route, at the root (the flags-only shorthand).
+//!
+//! Checked here, before anything starts: names, paths, hosts, each route's settings, and
+//! that no two routes can match the same request.
+
+use super::file::ParsedFile;
+use super::{Cli, ConfigError};
+use crate::card::{CardSettings, SignaturePolicy};
+
+/// Paths the gateway itself answers; no route may take them.
+const RESERVED: [&str; 4] = ["/healthz", "/readyz", "/metrics", "/.well-known"];
+
+/// The route of the flags-only shorthand.
+pub const DEFAULT_ROUTE: &str = "default";
+
+/// One checked route.
+#[derive(Clone, Debug)]
+pub struct RouteConfig {
+    pub name: String,
+    /// Public path prefix: empty (the root) or `/segment[/segment…]`, no trailing `/`.
+    pub prefix: String,
+    /// Lowercase host name (no port) the route answers for; `None`: any host.
+    pub host: Option<String>,
+    /// The config file line of the route's `name`, for messages.
+    pub line: Option<usize>,
+    /// The route's settings: backend, binding, timeouts, tenant, public URL, card.
+    pub settings: Cli,
+}
+
+impl RouteConfig {
+    /// The public path of the route's JSON-RPC endpoint.
+    pub fn jsonrpc_path(&self) -> String {
+        format!("{}{}", self.prefix, self.settings.jsonrpc_path)
+    }
+
+    /// The public path of the route's agent card.
+    pub fn card_path(&self) -> String {
+        format!("{}/.well-known/agent-card.json", self.prefix)
+    }
+
+    /// The route's card settings: the `card` table, with the `--card*` flags over it.
+    pub fn card(&self) -> CardSettings {
+        let cli = &self.settings;
+        let mut card = cli.card_settings.clone();
+        if cli.card.is_some() {
+            card.source.clone_from(&cli.card);
+        }
+        if cli.card_sign_key.is_some() {
+            card.sign_key.clone_from(&cli.card_sign_key);
+        }
+        if cli.card_sign_kid.is_some() {
+            card.sign_kid.clone_from(&cli.card_sign_kid);
+        }
+        // A key is given to be used.
+        if card.sign_key.is_some() && card.signatures.is_none() {
+            card.signatures = Some(SignaturePolicy::Resign);
+        }
+        card
+    }
+
+    /// How messages name the route: its name and, from a file, its line.
+    fn label(&self) -> String {
+        match self.line {
+            Some(line) => format!("route {:?} (line {line})", self.name),
+            None => format!("route {:?}", self.name),
+        }
+    }
+}
+
+/// The routes of a loaded configuration: the file's `[[route]]` tables, or the shorthand.
+pub fn resolve(cli: &Cli, file: Option<ParsedFile>) -> Result<Vec<RouteConfig>, ConfigError> {
+    let tables = file.as_ref().map_or(0, |f| f.routes.len());
+    if tables == 0 {
+        let route = RouteConfig {
+            name: DEFAULT_ROUTE.to_owned(),
+            prefix: String::new(),
+            host: None,
+            line: None,
+            settings: cli.clone(),
+        };
+        route.settings.validate()?;
+        return Ok(vec![route]);
+    }
+    for (key, set) in [
+        ("backend", cli.backend.is_some()),
+        ("tenant", cli.tenant.is_some()),
+        (
+            "card",
+            cli.card.is_some() || cli.card_settings.source.is_some(),
+        ),
+        ("card-sign-key", cli.card_sign_key.is_some()),
+        ("demo", cli.demo),
+    ] {
+        if set {
+            return Err(ConfigError::PerRoute(key));
+        }
+    }
+    let mut file = file.expect("tables > 0 means a file");
+    let mut routes = Vec::with_capacity(tables);
+    for table in std::mem::take(&mut file.routes) {
+        let mut settings = cli.clone();
+        let selector = table.apply(&mut settings);
+        let route = RouteConfig {
+            line: Some(file.line_of(selector.name.span().start)),
+            name: selector.name.into_inner(),
+            prefix: String::new(),
+            host: None,
+            settings,
+        };
+        let checked = check_route(route, selector.path, selector.host);
+        routes.push(checked?);
+    }
+    check_disjoint(&routes)?;
+    Ok(routes)
+}
+
+fn check_route(
+    mut route: RouteConfig,
+    path: Option<String>,
+    host: Option<String>,
+) -> Result<RouteConfig, ConfigError> {
+    let fail = |route: &RouteConfig, key: &'static str, message: String| {
+        Err(ConfigError::Route {
+            route: route.label(),
+            key,
+            message,
+        })
+    };
+    let name_ok = !route.name.is_empty()
+        && route
+            .name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+    if !name_ok {
+        let why = "must be non-empty letters, digits, '-', '_' or '.'".to_owned();
+        return fail(&route, "name", why);
+    }
+    if path.is_none() && host.is_none() {
+        return fail(
+            &route,
+            "path",
+            "a route needs a path, a host or both".into(),
+        );
+    }
+    if let Some(path) = path {
+        match check_prefix(&path) {
+            Ok(prefix) => route.prefix = prefix,
+            Err(why) => return fail(&route, "path", format!("{path:?} {why}")),
+        }
+    }
+    if let Some(host) = host {
+        match check_host(&host) {
+            Ok(host) => route.host = Some(host),
+            Err(why) => return fail(&route, "host", format!("{host:?} {why}")),
+        }
+    }
+    if let Err(e) = route.settings.validate() {
+        return Err(ConfigError::RouteSettings {
+            route: route.label(),
+            error: Box::new(e),
+        });
+    }
+    Ok(route)
+}
+
+/// A path prefix as routes use it: `/` alone is the root (empty prefix).
+fn check_prefix(path: &str) -> Result<String, &'static str> {
+    let trimmed = path.trim_end_matches('/');
+    if !path.starts_with('/') {
+        return Err("must start with '/'");
+    }
+    if trimmed.is_empty() {
+        return Ok(String::new());
+    }
+    if trimmed.contains(['?', '#', '%']) || trimmed.parse::<http::uri::PathAndQuery>().is_err() {
+        return Err("must be a plain URL path (no query, fragment or escapes)");
+    }
+    if trimmed[1..]
+        .split('/')
+        .any(|s| s.is_empty() || s == "." || s == "..")
+    {
+        return Err("must not have empty, '.' or '..' segments");
+    }
+    if RESERVED.iter().any(|r| segment_prefix(r, trimmed)) {
+        return Err("is taken by the gateway (/healthz, /readyz, /metrics, /.well-known)");
+    }
+    Ok(trimmed.to_owned())
+}
+
+/// Whether `prefix` is `path` or a whole-segment prefix of it.
+fn segment_prefix(prefix: &str, path: &str) -> bool {
+    path.strip_prefix(prefix)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+fn check_host(host: &str) -> Result<String, &'static str> {
+    let valid = !host.is_empty()
+        && host.len() <= 253
+        && host
+            .split('.')
+            .all(|label| !label.is_empty() && label.len() <= 63)
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+    if valid {
+        Ok(host.to_ascii_lowercase())
+    } else {
+        Err("must be a DNS host name without port")
+    }
+}
+
+/// No two routes may match one request: names are unique, and among the routes for the
+/// same host (or for any host) no prefix is another's prefix.
+fn check_disjoint(routes: &[RouteConfig]) -> Result<(), ConfigError> {
+    for (i, a) in routes.iter().enumerate() {
+        for b in &routes[..i] {
+            if a.name == b.name {
+                return Err(ConfigError::DuplicateRoute {
+                    route: a.label(),
+                    earlier: b.label(),
+                });
+            }
+            // The root (empty prefix) is a prefix of every path.
+            let overlap =
+                segment_prefix(&a.prefix, &b.prefix) || segment_prefix(&b.prefix, &a.prefix);
+            if a.host == b.host && overlap {
+                return Err(ConfigError::OverlappingRoutes {
+                    route: a.label(),
+                    earlier: b.label(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes() {
+        assert_eq!(
+            check_prefix("/agents/billing/"),
+            Ok("/agents/billing".into())
+        );
+        assert_eq!(check_prefix("/"), Ok(String::new()));
+        assert!(check_prefix("agents").is_err());
+        assert!(check_prefix("/a//b").is_err());
+        assert!(check_prefix("/a/../b").is_err());
+        assert!(check_prefix("/a?x=1").is_err());
+        assert!(check_prefix("/a b").is_err());
+        assert!(check_prefix("/metrics").is_err());
+        assert!(check_prefix("/.well-known/x").is_err());
+        assert_eq!(check_prefix("/metricsx"), Ok("/metricsx".into()));
+    }
+
+    #[test]
+    fn hosts() {
+        assert_eq!(
+            check_host("Billing.Example.COM"),
+            Ok("billing.example.com".into())
+        );
+        assert!(check_host("billing.example.com:8080").is_err());
+        assert!(check_host("a..b").is_err());
+        assert!(check_host("").is_err());
+    }
+
+    #[test]
+    fn whole_segments_only() {
+        assert!(segment_prefix("/a", "/a/b"));
+        assert!(segment_prefix("/a", "/a"));
+        assert!(!segment_prefix("/a", "/ab"));
+    }
+}

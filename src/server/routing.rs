@@ -1,0 +1,180 @@
+//! The gateway's HTTP surface as one service: each route's JSON-RPC endpoint and agent
+//! card, and the gateway's own endpoints (`/healthz`, `/readyz`, `/metrics`), which no
+//! route may take (`config::routes`). A request for anything else gets a 404 with a small
+//! JSON body; a known path with the wrong method a 405 with `Allow`.
+//!
+//! A `POST` to a JSON-RPC endpoint, nearly every request, is matched with a few string
+//! comparisons and goes straight to its handler (the axum router's matching and
+//! extractors cost about 5 % of a unary call, benches/README.md).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::task::Poll;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use futures::future::BoxFuture;
+use http::header::{ALLOW, CONTENT_TYPE};
+use http::{HeaderValue, Method, StatusCode};
+
+use crate::config::routes::DEFAULT_ROUTE;
+use crate::front::{jsonrpc, Gateway};
+use crate::telemetry::Metrics;
+
+/// The path of a route's agent card below its prefix (spec 8.2).
+pub const CARD_PATH: &str = "/.well-known/agent-card.json";
+
+/// One route as a worker serves it.
+pub struct ServedRoute {
+    pub name: String,
+    /// Empty (the root) or `/segment…` without trailing `/`.
+    pub prefix: String,
+    /// Lowercase host name; `None`: any host.
+    pub host: Option<String>,
+    /// The JSON-RPC endpoint's path below the prefix.
+    pub jsonrpc_path: String,
+    pub gateway: Arc<Gateway>,
+}
+
+/// The routes of one worker plus the gateway's own endpoints.
+#[derive(Clone)]
+pub struct Frontend {
+    routes: Arc<[ServedRoute]>,
+    /// Whether any route selects by host (else the `Host` header is never read).
+    by_host: bool,
+    metrics: Arc<Metrics>,
+}
+
+impl Frontend {
+    /// The service for `routes`, which `config::routes` made disjoint.
+    pub fn new(routes: Vec<ServedRoute>, metrics: Arc<Metrics>) -> Frontend {
+        Frontend {
+            by_host: routes.iter().any(|r| r.host.is_some()),
+            routes: routes.into(),
+            metrics,
+        }
+    }
+
+    /// The route `request` belongs to: a route for its host before a route for any host.
+    fn route<B>(&self, request: &http::Request<B>) -> Option<&ServedRoute> {
+        let path = request.uri().path();
+        let host = if self.by_host {
+            request_host(request)
+        } else {
+            None
+        };
+        let mut any_host = None;
+        for route in self.routes.iter() {
+            let below = path
+                .strip_prefix(route.prefix.as_str())
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
+            if !below {
+                continue;
+            }
+            match &route.host {
+                None => any_host = any_host.or(Some(route)),
+                Some(wanted) if host.is_some_and(|h| h.eq_ignore_ascii_case(wanted)) => {
+                    return Some(route)
+                }
+                Some(_) => {}
+            }
+        }
+        any_host
+    }
+}
+
+/// One route in front of `gateway` at the root, answering JSON-RPC at `jsonrpc_path`
+/// (what the one-route shorthand serves; tests use it too).
+pub fn router(gateway: Arc<Gateway>, jsonrpc_path: &str) -> Frontend {
+    let metrics = gateway.metrics.clone();
+    let route = ServedRoute {
+        name: DEFAULT_ROUTE.to_owned(),
+        prefix: String::new(),
+        host: None,
+        jsonrpc_path: jsonrpc_path.to_owned(),
+        gateway,
+    };
+    Frontend::new(vec![route], metrics)
+}
+
+/// The request's host without port: the URI's authority (HTTP/2, absolute form), else the
+/// `Host` header.
+fn request_host<B>(request: &http::Request<B>) -> Option<&str> {
+    if let Some(host) = request.uri().host() {
+        return Some(host);
+    }
+    let host = request.headers().get(http::header::HOST)?.to_str().ok()?;
+    // `[v6]:port`, `name:port` or `name`.
+    Some(match host.rfind(':') {
+        Some(colon) if !host[colon..].contains(']') => &host[..colon],
+        _ => host,
+    })
+}
+
+impl tower::Service<http::Request<Body>> for Frontend {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Response, Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+        let path = request.uri().path();
+        if let Some(route) = self.route(&request) {
+            let below = &path[route.prefix.len()..];
+            if below == route.jsonrpc_path {
+                if request.method() != Method::POST {
+                    return ready(wrong_method("POST"));
+                }
+                let gateway = route.gateway.clone();
+                return Box::pin(async move { Ok(jsonrpc::handle(State(gateway), request).await) });
+            }
+        }
+        let response = match path {
+            "/healthz" | "/readyz" | "/metrics" if !is_read(request.method()) => {
+                wrong_method("GET, HEAD")
+            }
+            "/healthz" => "ok\n".into_response(),
+            "/readyz" => "ready\n".into_response(),
+            "/metrics" => (
+                [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+                self.metrics.render(),
+            )
+                .into_response(),
+            _ => not_found(),
+        };
+        ready(response)
+    }
+}
+
+fn ready(response: Response) -> BoxFuture<'static, Result<Response, Infallible>> {
+    Box::pin(std::future::ready(Ok(response)))
+}
+
+fn is_read(method: &Method) -> bool {
+    method == Method::GET || method == Method::HEAD
+}
+
+/// A small JSON error body for what is not JSON-RPC (unknown paths, wrong methods).
+fn json_error(status: StatusCode, message: &str) -> Response {
+    let body = serde_json::json!({ "error": message }).to_string();
+    (status, [(CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+fn not_found() -> Response {
+    json_error(
+        StatusCode::NOT_FOUND,
+        "no route of this gateway matches the request",
+    )
+}
+
+fn wrong_method(allow: &'static str) -> Response {
+    let mut response = json_error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed here");
+    response
+        .headers_mut()
+        .insert(ALLOW, HeaderValue::from_static(allow));
+    response
+}
