@@ -3,71 +3,15 @@
 
 mod common;
 
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
+use common::process::*;
 use common::*;
 use serde_json::{json, Value};
 
-const BIN: &str = env!("CARGO_BIN_EXE_a2a-gateway");
-
 fn run(args: &[&str]) -> Output {
     Command::new(BIN).args(args).output().unwrap()
-}
-
-/// A running gateway process, killed when dropped.
-struct Running(Child, String);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Running {
-    /// Sends SIGTERM, as Kubernetes does to stop a pod.
-    fn terminate(&self) {
-        let pid = self.0.id().to_string();
-        assert!(Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success());
-    }
-
-    /// The exit status, which must come within `limit`.
-    async fn exit_within(&mut self, limit: Duration, why: &str) -> std::process::ExitStatus {
-        let started = Instant::now();
-        loop {
-            if let Some(status) = self.0.try_wait().unwrap() {
-                return status;
-            }
-            assert!(started.elapsed() < limit, "{why}");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-}
-
-async fn start(args: &[&str]) -> Running {
-    start_with(args, &[], Stdio::null()).await
-}
-
-/// Starts the binary with extra environment variables and `stderr` (its log) sent where
-/// the caller says.
-async fn start_with(args: &[&str], env: &[(&str, &str)], stderr: Stdio) -> Running {
-    let listen = free_listen_address();
-    let child = Command::new(BIN)
-        .args(args)
-        .args(["--listen", &listen])
-        .envs(env.iter().copied())
-        .stdout(Stdio::null())
-        .stderr(stderr)
-        .spawn()
-        .unwrap();
-    let running = Running(child, format!("http://{listen}/a2a/jsonrpc"));
-    await_serving(&listen).await;
-    running
 }
 
 #[test]

@@ -311,7 +311,7 @@ async fn oversized_bodies_get_a_jsonrpc_error() {
 async fn exchange(connection: &mut tokio::net::TcpStream, host: &str, body: &str) -> (u16, Value) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let head = format!(
-        "POST /a2a/jsonrpc HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\n\
+        "POST {ROUTE_PREFIX}/a2a/jsonrpc HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\n\
          a2a-version: 1.0\r\ncontent-length: {}\r\n\r\n",
         body.len()
     );

@@ -10,7 +10,8 @@ use serde_json::json;
 use tonic::{Code, Status};
 
 async fn scrape(url: &str) -> String {
-    let metrics = url.replace("/a2a/jsonrpc", "/metrics");
+    let origin = &url[..url.find(ROUTE_PREFIX).unwrap()];
+    let metrics = format!("{origin}/metrics");
     let response = client().get(metrics).send().await.unwrap();
     assert_eq!(response.status(), 200);
     assert!(response.headers()["content-type"]

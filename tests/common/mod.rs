@@ -6,6 +6,7 @@
 #![allow(dead_code, clippy::large_enum_variant)]
 
 pub mod peer;
+pub mod process;
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -469,9 +470,28 @@ pub async fn gateway(backend: &str, settings: Settings) -> String {
     serve(state, "/a2a/jsonrpc").await
 }
 
+/// The route prefix every wire suite is served under (`serve`).
+pub const ROUTE_PREFIX: &str = "/agents/under-test";
+
 /// Serves `state` on 127.0.0.1:0 until the test ends; returns the JSON-RPC endpoint URL.
+/// The gateway answers as a multi-route gateway does: `state` is the route at
+/// `ROUTE_PREFIX`, beside a sibling route, so every wire suite checks that a route's
+/// endpoint behaves as the single endpoint of the flags-only shorthand (`tests/cli.rs`
+/// runs that one).
 pub async fn serve(state: Arc<Gateway>, jsonrpc_path: &str) -> String {
-    let router = a2a_gateway::server::router(state, jsonrpc_path);
+    use a2a_gateway::server::routing::ServedRoute;
+    let route = |name: &str, prefix: &str| ServedRoute {
+        name: name.to_owned(),
+        prefix: prefix.to_owned(),
+        host: None,
+        jsonrpc_path: jsonrpc_path.to_owned(),
+        gateway: state.clone(),
+    };
+    let routes = vec![
+        route("sibling", "/agents/sibling"),
+        route("under-test", ROUTE_PREFIX),
+    ];
+    let router = a2a_gateway::server::Frontend::new(routes, state.metrics.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(a2a_gateway::server::serve(
@@ -480,7 +500,7 @@ pub async fn serve(state: Arc<Gateway>, jsonrpc_path: &str) -> String {
         std::future::pending(),
         Duration::from_secs(1),
     ));
-    format!("http://{addr}{jsonrpc_path}")
+    format!("http://{addr}{ROUTE_PREFIX}{jsonrpc_path}")
 }
 
 /// The gateway built exactly as the binary builds it from `args` (flags after the
