@@ -1,0 +1,167 @@
+"""Discovery + conversation with the a2a-sdk 1.3.0 client, starting from a base URL only.
+
+    python client_from_card.py BASE_URL [--tenant T]
+
+1. The SDK's `A2ACardResolver` fetches `BASE_URL/.well-known/agent-card.json`.
+2. The SDK's `ClientFactory` (config: JSONRPC is the only transport it may use) picks
+   the card's JSONRPC interface (spec 8.3.2; a 1.0 interface is preferred) and sets
+   the interface's `tenant`, if any, on every request.
+3. Conversation: send `hello` (-> Message), send `task` (-> COMPLETED Task), stream
+   `stream` (-> the six events), get the task, send `slow` and cancel it (-> CANCELED),
+   send `headers` (-> what the agent saw: binding and tenant).
+
+stdout (for the caller to assert on):
+    CARD <url the card was fetched from>
+    INTERFACE <protocolBinding> <protocolVersion> <url>      # what the factory chose
+    step <n>: <name>: ok
+    AGENT binding=<jsonrpc|rest|grpc> tenant=<tenant seen by the agent, '-' if none>
+    CALLS <n> <url>        # every conversation request went to this one URL
+    OK <n> steps
+At the first failure: `FAIL step <n> (<name>): <reason>` on stderr, exit 1.
+
+`--tenant T`: the agent must see tenant T (a route with a fixed tenant injects it);
+without it, the agent must see the chosen interface's tenant (none for agent.py's card).
+Every network wait is bounded (httpx timeout 30 s, each step 60 s).
+"""
+
+import argparse
+import asyncio
+import json
+import sys
+import uuid
+
+import httpx
+
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.helpers import get_message_text
+from a2a.types.a2a_pb2 import (
+    CancelTaskRequest, GetTaskRequest, Message, Part, Role, SendMessageRequest, TaskState,
+)
+
+
+class StepFailed(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise StepFailed(what)
+
+
+def request(text, return_immediately=False):
+    req = SendMessageRequest(message=Message(
+        message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=text)]))
+    req.configuration.return_immediately = return_immediately
+    return req
+
+
+def kind(ev):
+    which = ev.WhichOneof('payload')
+    if which == 'status_update':
+        return 'status:' + TaskState.Name(ev.status_update.status.state).removeprefix('TASK_STATE_')
+    if which == 'task':
+        return 'task:' + TaskState.Name(ev.task.status.state).removeprefix('TASK_STATE_')
+    return which
+
+
+async def collect(aiter):
+    return [ev async for ev in aiter]
+
+
+def steps(unary, streaming, expected_tenant):
+    ctx = {}
+
+    async def hello():
+        [ev] = await collect(unary.send_message(request('hello')))
+        check(ev.HasField('message'), f'expected a Message, got {kind(ev)}')
+        check(get_message_text(ev.message) == 'echo: hello', f'text {get_message_text(ev.message)!r}')
+
+    async def task():
+        [ev] = await collect(unary.send_message(request('task')))
+        check(ev.HasField('task'), f'expected a Task, got {kind(ev)}')
+        check(ev.task.status.state == TaskState.TASK_STATE_COMPLETED,
+              f'state {TaskState.Name(ev.task.status.state)}')
+        data = ev.task.artifacts[0].parts[1].data.struct_value
+        check(data['answer'] == 42, f'artifact data {data}')
+        ctx['task'] = ev.task
+
+    async def stream():
+        kinds = [kind(ev) for ev in await collect(streaming.send_message(request('stream')))]
+        want = ['task:SUBMITTED', 'status:WORKING', 'artifact_update', 'artifact_update',
+                'artifact_update', 'status:COMPLETED']
+        check(kinds == want, f'stream events {kinds}')
+
+    async def get_task():
+        t = await unary.get_task(GetTaskRequest(id=ctx['task'].id))
+        check(t.id == ctx['task'].id and t.status.state == TaskState.TASK_STATE_COMPLETED,
+              f'GetTask returned {t.id} {TaskState.Name(t.status.state)}')
+
+    async def cancel():
+        [ev] = await collect(unary.send_message(request('slow:20', return_immediately=True)))
+        check(ev.HasField('task'), f'expected a Task, got {kind(ev)}')
+        t = await unary.cancel_task(CancelTaskRequest(id=ev.task.id))
+        check(t.id == ev.task.id and t.status.state == TaskState.TASK_STATE_CANCELED,
+              f'cancel -> {TaskState.Name(t.status.state)}')
+
+    async def agent_view():
+        [ev] = await collect(unary.send_message(request('headers')))
+        seen = json.loads(get_message_text(ev.message))
+        check(seen['a2a-version'] == '1.0', f'A2A-Version seen by agent: {seen["a2a-version"]!r}')
+        tenant = seen['tenant'] or ''
+        check(tenant == expected_tenant, f'agent saw tenant {tenant!r}, expected {expected_tenant!r}')
+        print(f'AGENT binding={seen["binding"]} tenant={tenant or "-"}', flush=True)
+
+    return [('send hello -> message', hello), ('send task -> completed task', task),
+            ('stream -> events', stream), ('get task', get_task),
+            ('send slow + cancel -> canceled', cancel), ('agent saw binding and tenant', agent_view)]
+
+
+async def main(base_url, tenant):
+    sent = []
+
+    async def record(req):
+        sent.append(str(req.url))
+
+    async with httpx.AsyncClient(timeout=30, event_hooks={'request': [record]}) as http:
+        try:
+            card = await asyncio.wait_for(A2ACardResolver(http, base_url).get_agent_card(), 60)
+            config = dict(httpx_client=http, supported_protocol_bindings=['JSONRPC'])
+            unary = ClientFactory(ClientConfig(streaming=False, **config)).create(card)
+            streaming = ClientFactory(ClientConfig(streaming=True, **config)).create(card)
+        except Exception as e:  # noqa: BLE001
+            reason = ' | '.join(str(e).splitlines())
+            print(f'FAIL step 0 (resolve card, create client): {type(e).__name__}: {reason}',
+                  file=sys.stderr)
+            return 1
+        print(f'CARD {sent[0]}', flush=True)
+        # The factory's choice, as the SDK itself resolves it (a 1.0 JSONRPC interface first).
+        chosen = ClientFactory._find_best_interface(list(card.supported_interfaces), ['JSONRPC'])
+        print(f'INTERFACE {chosen.protocol_binding} {chosen.protocol_version} {chosen.url}', flush=True)
+        expected_tenant = chosen.tenant if tenant is None else tenant
+        del sent[:]
+        all_steps = steps(unary, streaming, expected_tenant)
+        for n, (name, step) in enumerate(all_steps, 1):
+            try:
+                await asyncio.wait_for(step(), 60)
+            except Exception as e:  # noqa: BLE001
+                reason = ' | '.join(str(e).splitlines())
+                print(f'FAIL step {n} ({name}): {type(e).__name__}: {reason}', file=sys.stderr)
+                return 1
+            print(f'step {n}: {name}: ok', flush=True)
+        # The interface URL is what the client really used, not only what it announced.
+        urls = sorted(set(sent))
+        if urls != [chosen.url]:
+            print(f'FAIL step {len(all_steps) + 1} (calls went to the chosen interface): {urls}',
+                  file=sys.stderr)
+            return 1
+        print(f'CALLS {len(sent)} {urls[0]}', flush=True)
+    print(f'OK {len(all_steps)} steps', flush=True)
+    return 0
+
+
+if __name__ == '__main__':
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('base_url')
+    parser.add_argument('--tenant', help='the tenant the agent must see')
+    args = parser.parse_args()
+    sys.exit(asyncio.run(main(args.base_url, args.tenant)))
