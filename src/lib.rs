@@ -3,6 +3,7 @@
 //! `backend::{grpc,rest}` → typed reply, stream or `protocol::error::A2aError` → JSON-RPC.
 
 pub mod backend;
+pub mod card;
 pub mod config;
 pub mod demo;
 pub mod front;
