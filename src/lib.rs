@@ -10,4 +10,5 @@ pub mod front;
 pub mod proto;
 pub mod protocol;
 pub mod server;
+pub mod signing;
 pub mod telemetry;

@@ -1,0 +1,1013 @@
+//! Agent card signing (A2A §8.4): a detached JWS over the card's canonical form.
+//!
+//! The gateway rewrites a card's `supportedInterfaces`, which invalidates the agent's own
+//! signatures; a route may re-sign the rewritten card with a configured key instead.
+//!
+//! What is signed ([`signing_payload`]): the card without its top-level `signatures`, with
+//! the defaults of implicit-presence fields removed as §8.4.1 rule 1 asks (fields that are
+//! `REQUIRED`, carry proto3 `optional`, or are message-typed stay even when empty/default),
+//! then canonicalised with RFC 8785 (JCS). The default removal needs the proto schema, so
+//! the card's fields are described in a table here ([`AGENT_CARD`]); a unit test compares
+//! it with the compiled descriptor set so a proto change cannot leave it silently stale.
+//! Members the table does not know (unknown fields, `Struct` contents) are signed as they are.
+//!
+//! The signature is RFC 7515 with the payload detached: `protected` is the base64url of
+//! `{"alg","typ":"JOSE","kid","jku"?}`, the signing input is `protected "." b64url(payload)`,
+//! ES256 signatures are the raw 64-byte `r||s` (RFC 7518 §3.4), RS256 is RSASSA-PKCS1-v1_5.
+//!
+//! Keys: PEM, PKCS#8 for both kinds, SEC1 `EC PRIVATE KEY` (wrapped into PKCS#8 here, since
+//! the P-256 algorithm identifier is fixed, so `openssl ecparam -genkey` output works as is),
+//! and PKCS#1 `RSA PRIVATE KEY`. RSA keys must have 2048 to 8192 bits (ring's limits).
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use ring::rand::SystemRandom;
+use ring::signature::{
+    EcdsaKeyPair, RsaKeyPair, ECDSA_P256_SHA256_FIXED_SIGNING, RSA_PKCS1_SHA256,
+};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::PrivateKeyDer;
+use serde::Serialize;
+use serde_json::Value;
+
+/// RFC 8785 (JCS) canonical form of a JSON value.
+pub fn canonical_json(value: &serde_json::Value) -> Vec<u8> {
+    // A `Value` holds only finite numbers and UTF-8 keys and a Vec cannot fail to take
+    // bytes, so the canonicalizer has nothing to reject here.
+    serde_json_canonicalizer::to_vec(value).expect("a serde_json::Value always has a JCS form")
+}
+
+/// The bytes a card signature covers: the card without `signatures`, defaults removed
+/// per §8.4.1, in JCS form.
+pub fn signing_payload(card: &Value) -> Vec<u8> {
+    let mut card = card.clone();
+    if let Value::Object(members) = &mut card {
+        members.remove("signatures");
+    }
+    strip_defaults(&mut card, &AGENT_CARD);
+    canonical_json(&card)
+}
+
+/// Why a card signing key was not accepted.
+#[derive(Debug, thiserror::Error)]
+pub enum SignError {
+    #[error(
+        "no PEM private key found ({0}); expected \"PRIVATE KEY\" (PKCS#8), \
+         \"EC PRIVATE KEY\" (SEC1) or \"RSA PRIVATE KEY\" (PKCS#1)"
+    )]
+    NotPem(String),
+    #[error(
+        "the key is encrypted; card signing needs an unencrypted key \
+         (openssl pkcs8 -in KEY -nocrypt -out PLAIN)"
+    )]
+    Encrypted,
+    #[error("unsupported key type: {0}; card signing takes EC P-256 (ES256) or RSA (RS256) keys")]
+    UnsupportedKey(String),
+    #[error("RSA key too small: card signing needs at least 2048 bits")]
+    RsaTooSmall,
+    #[error("RSA key too large: card signing takes at most 8192 bits")]
+    RsaTooLarge,
+    #[error("invalid {kind} private key: {reason}")]
+    InvalidKey { kind: &'static str, reason: String },
+    #[error("the key id (kid) must not be empty")]
+    EmptyKid,
+}
+
+/// A card signing key: ES256 (P-256) or RS256 (RSA ≥ 2048 bits), chosen by the key's type.
+pub struct CardSigner {
+    key: Key,
+    /// base64url of the protected header, fixed per key.
+    protected: String,
+    rng: SystemRandom,
+}
+
+enum Key {
+    Es256(EcdsaKeyPair),
+    Rs256(RsaKeyPair),
+}
+
+/// The protected header in the member order of the spec's example (§8.4.2).
+#[derive(Serialize)]
+struct Header<'a> {
+    alg: &'static str,
+    typ: &'static str,
+    kid: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    jku: Option<&'a str>,
+}
+
+impl std::fmt::Debug for CardSigner {
+    // The key pairs hold private material: show only what identifies the signer.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CardSigner")
+            .field("alg", &self.algorithm())
+            .field("protected", &self.protected)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CardSigner {
+    /// Reads a PEM private key (PKCS#8 for both; also SEC1 "EC PRIVATE KEY" and PKCS#1
+    /// "RSA PRIVATE KEY"), `kid` goes into the protected header, `jku` too when given.
+    pub fn from_pem(pem: &[u8], kid: &str, jku: Option<&str>) -> Result<CardSigner, SignError> {
+        if kid.is_empty() {
+            return Err(SignError::EmptyKid);
+        }
+        let der = PrivateKeyDer::from_pem_slice(pem).map_err(|e| {
+            // The PEM reader skips sections it does not know, so an encrypted key reads as
+            // "no key": say what it is instead.
+            if contains(pem, b"-----BEGIN ENCRYPTED PRIVATE KEY-----") {
+                SignError::Encrypted
+            } else {
+                SignError::NotPem(e.to_string())
+            }
+        })?;
+        let key = match der {
+            PrivateKeyDer::Pkcs8(der) => key_from_pkcs8(der.secret_pkcs8_der())?,
+            PrivateKeyDer::Sec1(der) => key_from_sec1(der.secret_sec1_der())?,
+            PrivateKeyDer::Pkcs1(der) => RsaKeyPair::from_der(der.secret_pkcs1_der())
+                .map(Key::Rs256)
+                .map_err(rsa_rejected)?,
+            _ => return Err(SignError::UnsupportedKey("unknown PEM key format".into())),
+        };
+        let header = Header {
+            alg: key.algorithm(),
+            typ: "JOSE",
+            kid,
+            jku,
+        };
+        let header = serde_json::to_vec(&header).expect("the header is plain strings");
+        Ok(CardSigner {
+            key,
+            protected: URL_SAFE_NO_PAD.encode(header),
+            rng: SystemRandom::new(),
+        })
+    }
+
+    /// The JWS algorithm name ("ES256" / "RS256").
+    pub fn algorithm(&self) -> &'static str {
+        self.key.algorithm()
+    }
+
+    /// Signs `card` (its top-level `signatures` member, if present, is excluded from the
+    /// signed content) and returns one `AgentCardSignature` as ProtoJSON:
+    /// `{"protected": "<b64url header>", "signature": "<b64url sig>"}`.
+    ///
+    /// # Panics
+    /// Only if the operating system's random source fails (ECDSA nonces and RSA blinding
+    /// need it); no card content can make signing fail.
+    pub fn sign(&self, card: &serde_json::Value) -> serde_json::Value {
+        let payload = URL_SAFE_NO_PAD.encode(signing_payload(card));
+        let input = format!("{}.{payload}", self.protected);
+        let signature = match &self.key {
+            Key::Es256(key) => key
+                .sign(&self.rng, input.as_bytes())
+                .expect("the system random source failed")
+                .as_ref()
+                .to_vec(),
+            Key::Rs256(key) => {
+                let mut signature = vec![0; key.public().modulus_len()];
+                key.sign(
+                    &RSA_PKCS1_SHA256,
+                    &self.rng,
+                    input.as_bytes(),
+                    &mut signature,
+                )
+                .expect("the system random source failed");
+                signature
+            }
+        };
+        serde_json::json!({
+            "protected": self.protected,
+            "signature": URL_SAFE_NO_PAD.encode(signature),
+        })
+    }
+}
+
+impl Key {
+    fn algorithm(&self) -> &'static str {
+        match self {
+            Key::Es256(_) => "ES256",
+            Key::Rs256(_) => "RS256",
+        }
+    }
+}
+
+// Object identifiers (DER content bytes) of the key algorithms this module tells apart.
+const OID_EC_PUBLIC_KEY: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01];
+const OID_P256: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07];
+const OID_RSA: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x01];
+
+/// Picks the algorithm from the PKCS#8 AlgorithmIdentifier, so a wrong key type gets a
+/// message naming it rather than ring's generic rejection.
+fn key_from_pkcs8(der: &[u8]) -> Result<Key, SignError> {
+    let rng = SystemRandom::new();
+    match pkcs8_algorithm(der) {
+        Some((OID_EC_PUBLIC_KEY, Some(OID_P256))) => {
+            EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, der, &rng)
+                .map(Key::Es256)
+                .map_err(|e| SignError::InvalidKey {
+                    kind: "EC P-256",
+                    reason: e.to_string(),
+                })
+        }
+        Some((OID_EC_PUBLIC_KEY, curve)) => Err(SignError::UnsupportedKey(format!(
+            "EC key on curve {} (only P-256 is supported)",
+            curve.map_or("(none)", curve_name)
+        ))),
+        Some((OID_RSA, _)) => RsaKeyPair::from_pkcs8(der)
+            .map(Key::Rs256)
+            .map_err(rsa_rejected),
+        Some((oid, _)) => Err(SignError::UnsupportedKey(algorithm_name(oid))),
+        None => Err(SignError::InvalidKey {
+            kind: "PKCS#8",
+            reason: "not a PKCS#8 PrivateKeyInfo structure".into(),
+        }),
+    }
+}
+
+/// SEC1 `ECPrivateKey` → PKCS#8 `PrivateKeyInfo` with the fixed P-256 algorithm identifier;
+/// ring compares the curve named inside the SEC1 key (if any) with it and rejects others.
+fn key_from_sec1(sec1: &[u8]) -> Result<Key, SignError> {
+    if let Some(curve) = sec1_curve(sec1).filter(|&curve| curve != OID_P256) {
+        return Err(SignError::UnsupportedKey(format!(
+            "EC key on curve {} (only P-256 is supported)",
+            curve_name(curve)
+        )));
+    }
+    let algorithm = [der(0x06, OID_EC_PUBLIC_KEY), der(0x06, OID_P256)].concat();
+    let info = [der(0x02, &[0]), der(0x30, &algorithm), der(0x04, sec1)].concat();
+    let pkcs8 = der(0x30, &info);
+    EcdsaKeyPair::from_pkcs8(
+        &ECDSA_P256_SHA256_FIXED_SIGNING,
+        &pkcs8,
+        &SystemRandom::new(),
+    )
+    .map(Key::Es256)
+    .map_err(|e| SignError::InvalidKey {
+        kind: "SEC1 EC",
+        reason: e.to_string(),
+    })
+}
+
+fn rsa_rejected(e: ring::error::KeyRejected) -> SignError {
+    // ring tells why only through the fixed text of its Display.
+    match e.to_string().as_str() {
+        "TooSmall" => SignError::RsaTooSmall,
+        "TooLarge" => SignError::RsaTooLarge,
+        _ => SignError::InvalidKey {
+            kind: "RSA",
+            reason: e.to_string(),
+        },
+    }
+}
+
+fn curve_name(oid: &[u8]) -> &'static str {
+    match oid {
+        [0x2b, 0x81, 0x04, 0x00, 0x22] => "P-384",
+        [0x2b, 0x81, 0x04, 0x00, 0x23] => "P-521",
+        [0x2b, 0x81, 0x04, 0x00, 0x0a] => "secp256k1",
+        _ => "(unknown)",
+    }
+}
+
+fn algorithm_name(oid: &[u8]) -> String {
+    match oid {
+        [0x2b, 0x65, 0x70] => "Ed25519".into(),
+        [0x2b, 0x65, 0x71] => "Ed448".into(),
+        [0x2b, 0x65, 0x6e] => "X25519".into(),
+        [0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x0a] => "RSA-PSS".into(),
+        [0x2a, 0x86, 0x48, 0xce, 0x38, 0x04, 0x01] => "DSA".into(),
+        other => format!("algorithm OID {}", hex(other)),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// One DER element: `(tag, content, rest)`. Lengths up to 2 bytes cover every key kept here.
+fn der_next(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let (&tag, rest) = input.split_first()?;
+    let (&first, rest) = rest.split_first()?;
+    let (len, rest) = if first < 0x80 {
+        (usize::from(first), rest)
+    } else {
+        let n = usize::from(first & 0x7f);
+        if n == 0 || n > 2 || rest.len() < n {
+            return None;
+        }
+        let (len, rest) = rest.split_at(n);
+        (
+            len.iter().fold(0, |acc, &b| (acc << 8) | usize::from(b)),
+            rest,
+        )
+    };
+    (rest.len() >= len).then(|| (tag, &rest[..len], &rest[len..]))
+}
+
+/// DER encoding of one element with a definite length.
+fn der(tag: u8, content: &[u8]) -> Vec<u8> {
+    let len = content.len();
+    let mut out = vec![tag];
+    match len {
+        0..0x80 => out.push(len as u8),
+        0x80..0x100 => out.extend([0x81, len as u8]),
+        _ => out.extend([0x82, (len >> 8) as u8, len as u8]),
+    }
+    out.extend_from_slice(content);
+    out
+}
+
+/// `PrivateKeyInfo ::= SEQUENCE { version, AlgorithmIdentifier { OID, params }, ... }`:
+/// the algorithm OID and, when the parameters are an OID (a named curve), that too.
+fn pkcs8_algorithm(der: &[u8]) -> Option<(&[u8], Option<&[u8]>)> {
+    let (0x30, info, _) = der_next(der)? else {
+        return None;
+    };
+    let (0x02, _, rest) = der_next(info)? else {
+        return None;
+    };
+    let (0x30, algorithm, _) = der_next(rest)? else {
+        return None;
+    };
+    let (0x06, oid, params) = der_next(algorithm)? else {
+        return None;
+    };
+    let curve = match der_next(params) {
+        Some((0x06, curve, _)) => Some(curve),
+        _ => None,
+    };
+    Some((oid, curve))
+}
+
+/// `ECPrivateKey ::= SEQUENCE { version, privateKey, [0] parameters OPTIONAL, ... }`:
+/// the named curve, when the key states one.
+fn sec1_curve(der: &[u8]) -> Option<&[u8]> {
+    let (0x30, key, _) = der_next(der)? else {
+        return None;
+    };
+    let (0x02, _, rest) = der_next(key)? else {
+        return None;
+    };
+    let (0x04, _, rest) = der_next(rest)? else {
+        return None;
+    };
+    let (0xa0, parameters, _) = der_next(rest)? else {
+        return None;
+    };
+    match der_next(parameters)? {
+        (0x06, curve, _) => Some(curve),
+        _ => None,
+    }
+}
+
+/// The card schema as far as §8.4.1's default removal needs it.
+struct Message {
+    name: &'static str,
+    fields: &'static [Field],
+}
+
+/// A field by its ProtoJSON (lowerCamel) name: how its presence is decided, what it holds.
+struct Field(&'static str, Presence, Shape);
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Presence {
+    /// `[(google.api.field_behavior) = REQUIRED]`: kept even when default.
+    Required,
+    /// proto3 `optional`, message-typed or oneof members: kept whenever present.
+    Explicit,
+    /// Plain proto3 scalars, repeated and map fields: omitted when default or empty.
+    Implicit,
+}
+
+#[derive(Clone, Copy)]
+enum Shape {
+    /// A scalar, a list of scalars, a `map<string, string>` or a `Struct`: not looked into.
+    Leaf,
+    /// A singular message.
+    Message(&'static Message),
+    /// A repeated message or a `map<string, Message>`: each element or value.
+    Each(&'static Message),
+}
+
+use Presence::{Explicit, Implicit, Required};
+use Shape::{Each, Leaf};
+
+/// Removes the default values §8.4.1 rule 1 asks to omit. `null` is ProtoJSON for "not
+/// set", so it goes whatever the field's presence.
+fn strip_defaults(value: &mut Value, message: &Message) {
+    let Value::Object(members) = value else {
+        return;
+    };
+    members.retain(|name, value| {
+        let Some(Field(_, presence, shape)) = message.fields.iter().find(|f| f.0 == name) else {
+            return true;
+        };
+        if value.is_null() {
+            return false;
+        }
+        match (shape, &mut *value) {
+            (Shape::Message(inner), value) => strip_defaults(value, inner),
+            (Each(inner), Value::Array(items)) => items
+                .iter_mut()
+                .for_each(|item| strip_defaults(item, inner)),
+            (Each(inner), Value::Object(map)) => map
+                .values_mut()
+                .for_each(|item| strip_defaults(item, inner)),
+            _ => {}
+        }
+        *presence != Implicit || !is_default(value)
+    });
+}
+
+fn is_default(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => s.is_empty(),
+        Value::Array(items) => items.is_empty(),
+        Value::Object(members) => members.is_empty(),
+    }
+}
+
+// The schema of lf.a2a.v1.AgentCard and everything it holds, with the REQUIRED marks of
+// the normative a2a.proto (the gateway's own copy in proto/ drops those annotations).
+static AGENT_CARD: Message = Message {
+    name: "AgentCard",
+    fields: &[
+        Field("name", Required, Leaf),
+        Field("description", Required, Leaf),
+        Field("supportedInterfaces", Required, Each(&AGENT_INTERFACE)),
+        Field("provider", Explicit, Shape::Message(&AGENT_PROVIDER)),
+        Field("version", Required, Leaf),
+        Field("documentationUrl", Explicit, Leaf),
+        Field(
+            "capabilities",
+            Required,
+            Shape::Message(&AGENT_CAPABILITIES),
+        ),
+        Field("securitySchemes", Implicit, Each(&SECURITY_SCHEME)),
+        Field(
+            "securityRequirements",
+            Implicit,
+            Each(&SECURITY_REQUIREMENT),
+        ),
+        Field("defaultInputModes", Required, Leaf),
+        Field("defaultOutputModes", Required, Leaf),
+        Field("skills", Required, Each(&AGENT_SKILL)),
+        // Never reaches strip_defaults at the top level: signing_payload removes it.
+        Field("signatures", Implicit, Leaf),
+        Field("iconUrl", Explicit, Leaf),
+    ],
+};
+static AGENT_INTERFACE: Message = Message {
+    name: "AgentInterface",
+    fields: &[
+        Field("url", Required, Leaf),
+        Field("protocolBinding", Required, Leaf),
+        Field("tenant", Implicit, Leaf),
+        Field("protocolVersion", Required, Leaf),
+    ],
+};
+static AGENT_PROVIDER: Message = Message {
+    name: "AgentProvider",
+    fields: &[
+        Field("url", Required, Leaf),
+        Field("organization", Required, Leaf),
+    ],
+};
+static AGENT_CAPABILITIES: Message = Message {
+    name: "AgentCapabilities",
+    fields: &[
+        Field("streaming", Explicit, Leaf),
+        Field("pushNotifications", Explicit, Leaf),
+        Field("extensions", Implicit, Each(&AGENT_EXTENSION)),
+        Field("extendedAgentCard", Explicit, Leaf),
+    ],
+};
+static AGENT_EXTENSION: Message = Message {
+    name: "AgentExtension",
+    fields: &[
+        Field("uri", Implicit, Leaf),
+        Field("description", Implicit, Leaf),
+        Field("required", Implicit, Leaf),
+        // A Struct: present or not, its contents are the agent's own JSON.
+        Field("params", Explicit, Leaf),
+    ],
+};
+static AGENT_SKILL: Message = Message {
+    name: "AgentSkill",
+    fields: &[
+        Field("id", Required, Leaf),
+        Field("name", Required, Leaf),
+        Field("description", Required, Leaf),
+        Field("tags", Required, Leaf),
+        Field("examples", Implicit, Leaf),
+        Field("inputModes", Implicit, Leaf),
+        Field("outputModes", Implicit, Leaf),
+        Field(
+            "securityRequirements",
+            Implicit,
+            Each(&SECURITY_REQUIREMENT),
+        ),
+    ],
+};
+static SECURITY_REQUIREMENT: Message = Message {
+    name: "SecurityRequirement",
+    fields: &[Field("schemes", Implicit, Each(&STRING_LIST))],
+};
+static STRING_LIST: Message = Message {
+    name: "StringList",
+    fields: &[Field("list", Implicit, Leaf)],
+};
+static SECURITY_SCHEME: Message = Message {
+    name: "SecurityScheme",
+    fields: &[
+        Field(
+            "apiKeySecurityScheme",
+            Explicit,
+            Shape::Message(&API_KEY_SCHEME),
+        ),
+        Field(
+            "httpAuthSecurityScheme",
+            Explicit,
+            Shape::Message(&HTTP_AUTH_SCHEME),
+        ),
+        Field(
+            "oauth2SecurityScheme",
+            Explicit,
+            Shape::Message(&OAUTH2_SCHEME),
+        ),
+        Field(
+            "openIdConnectSecurityScheme",
+            Explicit,
+            Shape::Message(&OPEN_ID_CONNECT_SCHEME),
+        ),
+        Field(
+            "mtlsSecurityScheme",
+            Explicit,
+            Shape::Message(&MUTUAL_TLS_SCHEME),
+        ),
+    ],
+};
+static API_KEY_SCHEME: Message = Message {
+    name: "APIKeySecurityScheme",
+    fields: &[
+        Field("description", Implicit, Leaf),
+        Field("location", Required, Leaf),
+        Field("name", Required, Leaf),
+    ],
+};
+static HTTP_AUTH_SCHEME: Message = Message {
+    name: "HTTPAuthSecurityScheme",
+    fields: &[
+        Field("description", Implicit, Leaf),
+        Field("scheme", Required, Leaf),
+        Field("bearerFormat", Implicit, Leaf),
+    ],
+};
+static OAUTH2_SCHEME: Message = Message {
+    name: "OAuth2SecurityScheme",
+    fields: &[
+        Field("description", Implicit, Leaf),
+        Field("flows", Required, Shape::Message(&OAUTH_FLOWS)),
+        Field("oauth2MetadataUrl", Implicit, Leaf),
+    ],
+};
+static OPEN_ID_CONNECT_SCHEME: Message = Message {
+    name: "OpenIdConnectSecurityScheme",
+    fields: &[
+        Field("description", Implicit, Leaf),
+        Field("openIdConnectUrl", Required, Leaf),
+    ],
+};
+static MUTUAL_TLS_SCHEME: Message = Message {
+    name: "MutualTlsSecurityScheme",
+    fields: &[Field("description", Implicit, Leaf)],
+};
+static OAUTH_FLOWS: Message = Message {
+    name: "OAuthFlows",
+    fields: &[
+        Field(
+            "authorizationCode",
+            Explicit,
+            Shape::Message(&AUTHORIZATION_CODE_FLOW),
+        ),
+        Field(
+            "clientCredentials",
+            Explicit,
+            Shape::Message(&CLIENT_CREDENTIALS_FLOW),
+        ),
+        Field("implicit", Explicit, Shape::Message(&IMPLICIT_FLOW)),
+        Field("password", Explicit, Shape::Message(&PASSWORD_FLOW)),
+        Field("deviceCode", Explicit, Shape::Message(&DEVICE_CODE_FLOW)),
+    ],
+};
+static AUTHORIZATION_CODE_FLOW: Message = Message {
+    name: "AuthorizationCodeOAuthFlow",
+    fields: &[
+        Field("authorizationUrl", Required, Leaf),
+        Field("tokenUrl", Required, Leaf),
+        Field("refreshUrl", Implicit, Leaf),
+        Field("scopes", Required, Leaf),
+        Field("pkceRequired", Implicit, Leaf),
+    ],
+};
+static CLIENT_CREDENTIALS_FLOW: Message = Message {
+    name: "ClientCredentialsOAuthFlow",
+    fields: &[
+        Field("tokenUrl", Required, Leaf),
+        Field("refreshUrl", Implicit, Leaf),
+        Field("scopes", Required, Leaf),
+    ],
+};
+static IMPLICIT_FLOW: Message = Message {
+    name: "ImplicitOAuthFlow",
+    fields: &[
+        Field("authorizationUrl", Implicit, Leaf),
+        Field("refreshUrl", Implicit, Leaf),
+        Field("scopes", Implicit, Leaf),
+    ],
+};
+static PASSWORD_FLOW: Message = Message {
+    name: "PasswordOAuthFlow",
+    fields: &[
+        Field("tokenUrl", Implicit, Leaf),
+        Field("refreshUrl", Implicit, Leaf),
+        Field("scopes", Implicit, Leaf),
+    ],
+};
+static DEVICE_CODE_FLOW: Message = Message {
+    name: "DeviceCodeOAuthFlow",
+    fields: &[
+        Field("deviceAuthorizationUrl", Required, Leaf),
+        Field("tokenUrl", Required, Leaf),
+        Field("refreshUrl", Implicit, Leaf),
+        Field("scopes", Required, Leaf),
+    ],
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ring::signature::{
+        KeyPair, UnparsedPublicKey, ECDSA_P256_SHA256_FIXED, RSA_PKCS1_2048_8192_SHA256,
+    };
+    use serde_json::json;
+
+    fn fixture(name: &str) -> Vec<u8> {
+        let path = format!(
+            "{}/tests/fixtures/card-signing/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    fn jcs(text: &str) -> String {
+        String::from_utf8(canonical_json(&serde_json::from_str(text).unwrap())).unwrap()
+    }
+
+    #[test]
+    fn jcs_rfc8785_sample_object() {
+        // RFC 8785 §3.2.2 input and §3.2.3/§3.2.4 output.
+        let input = r#"{
+            "numbers": [333333333.33333329, 1E30, 4.50, 2e-3, 0.000000000000000000000000001],
+            "string": "\u20ac$\u000F\u000aA'\u0042\u0022\u005c\\\"\/",
+            "literals": [null, true, false]
+        }"#;
+        assert_eq!(
+            jcs(input),
+            r#"{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],"string":"€$\u000f\nA'B\"\\\\\"/"}"#
+        );
+    }
+
+    #[test]
+    fn jcs_rfc8785_property_sorting() {
+        // RFC 8785 §3.2.3: sorted by UTF-16 code units, so the emoji (a surrogate pair,
+        // D83D) sorts before U+FB33 although its code point is larger.
+        let input = r#"{
+            "\u20ac": "Euro Sign",
+            "\r": "Carriage Return",
+            "\ufb33": "Hebrew Letter Dalet With Dagesh",
+            "1": "One",
+            "\ud83d\ude00": "Emoji: Grinning Face",
+            "\u0080": "Control",
+            "\u00f6": "Latin Small Letter O With Diaeresis"
+        }"#;
+        let canonical = jcs(input);
+        let order: Vec<&str> = canonical
+            .split("\":\"")
+            .skip(1)
+            .map(|rest| rest.split('"').next().unwrap())
+            .collect();
+        assert_eq!(
+            order,
+            [
+                "Carriage Return",
+                "One",
+                "Control",
+                "Latin Small Letter O With Diaeresis",
+                "Euro Sign",
+                "Emoji: Grinning Face",
+                "Hebrew Letter Dalet With Dagesh"
+            ]
+        );
+    }
+
+    #[test]
+    fn jcs_rfc8785_number_table() {
+        // RFC 8785 Appendix B (NaN and Infinity have no serde_json::Value).
+        let table: &[(u64, &str)] = &[
+            (0x0000000000000000, "0"),
+            (0x8000000000000000, "0"),
+            (0x0000000000000001, "5e-324"),
+            (0x8000000000000001, "-5e-324"),
+            (0x7fefffffffffffff, "1.7976931348623157e+308"),
+            (0xffefffffffffffff, "-1.7976931348623157e+308"),
+            (0x4340000000000000, "9007199254740992"),
+            (0xc340000000000000, "-9007199254740992"),
+            (0x4430000000000000, "295147905179352830000"),
+            (0x44b52d02c7e14af5, "9.999999999999997e+22"),
+            (0x44b52d02c7e14af6, "1e+23"),
+            (0x44b52d02c7e14af7, "1.0000000000000001e+23"),
+            (0x444b1ae4d6e2ef4e, "999999999999999700000"),
+            (0x444b1ae4d6e2ef4f, "999999999999999900000"),
+            (0x444b1ae4d6e2ef50, "1e+21"),
+            (0x3eb0c6f7a0b5ed8c, "9.999999999999997e-7"),
+            (0x3eb0c6f7a0b5ed8d, "0.000001"),
+            (0x41b3de4355555553, "333333333.3333332"),
+            (0x41b3de4355555554, "333333333.33333325"),
+            (0x41b3de4355555555, "333333333.3333333"),
+            (0x41b3de4355555556, "333333333.3333334"),
+            (0x41b3de4355555557, "333333333.33333343"),
+            (0xbecbf647612f3696, "-0.0000033333333333333333"),
+            (0x43143ff3c1cb0959, "1424953923781206.2"),
+        ];
+        for &(bits, want) in table {
+            let value = Value::from(f64::from_bits(bits));
+            let got = String::from_utf8(canonical_json(&value)).unwrap();
+            assert_eq!(got, want, "{bits:016x}");
+        }
+        // Integers are IEEE doubles in JCS too: 2^53 + 1 is not representable.
+        assert_eq!(jcs("9007199254740993"), "9007199254740992");
+        assert_eq!(jcs("[1.0, -0.0, 100]"), "[1,0,100]");
+    }
+
+    #[test]
+    fn defaults_are_removed_as_the_spec_example_shows() {
+        // §8.4.1's example: REQUIRED fields stay even when empty, explicitly set optional
+        // booleans stay, the empty repeated `extensions` goes.
+        let card = json!({
+            "name": "Example Agent",
+            "description": "",
+            "capabilities": {"streaming": false, "pushNotifications": false, "extensions": []},
+            "skills": []
+        });
+        assert_eq!(
+            String::from_utf8(signing_payload(&card)).unwrap(),
+            r#"{"capabilities":{"pushNotifications":false,"streaming":false},"description":"","name":"Example Agent","skills":[]}"#
+        );
+    }
+
+    #[test]
+    fn defaults_removed_in_nested_messages_only_where_the_schema_says() {
+        let card = json!({
+            "name": "n",
+            "supportedInterfaces": [{"url": "u", "protocolBinding": "JSONRPC", "protocolVersion": "1.0", "tenant": ""}],
+            "iconUrl": "",
+            "documentationUrl": null,
+            "capabilities": {"extensions": [{"uri": "x", "required": false, "description": "", "params": {"empty": "", "zero": 0, "none": {}}}]},
+            "securitySchemes": {"b": {"httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": ""}}},
+            "securityRequirements": [{"schemes": {"b": {"list": []}}}],
+            "skills": [{"id": "s", "name": "", "description": "", "tags": [], "examples": []}],
+            "futureField": "",
+            "signatures": [{"protected": "x", "signature": "y"}]
+        });
+        let want = json!({
+            "name": "n",
+            "supportedInterfaces": [{"url": "u", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+            "iconUrl": "",
+            "capabilities": {"extensions": [{"uri": "x", "params": {"empty": "", "zero": 0, "none": {}}}]},
+            "securitySchemes": {"b": {"httpAuthSecurityScheme": {"scheme": "Bearer"}}},
+            "securityRequirements": [{"schemes": {"b": {}}}],
+            "skills": [{"id": "s", "name": "", "description": "", "tags": []}],
+            "futureField": ""
+        });
+        assert_eq!(signing_payload(&card), canonical_json(&want));
+    }
+
+    fn verify(signer: &CardSigner, card: &Value, signature: &Value) -> bool {
+        let protected = signature["protected"].as_str().unwrap();
+        let sig = URL_SAFE_NO_PAD
+            .decode(signature["signature"].as_str().unwrap())
+            .unwrap();
+        let input = format!(
+            "{protected}.{}",
+            URL_SAFE_NO_PAD.encode(signing_payload(card))
+        );
+        let ok = match &signer.key {
+            Key::Es256(key) => {
+                assert_eq!(sig.len(), 64, "ES256 is raw r||s");
+                UnparsedPublicKey::new(&ECDSA_P256_SHA256_FIXED, key.public_key().as_ref())
+                    .verify(input.as_bytes(), &sig)
+            }
+            Key::Rs256(key) => {
+                UnparsedPublicKey::new(&RSA_PKCS1_2048_8192_SHA256, key.public_key().as_ref())
+                    .verify(input.as_bytes(), &sig)
+            }
+        };
+        ok.is_ok()
+    }
+
+    fn card() -> Value {
+        json!({
+            "name": "Route Planner ✈",
+            "description": "plans routes",
+            "version": "1.2.0",
+            "supportedInterfaces": [{"url": "https://gw.example/a2a", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+            "capabilities": {"streaming": true},
+            "defaultInputModes": ["text/plain"],
+            "defaultOutputModes": ["text/plain"],
+            "skills": [{"id": "route", "name": "Route", "description": "d", "tags": ["maps"]}],
+            "signatures": [{"protected": "b2xk", "signature": "b2xk"}]
+        })
+    }
+
+    #[test]
+    fn sign_and_verify_every_key_format() {
+        let generated = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
+            .unwrap()
+            .serialize_pem();
+        let keys = [
+            (generated.into_bytes(), "ES256"),
+            (fixture("p256.sec1.pem"), "ES256"),
+            (fixture("rsa2048.pkcs8.pem"), "RS256"),
+            (fixture("rsa2048.pkcs1.pem"), "RS256"),
+        ];
+        for (pem, alg) in keys {
+            let signer =
+                CardSigner::from_pem(&pem, "key-1", Some("https://gw.example/jwks.json")).unwrap();
+            assert_eq!(signer.algorithm(), alg);
+            let signature = signer.sign(&card());
+            assert_eq!(signature.as_object().unwrap().len(), 2);
+            let header: Value = serde_json::from_slice(
+                &URL_SAFE_NO_PAD
+                    .decode(signature["protected"].as_str().unwrap())
+                    .unwrap(),
+            )
+            .unwrap();
+            assert_eq!(
+                header,
+                json!({"alg": alg, "typ": "JOSE", "kid": "key-1", "jku": "https://gw.example/jwks.json"})
+            );
+            assert!(verify(&signer, &card(), &signature), "{alg}");
+
+            let mut tampered = card();
+            tampered["skills"][0]["tags"][0] = json!("mapz");
+            assert!(!verify(&signer, &tampered, &signature), "{alg} tampered");
+        }
+    }
+
+    #[test]
+    fn jku_is_left_out_when_not_given() {
+        let signer = CardSigner::from_pem(&fixture("p256.sec1.pem"), "k", None).unwrap();
+        let protected = signer.sign(&card())["protected"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert_eq!(
+            URL_SAFE_NO_PAD.decode(protected).unwrap(),
+            br#"{"alg":"ES256","typ":"JOSE","kid":"k"}"#
+        );
+    }
+
+    #[test]
+    fn signatures_member_is_not_signed() {
+        let signer = CardSigner::from_pem(&fixture("p256.sec1.pem"), "k", None).unwrap();
+        let signature = signer.sign(&card());
+        let mut without = card();
+        without.as_object_mut().unwrap().remove("signatures");
+        assert_eq!(signing_payload(&without), signing_payload(&card()));
+        // The served card carries the new signature next to (or instead of) old ones.
+        let mut served = card();
+        served["signatures"] = json!([signature.clone()]);
+        assert!(verify(&signer, &served, &signature));
+        assert!(verify(&signer, &without, &signature));
+    }
+
+    fn error(pem: &[u8]) -> SignError {
+        CardSigner::from_pem(pem, "k", None).unwrap_err()
+    }
+
+    #[test]
+    fn unusable_keys_are_refused_with_a_reason() {
+        let cert = rcgen::generate_simple_self_signed(["a.test".to_owned()]).unwrap();
+        assert!(matches!(
+            error(cert.cert.pem().as_bytes()),
+            SignError::NotPem(_)
+        ));
+        assert!(matches!(error(b"not a key at all"), SignError::NotPem(_)));
+        let e = error(&fixture("ed25519.pkcs8.pem"));
+        assert!(
+            matches!(&e, SignError::UnsupportedKey(kind) if kind == "Ed25519"),
+            "{e}"
+        );
+        let e = error(&fixture("p384.pkcs8.pem"));
+        assert!(e.to_string().contains("P-384"), "{e}");
+        assert!(matches!(
+            error(&fixture("rsa1024.pkcs8.pem")),
+            SignError::RsaTooSmall
+        ));
+        let encrypted =
+            b"-----BEGIN ENCRYPTED PRIVATE KEY-----\nMAA=\n-----END ENCRYPTED PRIVATE KEY-----\n";
+        assert!(matches!(error(encrypted), SignError::Encrypted));
+        assert!(matches!(
+            CardSigner::from_pem(&fixture("p256.sec1.pem"), "", None),
+            Err(SignError::EmptyKid)
+        ));
+        let e = error(&fixture("p384.sec1.pem"));
+        assert!(e.to_string().contains("P-384"), "{e}");
+    }
+
+    #[test]
+    fn schema_table_matches_the_compiled_proto() {
+        use prost_types::field_descriptor_proto::{Label, Type};
+        use std::collections::{BTreeSet, HashMap};
+        let bytes = include_bytes!(concat!(env!("OUT_DIR"), "/a2a_descriptor.bin"));
+        let set = <prost_types::FileDescriptorSet as prost::Message>::decode(&bytes[..]).unwrap();
+        let messages: HashMap<String, &prost_types::DescriptorProto> = set
+            .file
+            .iter()
+            .filter(|f| f.package() == "lf.a2a.v1")
+            .flat_map(|f| &f.message_type)
+            .map(|m| (format!(".lf.a2a.v1.{}", m.name()), m))
+            .collect();
+
+        let mut todo = vec![&AGENT_CARD];
+        let mut seen = BTreeSet::new();
+        while let Some(table) = todo.pop() {
+            if !seen.insert(table.name) {
+                continue;
+            }
+            let proto = messages[&format!(".lf.a2a.v1.{}", table.name)];
+            assert_eq!(
+                table.fields.iter().map(|f| f.0).collect::<BTreeSet<_>>(),
+                proto.field.iter().map(|f| f.json_name()).collect(),
+                "{}",
+                table.name
+            );
+            for field in &proto.field {
+                let Field(_, presence, shape) = table
+                    .fields
+                    .iter()
+                    .find(|f| f.0 == field.json_name())
+                    .unwrap();
+                let what = format!("{}.{}", table.name, field.name());
+                let repeated = field.label() == Label::Repeated;
+                // A map is a repeated nested *Entry message; its value decides the shape.
+                let entry = proto
+                    .nested_type
+                    .iter()
+                    .find(|n| n.options.as_ref().is_some_and(|o| o.map_entry()))
+                    .filter(|n| field.type_name().ends_with(&format!(".{}", n.name())));
+                let target = match entry {
+                    Some(entry) => entry.field[1].type_name(),
+                    None if field.r#type() == Type::Message => field.type_name(),
+                    None => "",
+                };
+                let explicit = field.proto3_optional()
+                    || field.oneof_index.is_some()
+                    || (field.r#type() == Type::Message && !repeated);
+                // REQUIRED overrides presence: such fields are kept whatever their kind.
+                if *presence != Required {
+                    assert_eq!(*presence == Explicit, explicit, "{what}: presence");
+                }
+                match shape {
+                    // `signatures` is never looked into: signing_payload drops it.
+                    Leaf => assert!(
+                        !target.starts_with(".lf.a2a.v1.") || what == "AgentCard.signatures",
+                        "{what}: holds a message"
+                    ),
+                    Shape::Message(m) => {
+                        assert!(!repeated, "{what}: repeated");
+                        assert_eq!(target, format!(".lf.a2a.v1.{}", m.name), "{what}");
+                        todo.push(m);
+                    }
+                    Each(m) => {
+                        assert!(repeated, "{what}: singular");
+                        assert_eq!(target, format!(".lf.a2a.v1.{}", m.name), "{what}");
+                        todo.push(m);
+                    }
+                }
+            }
+        }
+        // AgentCardSignature is left out on purpose: `signatures` is not signed.
+        assert_eq!(seen.len(), 20, "{seen:?}");
+    }
+}
