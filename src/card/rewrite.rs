@@ -22,6 +22,7 @@ use serde_json::{json, Map, Value};
 use super::{CardConfigError, CardSettings, RouteCard, SignaturePolicy};
 use crate::config::Binding;
 use crate::proto::AgentCard;
+use crate::signing::{CardSigner, SignError};
 
 /// The binding name of the gateway's own interface (spec 5.3).
 const JSONRPC: &str = "JSONRPC";
@@ -33,6 +34,7 @@ const LEGACY_ADDRESS_MEMBERS: [&str; 3] = ["url", "preferredTransport", "additio
 /// What becomes of a card's signatures, with what it needs.
 pub(super) enum Treatment {
     Strip,
+    Resign(CardSigner),
     Preserve,
 }
 
@@ -70,12 +72,41 @@ impl Treatment {
                 }
                 Ok(Treatment::Preserve)
             }
-            SignaturePolicy::Resign => Err(CardConfigError::new(
-                "signatures",
-                "\"resign\" needs the signing module",
-            )),
+            SignaturePolicy::Resign => signer(settings).map(Treatment::Resign),
         }
     }
+}
+
+/// The gateway's signing key of `settings` (`resign`), read and checked.
+fn signer(settings: &CardSettings) -> Result<CardSigner, CardConfigError> {
+    let Some(path) = &settings.sign_key else {
+        return Err(CardConfigError::new(
+            "sign-key",
+            "required with signatures = \"resign\"",
+        ));
+    };
+    let Some(kid) = &settings.sign_kid else {
+        return Err(CardConfigError::new(
+            "sign-kid",
+            "required with signatures = \"resign\" (the key id clients look the key up by)",
+        ));
+    };
+    if let Some(jku) = &settings.sign_jku {
+        let url = reqwest::Url::parse(jku)
+            .map_err(|e| CardConfigError::new("sign-jku", format!("{jku:?}: {e}")))?;
+        if !matches!(url.scheme(), "https" | "http") {
+            return Err(CardConfigError::new(
+                "sign-jku",
+                format!("{jku:?}: expected an https:// URL"),
+            ));
+        }
+    }
+    let pem = std::fs::read(path)
+        .map_err(|e| CardConfigError::new("sign-key", format!("{}: {e}", path.display())))?;
+    CardSigner::from_pem(&pem, kid, settings.sign_jku.as_deref()).map_err(|e| match e {
+        SignError::EmptyKid => CardConfigError::new("sign-kid", e.to_string()),
+        e => CardConfigError::new("sign-key", format!("{}: {e}", path.display())),
+    })
 }
 
 /// The route's rewriting rules.
@@ -286,7 +317,11 @@ impl Rewriter {
                 .cloned(),
         );
         card.insert("supportedInterfaces".to_owned(), Value::Array(interfaces));
-        Value::Object(card)
+        let mut card = Value::Object(card);
+        if let Treatment::Resign(signer) = &self.treatment {
+            card["signatures"] = json!([signer.sign(&card)]);
+        }
+        card
     }
 
     fn drop_legacy_addresses(&self, card: &mut Map<String, Value>) {
@@ -326,8 +361,13 @@ impl Rewriter {
             .remove("signatures")
             .is_some_and(|s| s.as_array().is_some_and(|a| !a.is_empty()));
         if had && first(&self.logged.signatures) {
-            tracing::info!(route = %self.route,
-                "agent card: the agent's signatures are removed, the rewritten card would not verify against them");
+            let why = "the rewritten card would not verify against them";
+            match self.treatment {
+                Treatment::Resign(_) => tracing::info!(route = %self.route,
+                    "agent card: the agent's signatures are replaced by the gateway's: {why}"),
+                Treatment::Strip | Treatment::Preserve => tracing::info!(route = %self.route,
+                    "agent card: the agent's signatures are removed: {why}"),
+            }
         }
     }
 
@@ -658,6 +698,59 @@ mod tests {
         assert_eq!(served, named);
     }
 
+    /// A fresh P-256 key as PKCS#8 PEM, and its public key.
+    fn p256_key(dir: &std::path::Path) -> (std::path::PathBuf, Vec<u8>) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let path = dir.join("card-key.pem");
+        std::fs::write(&path, key.serialize_pem()).unwrap();
+        (path, key.public_key_raw().to_vec())
+    }
+
+    #[test]
+    fn resign_signs_the_rewritten_card() {
+        use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        use base64::Engine;
+        let dir = std::env::temp_dir().join(format!("a2a-card-resign-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (key, public) = p256_key(&dir);
+        let settings = CardSettings {
+            signatures: Some(SignaturePolicy::Resign),
+            sign_key: Some(key),
+            sign_kid: Some("gw-1".to_owned()),
+            sign_jku: Some("https://gw.example/jwks.json".to_owned()),
+            ..Default::default()
+        };
+        let rewriter = rewriter(&settings, &route(Some("https://gw.example"), false, false));
+        std::fs::remove_dir_all(&dir).ok();
+        let mut card = served(&rewriter, &request(&[]));
+        let signatures = card["signatures"].as_array().unwrap().clone();
+        assert_eq!(signatures.len(), 1, "the agent's signature is replaced");
+        let protected = signatures[0]["protected"].as_str().unwrap();
+        let header: Value =
+            serde_json::from_slice(&URL_SAFE_NO_PAD.decode(protected).unwrap()).unwrap();
+        assert_eq!(
+            header,
+            json!({"alg": "ES256", "typ": "JOSE", "kid": "gw-1", "jku": "https://gw.example/jwks.json"})
+        );
+        let signature = URL_SAFE_NO_PAD
+            .decode(signatures[0]["signature"].as_str().unwrap())
+            .unwrap();
+        let public = ring::signature::UnparsedPublicKey::new(
+            &ring::signature::ECDSA_P256_SHA256_FIXED,
+            public,
+        );
+        let verify = |card: &Value| {
+            let payload = URL_SAFE_NO_PAD.encode(crate::signing::signing_payload(card));
+            public.verify(format!("{protected}.{payload}").as_bytes(), &signature)
+        };
+        assert!(
+            verify(&card).is_ok(),
+            "the signature covers the served card"
+        );
+        card["supportedInterfaces"][0]["url"] = json!("https://evil.example/a2a");
+        assert!(verify(&card).is_err());
+    }
+
     #[test]
     fn settings_that_contradict_each_other() {
         let error = |settings: CardSettings, route: RouteCard| {
@@ -688,6 +781,37 @@ mod tests {
             ..Default::default()
         };
         assert!(error(key, with_url()).starts_with("card.sign-key:"));
+        let resign = || CardSettings {
+            signatures: Some(SignaturePolicy::Resign),
+            sign_key: Some("/nonexistent/key.pem".into()),
+            sign_kid: Some("k".to_owned()),
+            ..Default::default()
+        };
+        let e = error(resign(), with_url());
+        assert!(
+            e.starts_with("card.sign-key:") && e.contains("/nonexistent/key.pem"),
+            "{e}"
+        );
+        let no_key = CardSettings {
+            sign_key: None,
+            ..resign()
+        };
+        assert!(error(no_key, with_url()).starts_with("card.sign-key:"));
+        let no_kid = CardSettings {
+            sign_kid: None,
+            ..resign()
+        };
+        assert!(error(no_kid, with_url()).starts_with("card.sign-kid:"));
+        let bad_jku = CardSettings {
+            sign_jku: Some("jwks.json".to_owned()),
+            ..resign()
+        };
+        assert!(error(bad_jku, with_url()).starts_with("card.sign-jku:"));
+        let not_a_key = CardSettings {
+            sign_key: Some("Cargo.toml".into()),
+            ..resign()
+        };
+        assert!(error(not_a_key, with_url()).starts_with("card.sign-key:"));
         for bad in [
             "ftp://gw.example",
             "https://u@gw.example",
