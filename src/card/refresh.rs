@@ -93,7 +93,12 @@ impl Refresh {
     /// Fetches and stores a card; returns the source's `max-age`.
     async fn attempt(&mut self, service: &CardService) -> Result<Option<Duration>, Failure> {
         let fetched = service.source.fetch(self.etag.as_ref()).await;
-        match fetched.map_err(Failure::Fetch)? {
+        let fetched = fetched.map_err(|e| match e {
+            // The source answered, with something that is not a card.
+            FetchError::Json(e) => Failure::Invalid(format!("not JSON: {e}")),
+            e => Failure::Fetch(e),
+        })?;
+        match fetched {
             Fetched::NotModified { max_age } => Ok(max_age),
             Fetched::Card {
                 card,

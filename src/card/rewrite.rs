@@ -34,7 +34,8 @@ const LEGACY_ADDRESS_MEMBERS: [&str; 3] = ["url", "preferredTransport", "additio
 /// What becomes of a card's signatures, with what it needs.
 pub(super) enum Treatment {
     Strip,
-    Resign(CardSigner),
+    /// Boxed: a key pair is large, and the treatment lives as long as the route.
+    Resign(Box<CardSigner>),
     Preserve,
 }
 
@@ -72,7 +73,7 @@ impl Treatment {
                 }
                 Ok(Treatment::Preserve)
             }
-            SignaturePolicy::Resign => signer(settings).map(Treatment::Resign),
+            SignaturePolicy::Resign => Ok(Treatment::Resign(Box::new(signer(settings)?))),
         }
     }
 }

@@ -55,7 +55,7 @@ pub(super) enum Fetched {
 pub(super) enum FetchError {
     #[error("{0}: {1}")]
     File(PathBuf, std::io::Error),
-    #[error("{0}")]
+    #[error("{}", with_causes(.0))]
     Http(#[from] reqwest::Error),
     #[error("HTTP status {0}")]
     Status(StatusCode),
@@ -67,6 +67,19 @@ pub(super) enum FetchError {
     Backend(A2aError),
     #[error("authorization file {0}: {1}")]
     Credential(PathBuf, String),
+}
+
+/// An error and its causes, `a: b: c`: reqwest's own message alone says only "error sending
+/// request", not why.
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        cause = e.source();
+    }
+    text
 }
 
 /// The `Authorization` value sent to a URL or backend source.
