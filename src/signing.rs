@@ -7,7 +7,7 @@
 //! the defaults of implicit-presence fields removed as §8.4.1 rule 1 asks (fields that are
 //! `REQUIRED`, carry proto3 `optional`, or are message-typed stay even when empty/default),
 //! then canonicalised with RFC 8785 (JCS). The default removal needs the proto schema, so
-//! the card's fields are described in a table here ([`AGENT_CARD`]); a unit test compares
+//! the card's fields are described in a table here (`AGENT_CARD`); a unit test compares
 //! it with the compiled descriptor set so a proto change cannot leave it silently stale.
 //! Members the table does not know (unknown fields, `Struct` contents) are signed as they are.
 //!
@@ -44,7 +44,7 @@ pub fn signing_payload(card: &Value) -> Vec<u8> {
     if let Value::Object(members) = &mut card {
         members.remove("signatures");
     }
-    strip_defaults(&mut card, &AGENT_CARD);
+    strip_defaults(&mut card, AGENT_CARD);
     canonical_json(&card)
 }
 
@@ -310,7 +310,7 @@ fn der_next(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
     (rest.len() >= len).then(|| (tag, &rest[..len], &rest[len..]))
 }
 
-/// DER encoding of one element with a definite length.
+/// DER encoding of one element; lengths up to 64 KiB (a SEC1 key is ~120 bytes).
 fn der(tag: u8, content: &[u8]) -> Vec<u8> {
     let len = content.len();
     let mut out = vec![tag];
@@ -366,11 +366,8 @@ fn sec1_curve(der: &[u8]) -> Option<&[u8]> {
     }
 }
 
-/// The card schema as far as §8.4.1's default removal needs it.
-struct Message {
-    name: &'static str,
-    fields: &'static [Field],
-}
+/// A message of the card schema, as far as §8.4.1's default removal needs it.
+type Message = [Field];
 
 /// A field by its ProtoJSON (lowerCamel) name: how its presence is decided, what it holds.
 struct Field(&'static str, Presence, Shape);
@@ -405,7 +402,7 @@ fn strip_defaults(value: &mut Value, message: &Message) {
         return;
     };
     members.retain(|name, value| {
-        let Some(Field(_, presence, shape)) = message.fields.iter().find(|f| f.0 == name) else {
+        let Some(Field(_, presence, shape)) = message.iter().find(|f| f.0 == name) else {
             return true;
         };
         if value.is_null() {
@@ -438,220 +435,148 @@ fn is_default(value: &Value) -> bool {
 
 // The schema of lf.a2a.v1.AgentCard and everything it holds, with the REQUIRED marks of
 // the normative a2a.proto (the gateway's own copy in proto/ drops those annotations).
-static AGENT_CARD: Message = Message {
-    name: "AgentCard",
-    fields: &[
-        Field("name", Required, Leaf),
-        Field("description", Required, Leaf),
-        Field("supportedInterfaces", Required, Each(&AGENT_INTERFACE)),
-        Field("provider", Explicit, Shape::Message(&AGENT_PROVIDER)),
-        Field("version", Required, Leaf),
-        Field("documentationUrl", Explicit, Leaf),
-        Field(
-            "capabilities",
-            Required,
-            Shape::Message(&AGENT_CAPABILITIES),
-        ),
-        Field("securitySchemes", Implicit, Each(&SECURITY_SCHEME)),
-        Field(
-            "securityRequirements",
-            Implicit,
-            Each(&SECURITY_REQUIREMENT),
-        ),
-        Field("defaultInputModes", Required, Leaf),
-        Field("defaultOutputModes", Required, Leaf),
-        Field("skills", Required, Each(&AGENT_SKILL)),
-        // Never reaches strip_defaults at the top level: signing_payload removes it.
-        Field("signatures", Implicit, Leaf),
-        Field("iconUrl", Explicit, Leaf),
-    ],
-};
-static AGENT_INTERFACE: Message = Message {
-    name: "AgentInterface",
-    fields: &[
-        Field("url", Required, Leaf),
-        Field("protocolBinding", Required, Leaf),
-        Field("tenant", Implicit, Leaf),
-        Field("protocolVersion", Required, Leaf),
-    ],
-};
-static AGENT_PROVIDER: Message = Message {
-    name: "AgentProvider",
-    fields: &[
-        Field("url", Required, Leaf),
-        Field("organization", Required, Leaf),
-    ],
-};
-static AGENT_CAPABILITIES: Message = Message {
-    name: "AgentCapabilities",
-    fields: &[
-        Field("streaming", Explicit, Leaf),
-        Field("pushNotifications", Explicit, Leaf),
-        Field("extensions", Implicit, Each(&AGENT_EXTENSION)),
-        Field("extendedAgentCard", Explicit, Leaf),
-    ],
-};
-static AGENT_EXTENSION: Message = Message {
-    name: "AgentExtension",
-    fields: &[
-        Field("uri", Implicit, Leaf),
-        Field("description", Implicit, Leaf),
-        Field("required", Implicit, Leaf),
-        // A Struct: present or not, its contents are the agent's own JSON.
-        Field("params", Explicit, Leaf),
-    ],
-};
-static AGENT_SKILL: Message = Message {
-    name: "AgentSkill",
-    fields: &[
-        Field("id", Required, Leaf),
-        Field("name", Required, Leaf),
-        Field("description", Required, Leaf),
-        Field("tags", Required, Leaf),
-        Field("examples", Implicit, Leaf),
-        Field("inputModes", Implicit, Leaf),
-        Field("outputModes", Implicit, Leaf),
-        Field(
-            "securityRequirements",
-            Implicit,
-            Each(&SECURITY_REQUIREMENT),
-        ),
-    ],
-};
-static SECURITY_REQUIREMENT: Message = Message {
-    name: "SecurityRequirement",
-    fields: &[Field("schemes", Implicit, Each(&STRING_LIST))],
-};
-static STRING_LIST: Message = Message {
-    name: "StringList",
-    fields: &[Field("list", Implicit, Leaf)],
-};
-static SECURITY_SCHEME: Message = Message {
-    name: "SecurityScheme",
-    fields: &[
-        Field(
-            "apiKeySecurityScheme",
-            Explicit,
-            Shape::Message(&API_KEY_SCHEME),
-        ),
-        Field(
-            "httpAuthSecurityScheme",
-            Explicit,
-            Shape::Message(&HTTP_AUTH_SCHEME),
-        ),
-        Field(
-            "oauth2SecurityScheme",
-            Explicit,
-            Shape::Message(&OAUTH2_SCHEME),
-        ),
-        Field(
-            "openIdConnectSecurityScheme",
-            Explicit,
-            Shape::Message(&OPEN_ID_CONNECT_SCHEME),
-        ),
-        Field(
-            "mtlsSecurityScheme",
-            Explicit,
-            Shape::Message(&MUTUAL_TLS_SCHEME),
-        ),
-    ],
-};
-static API_KEY_SCHEME: Message = Message {
-    name: "APIKeySecurityScheme",
-    fields: &[
-        Field("description", Implicit, Leaf),
-        Field("location", Required, Leaf),
-        Field("name", Required, Leaf),
-    ],
-};
-static HTTP_AUTH_SCHEME: Message = Message {
-    name: "HTTPAuthSecurityScheme",
-    fields: &[
-        Field("description", Implicit, Leaf),
-        Field("scheme", Required, Leaf),
-        Field("bearerFormat", Implicit, Leaf),
-    ],
-};
-static OAUTH2_SCHEME: Message = Message {
-    name: "OAuth2SecurityScheme",
-    fields: &[
-        Field("description", Implicit, Leaf),
-        Field("flows", Required, Shape::Message(&OAUTH_FLOWS)),
-        Field("oauth2MetadataUrl", Implicit, Leaf),
-    ],
-};
-static OPEN_ID_CONNECT_SCHEME: Message = Message {
-    name: "OpenIdConnectSecurityScheme",
-    fields: &[
-        Field("description", Implicit, Leaf),
-        Field("openIdConnectUrl", Required, Leaf),
-    ],
-};
-static MUTUAL_TLS_SCHEME: Message = Message {
-    name: "MutualTlsSecurityScheme",
-    fields: &[Field("description", Implicit, Leaf)],
-};
-static OAUTH_FLOWS: Message = Message {
-    name: "OAuthFlows",
-    fields: &[
-        Field(
-            "authorizationCode",
-            Explicit,
-            Shape::Message(&AUTHORIZATION_CODE_FLOW),
-        ),
-        Field(
-            "clientCredentials",
-            Explicit,
-            Shape::Message(&CLIENT_CREDENTIALS_FLOW),
-        ),
-        Field("implicit", Explicit, Shape::Message(&IMPLICIT_FLOW)),
-        Field("password", Explicit, Shape::Message(&PASSWORD_FLOW)),
-        Field("deviceCode", Explicit, Shape::Message(&DEVICE_CODE_FLOW)),
-    ],
-};
-static AUTHORIZATION_CODE_FLOW: Message = Message {
-    name: "AuthorizationCodeOAuthFlow",
-    fields: &[
-        Field("authorizationUrl", Required, Leaf),
-        Field("tokenUrl", Required, Leaf),
-        Field("refreshUrl", Implicit, Leaf),
-        Field("scopes", Required, Leaf),
-        Field("pkceRequired", Implicit, Leaf),
-    ],
-};
-static CLIENT_CREDENTIALS_FLOW: Message = Message {
-    name: "ClientCredentialsOAuthFlow",
-    fields: &[
-        Field("tokenUrl", Required, Leaf),
-        Field("refreshUrl", Implicit, Leaf),
-        Field("scopes", Required, Leaf),
-    ],
-};
-static IMPLICIT_FLOW: Message = Message {
-    name: "ImplicitOAuthFlow",
-    fields: &[
-        Field("authorizationUrl", Implicit, Leaf),
-        Field("refreshUrl", Implicit, Leaf),
-        Field("scopes", Implicit, Leaf),
-    ],
-};
-static PASSWORD_FLOW: Message = Message {
-    name: "PasswordOAuthFlow",
-    fields: &[
-        Field("tokenUrl", Implicit, Leaf),
-        Field("refreshUrl", Implicit, Leaf),
-        Field("scopes", Implicit, Leaf),
-    ],
-};
-static DEVICE_CODE_FLOW: Message = Message {
-    name: "DeviceCodeOAuthFlow",
-    fields: &[
-        Field("deviceAuthorizationUrl", Required, Leaf),
-        Field("tokenUrl", Required, Leaf),
-        Field("refreshUrl", Implicit, Leaf),
-        Field("scopes", Required, Leaf),
-    ],
-};
+const AGENT_CARD: &Message = &[
+    Field("name", Required, Leaf),
+    Field("description", Required, Leaf),
+    Field("supportedInterfaces", Required, Each(AGENT_INTERFACE)),
+    Field("provider", Explicit, Shape::Message(AGENT_PROVIDER)),
+    Field("version", Required, Leaf),
+    Field("documentationUrl", Explicit, Leaf),
+    Field("capabilities", Required, Shape::Message(AGENT_CAPABILITIES)),
+    Field("securitySchemes", Implicit, Each(SECURITY_SCHEME)),
+    Field("securityRequirements", Implicit, Each(SECURITY_REQUIREMENT)),
+    Field("defaultInputModes", Required, Leaf),
+    Field("defaultOutputModes", Required, Leaf),
+    Field("skills", Required, Each(AGENT_SKILL)),
+    // Never reaches strip_defaults at the top level: signing_payload removes it.
+    Field("signatures", Implicit, Leaf),
+    Field("iconUrl", Explicit, Leaf),
+];
+const AGENT_INTERFACE: &Message = &[
+    Field("url", Required, Leaf),
+    Field("protocolBinding", Required, Leaf),
+    Field("tenant", Implicit, Leaf),
+    Field("protocolVersion", Required, Leaf),
+];
+const AGENT_PROVIDER: &Message = &[
+    Field("url", Required, Leaf),
+    Field("organization", Required, Leaf),
+];
+const AGENT_CAPABILITIES: &Message = &[
+    Field("streaming", Explicit, Leaf),
+    Field("pushNotifications", Explicit, Leaf),
+    Field("extensions", Implicit, Each(AGENT_EXTENSION)),
+    Field("extendedAgentCard", Explicit, Leaf),
+];
+const AGENT_EXTENSION: &Message = &[
+    Field("uri", Implicit, Leaf),
+    Field("description", Implicit, Leaf),
+    Field("required", Implicit, Leaf),
+    // A Struct: present or not, its contents are the agent's own JSON.
+    Field("params", Explicit, Leaf),
+];
+const AGENT_SKILL: &Message = &[
+    Field("id", Required, Leaf),
+    Field("name", Required, Leaf),
+    Field("description", Required, Leaf),
+    Field("tags", Required, Leaf),
+    Field("examples", Implicit, Leaf),
+    Field("inputModes", Implicit, Leaf),
+    Field("outputModes", Implicit, Leaf),
+    Field("securityRequirements", Implicit, Each(SECURITY_REQUIREMENT)),
+];
+const SECURITY_REQUIREMENT: &Message = &[Field("schemes", Implicit, Each(STRING_LIST))];
+const STRING_LIST: &Message = &[Field("list", Implicit, Leaf)];
+const SECURITY_SCHEME: &Message = &[
+    Field(
+        "apiKeySecurityScheme",
+        Explicit,
+        Shape::Message(API_KEY_SCHEME),
+    ),
+    Field(
+        "httpAuthSecurityScheme",
+        Explicit,
+        Shape::Message(HTTP_AUTH_SCHEME),
+    ),
+    Field(
+        "oauth2SecurityScheme",
+        Explicit,
+        Shape::Message(OAUTH2_SCHEME),
+    ),
+    Field(
+        "openIdConnectSecurityScheme",
+        Explicit,
+        Shape::Message(OPEN_ID_CONNECT_SCHEME),
+    ),
+    Field(
+        "mtlsSecurityScheme",
+        Explicit,
+        Shape::Message(MUTUAL_TLS_SCHEME),
+    ),
+];
+const API_KEY_SCHEME: &Message = &[
+    Field("description", Implicit, Leaf),
+    Field("location", Required, Leaf),
+    Field("name", Required, Leaf),
+];
+const HTTP_AUTH_SCHEME: &Message = &[
+    Field("description", Implicit, Leaf),
+    Field("scheme", Required, Leaf),
+    Field("bearerFormat", Implicit, Leaf),
+];
+const OAUTH2_SCHEME: &Message = &[
+    Field("description", Implicit, Leaf),
+    Field("flows", Required, Shape::Message(OAUTH_FLOWS)),
+    Field("oauth2MetadataUrl", Implicit, Leaf),
+];
+const OPEN_ID_CONNECT_SCHEME: &Message = &[
+    Field("description", Implicit, Leaf),
+    Field("openIdConnectUrl", Required, Leaf),
+];
+const MUTUAL_TLS_SCHEME: &Message = &[Field("description", Implicit, Leaf)];
+const OAUTH_FLOWS: &Message = &[
+    Field(
+        "authorizationCode",
+        Explicit,
+        Shape::Message(AUTHORIZATION_CODE_FLOW),
+    ),
+    Field(
+        "clientCredentials",
+        Explicit,
+        Shape::Message(CLIENT_CREDENTIALS_FLOW),
+    ),
+    Field("implicit", Explicit, Shape::Message(IMPLICIT_FLOW)),
+    Field("password", Explicit, Shape::Message(PASSWORD_FLOW)),
+    Field("deviceCode", Explicit, Shape::Message(DEVICE_CODE_FLOW)),
+];
+const AUTHORIZATION_CODE_FLOW: &Message = &[
+    Field("authorizationUrl", Required, Leaf),
+    Field("tokenUrl", Required, Leaf),
+    Field("refreshUrl", Implicit, Leaf),
+    Field("scopes", Required, Leaf),
+    Field("pkceRequired", Implicit, Leaf),
+];
+const CLIENT_CREDENTIALS_FLOW: &Message = &[
+    Field("tokenUrl", Required, Leaf),
+    Field("refreshUrl", Implicit, Leaf),
+    Field("scopes", Required, Leaf),
+];
+const IMPLICIT_FLOW: &Message = &[
+    Field("authorizationUrl", Implicit, Leaf),
+    Field("refreshUrl", Implicit, Leaf),
+    Field("scopes", Implicit, Leaf),
+];
+const PASSWORD_FLOW: &Message = &[
+    Field("tokenUrl", Implicit, Leaf),
+    Field("refreshUrl", Implicit, Leaf),
+    Field("scopes", Implicit, Leaf),
+];
+const DEVICE_CODE_FLOW: &Message = &[
+    Field("deviceAuthorizationUrl", Required, Leaf),
+    Field("tokenUrl", Required, Leaf),
+    Field("refreshUrl", Implicit, Leaf),
+    Field("scopes", Required, Leaf),
+];
 
 #[cfg(test)]
 mod tests {
@@ -949,26 +874,27 @@ mod tests {
             .map(|m| (format!(".lf.a2a.v1.{}", m.name()), m))
             .collect();
 
-        let mut todo = vec![&AGENT_CARD];
+        // Walks the proto from AgentCard with the table entry each field points to; every
+        // (proto message, table) pair is checked once, so a table reached by two paths
+        // (SecurityRequirement) is checked against both.
+        let mut todo = vec![(".lf.a2a.v1.AgentCard", AGENT_CARD)];
         let mut seen = BTreeSet::new();
-        while let Some(table) = todo.pop() {
-            if !seen.insert(table.name) {
+        let mut types = BTreeSet::new();
+        while let Some((type_name, table)) = todo.pop() {
+            if !seen.insert((type_name, table.as_ptr() as usize)) {
                 continue;
             }
-            let proto = messages[&format!(".lf.a2a.v1.{}", table.name)];
+            types.insert(type_name);
+            let proto = messages[type_name];
             assert_eq!(
-                table.fields.iter().map(|f| f.0).collect::<BTreeSet<_>>(),
+                table.iter().map(|f| f.0).collect::<BTreeSet<_>>(),
                 proto.field.iter().map(|f| f.json_name()).collect(),
-                "{}",
-                table.name
+                "{type_name}"
             );
             for field in &proto.field {
-                let Field(_, presence, shape) = table
-                    .fields
-                    .iter()
-                    .find(|f| f.0 == field.json_name())
-                    .unwrap();
-                let what = format!("{}.{}", table.name, field.name());
+                let Field(_, presence, shape) =
+                    table.iter().find(|f| f.0 == field.json_name()).unwrap();
+                let what = format!("{}.{}", proto.name(), field.name());
                 let repeated = field.label() == Label::Repeated;
                 // A map is a repeated nested *Entry message; its value decides the shape.
                 let entry = proto
@@ -995,19 +921,17 @@ mod tests {
                         "{what}: holds a message"
                     ),
                     Shape::Message(m) => {
-                        assert!(!repeated, "{what}: repeated");
-                        assert_eq!(target, format!(".lf.a2a.v1.{}", m.name), "{what}");
-                        todo.push(m);
+                        assert!(!repeated && messages.contains_key(target), "{what}");
+                        todo.push((target, m));
                     }
                     Each(m) => {
-                        assert!(repeated, "{what}: singular");
-                        assert_eq!(target, format!(".lf.a2a.v1.{}", m.name), "{what}");
-                        todo.push(m);
+                        assert!(repeated && messages.contains_key(target), "{what}");
+                        todo.push((target, m));
                     }
                 }
             }
         }
         // AgentCardSignature is left out on purpose: `signatures` is not signed.
-        assert_eq!(seen.len(), 20, "{seen:?}");
+        assert_eq!(types.len(), 20, "{types:?}");
     }
 }
