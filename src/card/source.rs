@@ -192,8 +192,12 @@ impl Source {
             });
         }
         if credential.is_some() {
+            let key = match settings.authorization_env {
+                Some(_) => "authorization-env",
+                None => "authorization-file",
+            };
             return Err(CardConfigError::new(
-                "authorization-env",
+                key,
                 "credentials are for URL and backend sources, not files",
             ));
         }

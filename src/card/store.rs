@@ -209,3 +209,66 @@ fn error(request: &Parts, status: StatusCode, message: &str) -> Response<Body> {
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::card::rewrite::Treatment;
+    use crate::card::{CardSettings, RouteCard};
+    use crate::config::Binding;
+
+    #[test]
+    fn rendered_cards_are_bounded_and_reused() {
+        let route = RouteCard {
+            route: "r".to_owned(),
+            jsonrpc_path: "/a2a".to_owned(),
+            public_url: None,
+            trust_forwarded: false,
+            fixed_tenant: None,
+            binding: Binding::Grpc,
+        };
+        let settings = CardSettings::default();
+        let rewriter = Rewriter::new(&settings, &route, Treatment::Strip).unwrap();
+        let store = Store::new(Duration::from_secs(1), rewriter.vary());
+        let card = serde_json::json!({"name": "n"});
+        assert!(store.update(card.as_object().unwrap().clone(), &rewriter));
+        assert!(
+            !store.update(card.as_object().unwrap().clone(), &rewriter),
+            "same card"
+        );
+        let etag = |host: &str| {
+            let request = http::Request::get("/")
+                .header("host", host)
+                .body(())
+                .unwrap();
+            let response = store.respond("r", &rewriter, &request.into_parts().0);
+            response.headers()[header::ETAG].clone()
+        };
+        let first = etag("h0.example");
+        let current = store.current().unwrap();
+        let rendered = |host: &str| {
+            let cache = current.cache();
+            cache
+                .iter()
+                .find(|(url, _)| url.contains(host))
+                .map(|(_, r)| r.clone())
+        };
+        let first_render = rendered("//h0.example/").unwrap();
+        for n in 1..3 * RENDERED {
+            etag(&format!("h{n}.example"));
+        }
+        assert_eq!(current.cache().len(), RENDERED);
+        assert!(
+            rendered("//h0.example/").is_none(),
+            "the oldest was dropped"
+        );
+        assert_eq!(etag("h0.example"), first, "rendered again: the same bytes");
+        let again = rendered("//h0.example/").unwrap();
+        assert!(!Arc::ptr_eq(&first_render, &again));
+        etag("h0.example");
+        assert!(
+            Arc::ptr_eq(&again, &rendered("//h0.example/").unwrap()),
+            "reused"
+        );
+    }
+}
