@@ -6,8 +6,9 @@
 //!   GetExtendedAgentCard), one fetch at a time, with the body and time bounded;
 //! - `refresh`: the background task that fetches, validates and stores it, keeps the last
 //!   good card on failure and logs once per failure streak;
-//! - `rewrite`: the edits (interfaces, tenant, skills, signatures) and the request's public
-//!   base URL;
+//! - `rewrite`: the edits (interfaces, tenant, skills, signatures);
+//! - `origin`: the origin the gateway is public at, from the route or the request (host
+//!   validation, trusted forwarded headers);
 //! - `store`: the current card, its rendered bytes per public URL and the HTTP answer
 //!   (strong ETag, `Cache-Control`, 304, HEAD; spec 8.6).
 //!
@@ -31,6 +32,7 @@
 //! mutual TLS: TLS ends at the gateway. Such a card is served unchanged (dropping the
 //! requirement would tell clients no credential is needed) with a warning in the log.
 
+mod origin;
 mod refresh;
 mod rewrite;
 mod source;

@@ -2,24 +2,16 @@
 //! what does not depend on the request (`prepare`: interfaces taken apart, tenant rule,
 //! legacy members, skills, signatures), then rendered for one interface URL (`render`: the
 //! gateway's interface first, the gateway's signature). The interface URL comes from the
-//! route's public URL or from the request (`interface_url`).
-//!
-//! Host validation: a request's `Host` (or `:authority`), and with `trust_forwarded` the
-//! `Forwarded` (RFC 7239, its first element: what the client used) or
-//! `X-Forwarded-Host`/`X-Forwarded-Proto` values, must each be a plain URI authority (no
-//! user info, path or stray characters) and a scheme of `http` or `https`. An invalid
-//! forwarded value is ignored (the next source applies: `X-Forwarded-*`, then `Host`, then
-//! `http`); without any valid host there is no interface URL — the well-known answer is a
-//! 400, never a card pointing somewhere a header made up.
+//! route's public URL or from the request (`interface_url`, through `origin`).
 
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use http::request::Parts;
-use http::{header, HeaderMap, HeaderValue};
+use http::HeaderValue;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::{CardConfigError, CardSettings, RouteCard, SignaturePolicy};
+use super::{origin, CardConfigError, CardSettings, RouteCard, SignaturePolicy};
 use crate::config::Binding;
 use crate::proto::AgentCard;
 use crate::signing::{CardSigner, SignError};
@@ -155,7 +147,11 @@ impl Rewriter {
         route: &RouteCard,
         treatment: Treatment,
     ) -> Result<Rewriter, CardConfigError> {
-        let public_url = route.public_url.as_deref().map(public_url).transpose()?;
+        let public_url = route
+            .public_url
+            .as_deref()
+            .map(origin::public_url)
+            .transpose()?;
         if !route.jsonrpc_path.starts_with('/') {
             return Err(CardConfigError::new(
                 "jsonrpc-path",
@@ -226,7 +222,7 @@ impl Rewriter {
     pub(super) fn interface_url(&self, request: &Parts) -> Option<String> {
         let origin = match &self.public_url {
             Some(url) => url.clone(),
-            None => self.request_origin(request)?,
+            None => origin::request_origin(request, self.trust_forwarded)?,
         };
         Some(format!("{origin}{}", self.jsonrpc_path))
     }
@@ -234,23 +230,6 @@ impl Rewriter {
     /// The JSON-RPC path: a relative reference to the gateway's interface.
     pub(super) fn jsonrpc_path(&self) -> &str {
         &self.jsonrpc_path
-    }
-
-    fn request_origin(&self, request: &Parts) -> Option<String> {
-        let (scheme, host) = if self.trust_forwarded {
-            forwarded_origin(&request.headers)
-        } else {
-            (None, None)
-        };
-        let host = host
-            .or_else(|| {
-                request
-                    .uri
-                    .authority()
-                    .and_then(|a| valid_authority(a.as_str()))
-            })
-            .or_else(|| first_value(&request.headers, header::HOST).and_then(valid_authority))?;
-        Some(format!("{}://{host}", scheme.unwrap_or("http")))
     }
 
     /// The edits that do not depend on the request; none with `preserve`.
@@ -393,80 +372,6 @@ fn interfaces(card: &Map<String, Value>) -> &[Value] {
     card.get("supportedInterfaces")
         .and_then(Value::as_array)
         .map_or(&[], Vec::as_slice)
-}
-
-/// Checks and normalises the route's public URL: `http(s)://authority[/path]`.
-fn public_url(text: &str) -> Result<String, CardConfigError> {
-    let fail = |why: &str| CardConfigError::new("public-url", format!("{text:?}: {why}"));
-    let uri: http::Uri = text.parse().map_err(|_| fail("not a URL"))?;
-    if !matches!(uri.scheme_str(), Some("http" | "https")) {
-        return Err(fail("expected http:// or https://"));
-    }
-    let authority = uri.authority().ok_or_else(|| fail("no host"))?;
-    if valid_authority(authority.as_str()).is_none() {
-        return Err(fail("not a plain host[:port]"));
-    }
-    if uri.query().is_some() || text.contains('#') {
-        return Err(fail("a query or fragment cannot be part of it"));
-    }
-    Ok(text.trim_end_matches('/').to_owned())
-}
-
-/// `text` as a URI authority `host[:port]` (no user info, a numeric port), lowercased; none
-/// if it is not one.
-fn valid_authority(text: &str) -> Option<String> {
-    let authority: http::uri::Authority = text.trim().parse().ok()?;
-    let text = authority.as_str();
-    if text.contains('@') || authority.host().is_empty() {
-        return None;
-    }
-    // `Authority` accepts any characters after the host's colon.
-    match &text[authority.host().len()..] {
-        "" => {}
-        port => port.strip_prefix(':')?.parse::<u16>().ok().map(drop)?,
-    }
-    Some(text.to_ascii_lowercase())
-}
-
-/// `http` or `https`, in any case.
-fn scheme(text: &str) -> Option<&'static str> {
-    let text = text.trim();
-    if text.eq_ignore_ascii_case("https") {
-        Some("https")
-    } else if text.eq_ignore_ascii_case("http") {
-        Some("http")
-    } else {
-        None
-    }
-}
-
-/// The first comma-separated element of a header's first line.
-fn first_value(headers: &HeaderMap, name: impl header::AsHeaderName) -> Option<&str> {
-    let value = headers.get(name)?.to_str().ok()?;
-    value.split(',').next().map(str::trim)
-}
-
-/// Scheme and host from `Forwarded` (its first element), else from `X-Forwarded-Proto` and
-/// `X-Forwarded-Host`; invalid values are ignored.
-fn forwarded_origin(headers: &HeaderMap) -> (Option<&'static str>, Option<String>) {
-    let (mut proto, mut host) = (None, None);
-    for pair in first_value(headers, header::FORWARDED)
-        .unwrap_or_default()
-        .split(';')
-    {
-        let Some((name, value)) = pair.split_once('=') else {
-            continue;
-        };
-        let value = value.trim().trim_matches('"');
-        match name.trim().to_ascii_lowercase().as_str() {
-            "proto" => proto = scheme(value),
-            "host" => host = valid_authority(value),
-            _ => {}
-        }
-    }
-    let proto = proto.or_else(|| first_value(headers, "x-forwarded-proto").and_then(scheme));
-    let host = host.or_else(|| first_value(headers, "x-forwarded-host").and_then(valid_authority));
-    (proto, host)
 }
 
 #[cfg(test)]
