@@ -1,51 +1,483 @@
-//! Agent cards served per route (spec 8): where a route's card comes from and how it is
-//! served. The settings are read here from the route's `card` table.
+//! Agent cards (spec 8): each route serves, at `<route prefix>/.well-known/agent-card.json`,
+//! its agent's card rewritten so that the first interface is the gateway's own JSON-RPC
+//! endpoint — a gRPC-only agent has no card a JSON-RPC client could use.
+//!
+//! - `source`: where the card comes from (a file, an HTTP(S) URL, the backend's
+//!   GetExtendedAgentCard), one fetch at a time, with the body and time bounded;
+//! - `refresh`: the background task that fetches, validates and stores it, keeps the last
+//!   good card on failure and logs once per failure streak;
+//! - `rewrite`: the edits (interfaces, tenant, skills, signatures);
+//! - `origin`: the origin the gateway is public at, from the route or the request (host
+//!   validation, trusted forwarded headers);
+//! - `store`: the current card, its rendered bytes per public URL and the HTTP answer
+//!   (strong ETag, `Cache-Control`, 304, HEAD; spec 8.6).
+//!
+//! What the gateway corrects in a card (each logged once per route), and why:
+//! - `supportedInterfaces`: the gateway's JSON-RPC endpoint first; the agent's own
+//!   interfaces only with `keep-interfaces` (they name addresses clients usually cannot or
+//!   should not reach). The v0.3 members naming the agent's address (`url`,
+//!   `preferredTransport`, `additionalInterfaces`) follow the same rule: left in, a v0.3
+//!   client would go around the gateway.
+//! - `skills`: with `card.skills`, the skills filtered away are not advertised.
+//! - `signatures`: a rewritten card no longer matches the agent's signatures; they are
+//!   stripped, or replaced by the gateway's own (`resign`). `preserve` serves the card as
+//!   the source has it, and then it must already name the gateway.
+//!
+//! What is kept, because the route honours it: `capabilities.streaming` (the gateway serves
+//! SSE), `pushNotifications` (configs are forwarded; the agent delivers to the client
+//! directly), `extendedAgentCard` (forwarded, and rewritten by `rewrite_extended`),
+//! `extensions` (`A2A-Extensions` is forwarded both ways) and the security schemes
+//! (`Authorization` is forwarded; whether other credentials reach the agent is the route's
+//! forward policy, which a card cannot express). One scheme the gateway can never pass on is
+//! mutual TLS: TLS ends at the gateway. Such a card is served unchanged (dropping the
+//! requirement would tell clients no credential is needed) with a warning in the log.
+
+mod origin;
+mod refresh;
+mod rewrite;
+mod source;
+mod store;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::Body;
 use serde::Deserialize;
+use serde_json::Value;
 
-use crate::config::duration_text;
+use crate::backend::Backend;
+use crate::config::{parse_duration, Binding};
+use rewrite::{Rewriter, Treatment};
+use source::{Credential, Source};
+use store::Store;
 
-/// Per-route card settings: the TOML table `[route.card]` (top-level `[card]` for the
-/// one-route shorthand, whose `--card*` flags override it).
+/// The largest card accepted from a source (file, URL body).
+pub const MAX_CARD_SIZE: usize = 1 << 20;
+
+const DEFAULT_REFRESH: Duration = Duration::from_secs(300);
+const DEFAULT_MAX_AGE: Duration = Duration::from_secs(300);
+const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Per-route card settings, from the TOML table `[route.card]` (and the one-route CLI flags
+/// mapped onto it). Durations are written as elsewhere (`"5m"`, `"30s"`).
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct CardSettings {
-    /// A file path, an `http://`/`https://` URL, or `backend` (the agent's
-    /// GetExtendedAgentCard); none: the route serves no card.
+    /// Where the card comes from: a file path, an `http://`/`https://` URL, or the word
+    /// `backend` (the agent's GetExtendedAgentCard over the route's backend binding — an
+    /// explicit opt-in because it may publish more than the public card). `None`: the route
+    /// serves no card.
     pub source: Option<String>,
-    /// Background refresh interval.
+    /// Interval of the background refresh (default 5m). A URL source's own
+    /// `Cache-Control: max-age` is a lower bound of the next refresh.
     #[serde(default, deserialize_with = "duration_text")]
     pub refresh: Option<Duration>,
-    /// `Cache-Control: max-age` of the served card.
+    /// `Cache-Control: max-age` of the served card (default 300s).
     #[serde(default, deserialize_with = "duration_text")]
     pub max_age: Option<Duration>,
+    /// Deadline of one fetch from a URL or the backend, body included (default 10s).
+    #[serde(default, deserialize_with = "duration_text")]
+    pub fetch_timeout: Option<Duration>,
     /// Keep the agent's own interfaces after the gateway's.
     #[serde(default)]
     pub keep_interfaces: bool,
-    /// What happens to the agent's signatures.
+    /// What becomes of the card's signatures (default `strip`).
     pub signatures: Option<SignaturePolicy>,
-    /// PEM private key that re-signs the card.
+    /// PEM private key the gateway signs with (`signatures = "resign"`).
     pub sign_key: Option<PathBuf>,
-    /// `kid` of the re-signing key.
+    /// `kid` of the gateway's signatures (required with `resign`).
     pub sign_kid: Option<String>,
-    /// `jku` of the re-signing key.
+    /// `jku` of the gateway's signatures: the URL of the JWKS holding the public key.
     pub sign_jku: Option<String>,
-    /// Only these skill ids are published.
+    /// Keep only the skills with these ids (useful with `source = "backend"`).
     pub skills: Option<Vec<String>>,
-    /// Environment variable holding the `Authorization` value for fetching the card.
+    /// Environment variable holding the `Authorization` header value sent to a URL or
+    /// backend source (read at start). Never logged.
     pub authorization_env: Option<String>,
-    /// File holding the `Authorization` value for fetching the card.
+    /// File holding the `Authorization` header value sent to a URL or backend source,
+    /// read again at each fetch so rotated secrets are picked up. Never logged.
     pub authorization_file: Option<PathBuf>,
 }
 
-/// What a rewritten card does with the agent's signatures (spec 8.4).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+/// What becomes of the signatures of the agent's card (spec 8.4).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SignaturePolicy {
+    /// Remove them: the rewritten card would not verify against them.
+    #[default]
     Strip,
+    /// Replace them by one signature of the gateway's key over the rewritten card.
     Resign,
+    /// Serve the card without any rewriting, signatures intact; the card must already
+    /// name this gateway's JSON-RPC URL.
     Preserve,
+}
+
+fn duration_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    let text = String::deserialize(d)?;
+    parse_duration(&text)
+        .map(Some)
+        .map_err(serde::de::Error::custom)
+}
+
+/// What the card module must know about its route.
+pub struct RouteCard {
+    /// Route name, for logs and error messages.
+    pub route: String,
+    /// Full public path of the route's JSON-RPC endpoint, e.g. `/agents/billing/a2a/jsonrpc`.
+    pub jsonrpc_path: String,
+    /// Base URL the gateway's root is public at (`https://agents.example.com`,
+    /// `https://x.example/gw`); the interface URL is this plus `jsonrpc_path`.
+    pub public_url: Option<String>,
+    /// Without `public_url`: take scheme and host from `Forwarded` or
+    /// `X-Forwarded-Proto`/`X-Forwarded-Host` only if true; else `Host` and `http`.
+    pub trust_forwarded: bool,
+    /// The tenant the route injects; then the gateway's interface carries no tenant.
+    pub fixed_tenant: Option<String>,
+    /// The backend's binding.
+    pub binding: Binding,
+}
+
+/// A card setting that cannot be served; the message names the key.
+#[derive(Debug, thiserror::Error)]
+#[error("card.{key}: {reason}")]
+pub struct CardConfigError {
+    key: &'static str,
+    reason: String,
+}
+
+impl CardConfigError {
+    fn new(key: &'static str, reason: impl Into<String>) -> Self {
+        CardConfigError {
+            key,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// One route's agent card: its source, refresh, rewriting and HTTP answers. Shared by all
+/// serving threads.
+pub struct CardService {
+    route: String,
+    source: Source,
+    rewriter: Rewriter,
+    store: Store,
+    refresh: Duration,
+}
+
+impl CardService {
+    /// Checks `settings` for `route`; a file source is read (and its card checked) now, so a
+    /// bad file fails the start. `backend` is the route's backend client, used by
+    /// `source = "backend"`; it must be usable on the runtime `start` runs on.
+    pub fn new(
+        settings: &CardSettings,
+        route: RouteCard,
+        backend: Option<Arc<dyn Backend>>,
+    ) -> Result<CardService, CardConfigError> {
+        let refresh = positive("refresh", settings.refresh, DEFAULT_REFRESH)?;
+        let max_age = settings.max_age.unwrap_or(DEFAULT_MAX_AGE);
+        let fetch_timeout = positive(
+            "fetch-timeout",
+            settings.fetch_timeout,
+            DEFAULT_FETCH_TIMEOUT,
+        )?;
+        let treatment = Treatment::from_settings(settings)?;
+        let rewriter = Rewriter::new(settings, &route, treatment)?;
+        let credential = Credential::from_settings(settings)?;
+        let tenant = route.fixed_tenant.clone().unwrap_or_default();
+        let source = Source::from_settings(settings, credential, backend, tenant, fetch_timeout)?;
+        let store = Store::new(max_age, rewriter.vary());
+        let service = CardService {
+            route: route.route,
+            source,
+            rewriter,
+            store,
+            refresh,
+        };
+        if let Source::File(path) = &service.source {
+            let card = source::read_file(path)
+                .map_err(|e| CardConfigError::new("source", e.to_string()))?;
+            let card = service
+                .rewriter
+                .check(card)
+                .map_err(|e| CardConfigError::new("source", format!("{}: {e}", path.display())))?;
+            service.store.update(card, &service.rewriter);
+        }
+        Ok(service)
+    }
+
+    /// Starts the background fetch and refresh on the current tokio runtime; it ends when
+    /// the service is dropped.
+    pub fn start(self: &Arc<Self>) {
+        tokio::spawn(refresh::run(Arc::downgrade(self)));
+    }
+
+    /// Answers GET or HEAD of the well-known card: 200 `application/json` with a strong
+    /// ETag and `Cache-Control: max-age`, 304 on a matching `If-None-Match`, no body for
+    /// HEAD; 503 with `Retry-After` until a first good card is in; 400 when the public URL
+    /// of the card cannot be known (no `public_url` and no valid `Host`).
+    pub fn respond(&self, request: &http::request::Parts) -> http::Response<Body> {
+        self.store.respond(&self.route, &self.rewriter, request)
+    }
+
+    /// Rewrites an extended card returned by GetExtendedAgentCard through this route: the
+    /// same interface and signature treatment and skills filter as the public card, never
+    /// cached (it depends on the caller's credentials). Without a known public URL the
+    /// gateway's interface URL is the endpoint's path, a relative reference that resolves
+    /// against the URL the client called.
+    pub fn rewrite_extended(&self, card: Value, request: &http::request::Parts) -> Value {
+        let Value::Object(card) = card else {
+            return card;
+        };
+        let url = self.rewriter.interface_url(request);
+        let url = url.as_deref().unwrap_or(self.rewriter.jsonrpc_path());
+        self.rewriter.render(&self.rewriter.prepare(card), url)
+    }
+}
+
+fn positive(
+    key: &'static str,
+    value: Option<Duration>,
+    default: Duration,
+) -> Result<Duration, CardConfigError> {
+    match value {
+        Some(d) if d.is_zero() => Err(CardConfigError::new(key, "must be greater than 0")),
+        Some(d) => Ok(d),
+        None => Ok(default),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::{header, Method, StatusCode};
+    use http_body_util::BodyExt;
+    use serde_json::json;
+
+    fn route(public_url: Option<&str>) -> RouteCard {
+        RouteCard {
+            route: "billing".to_owned(),
+            jsonrpc_path: "/billing/a2a/jsonrpc".to_owned(),
+            public_url: public_url.map(str::to_owned),
+            trust_forwarded: false,
+            fixed_tenant: None,
+            binding: Binding::Grpc,
+        }
+    }
+
+    /// A card file in a directory of its own; removed when dropped.
+    struct CardFile(PathBuf);
+
+    impl CardFile {
+        fn new(name: &str, card: &Value) -> CardFile {
+            let dir = std::env::temp_dir().join(format!("a2a-card-{}-{name}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let path = dir.join("card.json");
+            std::fs::write(&path, serde_json::to_vec(card).unwrap()).unwrap();
+            CardFile(path)
+        }
+
+        fn settings(&self) -> CardSettings {
+            CardSettings {
+                source: Some(self.0.to_str().unwrap().to_owned()),
+                ..Default::default()
+            }
+        }
+    }
+
+    impl Drop for CardFile {
+        fn drop(&mut self) {
+            std::fs::remove_dir_all(self.0.parent().unwrap()).ok();
+        }
+    }
+
+    fn card() -> Value {
+        json!({"name": "Billing", "version": "1", "capabilities": {}, "skills": []})
+    }
+
+    fn request(method: Method, headers: &[(&str, &str)]) -> http::request::Parts {
+        let mut builder = http::Request::builder()
+            .method(method)
+            .uri("/billing/.well-known/agent-card.json");
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        builder.body(()).unwrap().into_parts().0
+    }
+
+    async fn body(response: http::Response<Body>) -> Vec<u8> {
+        response
+            .into_body()
+            .collect()
+            .await
+            .unwrap()
+            .to_bytes()
+            .to_vec()
+    }
+
+    #[tokio::test]
+    async fn get_head_and_conditional_requests() {
+        let file = CardFile::new("respond", &card());
+        let service = CardService::new(&file.settings(), route(None), None).unwrap();
+        let host = [("host", "gw.example")];
+
+        let response = service.respond(&request(Method::GET, &host));
+        assert_eq!(response.status(), StatusCode::OK);
+        let headers = response.headers().clone();
+        assert_eq!(headers[header::CONTENT_TYPE], "application/json");
+        assert_eq!(headers[header::CACHE_CONTROL], "max-age=300");
+        assert_eq!(headers[header::VARY], "host");
+        let etag = headers[header::ETAG].to_str().unwrap().to_owned();
+        assert!(
+            etag.starts_with('"') && etag.ends_with('"') && etag.len() > 40,
+            "{etag}"
+        );
+        let bytes = body(response).await;
+        let served: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(
+            served["supportedInterfaces"][0]["url"],
+            "http://gw.example/billing/a2a/jsonrpc"
+        );
+        let digest = ring::digest::digest(&ring::digest::SHA256, &bytes);
+        use base64::Engine;
+        let expected = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest.as_ref());
+        assert_eq!(
+            etag,
+            format!("\"{expected}\""),
+            "the ETag is over the served bytes"
+        );
+
+        let head = service.respond(&request(Method::HEAD, &host));
+        assert_eq!(head.status(), StatusCode::OK);
+        assert_eq!(head.headers()[header::ETAG], etag.as_str());
+        assert_eq!(
+            head.headers()[header::CONTENT_LENGTH],
+            bytes.len().to_string().as_str()
+        );
+        assert!(body(head).await.is_empty());
+
+        for matching in [etag.clone(), format!("\"other\", W/{etag}"), "*".to_owned()] {
+            let conditional = [host[0], ("if-none-match", matching.as_str())];
+            let response = service.respond(&request(Method::GET, &conditional));
+            assert_eq!(response.status(), StatusCode::NOT_MODIFIED, "{matching}");
+            assert_eq!(response.headers()[header::ETAG], etag.as_str());
+            assert!(body(response).await.is_empty());
+        }
+        let stale = [host[0], ("if-none-match", "\"other\"")];
+        assert_eq!(
+            service.respond(&request(Method::GET, &stale)).status(),
+            StatusCode::OK
+        );
+
+        // Another host, other bytes, another ETag; the first one's answer is unchanged.
+        let other = service.respond(&request(Method::GET, &[("host", "other.example")]));
+        assert_ne!(other.headers()[header::ETAG], etag.as_str());
+        let again = service.respond(&request(Method::GET, &host));
+        assert_eq!(again.headers()[header::ETAG], etag.as_str());
+
+        let no_host = service.respond(&request(Method::GET, &[]));
+        assert_eq!(no_host.status(), StatusCode::BAD_REQUEST);
+        let error: Value = serde_json::from_slice(&body(no_host).await).unwrap();
+        assert!(error["error"].as_str().unwrap().contains("Host"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn unavailable_until_a_first_card() {
+        let settings = CardSettings {
+            source: Some("http://127.0.0.1:9/card.json".to_owned()),
+            max_age: Some(Duration::from_secs(60)),
+            ..Default::default()
+        };
+        let service = CardService::new(&settings, route(Some("https://gw.example")), None).unwrap();
+        for method in [Method::GET, Method::HEAD] {
+            let response = service.respond(&request(method.clone(), &[]));
+            assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+            assert_eq!(response.headers()[header::RETRY_AFTER], "1");
+            assert_eq!(response.headers()[header::CACHE_CONTROL], "no-store");
+            assert_eq!(response.headers()[header::CONTENT_TYPE], "application/json");
+            let bytes = body(response).await;
+            if method == Method::GET {
+                let error: Value = serde_json::from_slice(&bytes).unwrap();
+                assert!(
+                    error["error"].as_str().unwrap().contains("billing"),
+                    "{error}"
+                );
+            } else {
+                assert!(bytes.is_empty());
+            }
+        }
+    }
+
+    #[test]
+    fn start_errors_name_the_key() {
+        let error = |settings: CardSettings| {
+            CardService::new(&settings, route(Some("https://gw.example")), None)
+                .err()
+                .unwrap()
+                .to_string()
+        };
+        let source = |s: &str| CardSettings {
+            source: Some(s.to_owned()),
+            ..Default::default()
+        };
+        assert!(error(CardSettings::default()).starts_with("card.source:"));
+        assert!(error(source("/nonexistent/card.json")).starts_with("card.source:"));
+        assert!(error(source("backend")).starts_with("card.source:"));
+        assert!(error(source("https://u:p@cards.example/c.json")).starts_with("card.source:"));
+        let invalid = CardFile::new("invalid", &json!({"name": "x", "skills": 3}));
+        let e = error(invalid.settings());
+        assert!(
+            e.starts_with("card.source:") && e.contains("AgentCard"),
+            "{e}"
+        );
+        let zero = CardSettings {
+            refresh: Some(Duration::ZERO),
+            ..source("https://cards.example/c.json")
+        };
+        assert!(error(zero).starts_with("card.refresh:"));
+        let both = CardSettings {
+            authorization_env: Some("PATH".to_owned()),
+            authorization_file: Some("/dev/null".into()),
+            ..source("backend")
+        };
+        assert!(error(both).starts_with("card.authorization-env:"));
+        let unreadable = CardSettings {
+            authorization_file: Some("/nonexistent/token".into()),
+            ..source("https://cards.example/c.json")
+        };
+        assert!(error(unreadable).starts_with("card.authorization-file:"));
+        let file = CardFile::new("credential", &card());
+        let credential_for_file = CardSettings {
+            authorization_env: Some("PATH".to_owned()),
+            ..file.settings()
+        };
+        assert!(error(credential_for_file).starts_with("card.authorization-env:"));
+        // A static card served unchanged must name the gateway.
+        let preserve = CardSettings {
+            signatures: Some(SignaturePolicy::Preserve),
+            ..file.settings()
+        };
+        let e = error(preserve);
+        assert!(
+            e.starts_with("card.source:") && e.contains("do not name this gateway"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn settings_from_toml() {
+        let settings: CardSettings = toml::from_str(
+            "source = \"backend\"\nrefresh = \"2m\"\nmax-age = \"30s\"\nkeep-interfaces = true\n\
+             signatures = \"preserve\"\nskills = [\"a\"]\nauthorization-file = \"/run/token\"\n",
+        )
+        .unwrap();
+        assert_eq!(settings.refresh, Some(Duration::from_secs(120)));
+        assert_eq!(settings.max_age, Some(Duration::from_secs(30)));
+        assert_eq!(settings.signatures, Some(SignaturePolicy::Preserve));
+        assert!(settings.keep_interfaces);
+        let error = toml::from_str::<CardSettings>("sourse = \"x\"").unwrap_err();
+        assert!(error.to_string().contains("sourse"), "{error}");
+        assert!(toml::from_str::<CardSettings>("refresh = \"soon\"").is_err());
+    }
 }
