@@ -21,7 +21,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::peer::{self, Peer};
-use common::process::start;
+use common::process::start_with;
 use serde_json::Value;
 
 /// One client run may take this long (each takes 1–3 s when it works).
@@ -230,6 +230,7 @@ async fn both_sdk_clients_discover_each_route_from_its_base_url() {
     let config = ConfigFile::new(&format!(
         r#"
         timeout = "20s"
+        log-format = "json"
 
         [[route]]
         name = "grpc"
@@ -257,7 +258,10 @@ async fn both_sdk_clients_discover_each_route_from_its_base_url() {
         grpc = agent.grpc,
         rest = agent.rest,
     ));
-    let gateway = start(&["--config", config.0.to_str().unwrap()]).await;
+    // The gateway's log goes to a file, shown when a check fails (card fetch errors etc.).
+    let log_path = config.0.with_extension("log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let gateway = start_with(&["--config", config.0.to_str().unwrap()], &[], log.into()).await;
     let origin = gateway.1.trim_end_matches("/a2a/jsonrpc").to_owned();
     let ready = started.elapsed();
     let mut timings = vec![
@@ -327,10 +331,15 @@ async fn both_sdk_clients_discover_each_route_from_its_base_url() {
     }
     timings.push(format!("total: {:.1?}", started.elapsed()));
     eprintln!("discovery timings:\n  {}", timings.join("\n  "));
+    drop(gateway);
+    let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+    std::fs::remove_file(&log_path).ok();
+    let tail: Vec<&str> = log.lines().rev().take(20).collect();
     assert!(
         failures.is_empty(),
-        "{} of 9 discovery checks failed:\n{}",
+        "{} of 9 discovery checks failed:\n{}\ngateway log (last lines):\n{}",
         failures.len(),
-        failures.join("\n")
+        failures.join("\n"),
+        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
     );
 }
