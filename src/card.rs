@@ -32,7 +32,7 @@
 //! mutual TLS: TLS ends at the gateway. Such a card is served unchanged (dropping the
 //! requirement would tell clients no credential is needed) with a warning in the log.
 
-mod origin;
+pub(crate) mod origin;
 mod refresh;
 mod rewrite;
 mod source;
@@ -47,10 +47,13 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::backend::Backend;
-use crate::config::{parse_duration, Binding};
+use crate::config::{duration_text, Binding};
 use rewrite::{Rewriter, Treatment};
 use source::{Credential, Source};
 use store::Store;
+
+/// The card `source` naming the backend's GetExtendedAgentCard.
+pub const BACKEND_CARD_SOURCE: &str = "backend";
 
 /// The largest card accepted from a source (file, URL body).
 pub const MAX_CARD_SIZE: usize = 1 << 20;
@@ -114,19 +117,14 @@ pub enum SignaturePolicy {
     Preserve,
 }
 
-fn duration_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-    let text = String::deserialize(d)?;
-    parse_duration(&text)
-        .map(Some)
-        .map_err(serde::de::Error::custom)
-}
-
 /// What the card module must know about its route.
 pub struct RouteCard {
     /// Route name, for logs and error messages.
     pub route: String,
     /// Full public path of the route's JSON-RPC endpoint, e.g. `/agents/billing/a2a/jsonrpc`.
     pub jsonrpc_path: String,
+    /// Full public path of the route's card, e.g. `/agents/billing/.well-known/agent-card.json`.
+    pub card_path: String,
     /// Base URL the gateway's root is public at (`https://agents.example.com`,
     /// `https://x.example/gw`); the interface URL is this plus `jsonrpc_path`.
     pub public_url: Option<String>,
@@ -160,6 +158,7 @@ impl CardConfigError {
 /// serving threads.
 pub struct CardService {
     route: String,
+    card_path: String,
     source: Source,
     rewriter: Rewriter,
     store: Store,
@@ -190,6 +189,7 @@ impl CardService {
         let store = Store::new(max_age, rewriter.vary());
         let service = CardService {
             route: route.route,
+            card_path: route.card_path,
             source,
             rewriter,
             store,
@@ -219,6 +219,18 @@ impl CardService {
     /// of the card cannot be known (no `public_url` and no valid `Host`).
     pub fn respond(&self, request: &http::request::Parts) -> http::Response<Body> {
         self.store.respond(&self.route, &self.rewriter, request)
+    }
+
+    /// The public URL of this route's card for `request`, as the catalog lists it:
+    /// `public_url`, or the origin the request names with the route's own `host` (when it
+    /// selects by host) in place of the request's host.
+    pub fn card_url(
+        &self,
+        request: &http::request::Parts,
+        route_host: Option<&str>,
+    ) -> Option<String> {
+        let origin = self.rewriter.origin(request, route_host)?;
+        Some(format!("{origin}{}", self.card_path))
     }
 
     /// Rewrites an extended card returned by GetExtendedAgentCard through this route: the
@@ -259,6 +271,7 @@ mod tests {
         RouteCard {
             route: "billing".to_owned(),
             jsonrpc_path: "/billing/a2a/jsonrpc".to_owned(),
+            card_path: "/.well-known/agent-card.json".to_owned(),
             public_url: public_url.map(str::to_owned),
             trust_forwarded: false,
             fixed_tenant: None,

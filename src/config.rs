@@ -234,7 +234,7 @@ pub enum ConfigError {
     NoBackend,
     #[error("--tenant must not be empty")]
     Tenant,
-    #[error("--public-url must be an http:// or https:// URL without query or fragment: {0:?}")]
+    #[error("--public-url {0}")]
     PublicUrl(String),
     #[error("`{0}` is a per-route setting: with [[route]] tables, set it in each route")]
     PerRoute(&'static str),
@@ -299,9 +299,7 @@ impl Cli {
             return Err(ConfigError::Tenant);
         }
         if let Some(url) = &self.public_url {
-            if !public_url_ok(url) {
-                return Err(ConfigError::PublicUrl(url.clone()));
-            }
+            crate::card::origin::check_public_url(url).map_err(ConfigError::PublicUrl)?;
         }
         Ok(ForwardPolicy::new(&self.forward_headers)?)
     }
@@ -384,18 +382,6 @@ fn size_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<usize>, D:
             .map(Some)
             .map_err(serde::de::Error::custom),
     }
-}
-
-/// An absolute http(s) URL with a host, and neither query nor fragment.
-fn public_url_ok(url: &str) -> bool {
-    let Ok(uri) = url.parse::<http::Uri>() else {
-        return false;
-    };
-    let scheme_ok = matches!(uri.scheme_str(), Some("http" | "https"));
-    scheme_ok
-        && uri.host().is_some_and(|h| !h.is_empty())
-        && uri.query().is_none()
-        && !url.contains('#')
 }
 
 /// `0` disables a deadline.

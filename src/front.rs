@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backend::Backend;
+use crate::card::CardService;
 use crate::protocol::params::ForwardPolicy;
 use crate::telemetry::Metrics;
 
@@ -29,6 +30,8 @@ pub struct Gateway {
     pub max_body: usize,
     /// The route's fixed tenant: set on requests without one; others are refused.
     pub tenant: Option<String>,
+    /// The route's card service: it also rewrites GetExtendedAgentCard replies.
+    pub card: Option<Arc<CardService>>,
     /// Request, latency and stream metrics, served at `/metrics`.
     pub metrics: Arc<Metrics>,
 }

@@ -82,6 +82,8 @@ async fn run(config: Config) -> ExitCode {
         Ok(template) => Arc::new(template),
         Err(e) => return fail(&e.to_string()),
     };
+    // The cards refresh on this runtime, beside the acceptor: never on a worker's.
+    template.start_cards();
     let count = cli.worker_count();
     let metrics = Arc::default();
     let workers =
@@ -104,7 +106,7 @@ async fn run(config: Config) -> ExitCode {
     }
     if let Some(backend) = &demo_backend {
         println!(
-            "a2a-gateway demo: JSON-RPC at http://{local}{} (demo agent over gRPC at {backend})",
+            "a2a-gateway demo: JSON-RPC at http://{local}{}, card at http://{local}/.well-known/agent-card.json (demo agent over gRPC at {backend})",
             cli.jsonrpc_path
         );
     }

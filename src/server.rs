@@ -25,15 +25,18 @@ use tower::ServiceExt as _;
 
 use crate::backend::grpc::{GrpcBackend, GrpcSettings};
 use crate::backend::{rest::RestBackend, Backend};
+use crate::card::{CardService, RouteCard, BACKEND_CARD_SOURCE};
 use crate::config::{optional, Binding, Cli, Config, ConfigError, RouteConfig};
 use crate::front::layers::{self, Edge};
 use crate::front::Gateway;
 use crate::protocol::params::ForwardPolicy;
 use crate::telemetry::Metrics;
 
-/// A backend could not be built from the configuration.
+/// A route's backend or card could not be built from the configuration.
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {
+    #[error(transparent)]
+    Card(#[from] crate::card::CardConfigError),
     #[error(transparent)]
     Grpc(#[from] crate::backend::grpc::GrpcConfigError),
     #[error(transparent)]
@@ -98,17 +101,28 @@ impl GatewayTemplate {
         })
     }
 
-    /// One instance, with a backend client of its own, sharing `metrics`.
-    pub fn gateway(&self, metrics: Arc<Metrics>) -> Result<Arc<Gateway>, BackendError> {
-        let cli = &self.cli;
-        let backend: Arc<dyn Backend> = match &self.backend {
+    /// A backend client of its own, for the runtime this is called on.
+    pub fn backend(&self) -> Result<Arc<dyn Backend>, BackendError> {
+        Ok(match &self.backend {
             BackendTemplate::Grpc(grpc) => Arc::new(grpc.for_worker()),
-            BackendTemplate::Rest { url, ca } => {
-                Arc::new(RestBackend::new(url, cli.connect_timeout, ca.as_deref())?)
-            }
-        };
+            BackendTemplate::Rest { url, ca } => Arc::new(RestBackend::new(
+                url,
+                self.cli.connect_timeout,
+                ca.as_deref(),
+            )?),
+        })
+    }
+
+    /// One instance, with a backend client of its own, sharing `metrics` and the route's
+    /// card, if it serves one.
+    pub fn gateway(
+        &self,
+        metrics: Arc<Metrics>,
+        card: Option<Arc<CardService>>,
+    ) -> Result<Arc<Gateway>, BackendError> {
+        let cli = &self.cli;
         Ok(Arc::new(Gateway {
-            backend,
+            backend: self.backend()?,
             forward: self.forward.clone(),
             unary_timeout: optional(cli.timeout),
             stream_timeout: optional(cli.stream_timeout),
@@ -116,55 +130,120 @@ impl GatewayTemplate {
             keepalive: cli.keepalive,
             max_body: cli.max_body,
             tenant: cli.tenant.clone(),
+            card,
             metrics,
         }))
     }
 }
 
 /// Every route of a configuration, checked and built once (`new`); each serving thread
-/// takes its own `Frontend` from it (`frontend`).
+/// takes its own `Frontend` from it (`frontend`). The routes' card services are shared by
+/// every thread.
 pub struct FrontendTemplate {
-    routes: Vec<(RouteConfig, GatewayTemplate)>,
+    routes: Vec<RouteTemplate>,
+    /// The global public URL (normalised) and forwarded-header trust, for the catalog.
+    public_url: Option<String>,
+    trust_forwarded: bool,
+}
+
+struct RouteTemplate {
+    config: RouteConfig,
+    gateway: GatewayTemplate,
+    card: Option<Arc<CardService>>,
 }
 
 impl FrontendTemplate {
-    /// Builds every route's backend template. `demo_backend` replaces the backend URL
-    /// (the `--demo` agent's address).
+    /// Builds every route's backend template and card service (a card file is read and
+    /// checked now). `demo_backend` replaces the backend URL (the `--demo` agent's
+    /// address); the demo route serves the demo agent's card unless one is configured.
+    /// Runs on the runtime the card services will refresh on (`start_cards`).
     pub fn new(config: &Config, demo_backend: Option<&str>) -> Result<Self, BackendError> {
         let mut routes = Vec::with_capacity(config.routes.len());
         for route in &config.routes {
-            let url = demo_backend
-                .or(route.settings.backend.as_deref())
-                .ok_or(ConfigError::NoBackend)?;
-            let template = GatewayTemplate::new(&route.settings, url).map_err(|error| {
-                BackendError::Route {
+            let built =
+                RouteTemplate::new(route, demo_backend).map_err(|error| BackendError::Route {
                     route: route.name.clone(),
                     error: Box::new(error),
-                }
-            })?;
-            routes.push((route.clone(), template));
+                })?;
+            routes.push(built);
         }
-        Ok(FrontendTemplate { routes })
+        let public_url = match &config.cli.public_url {
+            Some(url) => {
+                Some(crate::card::origin::check_public_url(url).map_err(ConfigError::PublicUrl)?)
+            }
+            None => None,
+        };
+        Ok(FrontendTemplate {
+            routes,
+            public_url,
+            trust_forwarded: config.cli.trust_forwarded,
+        })
+    }
+
+    /// Starts fetching and refreshing every route's card, on the current runtime.
+    pub fn start_cards(&self) {
+        for card in self.routes.iter().filter_map(|r| r.card.as_ref()) {
+            card.start();
+        }
     }
 
     /// One serving thread's routes, with backend clients of their own, sharing `metrics`.
     pub fn frontend(&self, metrics: &Arc<Metrics>) -> Result<Frontend, BackendError> {
         let mut served = Vec::with_capacity(self.routes.len());
-        for (route, template) in &self.routes {
+        for route in &self.routes {
             served.push(routing::ServedRoute {
-                name: route.name.clone(),
-                prefix: route.prefix.clone(),
-                host: route.host.clone(),
-                jsonrpc_path: route.settings.jsonrpc_path.clone(),
-                gateway: template.gateway(metrics.clone())?,
+                name: route.config.name.clone(),
+                prefix: route.config.prefix.clone(),
+                host: route.config.host.clone(),
+                jsonrpc_path: route.config.settings.jsonrpc_path.clone(),
+                gateway: route.gateway.gateway(metrics.clone(), route.card.clone())?,
             });
         }
-        Ok(Frontend::new(served, metrics.clone()))
+        Ok(Frontend::new(served, metrics.clone())
+            .with_origin(self.public_url.clone(), self.trust_forwarded))
     }
 
     /// The routes, as configured.
     pub fn routes(&self) -> impl Iterator<Item = &RouteConfig> {
-        self.routes.iter().map(|(route, _)| route)
+        self.routes.iter().map(|route| &route.config)
+    }
+}
+
+impl RouteTemplate {
+    fn new(route: &RouteConfig, demo_backend: Option<&str>) -> Result<Self, BackendError> {
+        let url = demo_backend
+            .or(route.settings.backend.as_deref())
+            .ok_or(ConfigError::NoBackend)?;
+        let gateway = GatewayTemplate::new(&route.settings, url)?;
+        let mut settings = route.card();
+        if demo_backend.is_some() && settings.source.is_none() {
+            settings.source = Some(BACKEND_CARD_SOURCE.to_owned());
+        }
+        let card = match &settings.source {
+            None => None,
+            Some(source) => {
+                let backend = match source.as_str() {
+                    BACKEND_CARD_SOURCE => Some(gateway.backend()?),
+                    _ => None,
+                };
+                let cli = &route.settings;
+                let place = RouteCard {
+                    route: route.name.clone(),
+                    jsonrpc_path: route.jsonrpc_path(),
+                    card_path: route.card_path(),
+                    public_url: cli.public_url.clone(),
+                    trust_forwarded: cli.trust_forwarded,
+                    fixed_tenant: cli.tenant.clone(),
+                    binding: cli.binding,
+                };
+                Some(Arc::new(CardService::new(&settings, place, backend)?))
+            }
+        };
+        Ok(RouteTemplate {
+            config: route.clone(),
+            gateway,
+            card,
+        })
     }
 }
 
@@ -174,7 +253,7 @@ pub fn gateway(
     backend_url: &str,
     metrics: Arc<Metrics>,
 ) -> Result<Arc<Gateway>, BackendError> {
-    GatewayTemplate::new(cli, backend_url)?.gateway(metrics)
+    GatewayTemplate::new(cli, backend_url)?.gateway(metrics, None)
 }
 
 /// Reads a PEM bundle and checks it holds at least one certificate, so a bad file is a

@@ -157,6 +157,7 @@ fn route(binding: Binding) -> RouteCard {
     RouteCard {
         route: "billing".to_owned(),
         jsonrpc_path: "/billing/a2a/jsonrpc".to_owned(),
+        card_path: "/.well-known/agent-card.json".to_owned(),
         public_url: Some("https://gw.example".to_owned()),
         trust_forwarded: false,
         fixed_tenant: None,

@@ -82,8 +82,8 @@ fn bad_flags_give_one_line_and_exit_code_2() {
     }
 }
 
-#[test]
-fn every_example_config_loads() {
+#[tokio::test]
+async fn every_example_config_loads() {
     let deploy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
     let mut seen = 0;
     for entry in std::fs::read_dir(deploy).unwrap() {

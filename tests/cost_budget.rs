@@ -216,6 +216,7 @@ fn router() -> Edge {
         keepalive: Duration::from_secs(15),
         max_body: 4 << 20,
         tenant: None,
+        card: None,
         metrics: Default::default(),
     };
     a2a_gateway::front::layers::stack(a2a_gateway::server::router(
@@ -255,6 +256,7 @@ async fn grpc_router() -> Edge {
         keepalive: Duration::from_secs(15),
         max_body: 4 << 20,
         tenant: None,
+        card: None,
         metrics: Default::default(),
     };
     a2a_gateway::front::layers::stack(a2a_gateway::server::router(

@@ -15,7 +15,7 @@ use http::{header, HeaderMap};
 use super::CardConfigError;
 
 /// The origin (`scheme://authority`) a request names; none without a valid host.
-pub(super) fn request_origin(request: &Parts, trust_forwarded: bool) -> Option<String> {
+pub(crate) fn request_origin(request: &Parts, trust_forwarded: bool) -> Option<String> {
     let (scheme, host) = if trust_forwarded {
         forwarded_origin(&request.headers)
     } else {
@@ -32,9 +32,28 @@ pub(super) fn request_origin(request: &Parts, trust_forwarded: bool) -> Option<S
     Some(format!("{}://{host}", scheme.unwrap_or("http")))
 }
 
+/// `origin` (`scheme://authority`) with `host` in place of its host, its port kept.
+pub(super) fn with_host(origin: &str, host: &str) -> String {
+    let (scheme, authority) = origin.split_once("://").unwrap_or(("http", origin));
+    match authority
+        .parse::<http::uri::Authority>()
+        .ok()
+        .and_then(|a| a.port_u16())
+    {
+        Some(port) => format!("{scheme}://{host}:{port}"),
+        None => format!("{scheme}://{host}"),
+    }
+}
+
 /// Checks and normalises the route's public URL: `http(s)://authority[/path]`.
 pub(super) fn public_url(text: &str) -> Result<String, CardConfigError> {
-    let fail = |why: &str| CardConfigError::new("public-url", format!("{text:?}: {why}"));
+    check_public_url(text).map_err(|why| CardConfigError::new("public-url", why))
+}
+
+/// `public_url` for the configuration's own check (`config::Cli::validate`); the error
+/// says why.
+pub(crate) fn check_public_url(text: &str) -> Result<String, String> {
+    let fail = |why: &str| format!("{text:?}: {why}");
     let uri: http::Uri = text.parse().map_err(|_| fail("not a URL"))?;
     if !matches!(uri.scheme_str(), Some("http" | "https")) {
         return Err(fail("expected http:// or https://"));

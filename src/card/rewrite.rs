@@ -220,11 +220,21 @@ impl Rewriter {
     /// The URL of the gateway's interface for `request`: the public URL, or the origin the
     /// request names (see the module doc), plus the JSON-RPC path.
     pub(super) fn interface_url(&self, request: &Parts) -> Option<String> {
-        let origin = match &self.public_url {
-            Some(url) => url.clone(),
-            None => origin::request_origin(request, self.trust_forwarded)?,
-        };
+        let origin = self.origin(request, None)?;
         Some(format!("{origin}{}", self.jsonrpc_path))
+    }
+
+    /// The origin the route is public at for `request`: the public URL, or the origin the
+    /// request names, with `route_host` (keeping the request's port) in place of its host.
+    pub(super) fn origin(&self, request: &Parts, route_host: Option<&str>) -> Option<String> {
+        if let Some(url) = &self.public_url {
+            return Some(url.clone());
+        }
+        let origin = origin::request_origin(request, self.trust_forwarded)?;
+        Some(match route_host {
+            Some(host) => origin::with_host(&origin, host),
+            None => origin,
+        })
     }
 
     /// The JSON-RPC path: a relative reference to the gateway's interface.
@@ -382,6 +392,7 @@ mod tests {
         RouteCard {
             route: "billing".to_owned(),
             jsonrpc_path: "/agents/billing/a2a/jsonrpc".to_owned(),
+            card_path: "/.well-known/agent-card.json".to_owned(),
             public_url: public_url.map(str::to_owned),
             trust_forwarded,
             fixed_tenant: fixed_tenant.then(|| "acme".to_owned()),

@@ -17,8 +17,6 @@ use crate::proto::GetExtendedAgentCardRequest;
 use crate::protocol::error::A2aError;
 use crate::protocol::ops::UnaryRequest;
 
-/// The `source` value that selects the backend's GetExtendedAgentCard.
-const BACKEND: &str = "backend";
 
 /// A configured card source.
 pub(super) enum Source {
@@ -160,7 +158,7 @@ impl Source {
                 "required: a file path, an http(s):// URL or \"backend\"".into(),
             ));
         };
-        if text == BACKEND {
+        if text == super::BACKEND_CARD_SOURCE {
             let backend = backend
                 .ok_or_else(|| fail("\"backend\" needs the route's backend client".into()))?;
             return Ok(Source::Backend {

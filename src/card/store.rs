@@ -222,6 +222,7 @@ mod tests {
         let route = RouteCard {
             route: "r".to_owned(),
             jsonrpc_path: "/a2a".to_owned(),
+            card_path: "/.well-known/agent-card.json".to_owned(),
             public_url: None,
             trust_forwarded: false,
             fixed_tenant: None,

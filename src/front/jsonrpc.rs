@@ -44,6 +44,7 @@ enum Handled {
 
 /// The request-wide facts every element of a batch shares.
 struct Context<'a> {
+    request: &'a http::request::Parts,
     headers: &'a HeaderMap,
     query: Option<&'a str>,
 }
@@ -57,6 +58,7 @@ pub async fn handle(State(gateway): State<Arc<Gateway>>, request: http::Request<
         Err(err) => return rejected_response(&gateway, &err),
     };
     let ctx = Context {
+        request: &parts,
         headers: &parts.headers,
         query: parts.uri.query(),
     };
@@ -236,7 +238,16 @@ async fn handle_one(
             Ok((reply, ext)) => {
                 // The response is written once, straight into the body's buffer.
                 let mut out = Vec::with_capacity(reply.json_size_hint() + id.get().len() + 40);
-                match write_response(&mut out, Some(id), |out| reply.write_json(out)) {
+                let written = match (&reply, &gateway.card) {
+                    (Reply::GetExtendedAgentCard(card), Some(service)) => {
+                        write_response(&mut out, Some(id), |out| {
+                            let card = serde_json::to_value(card)?;
+                            serde_json::to_writer(out, &service.rewrite_extended(card, ctx.request))
+                        })
+                    }
+                    _ => write_response(&mut out, Some(id), |out| reply.write_json(out)),
+                };
+                match written {
                     Ok(()) => {
                         meter.record(Outcome::Ok);
                         Handled::Json(out, ext)

@@ -1,6 +1,7 @@
 //! The gateway's HTTP surface as one service: each route's JSON-RPC endpoint and agent
-//! card, and the gateway's own endpoints (`/healthz`, `/readyz`, `/metrics`), which no
-//! route may take (`config::routes`). A request for anything else gets a 404 with a small
+//! card, and the gateway's own endpoints (`/healthz`, `/readyz`, `/metrics`, and the API
+//! catalog, RFC 9727, listing every route's card), which no route may take
+//! (`config::routes`). A request for anything else gets a 404 with a small
 //! JSON body; a known path with the wrong method a 405 with `Allow`.
 //!
 //! A `POST` to a JSON-RPC endpoint, nearly every request, is matched with a few string
@@ -25,6 +26,9 @@ use crate::telemetry::Metrics;
 /// The path of a route's agent card below its prefix (spec 8.2).
 pub const CARD_PATH: &str = "/.well-known/agent-card.json";
 
+/// The API catalog's well-known path (RFC 9727).
+pub const CATALOG_PATH: &str = "/.well-known/api-catalog";
+
 /// One route as a worker serves it.
 pub struct ServedRoute {
     pub name: String,
@@ -44,6 +48,10 @@ pub struct Frontend {
     /// Whether any route selects by host (else the `Host` header is never read).
     by_host: bool,
     metrics: Arc<Metrics>,
+    /// The gateway's public URL, else the catalog's own URL comes from the request.
+    public_url: Option<String>,
+    /// Whether the catalog's URL may come from forwarded headers.
+    trust_forwarded: bool,
 }
 
 impl Frontend {
@@ -53,7 +61,56 @@ impl Frontend {
             by_host: routes.iter().any(|r| r.host.is_some()),
             routes: routes.into(),
             metrics,
+            public_url: None,
+            trust_forwarded: false,
         }
+    }
+
+    /// Where the gateway is public, for the catalog's own URL: the global `public-url`
+    /// (normalised), and whether forwarded headers are trusted without it.
+    pub fn with_origin(mut self, public_url: Option<String>, trust_forwarded: bool) -> Frontend {
+        self.public_url = public_url;
+        self.trust_forwarded = trust_forwarded;
+        self
+    }
+
+    /// RFC 9727's catalog: one linkset whose `item` links are the routes' card URLs.
+    fn catalog(&self, request: &http::request::Parts) -> Response {
+        let origin = match &self.public_url {
+            Some(url) => Some(url.clone()),
+            None => crate::card::origin::request_origin(request, self.trust_forwarded),
+        };
+        let Some(origin) = origin else {
+            return json_error(StatusCode::BAD_REQUEST, "the request names no valid host");
+        };
+        let items: Vec<_> = self
+            .routes
+            .iter()
+            .filter_map(|route| {
+                let card = route.gateway.card.as_ref()?;
+                let href = card.card_url(request, route.host.as_deref())?;
+                Some(serde_json::json!({
+                    "href": href,
+                    "type": "application/json",
+                    "title": route.name,
+                }))
+            })
+            .collect();
+        let linkset = serde_json::json!({ "linkset": [{
+            "anchor": format!("{origin}{CATALOG_PATH}"),
+            "item": items,
+        }]});
+        let mut response = (
+            [(CONTENT_TYPE, "application/linkset+json")],
+            linkset.to_string(),
+        )
+            .into_response();
+        // RFC 9727 section 2: the catalog names itself, for clients that only send HEAD.
+        response.headers_mut().insert(
+            http::header::LINK,
+            HeaderValue::from_static("</.well-known/api-catalog>; rel=\"api-catalog\""),
+        );
+        response
     }
 
     /// The route `request` belongs to: a route for its host before a route for any host.
@@ -132,11 +189,18 @@ impl tower::Service<http::Request<Body>> for Frontend {
                 let gateway = route.gateway.clone();
                 return Box::pin(async move { Ok(jsonrpc::handle(State(gateway), request).await) });
             }
+            if let (CARD_PATH, Some(card)) = (below, &route.gateway.card) {
+                if !is_read(request.method()) {
+                    return ready(wrong_method("GET, HEAD"));
+                }
+                return ready(card.respond(&request.into_parts().0));
+            }
         }
         let response = match path {
-            "/healthz" | "/readyz" | "/metrics" if !is_read(request.method()) => {
+            "/healthz" | "/readyz" | "/metrics" | CATALOG_PATH if !is_read(request.method()) => {
                 wrong_method("GET, HEAD")
             }
+            CATALOG_PATH => self.catalog(&request.into_parts().0),
             "/healthz" => "ok\n".into_response(),
             "/readyz" => "ready\n".into_response(),
             "/metrics" => (

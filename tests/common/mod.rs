@@ -465,6 +465,7 @@ pub async fn gateway(backend: &str, settings: Settings) -> String {
         keepalive: settings.keepalive,
         max_body: settings.max_body,
         tenant: None,
+        card: None,
         metrics: Default::default(),
     });
     serve(state, "/a2a/jsonrpc").await
