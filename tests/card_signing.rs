@@ -3,14 +3,12 @@
 //! `tests/peers/verify_card.py` in the provisioned test venv. Keys are fresh (rcgen) or the
 //! openssl-made fixtures in `tests/fixtures/card-signing/`.
 
-// Only `python()` is used here; the agent fixture in the same file serves other tests.
+// Only the verifier is used here; the agent fixture in the same file serves other tests.
 #[allow(dead_code)]
 #[path = "common/peer.rs"]
 mod peer;
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use a2a_gateway::signing::{signing_payload, CardSigner};
 use serde_json::{json, Value};
@@ -79,52 +77,6 @@ fn signed(signer: &CardSigner, card: &Value) -> Value {
     served
 }
 
-struct Verdicts {
-    verdicts: Vec<String>,
-    payloads: Vec<String>,
-}
-
-/// Runs the SDK's verifier over `cards` with the public halves of `keys` (kid → PEM).
-fn sdk_verify(keys: &[(&str, &str)], cards: &[Value]) -> Verdicts {
-    let keys: serde_json::Map<String, Value> = keys
-        .iter()
-        .map(|(kid, pem)| (kid.to_string(), json!(pem)))
-        .collect();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/verify_card.py");
-    let mut child = Command::new(peer::python())
-        .arg(script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("cannot start tests/peers/verify_card.py");
-    let request = json!({"keys": keys, "cards": cards});
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(request.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "verify_card.py failed (its error is above)"
-    );
-    let out: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let strings = |key: &str| -> Vec<String> {
-        out[key]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_str().unwrap().to_owned())
-            .collect()
-    };
-    Verdicts {
-        verdicts: strings("verdicts"),
-        payloads: strings("payloads"),
-    }
-}
-
 #[test]
 fn the_reference_sdk_accepts_gateway_signatures_and_rejects_tampering() {
     let ec = p256();
@@ -155,7 +107,7 @@ fn the_reference_sdk_accepts_gateway_signatures_and_rejects_tampering() {
         tampered_rsa,
         signed(&impostor, &card()),
     ];
-    let result = sdk_verify(
+    let result = peer::sdk_verify(
         &[("gw-ec", &ec), ("gw-rsa", &rsa), ("gw-sec1", &sec1)],
         &cards,
     );
@@ -191,7 +143,7 @@ fn sdk_1_3_drops_empty_values_the_spec_keeps() {
     // A null in an extension's `params` list: JSON the agent chose, signed as it is.
     let mut with_null = self::card();
     with_null["capabilities"]["extensions"][0]["params"]["nested"]["list"] = json!([1, null]);
-    let result = sdk_verify(
+    let result = peer::sdk_verify(
         &[("gw-ec", &ec)],
         &[signed(&signer, &card), signed(&signer, &with_null)],
     );

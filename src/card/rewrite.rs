@@ -121,6 +121,7 @@ pub(super) struct Rewriter {
 #[derive(Default)]
 struct Logged {
     signatures: AtomicBool,
+    schema_only: AtomicBool,
     legacy: AtomicBool,
     skills: AtomicBool,
     mtls: AtomicBool,
@@ -309,9 +310,29 @@ impl Rewriter {
         card.insert("supportedInterfaces".to_owned(), Value::Array(interfaces));
         let mut card = Value::Object(card);
         if let Treatment::Resign(signer) = &self.treatment {
+            card = self.schema_only(card);
             card["signatures"] = json!([signer.sign(&card)]);
         }
         card
+    }
+
+    /// A card to re-sign holds only what its verifiers reconstruct: they read it as an
+    /// `AgentCard` (the reference SDK ignores unknown members and drops empty values before
+    /// canonicalising), so a member outside the schema would make the signature fail for
+    /// them. The card was checked against the schema, so the round trip cannot fail.
+    fn schema_only(&self, card: Value) -> Value {
+        let typed = serde_json::from_value::<AgentCard>(card.clone())
+            .and_then(|typed| serde_json::to_value(typed));
+        match typed {
+            Ok(typed) => {
+                if typed != card && first(&self.logged.schema_only) {
+                    tracing::info!(route = %self.route,
+                        "agent card: members outside the AgentCard schema (or empty values) dropped from the re-signed card, so verifiers that read it as an AgentCard reconstruct what was signed");
+                }
+                typed
+            }
+            Err(_) => card,
+        }
     }
 
     fn drop_legacy_addresses(&self, card: &mut Map<String, Value>) {

@@ -17,7 +17,6 @@ use crate::proto::GetExtendedAgentCardRequest;
 use crate::protocol::error::A2aError;
 use crate::protocol::ops::UnaryRequest;
 
-
 /// A configured card source.
 pub(super) enum Source {
     File(PathBuf),

@@ -3,7 +3,7 @@
 //! HTTP+JSON and its own JSON-RPC binding, and is killed when the fixture drops. Missing
 //! Python or packages fail the test with the provisioning error; nothing passes silently.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -89,5 +89,54 @@ impl Peer {
             jsonrpc: format!("http://{http}{}", field("jsonrpc")),
             child,
         }
+    }
+}
+
+/// The SDK verifier's answers, per card.
+pub struct Verdicts {
+    /// `valid` or `invalid: <reason>`.
+    pub verdicts: Vec<String>,
+    /// The SDK's canonical payload of each card.
+    pub payloads: Vec<String>,
+}
+
+/// Runs the SDK's card signature verifier (`tests/peers/verify_card.py`) over `cards` with the public halves of `keys` (kid → PEM).
+pub fn sdk_verify(keys: &[(&str, &str)], cards: &[serde_json::Value]) -> Verdicts {
+    let keys: serde_json::Map<String, serde_json::Value> = keys
+        .iter()
+        .map(|(kid, pem)| (kid.to_string(), serde_json::json!(pem)))
+        .collect();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/verify_card.py");
+    let mut child = Command::new(python())
+        .arg(script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("cannot start tests/peers/verify_card.py");
+    let request = serde_json::json!({"keys": keys, "cards": cards});
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(request.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "verify_card.py failed (its error is above)"
+    );
+    let out: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let strings = |key: &str| -> Vec<String> {
+        out[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_owned())
+            .collect()
+    };
+    Verdicts {
+        verdicts: strings("verdicts"),
+        payloads: strings("payloads"),
     }
 }
