@@ -322,7 +322,7 @@ impl Rewriter {
     /// them. The card was checked against the schema, so the round trip cannot fail.
     fn schema_only(&self, card: Value) -> Value {
         let typed = serde_json::from_value::<AgentCard>(card.clone())
-            .and_then(|typed| serde_json::to_value(typed));
+            .and_then(serde_json::to_value);
         match typed {
             Ok(typed) => {
                 if typed != card && first(&self.logged.schema_only) {
