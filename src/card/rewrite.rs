@@ -321,8 +321,8 @@ impl Rewriter {
     /// canonicalising), so a member outside the schema would make the signature fail for
     /// them. The card was checked against the schema, so the round trip cannot fail.
     fn schema_only(&self, card: Value) -> Value {
-        let typed = serde_json::from_value::<AgentCard>(card.clone())
-            .and_then(serde_json::to_value);
+        let typed =
+            serde_json::from_value::<AgentCard>(card.clone()).and_then(serde_json::to_value);
         match typed {
             Ok(typed) => {
                 if typed != card && first(&self.logged.schema_only) {
