@@ -288,3 +288,82 @@ async fn the_shorthand_serves_a_resigned_card() {
         assert!(verdicts[1].starts_with("invalid"), "{kid}: {}", verdicts[1]);
     }
 }
+
+/// GetExtendedAgentCard through a route with a card: forwarded with the caller's
+/// credentials, and its interfaces, signatures and skills treated as the public card's.
+#[tokio::test]
+async fn extended_cards_get_the_public_cards_treatment() {
+    use a2a_gateway::proto::{AgentCard, AgentCardSignature, AgentInterface, AgentSkill};
+    use a2a_gateway::protocol::ops::{Reply, Request, UnaryRequest};
+    let skill = |id: &str| AgentSkill {
+        id: id.to_owned(),
+        name: id.to_owned(),
+        description: "d".to_owned(),
+        tags: vec!["t".to_owned()],
+        ..Default::default()
+    };
+    let extended = AgentCard {
+        name: "extended".to_owned(),
+        description: "for callers with credentials".to_owned(),
+        version: "1.0.0".to_owned(),
+        supported_interfaces: vec![AgentInterface {
+            url: "http://10.0.0.7:50051".to_owned(),
+            protocol_binding: "GRPC".to_owned(),
+            protocol_version: "1.0".to_owned(),
+            ..Default::default()
+        }],
+        skills: vec![skill("public"), skill("internal")],
+        signatures: vec![AgentCardSignature {
+            protected: "eyJhbGciOiJFUzI1NiJ9".to_owned(),
+            signature: "c2ln".to_owned(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let backend = TestBackend::new(move |request| match request {
+        Request::Unary(UnaryRequest::GetExtendedAgentCard(_)) => {
+            Answer::Reply(Reply::GetExtendedAgentCard(extended.clone()))
+        }
+        _ => Answer::Error(tonic::Status::unimplemented("cards only")),
+    });
+    let addr = backend.spawn().await;
+    let file = temp_file("public.json", &agent_card("public").to_string());
+    let config = temp_file(
+        "extended.toml",
+        &format!(
+            "[[route]]\nname = \"x\"\npath = \"/agents/x\"\nbackend = \"http://{addr}\"\n\
+             [route.card]\nsource = \"{}\"\nskills = [\"public\"]\n",
+            file.display()
+        ),
+    );
+    let gateway = start(&["--config", config.to_str().unwrap()]).await;
+    let origin = gateway.1.trim_end_matches("/a2a/jsonrpc").to_owned();
+    let endpoint = format!("{origin}/agents/x/a2a/jsonrpc");
+    let reply: Value = client()
+        .post(&endpoint)
+        .header("content-type", "application/json")
+        .header("a2a-version", "1.0")
+        .header("authorization", "Bearer caller-token")
+        .body(request(json!(1), "GetExtendedAgentCard", json!({})))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let card = &reply["result"];
+    assert_eq!(card["name"], "extended", "{reply}");
+    assert_eq!(
+        card["supportedInterfaces"],
+        json!([{"url": endpoint, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}])
+    );
+    assert!(card.get("signatures").is_none(), "{card}");
+    assert_eq!(card["skills"].as_array().unwrap().len(), 1, "{card}");
+    let seen = backend.last();
+    assert_eq!(
+        seen.metadata.get("authorization").unwrap(),
+        "Bearer caller-token"
+    );
+    std::fs::remove_file(file).ok();
+    std::fs::remove_file(config).ok();
+}
