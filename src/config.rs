@@ -110,7 +110,14 @@ pub struct Cli {
     )]
     pub forward_headers: Vec<String>,
 
-    /// How long in-flight requests may finish after SIGTERM/Ctrl-C before the process exits.
+    /// After SIGTERM, how long the gateway keeps serving everything (also new connections)
+    /// while `/readyz` already answers 503, so load balancers stop sending first. Ctrl-C
+    /// skips it.
+    #[arg(long, env = "A2A_GATEWAY_DRAIN_DELAY", default_value = "5s", value_parser = parse_duration)]
+    pub drain_delay: Duration,
+
+    /// Then, how long in-flight requests and open streams may go on before streams get a
+    /// final error frame (GATEWAY_SHUTTING_DOWN) and the process exits.
     #[arg(long, env = "A2A_GATEWAY_SHUTDOWN_GRACE", default_value = "10s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
 

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use crate::backend::Backend;
 use crate::card::CardService;
+use crate::lifecycle::Lifecycle;
 use crate::protocol::params::ForwardPolicy;
 use crate::telemetry::Metrics;
 
@@ -32,6 +33,8 @@ pub struct Gateway {
     pub tenant: Option<String>,
     /// The route's card service: it also rewrites GetExtendedAgentCard replies.
     pub card: Option<Arc<CardService>>,
+    /// The process's life: open streams end with a final frame when it closes.
+    pub lifecycle: Arc<Lifecycle>,
     /// Request, latency and stream metrics, served at `/metrics`.
     pub metrics: Arc<Metrics>,
 }

@@ -7,6 +7,7 @@ pub mod card;
 pub mod config;
 pub mod demo;
 pub mod front;
+pub mod lifecycle;
 pub mod proto;
 pub mod protocol;
 pub mod server;

@@ -110,7 +110,18 @@ async fn run(config: Config) -> ExitCode {
             cli.jsonrpc_path
         );
     }
-    workers.serve(listener, server::shutdown_signal()).await;
+    let lifecycle = template.lifecycle().clone();
+    let drain_delay = cli.drain_delay;
+    let stop = async move {
+        let signal = server::shutdown_signal().await;
+        lifecycle.drain();
+        if signal == server::StopSignal::Terminate && !drain_delay.is_zero() {
+            tracing::info!(?drain_delay, "stopping: /readyz answers 503, still serving");
+            tokio::time::sleep(drain_delay).await;
+        }
+    };
+    workers.serve(listener, stop).await;
+    tracing::info!("stopped");
     ExitCode::SUCCESS
 }
 

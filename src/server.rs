@@ -29,6 +29,7 @@ use crate::card::{CardService, RouteCard, BACKEND_CARD_SOURCE};
 use crate::config::{optional, Binding, Cli, Config, ConfigError, RouteConfig};
 use crate::front::layers::{self, Edge};
 use crate::front::Gateway;
+use crate::lifecycle::Lifecycle;
 use crate::protocol::params::ForwardPolicy;
 use crate::telemetry::Metrics;
 
@@ -119,6 +120,7 @@ impl GatewayTemplate {
         &self,
         metrics: Arc<Metrics>,
         card: Option<Arc<CardService>>,
+        lifecycle: Arc<Lifecycle>,
     ) -> Result<Arc<Gateway>, BackendError> {
         let cli = &self.cli;
         Ok(Arc::new(Gateway {
@@ -131,6 +133,7 @@ impl GatewayTemplate {
             max_body: cli.max_body,
             tenant: cli.tenant.clone(),
             card,
+            lifecycle,
             metrics,
         }))
     }
@@ -141,6 +144,7 @@ impl GatewayTemplate {
 /// every thread.
 pub struct FrontendTemplate {
     routes: Vec<RouteTemplate>,
+    lifecycle: Arc<Lifecycle>,
     /// The global public URL (normalised) and forwarded-header trust, for the catalog.
     public_url: Option<String>,
     trust_forwarded: bool,
@@ -175,6 +179,7 @@ impl FrontendTemplate {
         };
         Ok(FrontendTemplate {
             routes,
+            lifecycle: Arc::default(),
             public_url,
             trust_forwarded: config.cli.trust_forwarded,
         })
@@ -196,11 +201,22 @@ impl FrontendTemplate {
                 prefix: route.config.prefix.clone(),
                 host: route.config.host.clone(),
                 jsonrpc_path: route.config.settings.jsonrpc_path.clone(),
-                gateway: route.gateway.gateway(metrics.clone(), route.card.clone())?,
+                gateway: route.gateway.gateway(
+                    metrics.clone(),
+                    route.card.clone(),
+                    self.lifecycle.clone(),
+                )?,
             });
         }
-        Ok(Frontend::new(served, metrics.clone())
-            .with_origin(self.public_url.clone(), self.trust_forwarded))
+        Ok(
+            Frontend::new(served, metrics.clone(), self.lifecycle.clone())
+                .with_origin(self.public_url.clone(), self.trust_forwarded),
+        )
+    }
+
+    /// The life of the process every route and stream of every thread follows.
+    pub fn lifecycle(&self) -> &Arc<Lifecycle> {
+        &self.lifecycle
     }
 
     /// The routes, as configured.
@@ -253,7 +269,7 @@ pub fn gateway(
     backend_url: &str,
     metrics: Arc<Metrics>,
 ) -> Result<Arc<Gateway>, BackendError> {
-    GatewayTemplate::new(cli, backend_url)?.gateway(metrics, None)
+    GatewayTemplate::new(cli, backend_url)?.gateway(metrics, None, Arc::default())
 }
 
 /// Reads a PEM bundle and checks it holds at least one certificate, so a bad file is a
@@ -281,15 +297,16 @@ pub async fn serve(
 }
 
 /// Serves each connection of `incoming` on its own task of the current runtime, through
-/// the edge stack (`front::layers`) around `router`. When
-/// `incoming` ends, idle connections are closed and in-flight requests may finish for at
-/// most `grace` (open streams would otherwise hold the process forever); the rest are
-/// closed.
+/// the edge stack (`front::layers`) around `router`. When `incoming` ends, idle
+/// connections are closed and in-flight requests may finish for at most `grace`; then open
+/// streams end with a final error frame (`Lifecycle::close_streams`), which they get
+/// `FINAL_FRAME_FLUSH` to deliver, and what remains is closed.
 pub async fn serve_connections(
     incoming: impl Stream<Item = std::io::Result<TcpStream>>,
     router: Frontend,
     grace: Duration,
 ) {
+    let lifecycle = router.lifecycle().clone();
     let edge = layers::stack(router);
     let (stop_tx, stop) = watch::channel(false);
     let mut connections = JoinSet::new();
@@ -315,12 +332,24 @@ pub async fn serve_connections(
         "shutting down: draining in-flight requests"
     );
     let _ = stop_tx.send(true);
-    let drained = async { while connections.join_next().await.is_some() {} };
-    if tokio::time::timeout(grace, drained).await.is_err() {
-        tracing::warn!("grace period over; closing remaining connections");
-        connections.shutdown().await;
+    if !drain(&mut connections, grace).await {
+        tracing::info!("grace period over; ending open streams");
+        lifecycle.close_streams();
+        if !drain(&mut connections, FINAL_FRAME_FLUSH).await {
+            tracing::warn!("closing the remaining connections");
+            connections.shutdown().await;
+        }
     }
 }
+
+/// Whether every connection ended within `limit`.
+async fn drain(connections: &mut JoinSet<()>, limit: Duration) -> bool {
+    let drained = async { while connections.join_next().await.is_some() {} };
+    tokio::time::timeout(limit, drained).await.is_ok()
+}
+
+/// How long streams get to deliver their final frame before connections are cut.
+const FINAL_FRAME_FLUSH: Duration = Duration::from_secs(1);
 
 /// HTTP/1.1 or HTTP/2 (prior knowledge) on one connection, closed gracefully once `stop`
 /// turns true.
@@ -356,8 +385,17 @@ async fn accept_failed(e: &std::io::Error) {
     tokio::time::sleep(Duration::from_millis(100)).await;
 }
 
-/// Resolves on SIGTERM or Ctrl-C.
-pub async fn shutdown_signal() {
+/// What asked the process to stop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopSignal {
+    /// SIGTERM: the orchestrator's stop, with a drain delay first.
+    Terminate,
+    /// Ctrl-C: someone at a terminal, who is not kept waiting by the drain delay.
+    Interrupt,
+}
+
+/// Resolves on SIGTERM or Ctrl-C, saying which.
+pub async fn shutdown_signal() -> StopSignal {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };
@@ -373,7 +411,7 @@ pub async fn shutdown_signal() {
     #[cfg(not(unix))]
     let term = std::future::pending::<()>();
     tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
+        () = ctrl_c => StopSignal::Interrupt,
+        () = term => StopSignal::Terminate,
     }
 }

@@ -4,7 +4,7 @@
 mod common;
 
 use std::process::{Command, Output, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::process::*;
 use common::*;
@@ -34,6 +34,10 @@ fn help_explains_every_flag() {
         "--max-body",
         "--forward-header",
         "--shutdown-grace",
+        "--drain-delay",
+        "--card",
+        "--public-url",
+        "--tenant",
         "--log-format",
         "--workers",
         "--config",
@@ -145,7 +149,7 @@ async fn a_backend_down_at_start_is_not_fatal() {
 
 #[tokio::test]
 async fn sigterm_shuts_down_cleanly() {
-    let mut gateway = start(&["--demo"]).await;
+    let mut gateway = start(&["--demo", "--drain-delay", "0"]).await;
     gateway.terminate();
     let status = gateway
         .exit_within(Duration::from_secs(5), "no exit after SIGTERM")
@@ -153,9 +157,78 @@ async fn sigterm_shuts_down_cleanly() {
     assert!(status.success(), "{status:?}");
 }
 
+/// A rollout's SIGTERM: `/readyz` turns 503 at once while everything is still served for
+/// the drain delay (new connections too); then a stream still open after the grace period
+/// gets a final error frame telling the client the gateway is shutting down, and the
+/// process exits 0.
+#[tokio::test]
+async fn sigterm_drains_then_ends_open_streams_with_a_final_frame() {
+    let mut gateway = start(&["--demo", "--drain-delay", "1s", "--shutdown-grace", "1s"]).await;
+    let url = gateway.1.clone();
+    let origin = url.trim_end_matches("/a2a/jsonrpc").to_owned();
+    let ready = |origin: String| async move {
+        client()
+            .get(format!("{origin}/readyz"))
+            .send()
+            .await
+            .unwrap()
+            .status()
+    };
+    assert_eq!(ready(origin.clone()).await, 200);
+    let (_, mut sse) = SseReader::open(
+        &url,
+        request(json!(1), "SendStreamingMessage", message_params("slow")),
+    )
+    .await;
+    assert!(sse.data().await.is_some(), "first frame");
+    let signalled = Instant::now();
+    gateway.terminate();
+    // Draining: not ready, still serving, new connections included.
+    let started = Instant::now();
+    while ready(origin.clone()).await != 503 {
+        assert!(
+            started.elapsed() < Duration::from_millis(500),
+            "/readyz still 200"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let reply = rpc(
+        &url,
+        &request(json!(2), "SendMessage", message_params("hello")),
+    )
+    .await;
+    assert!(reply["result"].is_object(), "{reply}");
+    // The open stream goes on, then ends with the final frame.
+    let last = loop {
+        let frame = sse
+            .data()
+            .await
+            .expect("the stream ended without a final frame");
+        if frame.get("error").is_some() {
+            break frame;
+        }
+    };
+    assert_eq!(last["id"], 1, "{last}");
+    assert_eq!(last["error"]["code"], -32603, "{last}");
+    assert_eq!(
+        last["error"]["data"][0]["reason"], "GATEWAY_SHUTTING_DOWN",
+        "{last}"
+    );
+    let ended = signalled.elapsed();
+    assert!(
+        ended >= Duration::from_millis(1900),
+        "ended after {ended:?}, before drain + grace"
+    );
+    assert!(sse.data().await.is_none(), "nothing after the final frame");
+    let status = gateway
+        .exit_within(Duration::from_secs(3), "no exit after the final frame")
+        .await;
+    assert!(status.success(), "{status:?}");
+}
+
 #[tokio::test]
 async fn sigterm_lets_an_open_stream_finish_and_refuses_new_connections() {
-    let mut gateway = start(&["--demo", "--workers", "2"]).await;
+    let mut gateway = start(&["--demo", "--workers", "2", "--drain-delay", "0"]).await;
     let url = gateway.1.clone();
     let (_, mut sse) = SseReader::open(
         &url,
@@ -410,7 +483,7 @@ async fn credentials_never_reach_the_log_even_at_trace_level() {
     let log_path = std::env::temp_dir().join(format!("a2a-gateway-log-{}.txt", std::process::id()));
     let log = std::fs::File::create(&log_path).unwrap();
     let mut gateway = start_with(
-        &["--demo", "--workers", "1"],
+        &["--demo", "--workers", "1", "--drain-delay", "0"],
         &[("RUST_LOG", "trace")],
         Stdio::from(log),
     )

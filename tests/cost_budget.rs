@@ -217,6 +217,7 @@ fn router() -> Edge {
         max_body: 4 << 20,
         tenant: None,
         card: None,
+        lifecycle: Default::default(),
         metrics: Default::default(),
     };
     a2a_gateway::front::layers::stack(a2a_gateway::server::router(
@@ -257,6 +258,7 @@ async fn grpc_router() -> Edge {
         max_body: 4 << 20,
         tenant: None,
         card: None,
+        lifecycle: Default::default(),
         metrics: Default::default(),
     };
     a2a_gateway::front::layers::stack(a2a_gateway::server::router(

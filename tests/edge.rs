@@ -101,6 +101,7 @@ async fn a_panicking_handler_gets_a_jsonrpc_internal_error_and_serving_goes_on()
         max_body: 1 << 20,
         tenant: None,
         card: None,
+        lifecycle: Default::default(),
         metrics: Default::default(),
     });
     let url = serve(gateway, "/a2a/jsonrpc").await;

@@ -28,6 +28,8 @@ macro_rules! file_config {
             listen: Option<SocketAddr>,
             #[serde(default, deserialize_with = "duration_text")]
             shutdown_grace: Option<Duration>,
+            #[serde(default, deserialize_with = "duration_text")]
+            drain_delay: Option<Duration>,
             workers: Option<usize>,
             log_format: Option<LogFormat>,
             /// One table per route; none: the top-level settings are the one route.
@@ -90,6 +92,7 @@ macro_rules! file_config {
                 let globals = Globals {
                     listen: self.listen,
                     shutdown_grace: self.shutdown_grace,
+                    drain_delay: self.drain_delay,
                     workers: self.workers,
                     log_format: self.log_format,
                 };
@@ -160,6 +163,7 @@ file_config! {
 struct Globals {
     listen: Option<SocketAddr>,
     shutdown_grace: Option<Duration>,
+    drain_delay: Option<Duration>,
     workers: Option<usize>,
     log_format: Option<LogFormat>,
 }
@@ -233,7 +237,7 @@ impl FileConfig {
                 }
             )*};
         }
-        take!(listen, shutdown_grace, workers, log_format);
+        take!(listen, shutdown_grace, drain_delay, workers, log_format);
         settings.apply(cli, unset);
         ParsedFile { routes, text }
     }

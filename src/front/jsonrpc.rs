@@ -331,6 +331,7 @@ async fn stream(
         events,
         gateway.keepalive,
         gateway.stream_timeout,
+        gateway.lifecycle.closing(),
         gateway.metrics.stream_opened(),
     );
     Handled::Stream(Box::new(body), extensions)

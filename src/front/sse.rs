@@ -4,7 +4,8 @@
 //!
 //! Events that are already waiting leave in one chunk (one write), while a lone event is
 //! never held back. An error ends the stream with one `event: error` event (as the
-//! reference SDK writes it); so does the stream deadline, when one is configured.
+//! reference SDK writes it); so do the stream deadline, when one is configured, and the
+//! gateway's shutdown once its grace period is over (`lifecycle`).
 //! ("Frame" is kept for HTTP/2 frames; an SSE event is an event.)
 
 use std::convert::Infallible;
@@ -17,12 +18,13 @@ use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use serde_json::value::RawValue;
 use tokio::time::{sleep, Instant, Sleep};
+use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use crate::backend::fault::Fault;
 use crate::backend::EventStream;
 use crate::front::envelope::{write_error, write_response};
 use crate::proto::StreamResponse;
-use crate::protocol::error::A2aError;
+use crate::protocol::error::{A2aError, GatewayFault};
 use crate::telemetry::StreamGuard;
 
 /// Past this many buffered bytes a chunk is sent even if more events are ready.
@@ -37,6 +39,8 @@ pub struct SseBody {
     keepalive: Pin<Box<Sleep>>,
     period: Duration,
     deadline: Option<Pin<Box<Sleep>>>,
+    /// Resolves when the gateway shuts down with this stream still open.
+    closing: Pin<Box<WaitForCancellationFutureOwned>>,
     done: bool,
     /// Counts the stream as open until dropped, and its events.
     meter: StreamGuard,
@@ -50,6 +54,7 @@ impl SseBody {
         events: EventStream,
         keepalive: Duration,
         deadline: Option<Duration>,
+        closing: WaitForCancellationFutureOwned,
         meter: StreamGuard,
     ) -> Self {
         Self {
@@ -59,6 +64,7 @@ impl SseBody {
             keepalive: Box::pin(sleep(keepalive)),
             period: keepalive,
             deadline: deadline.map(|d| Box::pin(sleep(d))),
+            closing: Box::pin(closing),
             done: false,
             meter,
         }
@@ -129,6 +135,15 @@ impl Stream for SseBody {
                     written += 1;
                 }
             }
+        }
+        if !this.done && this.closing.as_mut().poll(cx).is_ready() {
+            let err = A2aError::gateway(
+                GatewayFault::ShuttingDown,
+                "the gateway is shutting down; subscribe to the task again to go on",
+            );
+            this.push_error(&mut buf, &err);
+            this.done = true;
+            written += 1;
         }
         if !buf.is_empty() {
             this.meter.events(written);

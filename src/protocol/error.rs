@@ -110,6 +110,8 @@ pub enum GatewayFault {
     BackendConnectionReset,
     BackendDeadlineExceeded,
     BackendBadResponse,
+    /// The gateway is stopping; the client should call again (elsewhere).
+    ShuttingDown,
 }
 
 impl GatewayFault {
@@ -120,6 +122,7 @@ impl GatewayFault {
             GatewayFault::BackendConnectionReset => "BACKEND_CONNECTION_RESET",
             GatewayFault::BackendDeadlineExceeded => "BACKEND_DEADLINE_EXCEEDED",
             GatewayFault::BackendBadResponse => "BACKEND_BAD_RESPONSE",
+            GatewayFault::ShuttingDown => "GATEWAY_SHUTTING_DOWN",
         }
     }
 }

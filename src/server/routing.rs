@@ -21,6 +21,7 @@ use http::{HeaderValue, Method, StatusCode};
 
 use crate::config::routes::DEFAULT_ROUTE;
 use crate::front::{jsonrpc, Gateway};
+use crate::lifecycle::Lifecycle;
 use crate::telemetry::Metrics;
 
 /// The path of a route's agent card below its prefix (spec 8.2).
@@ -48,6 +49,8 @@ pub struct Frontend {
     /// Whether any route selects by host (else the `Host` header is never read).
     by_host: bool,
     metrics: Arc<Metrics>,
+    /// `/readyz` follows it.
+    lifecycle: Arc<Lifecycle>,
     /// The gateway's public URL, else the catalog's own URL comes from the request.
     public_url: Option<String>,
     /// Whether the catalog's URL may come from forwarded headers.
@@ -56,14 +59,24 @@ pub struct Frontend {
 
 impl Frontend {
     /// The service for `routes`, which `config::routes` made disjoint.
-    pub fn new(routes: Vec<ServedRoute>, metrics: Arc<Metrics>) -> Frontend {
+    pub fn new(
+        routes: Vec<ServedRoute>,
+        metrics: Arc<Metrics>,
+        lifecycle: Arc<Lifecycle>,
+    ) -> Frontend {
         Frontend {
             by_host: routes.iter().any(|r| r.host.is_some()),
             routes: routes.into(),
             metrics,
+            lifecycle,
             public_url: None,
             trust_forwarded: false,
         }
+    }
+
+    /// The life of the process this frontend follows.
+    pub fn lifecycle(&self) -> &Arc<Lifecycle> {
+        &self.lifecycle
     }
 
     /// Where the gateway is public, for the catalog's own URL: the global `public-url`
@@ -145,6 +158,7 @@ impl Frontend {
 /// (what the one-route shorthand serves; tests use it too).
 pub fn router(gateway: Arc<Gateway>, jsonrpc_path: &str) -> Frontend {
     let metrics = gateway.metrics.clone();
+    let lifecycle = gateway.lifecycle.clone();
     let route = ServedRoute {
         name: DEFAULT_ROUTE.to_owned(),
         prefix: String::new(),
@@ -152,7 +166,7 @@ pub fn router(gateway: Arc<Gateway>, jsonrpc_path: &str) -> Frontend {
         jsonrpc_path: jsonrpc_path.to_owned(),
         gateway,
     };
-    Frontend::new(vec![route], metrics)
+    Frontend::new(vec![route], metrics, lifecycle)
 }
 
 /// The request's host without port: the URI's authority (HTTP/2, absolute form), else the
@@ -202,7 +216,8 @@ impl tower::Service<http::Request<Body>> for Frontend {
             }
             CATALOG_PATH => self.catalog(&request.into_parts().0),
             "/healthz" => "ok\n".into_response(),
-            "/readyz" => "ready\n".into_response(),
+            "/readyz" if self.lifecycle.is_ready() => "ready\n".into_response(),
+            "/readyz" => (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response(),
             "/metrics" => (
                 [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
                 self.metrics.render(),

@@ -466,6 +466,7 @@ pub async fn gateway(backend: &str, settings: Settings) -> String {
         max_body: settings.max_body,
         tenant: None,
         card: None,
+        lifecycle: Default::default(),
         metrics: Default::default(),
     });
     serve(state, "/a2a/jsonrpc").await
@@ -492,7 +493,8 @@ pub async fn serve(state: Arc<Gateway>, jsonrpc_path: &str) -> String {
         route("sibling", "/agents/sibling"),
         route("under-test", ROUTE_PREFIX),
     ];
-    let router = a2a_gateway::server::Frontend::new(routes, state.metrics.clone());
+    let router =
+        a2a_gateway::server::Frontend::new(routes, state.metrics.clone(), state.lifecycle.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(a2a_gateway::server::serve(
