@@ -4,6 +4,8 @@
 //!
 //! Used by `jsonrpc.rs` (dispatch) and `sse.rs` (streams); it depends on neither.
 
+use std::borrow::Cow;
+
 use axum::body::Body;
 use axum::response::Response;
 use bytes::{Bytes, BytesMut};
@@ -13,38 +15,94 @@ use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
 use crate::protocol::error::{A2aError, ErrorKind};
+use crate::protocol::json::nesting_exceeds;
 use crate::protocol::params::EXTENSIONS;
 
 /// Past the limit, up to this much more body is read and discarded so the client gets
 /// its JSON-RPC error instead of a reset connection.
 const MAX_DRAIN: usize = 64 << 20;
 
-/// The request envelope. Fields are raw so that each rule can be checked separately and
-/// an absent `id` (notification) is told apart from `"id": null`.
-#[derive(Deserialize)]
+/// Deepest request sonic-rs parses: its recursive skipping has large stack frames in debug
+/// builds (about 35 levels overflowed a test thread's stack), and typical requests nest
+/// less than 10 levels; deeper ones take serde_json.
+const FAST_PATH_NESTING: usize = 16;
+
+/// The request envelope: the raw JSON text of each member, so that each rule can be
+/// checked separately and an absent `id` (notification) is told apart from `"id": null`.
 pub struct Envelope<'a> {
-    #[serde(default, borrow, deserialize_with = "present")]
-    pub jsonrpc: Option<&'a RawValue>,
-    #[serde(default, borrow, deserialize_with = "present")]
-    pub id: Option<&'a RawValue>,
-    #[serde(default, borrow, deserialize_with = "present")]
-    pub method: Option<&'a RawValue>,
-    #[serde(default, borrow, deserialize_with = "present")]
-    pub params: Option<&'a RawValue>,
+    pub jsonrpc: Option<Cow<'a, str>>,
+    pub id: Option<Cow<'a, str>>,
+    pub method: Option<Cow<'a, str>>,
+    pub params: Option<Cow<'a, str>>,
 }
 
-fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
-    <&RawValue>::deserialize(d).map(Some)
+impl<'a> Envelope<'a> {
+    /// Parses a request object. sonic-rs does the scanning (SIMD: serde_json's byte-wise
+    /// scan of a 16 KiB `params` was a fifth of such a call's instructions); whatever it
+    /// refuses, serde_json parses again and decides, so the outcome and the error are
+    /// serde_json's (the test below holds the two to the same verdicts). A member with
+    /// escapes is copied by sonic-rs, one memcpy; the others are borrowed. sonic-rs skips
+    /// values recursively, without a depth limit, so a request nested deeper than
+    /// `FAST_PATH_NESTING` goes to serde_json, which skips iteratively.
+    pub fn parse(bytes: &'a [u8]) -> Result<Self, serde_json::Error> {
+        if let Some(envelope) = Envelope::parse_fast(bytes) {
+            return Ok(envelope);
+        }
+        let members = serde_json::from_slice::<Members<&'a RawValue>>(bytes)?;
+        Ok(members.into_envelope(|raw| Cow::Borrowed(raw.get())))
+    }
+
+    /// sonic-rs's parse, for requests it may see; `None` when it refuses. It gets text
+    /// checked as UTF-8: it does not check the values it skips, and reading one back
+    /// panicked on invalid bytes.
+    fn parse_fast(bytes: &'a [u8]) -> Option<Self> {
+        if nesting_exceeds(bytes, FAST_PATH_NESTING) {
+            return None;
+        }
+        let text = std::str::from_utf8(bytes).ok()?;
+        let members = sonic_rs::from_str::<Members<sonic_rs::LazyValue<'a>>>(text).ok()?;
+        Some(members.into_envelope(|raw| raw.as_raw_cow()))
+    }
+}
+
+/// The envelope's members as one parser's raw values.
+#[derive(Deserialize)]
+#[serde(bound(deserialize = "T: Deserialize<'de>"))]
+struct Members<T> {
+    #[serde(default, deserialize_with = "present")]
+    jsonrpc: Option<T>,
+    #[serde(default, deserialize_with = "present")]
+    id: Option<T>,
+    #[serde(default, deserialize_with = "present")]
+    method: Option<T>,
+    #[serde(default, deserialize_with = "present")]
+    params: Option<T>,
+}
+
+impl<T> Members<T> {
+    fn into_envelope<'a>(self, text: impl Fn(T) -> Cow<'a, str>) -> Envelope<'a> {
+        Envelope {
+            jsonrpc: self.jsonrpc.map(&text),
+            id: self.id.map(&text),
+            method: self.method.map(&text),
+            params: self.params.map(&text),
+        }
+    }
+}
+
+/// A member that is present, even as `null`, is `Some`.
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
 }
 
 /// Appends `{"jsonrpc":"2.0","id":…,"result":…}`, the result written by `result`.
 pub fn write_response(
     out: &mut Vec<u8>,
-    id: Option<&RawValue>,
+    id: Option<&str>,
     result: impl FnOnce(&mut Vec<u8>) -> Result<(), serde_json::Error>,
 ) -> Result<(), serde_json::Error> {
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-    out.extend_from_slice(id.map_or("null", RawValue::get).as_bytes());
+    out.extend_from_slice(id.unwrap_or("null").as_bytes());
     out.extend_from_slice(b",\"result\":");
     result(out)?;
     out.push(b'}');
@@ -52,9 +110,9 @@ pub fn write_response(
 }
 
 /// Appends `{"jsonrpc":"2.0","id":…,"error":{…}}`.
-pub fn write_error(out: &mut Vec<u8>, id: Option<&RawValue>, err: &A2aError) {
+pub fn write_error(out: &mut Vec<u8>, id: Option<&str>, err: &A2aError) {
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-    out.extend_from_slice(id.map_or("null", RawValue::get).as_bytes());
+    out.extend_from_slice(id.unwrap_or("null").as_bytes());
     out.extend_from_slice(b",\"error\":");
     // A `Value` always serializes.
     let _ = serde_json::to_writer(&mut *out, &err.to_json());
@@ -63,7 +121,7 @@ pub fn write_error(out: &mut Vec<u8>, id: Option<&RawValue>, err: &A2aError) {
 
 /// A whole error response object; internal errors are logged, as the edge's unexpected
 /// failures.
-pub fn error_bytes(id: Option<&RawValue>, err: &A2aError) -> Vec<u8> {
+pub fn error_bytes(id: Option<&str>, err: &A2aError) -> Vec<u8> {
     if err.kind == ErrorKind::Internal {
         tracing::warn!(%err, "request failed");
     }
@@ -93,8 +151,7 @@ pub fn envelope_error(e: &serde_json::Error) -> A2aError {
 
 /// JSON-RPC ids are strings, integers or null; fractions, booleans, arrays and objects
 /// are refused (the reference SDK does the same).
-pub fn valid_id(id: &RawValue) -> bool {
-    let text = id.get();
+pub fn valid_id(text: &str) -> bool {
     match text.as_bytes().first() {
         Some(b'"') => true,
         Some(b'n') => text == "null",
@@ -177,17 +234,82 @@ pub fn sse_response(events: Body, extensions: Option<HeaderValue>) -> Response {
 mod tests {
     use super::*;
 
+    /// What each parser makes of `bytes`: the members' raw texts, or `None` if refused.
+    fn fast(bytes: &[u8]) -> Option<[Option<String>; 4]> {
+        Envelope::parse_fast(bytes).map(texts)
+    }
+
+    fn reference(bytes: &[u8]) -> Option<[Option<String>; 4]> {
+        let members = serde_json::from_slice::<Members<&RawValue>>(bytes).ok()?;
+        Some(texts(members.into_envelope(|raw| Cow::Borrowed(raw.get()))))
+    }
+
+    fn texts(e: Envelope) -> [Option<String>; 4] {
+        [e.jsonrpc, e.id, e.method, e.params].map(|m| m.map(Cow::into_owned))
+    }
+
+    /// sonic-rs may refuse more than serde_json (serde_json then decides), never less, and
+    /// what it accepts it must cut into the same raw texts.
+    #[test]
+    fn the_fast_envelope_accepts_only_what_serde_json_accepts() {
+        let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+        let cases: Vec<Vec<u8>> = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t"}}"#,
+            r#" { "jsonrpc" : "2.0" , "id" : "a\"b" , "params" : { "x" : [ 1 , 2 ] } } "#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"m","params":null}"#,
+            r#"{"id":123456789012345678901234567890,"params":{"t":"esc \n \u00e9 \ud83d\ude00"}}"#,
+            r#"{"p\u0061rams":{"a":1},"\u0069d":7}"#,
+            r#"{"id":1,"id":2}"#,
+            r#"{"params":{"t":"lone \ud800 surrogate"}}"#,
+            r#"{"x":"lone \udc00","params":{}}"#,
+            r#"{"x":"bad \x escape"}"#,
+            r#"{"params":{"t":"bad \x escape"}}"#,
+            "{\"x\":\"raw \u{1} control\"}",
+            "{\"params\":{\"t\":\"raw \u{1f} control\"}}",
+            r#"{"id":1} trailing"#,
+            r#"{"id":1,}"#,
+            r#"{"x":[1,2,]}"#,
+            r#"{"x":NaN}"#,
+            r#"{"x":01}"#,
+            r#"{"x":1.}"#,
+            r#"{"x":-}"#,
+            r#"{"x":.5}"#,
+            r#"{"x":1e400,"params":{"n":-0.0}}"#,
+            r#"{"x":tru}"#,
+            r#"{"jsonrpc":"2.0""id":1}"#,
+            r#"{"id":1"#,
+            r#"{}"#,
+            r#"{"params":"#,
+        ]
+        .iter()
+        .map(|c| c.as_bytes().to_vec())
+        .chain([
+            format!(r#"{{"x":{deep},"id":1}}"#).into_bytes(),
+            format!(r#"{{"params":{{"d":{deep}}}}}"#).into_bytes(),
+            b"{\"x\":\"\xff\xfe\",\"id\":1}".to_vec(),
+            b"{\"params\":{\"t\":\"\xc3\"}}".to_vec(),
+            b"{\"id\":\"\xed\xa0\x80\"}".to_vec(),
+        ])
+        .collect();
+        for bytes in &cases {
+            let text = String::from_utf8_lossy(bytes);
+            if let Some(fast) = fast(bytes) {
+                assert_eq!(Some(fast), reference(bytes), "{text}");
+            }
+        }
+        // The table holds both verdicts, so the comparison above is not vacuous.
+        assert!(fast(&cases[0]).is_some() && fast(&cases[4]).is_some());
+        assert!(reference(&cases[5]).is_none() && reference(&cases[13]).is_none());
+    }
+
     #[test]
     fn id_types() {
         let ok = ["\"a\"", "null", "1", "-7", "123456789012345678901234567890"];
         for id in ok {
-            assert!(valid_id(&RawValue::from_string(id.into()).unwrap()), "{id}");
+            assert!(valid_id(id), "{id}");
         }
         for id in ["1.5", "1e3", "true", "[]", "{}"] {
-            assert!(
-                !valid_id(&RawValue::from_string(id.into()).unwrap()),
-                "{id}"
-            );
+            assert!(!valid_id(id), "{id}");
         }
     }
 }

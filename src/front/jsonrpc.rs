@@ -65,7 +65,7 @@ pub async fn handle(State(gateway): State<Arc<Gateway>>, request: http::Request<
     match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
         Some(b'[') => handle_batch(&gateway, &ctx, &bytes).await,
         Some(b'{') => {
-            let envelope = match serde_json::from_slice::<Envelope>(&bytes) {
+            let envelope = match Envelope::parse(&bytes) {
                 Ok(envelope) => envelope,
                 Err(e) => return rejected_response(&gateway, &envelope_error(&e)),
             };
@@ -124,7 +124,7 @@ async fn batch_member(gateway: &Gateway, ctx: &Context<'_>, raw: &RawValue) -> H
         gateway.metrics.rejected(err.kind);
         return Handled::Json(error_bytes(None, &err), None);
     }
-    match serde_json::from_str::<Envelope>(raw.get()) {
+    match Envelope::parse(raw.get().as_bytes()) {
         Ok(envelope) => handle_one(gateway, ctx, envelope, true).await,
         Err(e) => {
             let err = envelope_error(&e);
@@ -142,11 +142,11 @@ async fn handle_one(
 ) -> Handled {
     let started = Instant::now();
     // Before the method is known, failures count as rejected requests.
-    let reject = |id: Option<&RawValue>, err: A2aError| {
+    let reject = |id: Option<&str>, err: A2aError| {
         gateway.metrics.rejected(err.kind);
         Handled::Json(error_bytes(id, &err), None)
     };
-    let id = match envelope.id {
+    let id = match envelope.id.as_deref() {
         Some(id) if !valid_id(id) => {
             return reject(
                 None,
@@ -155,16 +155,18 @@ async fn handle_one(
         }
         id => id,
     };
-    if envelope.jsonrpc.map(RawValue::get) != Some("\"2.0\"") {
+    if envelope.jsonrpc.as_deref() != Some("\"2.0\"") {
         return reject(id, invalid_request("jsonrpc must be \"2.0\""));
     }
     let Some(name) = envelope
         .method
-        .and_then(|m| serde_json::from_str::<Cow<str>>(m.get()).ok())
+        .as_deref()
+        .and_then(|m| serde_json::from_str::<Cow<str>>(m).ok())
     else {
         return reject(id, invalid_request("method must be a string"));
     };
-    if envelope.params.is_some_and(|p| !p.get().starts_with('{')) {
+    let params = envelope.params.as_deref();
+    if params.is_some_and(|p| !p.starts_with('{')) {
         return reject(id, invalid_request("params must be an object"));
     }
     // The reference SDK's order: method, then params, then version.
@@ -184,7 +186,7 @@ async fn handle_one(
             None => Handled::Nothing,
         }
     };
-    let mut request = match Request::decode(op, envelope.params) {
+    let mut request = match Request::decode(op, params) {
         Ok(request) => request,
         Err(err) => return fail(err),
     };
@@ -237,7 +239,7 @@ async fn handle_one(
         Some(id) => match unary(gateway, call).await {
             Ok((reply, ext)) => {
                 // The response is written once, straight into the body's buffer.
-                let mut out = Vec::with_capacity(reply.json_size_hint() + id.get().len() + 40);
+                let mut out = Vec::with_capacity(reply.json_size_hint() + id.len() + 40);
                 let written = match (&reply, &gateway.card) {
                     (Reply::GetExtendedAgentCard(card), Some(service)) => {
                         write_response(&mut out, Some(id), |out| {
@@ -295,11 +297,11 @@ async fn unary(
 /// early error is a plain reply.
 async fn stream(
     gateway: &Gateway,
-    id: &RawValue,
+    id: &str,
     call: Call<StreamRequest>,
     meter: &Meter<'_>,
 ) -> Handled {
-    let id: Box<RawValue> = id.to_owned();
+    let id: Box<str> = id.into();
     let failed = |err: A2aError, extensions| {
         meter.record(Outcome::Error(err.kind));
         Handled::Json(error_bytes(Some(&id), &err), extensions)

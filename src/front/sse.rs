@@ -16,7 +16,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
-use serde_json::value::RawValue;
 use tokio::time::{sleep, Instant, Sleep};
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
@@ -33,7 +32,7 @@ const KEEPALIVE_COMMENT: &[u8] = b": keepalive\n\n";
 
 /// The SSE body of one streaming call.
 pub struct SseBody {
-    id: Box<RawValue>,
+    id: Box<str>,
     first: Option<StreamResponse>,
     events: EventStream,
     keepalive: Pin<Box<Sleep>>,
@@ -49,7 +48,7 @@ pub struct SseBody {
 impl SseBody {
     /// The body for `first` (already received) and the rest of `events`.
     pub fn new(
-        id: Box<RawValue>,
+        id: Box<str>,
         first: Option<StreamResponse>,
         events: EventStream,
         keepalive: Duration,

@@ -33,7 +33,7 @@ pub fn decode_params<T: serde::de::DeserializeOwned + RestoreNulls>(
 /// Whether arrays and objects in the JSON `text` nest deeper than `limit`. Counting the
 /// opening brackets (SIMD) bounds the depth; only a text with more of them than `limit` is
 /// walked, byte by byte, skipping strings.
-fn nesting_exceeds(text: &[u8], limit: usize) -> bool {
+pub fn nesting_exceeds(text: &[u8], limit: usize) -> bool {
     let opening = memchr::memchr2_iter(b'[', b'{', text);
     if opening.take(limit + 1).count() <= limit {
         return false;

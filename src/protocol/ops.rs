@@ -15,7 +15,6 @@
 //! follow the schema and the REST backend retries with `POST` on 405 (see `backend/rest.rs`).
 
 use bytes::BufMut;
-use serde_json::value::RawValue;
 
 use crate::proto::*;
 use crate::protocol::error::A2aError;
@@ -177,8 +176,8 @@ macro_rules! declare_operations {
         impl Request {
             /// Decodes JSON-RPC `params` (ProtoJSON) straight into the operation's request type.
             /// Absent params mean `{}`; errors name the failing field path.
-            pub fn decode(op: Op, params: Option<&RawValue>) -> Result<Request, A2aError> {
-                let text = params.map_or("{}", RawValue::get);
+            pub fn decode(op: Op, params: Option<&str>) -> Result<Request, A2aError> {
+                let text = params.unwrap_or("{}");
                 Ok(match op {
                     $( Op::$u => Request::Unary(UnaryRequest::$u(decode_params(text)?)), )*
                     $( Op::$s => Request::Stream(StreamRequest::$s(decode_params(text)?)), )*
