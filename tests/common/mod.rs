@@ -487,6 +487,7 @@ pub async fn serve(state: Arc<Gateway>, jsonrpc_path: &str) -> String {
         prefix: prefix.to_owned(),
         host: None,
         jsonrpc_path: jsonrpc_path.to_owned(),
+        endpoints: None,
         gateway: state.clone(),
     };
     let routes = vec![
@@ -514,9 +515,7 @@ pub async fn gateway_from_flags(args: &[&str]) -> String {
         std::iter::once("a2a-gateway").chain(args.iter().copied()),
     )
     .unwrap();
-    let state =
-        a2a_gateway::server::gateway(&cli, cli.backend.as_deref().unwrap(), Default::default())
-            .unwrap();
+    let state = a2a_gateway::server::gateway(&cli, &cli.backend, Default::default()).unwrap();
     serve(state, &cli.jsonrpc_path).await
 }
 
