@@ -19,6 +19,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
@@ -186,16 +187,53 @@ impl Worker {
     }
 }
 
-/// Counts a call as outstanding on its endpoint until dropped.
-struct Outstanding(Arc<AtomicUsize>);
+/// One call on one endpoint: counted as outstanding until dropped, and judged once. A
+/// unary call's deadline is enforced by the front, which drops the call when it passes:
+/// a call dropped unfinished after its deadline counts as `BACKEND_DEADLINE_EXCEEDED`; one
+/// dropped earlier (the client went away) counts as nothing.
+struct Attempt<'a> {
+    route: &'a RouteEndpoints,
+    endpoint: &'a Endpoint,
+    outstanding: &'a AtomicUsize,
+    started: Instant,
+    deadline: Option<Duration>,
+    judged: bool,
+}
 
-impl Outstanding {
-    fn start(pick: &Pick) -> Outstanding {
+impl<'a> Attempt<'a> {
+    fn start(route: &'a RouteEndpoints, pick: &'a Pick, deadline: Option<Duration>) -> Self {
         pick.endpoint.health.called();
         pick.outstanding.fetch_add(1, Relaxed);
-        Outstanding(pick.outstanding.clone())
+        Attempt {
+            route,
+            endpoint: &pick.endpoint,
+            outstanding: &pick.outstanding,
+            started: Instant::now(),
+            deadline,
+            judged: false,
+        }
+    }
+
+    fn judge<T>(&mut self, result: &Result<T, A2aError>) {
+        self.judged = true;
+        let fault = result.as_ref().err().and_then(fault::reported);
+        self.route.observe(self.endpoint, fault);
     }
 }
+
+impl Drop for Attempt<'_> {
+    fn drop(&mut self) {
+        self.outstanding.fetch_sub(1, Relaxed);
+        let late = self.deadline.is_some_and(|d| self.started.elapsed() >= d);
+        if !self.judged && late {
+            let fault = Some(GatewayFault::BackendDeadlineExceeded);
+            self.route.observe(self.endpoint, fault);
+        }
+    }
+}
+
+/// Holds a stream's place among its endpoint's outstanding calls until dropped.
+struct Outstanding(Arc<AtomicUsize>);
 
 impl Drop for Outstanding {
     fn drop(&mut self) {
@@ -214,10 +252,9 @@ impl Worker {
         pick: &Pick,
         call: Call<UnaryRequest>,
     ) -> Result<Answer<Reply>, A2aError> {
-        let _outstanding = Outstanding::start(pick);
+        let mut attempt = Attempt::start(&self.route, pick, call.timeout);
         let result = pick.client.unary(call).await;
-        let fault = result.as_ref().err().and_then(fault::reported);
-        self.route.observe(&pick.endpoint, fault);
+        attempt.judge(&result);
         result
     }
 
@@ -226,12 +263,19 @@ impl Worker {
         pick: &Pick,
         call: Call<StreamRequest>,
     ) -> Result<Answer<EventStream>, A2aError> {
-        let outstanding = Outstanding::start(pick);
-        let result = pick.client.stream(call).await;
-        let fault = result.as_ref().err().and_then(fault::reported);
-        self.route.observe(&pick.endpoint, fault);
+        let result = {
+            // The first-event deadline is the front's too, but a stream's start has no
+            // deadline of its own here: a late start is not judged.
+            let mut attempt = Attempt::start(&self.route, pick, None);
+            let result = pick.client.stream(call).await;
+            attempt.judge(&result);
+            result
+        };
         let answer = result?;
-        // Faults that end the stream later count against its endpoint too.
+        // The stream counts as outstanding while open, and the fault that ends it, if
+        // any, counts against its endpoint too.
+        pick.outstanding.fetch_add(1, Relaxed);
+        let outstanding = Outstanding(pick.outstanding.clone());
         let route = self.route.clone();
         let endpoint = pick.endpoint.clone();
         let events = answer.value.map(move |event| {

@@ -121,7 +121,7 @@ impl Health {
 }
 
 /// Probes the route's ejected endpoints as their ejections end, until the route is gone.
-/// `ejected` wakes it when an endpoint is ejected.
+/// `ejected` wakes it when an endpoint is ejected, and when a probe has ended.
 pub async fn probe(route: Weak<RouteEndpoints>, ejected: Arc<Notify>) {
     loop {
         let next = {
@@ -135,7 +135,13 @@ pub async fn probe(route: Weak<RouteEndpoints>, ejected: Arc<Notify>) {
                 match endpoint.health.probe_due() {
                     Some(until) if until <= now => {
                         endpoint.health.probing.store(true, Relaxed);
-                        tokio::spawn(probe_one(endpoint.clone(), route.policy.clone()));
+                        let probe = probe_one(endpoint.clone(), route.policy.clone());
+                        let done = ejected.clone();
+                        tokio::spawn(async move {
+                            probe.await;
+                            // The prober plans the next probe of a still ejected endpoint.
+                            done.notify_one();
+                        });
                     }
                     Some(until) => next = Some(next.map_or(until, |n| n.min(until))),
                     None => {}
