@@ -245,6 +245,16 @@ pub enum Binding {
     HttpJson,
 }
 
+impl std::fmt::Display for Binding {
+    /// The spec's name of the binding (5.3), as the flag takes it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Binding::Grpc => "GRPC",
+            Binding::HttpJson => "HTTP+JSON",
+        })
+    }
+}
+
 /// Log line formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Deserialize)]
 #[serde(rename_all = "lowercase")]

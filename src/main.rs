@@ -53,7 +53,7 @@ async fn check(config: &Config, file: &std::path::Path) -> ExitCode {
     println!("{}: ok, {} route(s)", file.display(), config.routes.len());
     for route in &config.routes {
         println!(
-            "  {}: {}{} -> {} ({:?})",
+            "  {}: {}{} -> {} ({})",
             route.name,
             route.host.as_deref().unwrap_or("*"),
             route.jsonrpc_path(),
@@ -99,7 +99,7 @@ async fn run(config: Config) -> ExitCode {
             host = route.host.as_deref().unwrap_or("*"),
             jsonrpc = %route.jsonrpc_path(),
             backend = demo_backend.clone().unwrap_or_else(|| backends(&route.settings.backend)),
-            binding = ?route.settings.binding,
+            binding = %route.settings.binding,
             tenant = route.settings.tenant.as_deref().unwrap_or_default(),
             "route"
         );

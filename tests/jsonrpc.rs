@@ -377,3 +377,52 @@ async fn batch_members_run_boundedly_and_answer_in_order() {
         started.elapsed()
     );
 }
+
+/// Deep nesting never reaches a recursive parser: params nested deeper than 48 levels,
+/// whether in an unknown member or a typed value (`metadata`, a Struct), are refused with
+/// -32602, and the gateway serves on. (100,000 nested brackets in an unknown member
+/// overflowed a worker's stack in sonic-rs and aborted the process.)
+#[tokio::test]
+async fn deeply_nested_params_get_an_answer() {
+    use a2a_gateway::protocol::ops::{Request, UnaryRequest};
+    let (_, url) = setup(|request| match request {
+        Request::Unary(UnaryRequest::SendMessage(send)) => {
+            Answer::Reply(Reply::SendMessage(SendMessageResponse {
+                payload: send
+                    .message
+                    .clone()
+                    .map(send_message_response::Payload::Message),
+            }))
+        }
+        _ => Answer::Error(tonic::Status::unimplemented("SendMessage only")),
+    })
+    .await;
+    let deep = "[".repeat(100_000) + &"]".repeat(100_000);
+    let message = r#"{"messageId":"m","role":"ROLE_USER","parts":[{"text":"hi"}]}"#;
+    let call = |params: String| {
+        format!(r#"{{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{params}}}"#)
+    };
+    for params in [
+        format!(r#"{{"message":{message},"extra":{deep}}}"#),
+        format!(r#"{{"message":{message},"metadata":{{"k":{deep}}}}}"#),
+    ] {
+        let reply = rpc(&url, &call(params)).await;
+        assert_eq!(code(&reply), -32602, "{reply}");
+        let message = reply["error"]["message"].as_str().unwrap();
+        assert!(message.contains("deeper than 48"), "{message}");
+    }
+    // At the limit: params (1) > metadata (2) > 46 nested lists = 48 levels, which the
+    // agent (prost: at most 100 protobuf levels) still decodes.
+    for (lists, accepted) in [(46, true), (47, false)] {
+        let nested = "[".repeat(lists) + &"]".repeat(lists);
+        let params = format!(r#"{{"message":{message},"metadata":{{"k":{nested}}}}}"#);
+        let reply = rpc(&url, &call(params)).await;
+        assert_eq!(
+            reply["result"].is_object(),
+            accepted,
+            "{lists} lists: {reply}"
+        );
+    }
+    let reply = rpc(&url, &call(format!(r#"{{"message":{message}}}"#))).await;
+    assert_eq!(reply["result"]["message"]["messageId"], "m", "{reply}");
+}

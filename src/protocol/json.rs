@@ -5,10 +5,22 @@
 use crate::proto::{ListTasksResponse, RestoreNulls};
 use crate::protocol::error::A2aError;
 
+/// Deepest nesting of arrays and objects accepted in params. Both parsers recurse per
+/// level (sonic-rs also when it skips unknown members, without a limit of its own: 100,000
+/// nested brackets overflowed a worker's stack and aborted the process), so the depth is
+/// checked before either sees the text. Protobuf decoders (prost, C++, Python) refuse
+/// messages nested deeper than 100, and each JSON level inside a `Struct` is two protobuf
+/// levels (`Value`, then `ListValue` or `Struct`): 48 is about the deepest an agent decodes.
+pub const MAX_NESTING: usize = 48;
+
 /// Decodes `params` text into a request. Errors name the failing field path.
 pub fn decode_params<T: serde::de::DeserializeOwned + RestoreNulls>(
     text: &str,
 ) -> Result<T, A2aError> {
+    if nesting_exceeds(text.as_bytes(), MAX_NESTING) {
+        let why = format!("arrays and objects nested deeper than {MAX_NESTING} levels");
+        return Err(A2aError::invalid_params("", &why));
+    }
     // Only to describe an error is the text decoded again, by serde_json with the field's
     // path; both refuse the same inputs (tested below), so the fast path never accepts
     // what the error path would reject.
@@ -16,6 +28,40 @@ pub fn decode_params<T: serde::de::DeserializeOwned + RestoreNulls>(
         Some(request) => Ok(request),
         None => decode_tracked(text),
     }
+}
+
+/// Whether arrays and objects in the JSON `text` nest deeper than `limit`. Counting the
+/// opening brackets (SIMD) bounds the depth; only a text with more of them than `limit` is
+/// walked, byte by byte, skipping strings.
+fn nesting_exceeds(text: &[u8], limit: usize) -> bool {
+    let opening = memchr::memchr2_iter(b'[', b'{', text);
+    if opening.take(limit + 1).count() <= limit {
+        return false;
+    }
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &byte in text {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > limit {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
 }
 
 /// sonic-rs (SIMD string scanning, several times serde_json's speed on long texts), no
@@ -122,6 +168,18 @@ impl ResultJson for ::pbjson_types::Empty {
 mod tests {
     use super::*;
     use crate::proto::{GetTaskRequest, SendMessageRequest};
+
+    #[test]
+    fn nesting_is_measured_outside_strings() {
+        let nested = |n: usize| "[".repeat(n) + &"]".repeat(n);
+        assert!(!nesting_exceeds(nested(3).as_bytes(), 3));
+        assert!(nesting_exceeds(nested(4).as_bytes(), 3));
+        // Many brackets, shallow: walked, not refused.
+        assert!(!nesting_exceeds(b"[[],[],[],[],[]]", 3));
+        // Brackets in strings, escaped quotes included, do not count.
+        assert!(!nesting_exceeds(br#"[["[[[[", "\"[[[["]]"#, 3));
+        assert!(nesting_exceeds(br#"[["\\", [[]]]]"#, 3));
+    }
 
     /// The sonic-rs fast path itself must accept exactly what serde_json accepts, and
     /// decode the same value, or a bad request would slip past the error path that names

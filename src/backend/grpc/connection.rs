@@ -51,6 +51,11 @@ const MAX_LOCAL_ERROR_RESETS: usize = 1024;
 /// HPACK table the backend's encoder may use: 4 KiB, the protocol default; keeps the
 /// table a backend can grow within a small bound.
 const HEADER_TABLE: u32 = 4096;
+/// Read buffer in front of h2's frame reader, which reads at most its spare capacity
+/// (about 8 KiB, or the rest of the frame at hand): a 16 KiB reply took two or three
+/// `recvfrom` per call; through this buffer one read takes whatever replies have arrived,
+/// at the price of copying the bytes once more.
+const READ_BUFFER: usize = 64 << 10;
 /// Streams per connection before it is replaced: client stream ids are odd and end at
 /// 2^31 - 1, so about 2^30 streams; a margin stays for calls racing the switch.
 const MAX_STREAMS: u32 = (1 << 30) - 1024;
@@ -192,7 +197,7 @@ impl Connector {
     {
         let state = Arc::new(State::new());
         let io = ReadTap {
-            inner: io,
+            inner: tokio::io::BufReader::with_capacity(READ_BUFFER, io),
             state: state.clone(),
         };
         let (send, mut connection) = h2::client::Builder::new()
