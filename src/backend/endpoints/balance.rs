@@ -14,7 +14,8 @@
 //!
 //! **Cost.** A balanced route pays one copy of the request per call while it has more
 //! than one endpoint (the `Backend` consumes its call, and the retry needs it again), a
-//! boxed wrapper per stream (it holds the outstanding count), and a few uncontended atomic
+//! boxed wrapper per stream (it holds the outstanding count), a clock read per call (to
+//! tell a call dropped at its deadline from one whose client left), and a few atomic
 //! operations. A route with one URL does not come here at all.
 
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
