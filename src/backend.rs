@@ -1,8 +1,10 @@
 //! What the gateway talks to: a backend takes one typed request and answers with a typed
 //! unary `Reply` or a stream of `StreamResponse`, or an `A2aError` already mapped through
 //! the error table (agent errors) or the fault table (`fault`, the gateway's own path).
-//! Implementations: `grpc` (on h2) and `rest` (HTTP+JSON).
+//! Implementations: `grpc` (on h2) and `rest` (HTTP+JSON); `endpoints` spreads a route's
+//! calls over many of them (pods behind a DNS name, or a list of URLs).
 
+pub mod endpoints;
 pub mod fault;
 pub mod grpc;
 pub mod rest;
@@ -17,8 +19,9 @@ use crate::proto::StreamResponse;
 use crate::protocol::error::A2aError;
 use crate::protocol::ops::{Reply, StreamRequest, UnaryRequest};
 
-/// One backend call: the typed request plus what travels beside it.
-#[derive(Debug)]
+/// One backend call: the typed request plus what travels beside it. Cloned only to send a
+/// call that never reached the agent to another endpoint (`endpoints::balance`).
+#[derive(Clone, Debug)]
 pub struct Call<R> {
     pub request: R,
     /// Request headers selected by the forward policy (lowercase names).

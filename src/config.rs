@@ -9,6 +9,7 @@ use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser, ValueEnum};
 use serde::Deserialize;
 
+use crate::backend::endpoints::{Balance, Targets};
 use crate::card::CardSettings;
 use crate::protocol::params::{ForwardPolicy, ForwardPolicyError};
 
@@ -30,9 +31,41 @@ pub struct Cli {
     pub listen: SocketAddr,
 
     /// Backend agent URL: `http://host:port` (`https://` for TLS). For HTTP+JSON a base
-    /// path may follow (`http://host:port/a2a`). Required unless --demo is given.
-    #[arg(long, env = "A2A_GATEWAY_BACKEND")]
-    pub backend: Option<String>,
+    /// path may follow (`http://host:port/a2a`). Given several times (or comma-separated
+    /// in the environment), calls are balanced over the URLs; `dns:///name:port` balances
+    /// over every address of the name (a headless Service's pods). Required unless --demo
+    /// is given.
+    #[arg(long, env = "A2A_GATEWAY_BACKEND", value_delimiter = ',')]
+    pub backend: Vec<String>,
+
+    /// Reach a `dns:///` backend over TLS (the TLS server name is the DNS name).
+    #[arg(long, env = "A2A_GATEWAY_BACKEND_TLS")]
+    pub backend_tls: bool,
+
+    /// How often a `dns:///` backend's name is resolved again (also soon after a
+    /// connection to one of its addresses fails, at most once a second).
+    #[arg(long, env = "A2A_GATEWAY_BACKEND_RESOLVE_INTERVAL", default_value = "30s", value_parser = parse_duration)]
+    pub backend_resolve_interval: Duration,
+
+    /// The DNS server (`ip:port`) that resolves `dns:///` backends instead of the system's
+    /// (`/etc/resolv.conf`): for tests and special setups.
+    #[arg(long, env = "A2A_GATEWAY_BACKEND_RESOLVER", value_name = "IP:PORT")]
+    pub backend_resolver: Option<SocketAddr>,
+
+    /// How calls are spread over a route's endpoints: `p2c` (of two endpoints drawn at
+    /// random, the one with fewer calls outstanding) or `round-robin`.
+    #[arg(long, env = "A2A_GATEWAY_BALANCE", value_enum, default_value = "p2c")]
+    pub balance: Balance,
+
+    /// An endpoint failing this many calls in a row with a gateway fault (connection reset,
+    /// deadline) is ejected; one that cannot be connected to is ejected at once.
+    #[arg(long, env = "A2A_GATEWAY_EJECT_AFTER", default_value_t = 5)]
+    pub eject_after: u32,
+
+    /// How long an endpoint's first ejection lasts; each further one without a success in
+    /// between doubles it, up to 5 minutes. Then a connect probe readmits it.
+    #[arg(long, env = "A2A_GATEWAY_EJECT_BACKOFF", default_value = "10s", value_parser = parse_duration)]
+    pub eject_backoff: Duration,
 
     /// Binding the backend speaks.
     #[arg(long, env = "A2A_GATEWAY_BINDING", value_enum, default_value = "GRPC")]
@@ -235,8 +268,14 @@ pub enum LogFormat {
 pub enum ConfigError {
     #[error("--jsonrpc-path must start with '/': {0:?}")]
     JsonRpcPath(String),
-    #[error("--backend must be an http:// or https:// URL: {0:?}")]
+    #[error("--backend: {0}")]
     BackendUrl(String),
+    #[error("--backend-resolve-interval must be greater than 0")]
+    ResolveInterval,
+    #[error("--eject-after must be at least 1")]
+    EjectAfter,
+    #[error("--eject-backoff must be greater than 0")]
+    EjectBackoff,
     #[error("--forward-header: {0}")]
     ForwardHeader(#[from] ForwardPolicyError),
     #[error("--keepalive must be greater than 0")]
@@ -291,17 +330,23 @@ pub enum LoadError {
 impl Cli {
     /// Checks what clap cannot; returns the forward policy it builds on the way.
     pub fn validate(&self) -> Result<ForwardPolicy, ConfigError> {
-        if self.backend.is_none() && !self.demo {
+        if self.backend.is_empty() && !self.demo {
             return Err(ConfigError::NoBackend);
         }
         if !self.jsonrpc_path.starts_with('/') {
             return Err(ConfigError::JsonRpcPath(self.jsonrpc_path.clone()));
         }
-        if let Some(url) = &self.backend {
-            let scheme_ok = url.starts_with("http://") || url.starts_with("https://");
-            if !scheme_ok || url.parse::<http::Uri>().is_err() {
-                return Err(ConfigError::BackendUrl(url.clone()));
-            }
+        if !self.backend.is_empty() {
+            Targets::parse(&self.backend, self.backend_tls).map_err(ConfigError::BackendUrl)?;
+        }
+        if self.backend_resolve_interval.is_zero() {
+            return Err(ConfigError::ResolveInterval);
+        }
+        if self.eject_after == 0 {
+            return Err(ConfigError::EjectAfter);
+        }
+        if self.eject_backoff.is_zero() {
+            return Err(ConfigError::EjectBackoff);
         }
         if self.keepalive.is_zero() {
             return Err(ConfigError::Keepalive);
@@ -503,7 +548,7 @@ mod tests {
         "#;
         let cli = load(&["--timeout", "7s"], file).unwrap();
         assert_eq!(cli.listen.to_string(), "127.0.0.1:9000");
-        assert_eq!(cli.backend.as_deref(), Some("http://agent:50051"));
+        assert_eq!(cli.backend, ["http://agent:50051"]);
         assert_eq!(cli.binding, Binding::HttpJson);
         assert_eq!(cli.timeout, Duration::from_secs(7), "the flag wins");
         assert_eq!(cli.max_body, 1 << 20);

@@ -57,7 +57,7 @@ async fn check(config: &Config, file: &std::path::Path) -> ExitCode {
             route.name,
             route.host.as_deref().unwrap_or("*"),
             route.jsonrpc_path(),
-            route.settings.backend.as_deref().unwrap_or("demo agent"),
+            backends(&route.settings.backend),
             route.settings.binding,
         );
     }
@@ -98,7 +98,7 @@ async fn run(config: Config) -> ExitCode {
             route = %route.name,
             host = route.host.as_deref().unwrap_or("*"),
             jsonrpc = %route.jsonrpc_path(),
-            backend = demo_backend.as_deref().or(route.settings.backend.as_deref()).unwrap_or_default(),
+            backend = demo_backend.clone().unwrap_or_else(|| backends(&route.settings.backend)),
             binding = %route.settings.binding,
             tenant = route.settings.tenant.as_deref().unwrap_or_default(),
             "route"
@@ -123,6 +123,14 @@ async fn run(config: Config) -> ExitCode {
     workers.serve(listener, stop).await;
     tracing::info!("stopped");
     ExitCode::SUCCESS
+}
+
+/// A route's backends as logs and `check-config` show them.
+fn backends(urls: &[String]) -> String {
+    match urls {
+        [] => "demo agent".to_owned(),
+        urls => urls.join(", "),
+    }
 }
 
 /// clap's message up to its first blank line, folded into one line without the

@@ -23,6 +23,10 @@ use tokio::task::JoinSet;
 use tokio_stream::wrappers::TcpListenerStream;
 use tower::ServiceExt as _;
 
+use crate::backend::endpoints::balance::Balanced;
+use crate::backend::endpoints::{
+    probe_address, AtAddress, Endpoint, NewClient, Policy, Resolution, RouteEndpoints, Targets,
+};
 use crate::backend::grpc::{GrpcBackend, GrpcSettings};
 use crate::backend::{rest::RestBackend, Backend};
 use crate::card::{CardService, RouteCard, BACKEND_CARD_SOURCE};
@@ -54,7 +58,8 @@ pub enum BackendError {
 /// The gateway of one validated configuration, checked and built once; each serving
 /// thread takes its own instance (`gateway`). The backend's shared parts are built here
 /// once (the CA file read, TLS set up, the gRPC keepalive policy a backend's GOAWAY
-/// `too_many_pings` adjusts for every worker); each instance has its own connections.
+/// `too_many_pings` adjusts for every worker; for many endpoints their set, health and
+/// resolution, `backend::endpoints`); each instance has its own connections.
 pub struct GatewayTemplate {
     cli: Cli,
     forward: ForwardPolicy,
@@ -63,36 +68,50 @@ pub struct GatewayTemplate {
 
 enum BackendTemplate {
     Grpc(GrpcBackend),
-    Rest { url: String, ca: Option<Vec<u8>> },
+    Rest {
+        url: String,
+        ca: Option<Vec<u8>>,
+    },
+    /// Many endpoints: each worker balances over them.
+    Balanced(Arc<RouteEndpoints>),
 }
 
 impl GatewayTemplate {
-    /// Checks `cli` and builds the backend's shared parts for `backend_url`.
-    pub fn new(cli: &Cli, backend_url: &str) -> Result<Self, BackendError> {
+    /// Checks `cli` and builds the backend's shared parts for `backends` (one URL, a
+    /// list, or a `dns:///` name). A `dns:///` name is resolved by a task on the current
+    /// runtime from now on.
+    pub fn new(cli: &Cli, backends: &[String]) -> Result<Self, BackendError> {
         let forward = cli.validate()?;
         let ca = match &cli.backend_ca {
             Some(path) => Some(read_ca(path)?),
             None => None,
         };
-        let backend = match cli.binding {
-            Binding::Grpc => BackendTemplate::Grpc(GrpcBackend::new(
-                backend_url,
-                &GrpcSettings {
-                    connect_timeout: cli.connect_timeout,
-                    keepalive_interval: cli.backend_keepalive,
-                    keepalive_timeout: cli.backend_keepalive_timeout,
-                    keepalive_while_idle: cli.backend_keepalive_while_idle,
-                    max_message: cli.backend_max_message,
-                },
-                ca.as_deref(),
-            )?),
-            Binding::HttpJson => {
-                // Built once here so a bad URL or CA fails at start, not in a worker.
-                RestBackend::new(backend_url, cli.connect_timeout, ca.as_deref())?;
-                BackendTemplate::Rest {
-                    url: backend_url.to_owned(),
-                    ca,
+        let targets = Targets::parse(backends, cli.backend_tls).map_err(ConfigError::BackendUrl)?;
+        let backend = match targets {
+            Targets::One(url) => match cli.binding {
+                Binding::Grpc => BackendTemplate::Grpc(grpc_backend(cli, &url, ca.as_deref())?),
+                Binding::HttpJson => {
+                    // Built once here so a bad URL or CA fails at start, not in a worker.
+                    RestBackend::new(&url, cli.connect_timeout, ca.as_deref())?;
+                    BackendTemplate::Rest { url, ca }
                 }
+            },
+            Targets::List(urls) => {
+                let endpoints = urls
+                    .iter()
+                    .map(|url| listed_endpoint(cli, url, ca.clone()))
+                    .collect::<Result<_, _>>()?;
+                BackendTemplate::Balanced(RouteEndpoints::fixed(endpoints, policy(cli)))
+            }
+            Targets::Dns(target) => {
+                let at = dns_endpoints(cli, &target.url(), ca)?;
+                let resolution = Resolution {
+                    interval: cli.backend_resolve_interval,
+                    server: cli.backend_resolver,
+                };
+                let route = RouteEndpoints::resolved(&target, &resolution, at, policy(cli))
+                    .map_err(ConfigError::BackendUrl)?;
+                BackendTemplate::Balanced(route)
             }
         };
         Ok(GatewayTemplate {
@@ -111,7 +130,16 @@ impl GatewayTemplate {
                 self.cli.connect_timeout,
                 ca.as_deref(),
             )?),
+            BackendTemplate::Balanced(route) => Arc::new(Balanced::new(route.clone())),
         })
+    }
+
+    /// The route's endpoints, when it balances over many (readiness and metrics).
+    pub fn endpoints(&self) -> Option<&Arc<RouteEndpoints>> {
+        match &self.backend {
+            BackendTemplate::Balanced(route) => Some(route),
+            BackendTemplate::Grpc(_) | BackendTemplate::Rest { .. } => None,
+        }
     }
 
     /// One instance, with a backend client of its own, sharing `metrics` and the route's
@@ -201,6 +229,7 @@ impl FrontendTemplate {
                 prefix: route.config.prefix.clone(),
                 host: route.config.host.clone(),
                 jsonrpc_path: route.config.settings.jsonrpc_path.clone(),
+                endpoints: route.gateway.endpoints().cloned(),
                 gateway: route.gateway.gateway(
                     metrics.clone(),
                     route.card.clone(),
@@ -227,10 +256,14 @@ impl FrontendTemplate {
 
 impl RouteTemplate {
     fn new(route: &RouteConfig, demo_backend: Option<&str>) -> Result<Self, BackendError> {
-        let url = demo_backend
-            .or(route.settings.backend.as_deref())
-            .ok_or(ConfigError::NoBackend)?;
-        let gateway = GatewayTemplate::new(&route.settings, url)?;
+        let backends = match demo_backend {
+            Some(url) => vec![url.to_owned()],
+            None => route.settings.backend.clone(),
+        };
+        if backends.is_empty() {
+            return Err(ConfigError::NoBackend.into());
+        }
+        let gateway = GatewayTemplate::new(&route.settings, &backends)?;
         let mut settings = route.card();
         if demo_backend.is_some() && settings.source.is_none() {
             settings.source = Some(BACKEND_CARD_SOURCE.to_owned());
@@ -263,13 +296,85 @@ impl RouteTemplate {
     }
 }
 
-/// One gateway for a validated configuration and a backend URL (one serving thread).
+/// One gateway for a validated configuration and its backend URLs (one serving thread).
 pub fn gateway(
     cli: &Cli,
-    backend_url: &str,
+    backends: &[String],
     metrics: Arc<Metrics>,
 ) -> Result<Arc<Gateway>, BackendError> {
-    GatewayTemplate::new(cli, backend_url)?.gateway(metrics, None, Arc::default())
+    GatewayTemplate::new(cli, backends)?.gateway(metrics, None, Arc::default())
+}
+
+fn grpc_backend(cli: &Cli, url: &str, ca: Option<&[u8]>) -> Result<GrpcBackend, BackendError> {
+    let settings = GrpcSettings {
+        connect_timeout: cli.connect_timeout,
+        keepalive_interval: cli.backend_keepalive,
+        keepalive_timeout: cli.backend_keepalive_timeout,
+        keepalive_while_idle: cli.backend_keepalive_while_idle,
+        max_message: cli.backend_max_message,
+    };
+    Ok(GrpcBackend::new(url, &settings, ca)?)
+}
+
+fn policy(cli: &Cli) -> Policy {
+    Policy {
+        balance: cli.balance,
+        eject_after: cli.eject_after,
+        eject_backoff: cli.eject_backoff,
+        connect_timeout: cli.connect_timeout,
+    }
+}
+
+/// One URL of a balanced list, checked now (a bad one fails the start).
+fn listed_endpoint(cli: &Cli, url: &str, ca: Option<Vec<u8>>) -> Result<Endpoint, BackendError> {
+    let probe = probe_address(url)
+        .ok_or_else(|| ConfigError::BackendUrl(format!("{url:?} has no host")))?;
+    let new_client: NewClient = match cli.binding {
+        Binding::Grpc => {
+            let grpc = grpc_backend(cli, url, ca.as_deref())?;
+            Box::new(move || Ok(Arc::new(grpc.for_worker()) as Arc<dyn Backend>))
+        }
+        Binding::HttpJson => {
+            RestBackend::new(url, cli.connect_timeout, ca.as_deref())?;
+            let (url, timeout) = (url.to_owned(), cli.connect_timeout);
+            Box::new(move || {
+                let rest =
+                    RestBackend::new(&url, timeout, ca.as_deref()).map_err(|e| e.to_string())?;
+                Ok(Arc::new(rest) as Arc<dyn Backend>)
+            })
+        }
+    };
+    Ok(Endpoint::new(url.to_owned(), probe, new_client))
+}
+
+/// How the endpoint at each address of a `dns:///` backend is made: the client of `url`
+/// (the DNS name's, for `:authority`, `Host` and TLS), connecting to the address. The
+/// URL is checked now.
+fn dns_endpoints(cli: &Cli, url: &str, ca: Option<Vec<u8>>) -> Result<AtAddress, BackendError> {
+    Ok(match cli.binding {
+        Binding::Grpc => {
+            let grpc = grpc_backend(cli, url, ca.as_deref())?;
+            Box::new(move |address| {
+                let pod = grpc.at(address);
+                let new_client: NewClient =
+                    Box::new(move || Ok(Arc::new(pod.for_worker()) as Arc<dyn Backend>));
+                Endpoint::new(address.to_string(), address.to_string(), new_client)
+            })
+        }
+        Binding::HttpJson => {
+            RestBackend::new(url, cli.connect_timeout, ca.as_deref())?;
+            let (url, timeout, ca) = (url.to_owned(), cli.connect_timeout, Arc::new(ca));
+            Box::new(move |address| {
+                let (url, ca) = (url.clone(), ca.clone());
+                let new_client: NewClient = Box::new(move || {
+                    let rest = RestBackend::at(&url, timeout, ca.as_deref(), address)
+                        .map_err(|e| e.to_string())?;
+                    Ok(Arc::new(rest) as Arc<dyn Backend>)
+                });
+                Endpoint::new(address.to_string(), address.to_string(), new_client)
+            })
+        }
+    })
 }
 
 /// Reads a PEM bundle and checks it holds at least one certificate, so a bad file is a

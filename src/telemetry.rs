@@ -1,6 +1,8 @@
 //! Prometheus metrics: JSON-RPC requests by method and outcome (the error table's JSON-RPC
 //! code, `0` for success), latency histograms per method, open SSE streams and SSE events sent
-//! (exposed as `a2a_gateway_stream_frames_total`, a name kept as the external contract).
+//! (exposed as `a2a_gateway_stream_frames_total`, a name kept as the external contract), and
+//! the endpoints of balanced routes (`render_endpoints`: per route healthy and ejected
+//! counts, per endpoint calls and ejections).
 //!
 //! Recording is a few relaxed atomic additions into fixed arrays indexed by the operation
 //! and error tables, so the request path takes no lock and allocates nothing; the text
@@ -182,6 +184,59 @@ impl Metrics {
     }
 }
 
+/// One endpoint of a balanced route as `/metrics` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndpointStats {
+    /// Its address, or its URL in a fixed list.
+    pub endpoint: String,
+    pub ejected: bool,
+    /// Calls started on it (a retried call counts on both endpoints).
+    pub calls: u64,
+    pub ejections: u64,
+}
+
+/// The endpoint metrics of balanced routes, each `(route name, its endpoints)`, in the
+/// text exposition format. Written at scrape time from the endpoints' own counters.
+pub fn render_endpoints(out: &mut String, routes: &[(&str, Vec<EndpointStats>)]) {
+    if routes.is_empty() {
+        return;
+    }
+    out.push_str("# HELP a2a_gateway_route_endpoints Endpoints of a balanced route by state.\n");
+    out.push_str("# TYPE a2a_gateway_route_endpoints gauge\n");
+    for (route, endpoints) in routes {
+        let ejected = endpoints.iter().filter(|e| e.ejected).count();
+        let healthy = endpoints.len() - ejected;
+        for (state, n) in [("healthy", healthy), ("ejected", ejected)] {
+            let _ = writeln!(
+                out,
+                "a2a_gateway_route_endpoints{{route=\"{route}\",state=\"{state}\"}} {n}"
+            );
+        }
+    }
+    out.push_str("# HELP a2a_gateway_endpoint_calls_total Backend calls started per endpoint.\n");
+    out.push_str("# TYPE a2a_gateway_endpoint_calls_total counter\n");
+    for (route, endpoints) in routes {
+        for e in endpoints {
+            let _ = writeln!(
+                out,
+                "a2a_gateway_endpoint_calls_total{{route=\"{route}\",endpoint=\"{}\"}} {}",
+                e.endpoint, e.calls
+            );
+        }
+    }
+    out.push_str("# HELP a2a_gateway_endpoint_ejections_total Outlier ejections per endpoint.\n");
+    out.push_str("# TYPE a2a_gateway_endpoint_ejections_total counter\n");
+    for (route, endpoints) in routes {
+        for e in endpoints {
+            let _ = writeln!(
+                out,
+                "a2a_gateway_endpoint_ejections_total{{route=\"{route}\",endpoint=\"{}\"}} {}",
+                e.endpoint, e.ejections
+            );
+        }
+    }
+}
+
 /// Counts an open stream until dropped, and the SSE events sent on it.
 pub struct StreamGuard(Arc<Metrics>);
 
@@ -258,5 +313,35 @@ mod tests {
         );
         drop(guard);
         assert!(m.render().contains("a2a_gateway_streams_open 0\n"));
+    }
+
+    #[test]
+    fn renders_endpoints() {
+        let stats = |endpoint: &str, ejected, calls| EndpointStats {
+            endpoint: endpoint.into(),
+            ejected,
+            calls,
+            ejections: u64::from(ejected),
+        };
+        let mut text = String::new();
+        let routes = [(
+            "billing",
+            vec![
+                stats("10.0.0.1:50051", false, 7),
+                stats("10.0.0.2:50051", true, 2),
+            ],
+        )];
+        render_endpoints(&mut text, &routes);
+        for line in [
+            "a2a_gateway_route_endpoints{route=\"billing\",state=\"healthy\"} 1\n",
+            "a2a_gateway_route_endpoints{route=\"billing\",state=\"ejected\"} 1\n",
+            "a2a_gateway_endpoint_calls_total{route=\"billing\",endpoint=\"10.0.0.1:50051\"} 7\n",
+            "a2a_gateway_endpoint_ejections_total{route=\"billing\",endpoint=\"10.0.0.2:50051\"} 1\n",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        let mut none = String::new();
+        render_endpoints(&mut none, &[]);
+        assert!(none.is_empty());
     }
 }

@@ -1011,7 +1011,5 @@ async fn the_server_builds_an_http_json_gateway() {
         "--backend",
         "http://127.0.0.1:9/base",
     ]);
-    assert!(
-        a2a_gateway::server::gateway(&cli, "http://127.0.0.1:9/base", Default::default()).is_ok()
-    );
+    assert!(a2a_gateway::server::gateway(&cli, &cli.backend, Default::default()).is_ok());
 }

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use crate::protocol::error::{A2aError, GatewayFault};
+use crate::protocol::error::{A2aError, GatewayFault, GATEWAY_DOMAIN};
 
 /// A failure of the path to the backend, with what people need to know about it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -106,6 +106,26 @@ impl Fault {
     }
 }
 
+/// The gateway fault `err` reports, read back from its `ErrorInfo` (domain `a2a-gateway`);
+/// `None` for an agent's error, which says nothing about the path to the agent. Balancing
+/// uses it to judge endpoints (`backend::endpoints`).
+pub fn reported(err: &A2aError) -> Option<GatewayFault> {
+    let info = err.data.first()?;
+    if info.get("domain")?.as_str()? != GATEWAY_DOMAIN {
+        return None;
+    }
+    let reason = info.get("reason")?.as_str()?;
+    [
+        GatewayFault::BackendUnavailable,
+        GatewayFault::BackendConnectionReset,
+        GatewayFault::BackendDeadlineExceeded,
+        GatewayFault::BackendBadResponse,
+        GatewayFault::ShuttingDown,
+    ]
+    .into_iter()
+    .find(|fault| fault.reason() == reason)
+}
+
 impl std::fmt::Display for Fault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let (_, what, why) = self.row();
@@ -137,13 +157,21 @@ mod tests {
             (Fault::BadResponse("x".into()), "BACKEND_BAD_RESPONSE"),
         ];
         for (fault, reason) in rows {
+            let fault_row = fault.gateway_fault();
             let message = fault.to_string();
             let err = A2aError::from(fault);
             assert_eq!(err.kind.code(), -32603);
             assert_eq!(err.message, message);
             assert_eq!(err.data[0]["reason"], reason);
             assert_eq!(err.data[0]["domain"], "a2a-gateway");
+            assert_eq!(reported(&err), Some(fault_row));
         }
+    }
+
+    #[test]
+    fn agent_errors_report_no_fault() {
+        let agent = A2aError::a2a(crate::protocol::error::ErrorKind::TaskNotFound, "gone");
+        assert_eq!(reported(&agent), None);
     }
 
     #[test]

@@ -153,6 +153,18 @@ impl GrpcBackend {
     }
 }
 
+impl GrpcBackend {
+    /// The same backend (`:authority`, TLS name = the URL's host) reached at `address`:
+    /// one pod behind a DNS name (`backend::endpoints`). Its connections are its own.
+    pub fn at(&self, address: std::net::SocketAddr) -> GrpcBackend {
+        GrpcBackend(Arc::new(Client {
+            pool: self.0.pool.at(address.to_string()),
+            uris: self.0.uris.clone(),
+            max_message: self.0.max_message,
+        }))
+    }
+}
+
 impl Client {
     /// The request head: path, fixed metadata, the deadline, forwarded headers.
     fn head<R: TypedRequest>(&self, call: &Call<R>) -> http::Request<()> {

@@ -110,6 +110,27 @@ impl RestBackend {
         connect_timeout: Duration,
         ca_pem: Option<&[u8]>,
     ) -> Result<Self, RestConfigError> {
+        Self::build(url, connect_timeout, ca_pem, None)
+    }
+
+    /// The backend at `url` reached at `address` instead of the URL host's own addresses:
+    /// one pod behind a DNS name (`backend::endpoints`). `Host` and the TLS name stay the
+    /// URL's host; the port is the URL's.
+    pub fn at(
+        url: &str,
+        connect_timeout: Duration,
+        ca_pem: Option<&[u8]>,
+        address: std::net::SocketAddr,
+    ) -> Result<Self, RestConfigError> {
+        Self::build(url, connect_timeout, ca_pem, Some(address))
+    }
+
+    fn build(
+        url: &str,
+        connect_timeout: Duration,
+        ca_pem: Option<&[u8]>,
+        address: Option<std::net::SocketAddr>,
+    ) -> Result<Self, RestConfigError> {
         let err = |reason: String| RestConfigError {
             url: url.to_owned(),
             reason,
@@ -133,6 +154,9 @@ impl RestBackend {
             for certificate in certificates {
                 builder = builder.add_root_certificate(certificate);
             }
+        }
+        if let (Some(address), Some(host)) = (address, parsed.host_str()) {
+            builder = builder.resolve(host, address);
         }
         let client = builder
             .connect_timeout(connect_timeout)

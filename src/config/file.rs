@@ -11,6 +11,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::{duration_text, size_text, Binding, Cli, LogFormat};
+use crate::backend::endpoints::Balance;
 use crate::card::CardSettings;
 
 /// Declares the file's two tables from one list of the settings a route may set: `plain`
@@ -148,15 +149,38 @@ file_config! {
         #[serde(default, deserialize_with = "size_text")]
         max_body: usize,
         trust_forwarded: bool,
+        #[serde(default, deserialize_with = "one_or_many")]
+        backend: Vec<String>,
+        backend_tls: bool,
+        #[serde(default, deserialize_with = "duration_text")]
+        backend_resolve_interval: Duration,
+        balance: Balance,
+        eject_after: u32,
+        #[serde(default, deserialize_with = "duration_text")]
+        eject_backoff: Duration,
     }
     optional {
-        backend: String,
+        backend_resolver: SocketAddr,
         backend_ca: PathBuf,
         #[serde(default, deserialize_with = "duration_text")]
         first_event_timeout: Duration,
         tenant: String,
         public_url: String,
     }
+}
+
+/// `backend = "url"` or `backend = ["url", …]` (a balanced list).
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(Some(match OneOrMany::deserialize(d)? {
+        OneOrMany::One(url) => vec![url],
+        OneOrMany::Many(urls) => urls,
+    }))
 }
 
 /// The settings that exist once per process.

@@ -87,7 +87,7 @@ pub fn resolve(cli: &Cli, file: Option<ParsedFile>) -> Result<Vec<RouteConfig>, 
         return Ok(vec![route]);
     }
     for (key, set) in [
-        ("backend", cli.backend.is_some()),
+        ("backend", !cli.backend.is_empty()),
         ("tenant", cli.tenant.is_some()),
         (
             "card",

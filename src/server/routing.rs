@@ -19,6 +19,7 @@ use futures::future::BoxFuture;
 use http::header::{ALLOW, CONTENT_TYPE};
 use http::{HeaderValue, Method, StatusCode};
 
+use crate::backend::endpoints::RouteEndpoints;
 use crate::config::routes::DEFAULT_ROUTE;
 use crate::front::{jsonrpc, Gateway};
 use crate::lifecycle::Lifecycle;
@@ -39,6 +40,8 @@ pub struct ServedRoute {
     pub host: Option<String>,
     /// The JSON-RPC endpoint's path below the prefix.
     pub jsonrpc_path: String,
+    /// The route's endpoints when it balances over many (`/readyz`, `/metrics`).
+    pub endpoints: Option<Arc<RouteEndpoints>>,
     pub gateway: Arc<Gateway>,
 }
 
@@ -126,6 +129,39 @@ impl Frontend {
         response
     }
 
+    /// `/readyz`: 503 while shutting down, or while a balanced route has no endpoint to
+    /// call (none resolved, or all ejected); a route with one URL is always callable.
+    fn readiness(&self) -> Response {
+        if !self.lifecycle.is_ready() {
+            return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response();
+        }
+        let down = self.routes.iter().find(|route| {
+            route
+                .endpoints
+                .as_ref()
+                .is_some_and(|endpoints| !endpoints.is_connectable())
+        });
+        match down {
+            None => "ready\n".into_response(),
+            Some(route) => {
+                let why = format!("route {:?} has no connectable endpoint\n", route.name);
+                (StatusCode::SERVICE_UNAVAILABLE, why).into_response()
+            }
+        }
+    }
+
+    /// Every metric: the shared counters, then the balanced routes' endpoints.
+    fn render_metrics(&self) -> String {
+        let mut text = self.metrics.render();
+        let endpoints: Vec<_> = self
+            .routes
+            .iter()
+            .filter_map(|r| Some((r.name.as_str(), r.endpoints.as_ref()?.stats())))
+            .collect();
+        crate::telemetry::render_endpoints(&mut text, &endpoints);
+        text
+    }
+
     /// The route `request` belongs to: a route for its host before a route for any host.
     fn route<B>(&self, request: &http::Request<B>) -> Option<&ServedRoute> {
         let path = request.uri().path();
@@ -164,6 +200,7 @@ pub fn router(gateway: Arc<Gateway>, jsonrpc_path: &str) -> Frontend {
         prefix: String::new(),
         host: None,
         jsonrpc_path: jsonrpc_path.to_owned(),
+        endpoints: None,
         gateway,
     };
     Frontend::new(vec![route], metrics, lifecycle)
@@ -216,11 +253,10 @@ impl tower::Service<http::Request<Body>> for Frontend {
             }
             CATALOG_PATH => self.catalog(&request.into_parts().0),
             "/healthz" => "ok\n".into_response(),
-            "/readyz" if self.lifecycle.is_ready() => "ready\n".into_response(),
-            "/readyz" => (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response(),
+            "/readyz" => self.readiness(),
             "/metrics" => (
                 [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
-                self.metrics.render(),
+                self.render_metrics(),
             )
                 .into_response(),
             _ => not_found(),

@@ -5,7 +5,9 @@
 // Each test binary uses a different part of the fixtures; answer enums are built once per call.
 #![allow(dead_code, clippy::large_enum_variant)]
 
+pub mod dns;
 pub mod peer;
+pub mod pods;
 pub mod process;
 
 use std::net::SocketAddr;
@@ -384,6 +386,9 @@ macro_rules! scheme_tests {
 #[allow(unused_imports)]
 pub(crate) use scheme_tests;
 
+/// The DNS name the test DNS server gives pods (`dns.rs`), in the test certificate too.
+pub const POD_NAME: &str = "agents.a2a.test";
+
 /// The test process's CA and the `localhost`/`127.0.0.1` server certificate it signed.
 pub struct TestPki {
     pub ca_pem: String,
@@ -405,8 +410,13 @@ pub fn test_pki() -> &'static TestPki {
         ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
         let ca_key = KeyPair::generate().unwrap();
         let ca = rcgen::CertifiedIssuer::self_signed(ca, ca_key).unwrap();
-        let mut server =
-            CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
+        let mut server = CertificateParams::new(vec![
+            "localhost".to_owned(),
+            "127.0.0.1".to_owned(),
+            // The name of the pods behind the test DNS server (`tests/endpoints.rs`).
+            POD_NAME.to_owned(),
+        ])
+        .unwrap();
         server
             .distinguished_name
             .push(DnType::CommonName, "a2a-gateway test backend");
@@ -487,6 +497,7 @@ pub async fn serve(state: Arc<Gateway>, jsonrpc_path: &str) -> String {
         prefix: prefix.to_owned(),
         host: None,
         jsonrpc_path: jsonrpc_path.to_owned(),
+        endpoints: None,
         gateway: state.clone(),
     };
     let routes = vec![
@@ -514,9 +525,7 @@ pub async fn gateway_from_flags(args: &[&str]) -> String {
         std::iter::once("a2a-gateway").chain(args.iter().copied()),
     )
     .unwrap();
-    let state =
-        a2a_gateway::server::gateway(&cli, cli.backend.as_deref().unwrap(), Default::default())
-            .unwrap();
+    let state = a2a_gateway::server::gateway(&cli, &cli.backend, Default::default()).unwrap();
     serve(state, &cli.jsonrpc_path).await
 }
 

@@ -65,12 +65,20 @@ pub struct MockAgent {
 
 impl MockAgent {
     pub async fn start(responder: impl Fn(&Recorded) -> Response + Send + Sync + 'static) -> Self {
+        Self::start_at("127.0.0.1:0".parse().unwrap(), responder).await
+    }
+
+    /// Serves on `addr` (e.g. one pod's loopback address).
+    pub async fn start_at(
+        addr: std::net::SocketAddr,
+        responder: impl Fn(&Recorded) -> Response + Send + Sync + 'static,
+    ) -> Self {
         let inner = Arc::new(Inner {
             requests: Mutex::new(Vec::new()),
             responder: Box::new(responder),
         });
         let app = Router::new().fallback(handle).with_state(inner.clone());
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = TcpListener::bind(addr).await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let task = tokio::spawn(async move {
             axum::serve(listener, app).await.unwrap();

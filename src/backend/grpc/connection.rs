@@ -68,7 +68,7 @@ pub type Tls = (
 
 /// How the connections of a backend are made and kept alive.
 pub struct Connector {
-    /// `host:port` to connect to.
+    /// `host:port` (or `ip:port`) to connect to.
     authority: String,
     /// For `https://` backends.
     tls: Option<Tls>,
@@ -138,6 +138,23 @@ impl Connector {
             connect_timeout,
             keepalive,
             max_streams: MAX_STREAMS,
+        }
+    }
+
+    /// The same target (TLS name, timeouts, keepalive settings) reached at `address`: one
+    /// pod of a DNS name. Its keepalive policy is its own, as each pod polices pings itself.
+    pub fn at(&self, address: String) -> Connector {
+        let keepalive = &self.keepalive;
+        Connector {
+            authority: address,
+            tls: self.tls.clone(),
+            connect_timeout: self.connect_timeout,
+            keepalive: Keepalive::new(
+                keepalive.interval(),
+                keepalive.timeout,
+                keepalive.while_idle,
+            ),
+            max_streams: self.max_streams,
         }
     }
 
@@ -495,6 +512,11 @@ impl Pool {
     /// A pool of its own to the same backend, sharing the connector.
     pub fn sibling(&self) -> Pool {
         Pool::new(self.connector.clone())
+    }
+
+    /// A pool of its own to the same target reached at `address` (`Connector::at`).
+    pub fn at(&self, address: String) -> Pool {
+        Pool::new(Arc::new(self.connector.at(address)))
     }
 
     fn live(&self) -> Option<Connection> {
