@@ -2,8 +2,10 @@
 //! unary `Reply` or a stream of `StreamResponse`, or an `A2aError` already mapped through
 //! the error table (agent errors) or the fault table (`fault`, the gateway's own path).
 //! Implementations: `grpc` (on h2) and `rest` (HTTP+JSON); `endpoints` spreads a route's
-//! calls over many of them (pods behind a DNS name, or a list of URLs).
+//! calls over many of them (pods behind a DNS name, or a list of URLs); `affinity` sends
+//! each task-scoped call to the endpoint that holds the task.
 
+pub mod affinity;
 pub mod endpoints;
 pub mod fault;
 pub mod grpc;

@@ -9,6 +9,7 @@ use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser, ValueEnum};
 use serde::Deserialize;
 
+use crate::backend::affinity::{Affinity, AffinityKey};
 use crate::backend::endpoints::{Balance, Targets};
 use crate::card::CardSettings;
 use crate::protocol::params::{ForwardPolicy, ForwardPolicyError};
@@ -66,6 +67,22 @@ pub struct Cli {
     /// between doubles it, up to 5 minutes. Then a connect probe readmits it.
     #[arg(long, env = "A2A_GATEWAY_EJECT_BACKOFF", default_value = "10s", value_parser = parse_duration)]
     pub eject_backoff: Duration,
+
+    /// `task`: calls about a task (get, cancel, subscribe, push configs, follow-up
+    /// messages) go to the endpoint that created it, for agents that keep tasks in memory.
+    /// The ids clients see carry their endpoint, authenticated by --affinity-key.
+    #[arg(long, env = "A2A_GATEWAY_AFFINITY", value_enum, default_value = "none")]
+    pub affinity: Affinity,
+
+    /// The key (at least 16 bytes) that authenticates the task and context ids of
+    /// `--affinity task`; every gateway replica must have the same one. Prefer the
+    /// environment or --affinity-key-file to a flag (visible in the process list).
+    #[arg(long, env = "A2A_GATEWAY_AFFINITY_KEY", hide_env_values = true)]
+    pub affinity_key: Option<AffinityKey>,
+
+    /// A file holding the affinity key (trailing whitespace ignored).
+    #[arg(long, env = "A2A_GATEWAY_AFFINITY_KEY_FILE", value_name = "FILE")]
+    pub affinity_key_file: Option<std::path::PathBuf>,
 
     /// Binding the backend speaks.
     #[arg(long, env = "A2A_GATEWAY_BINDING", value_enum, default_value = "GRPC")]
@@ -276,6 +293,10 @@ pub enum ConfigError {
     EjectAfter,
     #[error("--eject-backoff must be greater than 0")]
     EjectBackoff,
+    #[error("--affinity-key: {0}")]
+    AffinityKey(String),
+    #[error("--affinity task needs several endpoints (a list of backends or a dns:/// name)")]
+    AffinityOneBackend,
     #[error("--forward-header: {0}")]
     ForwardHeader(#[from] ForwardPolicyError),
     #[error("--keepalive must be greater than 0")]
@@ -337,7 +358,16 @@ impl Cli {
             return Err(ConfigError::JsonRpcPath(self.jsonrpc_path.clone()));
         }
         if !self.backend.is_empty() {
-            Targets::parse(&self.backend, self.backend_tls).map_err(ConfigError::BackendUrl)?;
+            let targets =
+                Targets::parse(&self.backend, self.backend_tls).map_err(ConfigError::BackendUrl)?;
+            if self.affinity == Affinity::Task && matches!(targets, Targets::One(_)) {
+                return Err(ConfigError::AffinityOneBackend);
+            }
+        }
+        if self.affinity == Affinity::Task && self.affinity_key_file.is_none() {
+            // A key file is read when the route is built; a key given here is checked now.
+            crate::backend::affinity::load_codec(self.affinity_key.as_ref(), None)
+                .map_err(ConfigError::AffinityKey)?;
         }
         if self.backend_resolve_interval.is_zero() {
             return Err(ConfigError::ResolveInterval);

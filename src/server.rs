@@ -23,6 +23,7 @@ use tokio::task::JoinSet;
 use tokio_stream::wrappers::TcpListenerStream;
 use tower::ServiceExt as _;
 
+use crate::backend::affinity::{load_codec, Affine, Affinity, IdCodec};
 use crate::backend::endpoints::balance::Balanced;
 use crate::backend::endpoints::{
     probe_address, AtAddress, Endpoint, NewClient, Policy, Resolution, RouteEndpoints, Targets,
@@ -72,8 +73,9 @@ enum BackendTemplate {
         url: String,
         ca: Option<Vec<u8>>,
     },
-    /// Many endpoints: each worker balances over them.
-    Balanced(Arc<RouteEndpoints>),
+    /// Many endpoints: each worker balances over them; with task affinity, through the
+    /// route's id codec.
+    Balanced(Arc<RouteEndpoints>, Option<Arc<IdCodec>>),
 }
 
 impl GatewayTemplate {
@@ -87,7 +89,20 @@ impl GatewayTemplate {
             None => None,
         };
         let targets = Targets::parse(backends, cli.backend_tls).map_err(ConfigError::BackendUrl)?;
+        let codec = match cli.affinity {
+            Affinity::None => None,
+            Affinity::Task => {
+                let file = cli.affinity_key_file.as_deref();
+                let codec = load_codec(cli.affinity_key.as_ref(), file)
+                    .map_err(ConfigError::AffinityKey)?;
+                Some(Arc::new(codec))
+            }
+        };
         let backend = match targets {
+            // `--demo` replaces the backends after the flags were checked.
+            Targets::One(_) if codec.is_some() => {
+                return Err(ConfigError::AffinityOneBackend.into())
+            }
             Targets::One(url) => match cli.binding {
                 Binding::Grpc => BackendTemplate::Grpc(grpc_backend(cli, &url, ca.as_deref())?),
                 Binding::HttpJson => {
@@ -101,7 +116,7 @@ impl GatewayTemplate {
                     .iter()
                     .map(|url| listed_endpoint(cli, url, ca.clone()))
                     .collect::<Result<_, _>>()?;
-                BackendTemplate::Balanced(RouteEndpoints::fixed(endpoints, policy(cli)))
+                BackendTemplate::Balanced(RouteEndpoints::fixed(endpoints, policy(cli)), codec)
             }
             Targets::Dns(target) => {
                 let at = dns_endpoints(cli, &target.url(), ca)?;
@@ -111,7 +126,7 @@ impl GatewayTemplate {
                 };
                 let route = RouteEndpoints::resolved(&target, &resolution, at, policy(cli))
                     .map_err(ConfigError::BackendUrl)?;
-                BackendTemplate::Balanced(route)
+                BackendTemplate::Balanced(route, codec)
             }
         };
         Ok(GatewayTemplate {
@@ -130,14 +145,17 @@ impl GatewayTemplate {
                 self.cli.connect_timeout,
                 ca.as_deref(),
             )?),
-            BackendTemplate::Balanced(route) => Arc::new(Balanced::new(route.clone())),
+            BackendTemplate::Balanced(route, None) => Arc::new(Balanced::new(route.clone())),
+            BackendTemplate::Balanced(route, Some(codec)) => {
+                Arc::new(Affine::new(Balanced::new(route.clone()), codec.clone()))
+            }
         })
     }
 
     /// The route's endpoints, when it balances over many (readiness and metrics).
     pub fn endpoints(&self) -> Option<&Arc<RouteEndpoints>> {
         match &self.backend {
-            BackendTemplate::Balanced(route) => Some(route),
+            BackendTemplate::Balanced(route, _) => Some(route),
             BackendTemplate::Grpc(_) | BackendTemplate::Rest { .. } => None,
         }
     }

@@ -179,10 +179,29 @@ pub type NewClient = Box<dyn Fn() -> Result<Arc<dyn Backend>, String> + Send + S
 /// The endpoint of a DNS target at one address.
 pub type AtAddress = Box<dyn Fn(SocketAddr) -> Endpoint + Send + Sync>;
 
+/// How task affinity names an endpoint inside the ids clients see (`backend::affinity`):
+/// the first 8 bytes of SHA-256 over its label. Every gateway replica with the same
+/// configuration sees the same labels (pod addresses, or listed URLs), so any replica
+/// finds the endpoint an id names without sharing anything.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EndpointTag(pub [u8; 8]);
+
+impl EndpointTag {
+    /// The tag of the endpoint labelled `label`.
+    pub fn of(label: &str) -> EndpointTag {
+        let digest = ring::digest::digest(&ring::digest::SHA256, label.as_bytes());
+        let mut tag = [0; 8];
+        tag.copy_from_slice(&digest.as_ref()[..8]);
+        EndpointTag(tag)
+    }
+}
+
 /// One endpoint of a route, shared by every worker.
 pub struct Endpoint {
     /// How `/metrics` and logs name it: its address, or its URL in a fixed list.
     pub label: String,
+    /// Its name in task and context ids (computed once, when the endpoint appears).
+    pub tag: EndpointTag,
     /// `host:port` a connect probe tries after an ejection.
     probe: String,
     new_client: NewClient,
@@ -192,6 +211,7 @@ pub struct Endpoint {
 impl Endpoint {
     pub fn new(label: String, probe: String, new_client: NewClient) -> Endpoint {
         Endpoint {
+            tag: EndpointTag::of(&label),
             label,
             probe,
             new_client,

@@ -11,6 +11,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::{duration_text, size_text, Binding, Cli, LogFormat};
+use crate::backend::affinity::{Affinity, AffinityKey};
 use crate::backend::endpoints::Balance;
 use crate::card::CardSettings;
 
@@ -158,6 +159,7 @@ file_config! {
         eject_after: u32,
         #[serde(default, deserialize_with = "duration_text")]
         eject_backoff: Duration,
+        affinity: Affinity,
     }
     optional {
         backend_resolver: SocketAddr,
@@ -166,6 +168,8 @@ file_config! {
         first_event_timeout: Duration,
         tenant: String,
         public_url: String,
+        affinity_key: AffinityKey,
+        affinity_key_file: PathBuf,
     }
 }
 

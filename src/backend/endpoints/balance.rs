@@ -3,7 +3,9 @@
 //! in the endpoint's shared health, and sends a call that never reached the agent
 //! (`BACKEND_UNAVAILABLE`: no connection, or refused before processing) once more to
 //! another endpoint. A call that may have reached the agent is never sent again. A stream
-//! stays on the endpoint it started on.
+//! stays on the endpoint it started on. Task affinity (`backend::affinity`) also calls
+//! through here: it learns which endpoint answered (`unary_tagged`, `stream_tagged`) and
+//! sends task-scoped calls to one named endpoint (`pinned`), never elsewhere.
 //!
 //! **Why not tower's `balance::p2c`.** It balances `tower::Service`s fed by a `Discover`
 //! stream, behind `poll_ready(&mut self)`: our `Backend` would need a Service adapter with
@@ -26,13 +28,14 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use tokio::sync::watch;
 
-use super::{Balance, Endpoint, EndpointSet, RouteEndpoints};
+use super::{Balance, Endpoint, EndpointSet, EndpointTag, RouteEndpoints};
 use crate::backend::fault::{self, Fault};
 use crate::backend::{Answer, Backend, Call, EventStream};
 use crate::protocol::error::{A2aError, GatewayFault};
 use crate::protocol::ops::{Reply, StreamRequest, UnaryRequest};
 
 /// A worker's view of a balanced route.
+#[derive(Clone)]
 pub struct Balanced(Arc<Worker>);
 
 struct Worker {
@@ -186,6 +189,41 @@ impl Worker {
         };
         Err(Fault::Connect(why.into()).into())
     }
+
+    /// The endpoint tagged `tag`, if the route has it. Before the route's name has first
+    /// been resolved, waits for that (at most the connect timeout).
+    async fn tagged(&self, tag: EndpointTag) -> Option<Pick> {
+        let find = || {
+            let mut local = self.local.lock().unwrap_or_else(|e| e.into_inner());
+            local.refresh();
+            local.picks.iter().find(|p| p.endpoint.tag == tag).cloned()
+        };
+        if let Some(pick) = find() {
+            return Some(pick);
+        }
+        let mut seen = self.route.subscribe();
+        if seen.borrow().resolved {
+            return None;
+        }
+        let wait = self.route.policy().connect_timeout;
+        let _ = tokio::time::timeout(wait, seen.wait_for(|s| s.resolved)).await;
+        find()
+    }
+
+    /// Every endpoint of the route (after a first resolution, as `tagged`).
+    async fn every(&self) -> Vec<Pick> {
+        let all = || {
+            let mut local = self.local.lock().unwrap_or_else(|e| e.into_inner());
+            local.refresh();
+            local.picks.clone()
+        };
+        let mut seen = self.route.subscribe();
+        if !seen.borrow().resolved {
+            let wait = self.route.policy().connect_timeout;
+            let _ = tokio::time::timeout(wait, seen.wait_for(|s| s.resolved)).await;
+        }
+        all()
+    }
 }
 
 /// One call on one endpoint: counted as outstanding until dropped, and judged once. A
@@ -293,44 +331,108 @@ impl Worker {
     }
 }
 
+/// One endpoint of the route, for calls that must reach it and no other (the task they
+/// name lives there): no retry elsewhere, even when it is ejected.
+pub struct Pinned {
+    worker: Arc<Worker>,
+    pick: Pick,
+}
+
+impl Pinned {
+    /// The tag of the endpoint.
+    pub fn tag(&self) -> EndpointTag {
+        self.pick.endpoint.tag
+    }
+
+    pub async fn unary(&self, call: Call<UnaryRequest>) -> Result<Answer<Reply>, A2aError> {
+        self.worker.unary_on(&self.pick, call).await
+    }
+
+    pub async fn stream(&self, call: Call<StreamRequest>) -> Result<Answer<EventStream>, A2aError> {
+        self.worker.stream_on(&self.pick, call).await
+    }
+}
+
+impl Balanced {
+    /// The endpoint tagged `tag`; `None` when the route has no such endpoint (any more).
+    pub async fn pinned(&self, tag: EndpointTag) -> Option<Pinned> {
+        let pick = self.0.tagged(tag).await?;
+        Some(Pinned {
+            worker: self.0.clone(),
+            pick,
+        })
+    }
+
+    /// Every endpoint of the route now.
+    pub async fn every(&self) -> Vec<Pinned> {
+        let picks = self.0.every().await;
+        let worker = &self.0;
+        picks
+            .into_iter()
+            .map(|pick| Pinned {
+                worker: worker.clone(),
+                pick,
+            })
+            .collect()
+    }
+
+    /// A balanced unary call, and the endpoint that answered.
+    pub async fn unary_tagged(
+        &self,
+        call: Call<UnaryRequest>,
+    ) -> Result<(EndpointTag, Answer<Reply>), A2aError> {
+        let worker = &self.0;
+        let (pick, others) = worker.first().await?;
+        let spare = others.then(|| call.clone());
+        let err = match worker.unary_on(&pick, call).await {
+            Err(err) if unreached(&err) => err,
+            done => return done.map(|answer| (pick.endpoint.tag, answer)),
+        };
+        match (spare, worker.choose(Some(&pick.endpoint)).0) {
+            (Some(call), Some(other)) => {
+                let answer = worker.unary_on(&other, call).await?;
+                Ok((other.endpoint.tag, answer))
+            }
+            _ => Err(err),
+        }
+    }
+
+    /// A balanced stream, and the endpoint it runs on.
+    pub async fn stream_tagged(
+        &self,
+        call: Call<StreamRequest>,
+    ) -> Result<(EndpointTag, Answer<EventStream>), A2aError> {
+        let worker = &self.0;
+        let (pick, others) = worker.first().await?;
+        let spare = others.then(|| call.clone());
+        let err = match worker.stream_on(&pick, call).await {
+            Err(err) if unreached(&err) => err,
+            done => return done.map(|answer| (pick.endpoint.tag, answer)),
+        };
+        match (spare, worker.choose(Some(&pick.endpoint)).0) {
+            (Some(call), Some(other)) => {
+                let answer = worker.stream_on(&other, call).await?;
+                Ok((other.endpoint.tag, answer))
+            }
+            _ => Err(err),
+        }
+    }
+}
+
 impl Backend for Balanced {
     fn unary(
         &self,
         call: Call<UnaryRequest>,
     ) -> BoxFuture<'static, Result<Answer<Reply>, A2aError>> {
-        let worker = self.0.clone();
-        async move {
-            let (pick, others) = worker.first().await?;
-            let spare = others.then(|| call.clone());
-            let err = match worker.unary_on(&pick, call).await {
-                Err(err) if unreached(&err) => err,
-                done => return done,
-            };
-            match (spare, worker.choose(Some(&pick.endpoint)).0) {
-                (Some(call), Some(other)) => worker.unary_on(&other, call).await,
-                _ => Err(err),
-            }
-        }
-        .boxed()
+        let this = self.clone();
+        async move { Ok(this.unary_tagged(call).await?.1) }.boxed()
     }
 
     fn stream(
         &self,
         call: Call<StreamRequest>,
     ) -> BoxFuture<'static, Result<Answer<EventStream>, A2aError>> {
-        let worker = self.0.clone();
-        async move {
-            let (pick, others) = worker.first().await?;
-            let spare = others.then(|| call.clone());
-            let err = match worker.stream_on(&pick, call).await {
-                Err(err) if unreached(&err) => err,
-                done => return done,
-            };
-            match (spare, worker.choose(Some(&pick.endpoint)).0) {
-                (Some(call), Some(other)) => worker.stream_on(&other, call).await,
-                _ => Err(err),
-            }
-        }
-        .boxed()
+        let this = self.clone();
+        async move { Ok(this.stream_tagged(call).await?.1) }.boxed()
     }
 }

@@ -1,0 +1,211 @@
+//! Task affinity without shared state (`affinity = "task"` on a balanced route): agents
+//! that keep tasks in memory (the reference SDK's default store) only know the tasks they
+//! created, so every call about a task must reach the endpoint that created it.
+//!
+//! The ids a client sees name their endpoint (`codec`: an authenticated prefix over the
+//! agent's own id), in every place the id table lists (`ids`). Out, every id of every
+//! reply and event gets the prefix of the endpoint that answered; in, every id of a
+//! request is restored to the agent's own and the call goes to the endpoint the ids name
+//! (`Balanced::pinned`), never elsewhere. A request without ids (a `SendMessage` starting
+//! a new context, `GetExtendedAgentCard`) is balanced as usual. An unfiltered `ListTasks`
+//! asks every endpoint and merges (`list`).
+//!
+//! An id that does not verify, whose endpoint the route no longer has, or that names
+//! another endpoint than the request's other ids is a task the agent cannot know: the
+//! agent's own task-not-found (-32001), not a gateway fault. A route without affinity
+//! never comes here (`tests/cost_budget.rs`).
+
+mod codec;
+pub mod ids;
+mod list;
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
+
+pub use codec::{ForeignId, IdCodec, MIN_KEY_LEN};
+use ids::Ids;
+
+use super::endpoints::balance::Balanced;
+use super::endpoints::EndpointTag;
+use super::{Answer, Backend, Call, EventStream};
+use crate::protocol::error::{A2aError, ErrorKind};
+use crate::protocol::ops::{Reply, StreamRequest, UnaryRequest};
+
+/// Whether a route keeps tasks on the endpoint that created them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Affinity {
+    /// Every call is balanced on its own.
+    #[default]
+    None,
+    /// Task-scoped calls follow their task's ids to its endpoint.
+    Task,
+}
+
+/// The secret that authenticates affinity ids (`affinity-key`), as configured; kept out
+/// of `Debug` output, so a logged configuration does not leak it.
+#[derive(Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(transparent)]
+pub struct AffinityKey(pub String);
+
+impl std::fmt::Debug for AffinityKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AffinityKey(<redacted>)")
+    }
+}
+
+impl std::str::FromStr for AffinityKey {
+    type Err = std::convert::Infallible;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Ok(AffinityKey(text.to_owned()))
+    }
+}
+
+/// The route's id codec from `affinity-key` or the file of `affinity-key-file` (its
+/// trailing whitespace, such as the newline `echo` leaves, is not part of the key).
+pub fn load_codec(
+    key: Option<&AffinityKey>,
+    file: Option<&std::path::Path>,
+) -> Result<IdCodec, String> {
+    match (key, file) {
+        (Some(key), None) => IdCodec::new(key.0.as_bytes()),
+        (None, Some(path)) => {
+            let bytes = std::fs::read(path).map_err(|e| format!("{path:?}: {e}"))?;
+            let end = bytes.iter().rposition(|b| !b.is_ascii_whitespace());
+            IdCodec::new(&bytes[..end.map_or(0, |e| e + 1)]).map_err(|e| format!("{path:?}: {e}"))
+        }
+        (Some(_), Some(_)) => Err("set affinity-key or affinity-key-file, not both".into()),
+        (None, None) => Err(
+            "affinity = \"task\" needs a key every gateway replica shares: affinity-key, \
+             affinity-key-file or A2A_GATEWAY_AFFINITY_KEY"
+                .into(),
+        ),
+    }
+}
+
+/// A balanced route's backend with task affinity, for one worker.
+pub struct Affine {
+    balanced: Balanced,
+    codec: Arc<IdCodec>,
+}
+
+impl Affine {
+    pub fn new(balanced: Balanced, codec: Arc<IdCodec>) -> Affine {
+        Affine { balanced, codec }
+    }
+}
+
+/// The error of an id the route cannot serve: the agent's own for a task it does not know.
+fn unknown_id(id: &str) -> A2aError {
+    A2aError::with_message(
+        ErrorKind::TaskNotFound,
+        format!("Task not found: {id:?} is not a task or context of this agent"),
+    )
+}
+
+/// Rewrites every id of an agent's `value` to the one clients see for endpoint `tag`.
+pub fn rewrite_out(value: &mut impl Ids, codec: &IdCodec, tag: EndpointTag) {
+    value.each_id(&mut |id| *id = codec.wrap(tag, id));
+}
+
+/// Restores every id of a client's `value` to the agent's own; returns the endpoint they
+/// name (`None`: no id). Ids that do not verify, or that name different endpoints, fail.
+pub fn restore_in(value: &mut impl Ids, codec: &IdCodec) -> Result<Option<EndpointTag>, A2aError> {
+    let mut owner = None;
+    let mut failed = None;
+    value.each_id(&mut |id| {
+        if failed.is_some() {
+            return;
+        }
+        match codec.unwrap(id) {
+            Ok((tag, agent_id)) if owner.is_none_or(|owner| owner == tag) => {
+                owner = Some(tag);
+                *id = agent_id.to_owned();
+            }
+            _ => failed = Some(unknown_id(id)),
+        }
+    });
+    match failed {
+        Some(err) => Err(err),
+        None => Ok(owner),
+    }
+}
+
+impl Affine {
+    async fn unary_call(&self, mut call: Call<UnaryRequest>) -> Result<Answer<Reply>, A2aError> {
+        if let UnaryRequest::ListTasks(request) = &mut call.request {
+            if request.context_id.is_empty() {
+                let call = Call {
+                    request: std::mem::take(request),
+                    forwarded: call.forwarded,
+                    timeout: call.timeout,
+                };
+                return list::every_endpoint(&self.balanced, &self.codec, call).await;
+            }
+        }
+        let owner = restore_in(&mut call.request, &self.codec)?;
+        let (tag, mut answer) = match owner {
+            Some(tag) => {
+                let pinned = self.balanced.pinned(tag).await.ok_or_else(gone)?;
+                (tag, pinned.unary(call).await?)
+            }
+            None => self.balanced.unary_tagged(call).await?,
+        };
+        rewrite_out(&mut answer.value, &self.codec, tag);
+        Ok(answer)
+    }
+
+    async fn stream_call(
+        &self,
+        mut call: Call<StreamRequest>,
+    ) -> Result<Answer<EventStream>, A2aError> {
+        let owner = restore_in(&mut call.request, &self.codec)?;
+        let (tag, answer) = match owner {
+            Some(tag) => {
+                let pinned = self.balanced.pinned(tag).await.ok_or_else(gone)?;
+                (tag, pinned.stream(call).await?)
+            }
+            None => self.balanced.stream_tagged(call).await?,
+        };
+        let codec = self.codec.clone();
+        let events = answer.value.map(move |event| {
+            event.map(|mut event| {
+                rewrite_out(&mut event, &codec, tag);
+                event
+            })
+        });
+        Ok(Answer {
+            value: events.boxed(),
+            extensions: answer.extensions,
+        })
+    }
+}
+
+/// The error of an id whose endpoint left the route (its pod, and its tasks, are gone).
+fn gone() -> A2aError {
+    A2aError::with_message(
+        ErrorKind::TaskNotFound,
+        "Task not found: the agent instance that held it is gone",
+    )
+}
+
+impl Backend for Affine {
+    fn unary(
+        &self,
+        call: Call<UnaryRequest>,
+    ) -> BoxFuture<'static, Result<Answer<Reply>, A2aError>> {
+        let this = Affine::new(self.balanced.clone(), self.codec.clone());
+        async move { this.unary_call(call).await }.boxed()
+    }
+
+    fn stream(
+        &self,
+        call: Call<StreamRequest>,
+    ) -> BoxFuture<'static, Result<Answer<EventStream>, A2aError>> {
+        let this = Affine::new(self.balanced.clone(), self.codec.clone());
+        async move { this.stream_call(call).await }.boxed()
+    }
+}
