@@ -176,3 +176,284 @@ impl Ids for StreamRequest {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Every row in both directions: a value with every id field set (each id distinct)
+    //! is rewritten out, and then no agent id may be left bare anywhere in its JSON (a
+    //! field the row forgot would be); restored in, it is the agent's value again and
+    //! names the endpoint. Requests and replies are sampled per operation with an
+    //! exhaustive `match`, so an operation added without its row fails to compile here.
+
+    use super::*;
+    use crate::backend::affinity::{restore_in, rewrite_out, IdCodec};
+    use crate::backend::endpoints::EndpointTag;
+    use crate::protocol::error::ErrorKind;
+    use crate::protocol::ops::{Op, Request, TypedRequest};
+
+    /// Hands out distinct ids: `agent-id-1`, `agent-id-2`, …
+    #[derive(Default)]
+    struct Issuer(usize);
+
+    impl Issuer {
+        fn next(&mut self) -> String {
+            self.0 += 1;
+            format!("agent-id-{}", self.0)
+        }
+
+        fn message(&mut self) -> Message {
+            Message {
+                message_id: "message-id".into(),
+                task_id: self.next(),
+                context_id: self.next(),
+                reference_task_ids: vec![self.next(), self.next()],
+                ..Default::default()
+            }
+        }
+
+        fn status(&mut self) -> Option<TaskStatus> {
+            Some(TaskStatus {
+                message: Some(self.message()),
+                ..Default::default()
+            })
+        }
+
+        fn task(&mut self) -> Task {
+            Task {
+                id: self.next(),
+                context_id: self.next(),
+                status: self.status(),
+                history: vec![self.message()],
+                ..Default::default()
+            }
+        }
+
+        fn config(&mut self) -> TaskPushNotificationConfig {
+            TaskPushNotificationConfig {
+                id: "config-id".into(),
+                task_id: self.next(),
+                url: "https://hook.example/".into(),
+                ..Default::default()
+            }
+        }
+
+        fn status_update(&mut self) -> TaskStatusUpdateEvent {
+            TaskStatusUpdateEvent {
+                task_id: self.next(),
+                context_id: self.next(),
+                status: self.status(),
+                ..Default::default()
+            }
+        }
+
+        fn artifact_update(&mut self) -> TaskArtifactUpdateEvent {
+            TaskArtifactUpdateEvent {
+                task_id: self.next(),
+                context_id: self.next(),
+                ..Default::default()
+            }
+        }
+    }
+
+    fn codec() -> IdCodec {
+        IdCodec::new(b"a key of sixteen bytes or more").unwrap()
+    }
+
+    /// One row both ways; `json` is how the value appears on the wire.
+    fn both_ways<T: Ids + Clone + PartialEq + std::fmt::Debug>(
+        row: &str,
+        value: T,
+        issued: usize,
+        json: impl Fn(&T) -> String,
+    ) {
+        let (codec, tag) = (codec(), EndpointTag::of("10.1.2.3:50051"));
+        let mut out = value.clone();
+        rewrite_out(&mut out, &codec, tag);
+        let text = json(&out);
+        for n in 1..=issued {
+            let bare = format!("\"agent-id-{n}\"");
+            assert!(!text.contains(&bare), "{row}: {bare} left bare in {text}");
+            assert!(
+                text.contains(&format!(".agent-id-{n}\"")),
+                "{row}: {n} in {text}"
+            );
+        }
+        let mut back = out.clone();
+        let owner = restore_in(&mut back, &codec).unwrap();
+        assert_eq!(back, value, "{row}");
+        assert_eq!(owner, (issued > 0).then_some(tag), "{row}");
+    }
+
+    fn serde<T: serde::Serialize>(value: &T) -> String {
+        serde_json::to_string(value).unwrap()
+    }
+
+    #[test]
+    fn the_rows_of_agent_values() {
+        let mut ids = Issuer::default();
+        both_ways("Message", ids.message(), 4, serde);
+        let mut ids = Issuer::default();
+        both_ways("Task", ids.task(), 10, serde);
+        let mut ids = Issuer::default();
+        both_ways("TaskStatusUpdateEvent", ids.status_update(), 6, serde);
+        let mut ids = Issuer::default();
+        both_ways("TaskArtifactUpdateEvent", ids.artifact_update(), 2, serde);
+        let mut ids = Issuer::default();
+        both_ways("TaskPushNotificationConfig", ids.config(), 1, serde);
+        use stream_response::Payload as Event;
+        type Sample = fn(&mut Issuer) -> Event;
+        let events: [(Sample, usize); 4] = [
+            (|ids| Event::Task(ids.task()), 10),
+            (|ids| Event::Message(ids.message()), 4),
+            (|ids| Event::StatusUpdate(ids.status_update()), 6),
+            (|ids| Event::ArtifactUpdate(ids.artifact_update()), 2),
+        ];
+        for (event, issued) in events {
+            let mut ids = Issuer::default();
+            let value = StreamResponse {
+                payload: Some(event(&mut ids)),
+            };
+            both_ways("StreamResponse", value, issued, serde);
+        }
+    }
+
+    /// A reply of `op` with every id field set, and how many ids it holds.
+    fn reply(op: Op, ids: &mut Issuer) -> Option<(Reply, usize)> {
+        use send_message_response::Payload;
+        Some(match op {
+            Op::SendMessage => (
+                Reply::SendMessage(SendMessageResponse {
+                    payload: Some(Payload::Task(ids.task())),
+                }),
+                10,
+            ),
+            Op::GetTask => (Reply::GetTask(ids.task()), 10),
+            Op::CancelTask => (Reply::CancelTask(ids.task()), 10),
+            Op::ListTasks => (
+                Reply::ListTasks(ListTasksResponse {
+                    tasks: vec![ids.task(), ids.task()],
+                    ..Default::default()
+                }),
+                20,
+            ),
+            Op::CreateTaskPushNotificationConfig => {
+                (Reply::CreateTaskPushNotificationConfig(ids.config()), 1)
+            }
+            Op::GetTaskPushNotificationConfig => {
+                (Reply::GetTaskPushNotificationConfig(ids.config()), 1)
+            }
+            Op::ListTaskPushNotificationConfigs => (
+                Reply::ListTaskPushNotificationConfigs(ListTaskPushNotificationConfigsResponse {
+                    configs: vec![ids.config(), ids.config()],
+                    ..Default::default()
+                }),
+                2,
+            ),
+            Op::DeleteTaskPushNotificationConfig => (
+                Reply::DeleteTaskPushNotificationConfig(Default::default()),
+                0,
+            ),
+            Op::GetExtendedAgentCard => (Reply::GetExtendedAgentCard(Default::default()), 0),
+            Op::SendStreamingMessage | Op::SubscribeToTask => return None,
+        })
+    }
+
+    /// A request of `op` with every id field set, and how many ids it holds.
+    fn request(op: Op, ids: &mut Issuer) -> (Request, usize) {
+        let mut request = Request::decode(op, None).unwrap();
+        let issued = match &mut request {
+            Request::Unary(UnaryRequest::SendMessage(send))
+            | Request::Stream(StreamRequest::SendStreamingMessage(send)) => {
+                send.message = Some(ids.message());
+                send.configuration = Some(SendMessageConfiguration {
+                    task_push_notification_config: Some(ids.config()),
+                    ..Default::default()
+                });
+                5
+            }
+            Request::Unary(UnaryRequest::GetTask(GetTaskRequest { id, .. }))
+            | Request::Unary(UnaryRequest::CancelTask(CancelTaskRequest { id, .. }))
+            | Request::Stream(StreamRequest::SubscribeToTask(SubscribeToTaskRequest {
+                id, ..
+            })) => {
+                *id = ids.next();
+                1
+            }
+            Request::Unary(UnaryRequest::ListTasks(list)) => {
+                list.context_id = ids.next();
+                1
+            }
+            Request::Unary(UnaryRequest::CreateTaskPushNotificationConfig(config)) => {
+                *config = ids.config();
+                1
+            }
+            Request::Unary(UnaryRequest::GetTaskPushNotificationConfig(get)) => {
+                get.task_id = ids.next();
+                1
+            }
+            Request::Unary(UnaryRequest::ListTaskPushNotificationConfigs(list)) => {
+                list.task_id = ids.next();
+                1
+            }
+            Request::Unary(UnaryRequest::DeleteTaskPushNotificationConfig(delete)) => {
+                delete.task_id = ids.next();
+                1
+            }
+            Request::Unary(UnaryRequest::GetExtendedAgentCard(_)) => 0,
+        };
+        (request, issued)
+    }
+
+    #[test]
+    fn the_rows_of_every_operation() {
+        for &op in Op::ALL {
+            let (request, issued) = request(op, &mut Issuer::default());
+            let json = |r: &Request| match r {
+                Request::Unary(r) => String::from_utf8(r.to_json().unwrap()).unwrap(),
+                Request::Stream(r) => String::from_utf8(r.to_json().unwrap()).unwrap(),
+            };
+            match request {
+                Request::Unary(r) => both_ways(op.name(), r, issued, |r| json(&r.clone().into())),
+                Request::Stream(r) => both_ways(op.name(), r, issued, |r| json(&r.clone().into())),
+            }
+            if let Some((reply, issued)) = reply(op, &mut Issuer::default()) {
+                both_ways(op.name(), reply, issued, |r| {
+                    let mut out = Vec::new();
+                    r.write_json(&mut out).unwrap();
+                    String::from_utf8(out).unwrap()
+                });
+            }
+        }
+    }
+
+    #[test]
+    fn foreign_and_mixed_ids_are_tasks_not_found() {
+        let codec = codec();
+        let (a, b) = (EndpointTag::of("10.0.0.1:1"), EndpointTag::of("10.0.0.2:1"));
+        let mut get = UnaryRequest::GetTask(GetTaskRequest {
+            id: "made-up".into(),
+            ..Default::default()
+        });
+        let err = restore_in(&mut get, &codec).unwrap_err();
+        assert_eq!(
+            (err.kind, err.kind.code()),
+            (ErrorKind::TaskNotFound, -32001)
+        );
+        let mut send = SendMessageRequest {
+            message: Some(Message {
+                task_id: codec.wrap(a, "t"),
+                context_id: codec.wrap(b, "c"),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let err = restore_in(&mut send, &codec).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::TaskNotFound);
+        // A new conversation names no id: any endpoint may take it.
+        let mut fresh = SendMessageRequest {
+            message: Some(Message::default()),
+            ..Default::default()
+        };
+        assert_eq!(restore_in(&mut fresh, &codec).unwrap(), None);
+    }
+}
