@@ -589,6 +589,36 @@ mod tests {
     }
 
     #[test]
+    fn affinity_needs_a_shared_key_and_several_endpoints() {
+        let two = "backend = [\"http://a:1\", \"http://b:1\"]\n";
+        let err = load(&["--affinity", "task"], two).unwrap_err();
+        assert!(
+            err.contains("needs a key every gateway replica shares"),
+            "{err}"
+        );
+        let keyed = format!("{two}affinity = \"task\"\naffinity-key = \"a key of 16 bytes+\"\n");
+        let cli = load(&[], &keyed).unwrap();
+        assert_eq!(cli.affinity, Affinity::Task);
+        assert!(
+            !format!("{cli:?}").contains("a key of"),
+            "the key is not logged"
+        );
+        let err = load(&["--affinity-key", "short"], &keyed).unwrap_err();
+        assert!(err.contains("at least 16"), "{err}");
+        let one = load(
+            &["--affinity", "task", "--affinity-key", "a key of 16 bytes+"],
+            "backend = \"http://a:1\"\n",
+        );
+        assert!(one.unwrap_err().contains("several endpoints"));
+        let route = "[[route]]\nname = \"r\"\npath = \"/r\"\naffinity = \"task\"\n";
+        let err = load(&[], &format!("{route}{two}")).unwrap_err();
+        assert!(
+            err.contains("route \"r\"") && err.contains("affinity-key"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn file_errors_name_the_key() {
         let err = load(&[], "backend = \"http://a:1\"\ntimeot = \"5s\"\n").unwrap_err();
         assert!(err.contains("timeot"), "{err}");
