@@ -147,11 +147,32 @@ pub async fn every_endpoint(
     }
     let size = request.page_size.unwrap_or(DEFAULT_PAGE).clamp(1, MAX_PAGE);
     let tasks = merge(&mut sources, size as usize, codec);
+    let done = token.as_ref().map_or(0, |t| t.done);
+    let total = done + sources.iter().map(|s| s.total).sum::<i32>();
+    let next = advance(sources, done);
+    let next_page_token = if next.at.is_empty() {
+        String::new()
+    } else {
+        next.encode()
+    };
+    Ok(Answer {
+        value: Reply::ListTasks(ListTasksResponse {
+            tasks,
+            next_page_token,
+            page_size: size,
+            total_size: total,
+        }),
+        extensions,
+    })
+}
+
+/// The token of the next page: where each endpoint with more tasks stands after the
+/// merge, and the totals of those that have no more (`done`: of earlier pages).
+fn advance(sources: Vec<Source>, done: i32) -> PageToken {
     let mut next = PageToken {
         at: Vec::new(),
-        done: token.as_ref().map_or(0, |t| t.done),
+        done,
     };
-    let total = next.done + sources.iter().map(|s| s.total).sum::<i32>();
     for source in sources {
         let e = hex(source.tag);
         if !source.tasks.is_empty() {
@@ -171,20 +192,7 @@ pub async fn every_endpoint(
             next.done += source.total;
         }
     }
-    let next_page_token = if next.at.is_empty() {
-        String::new()
-    } else {
-        next.encode()
-    };
-    Ok(Answer {
-        value: Reply::ListTasks(ListTasksResponse {
-            tasks,
-            next_page_token,
-            page_size: size,
-            total_size: total,
-        }),
-        extensions,
-    })
+    next
 }
 
 /// Takes up to `size` tasks, most recent first, while every endpoint with more tasks has
@@ -221,4 +229,79 @@ fn merge(sources: &mut [Source], size: usize, codec: &IdCodec) -> Vec<Task> {
         out.push(task);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::TaskStatus;
+
+    fn task(id: &str, seconds: i64) -> Task {
+        Task {
+            id: id.into(),
+            status: Some(TaskStatus {
+                timestamp: Some(crate::proto::Timestamp { seconds, nanos: 0 }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn source(label: &str, tasks: Vec<Task>, skip: usize, next: &str, total: i32) -> Source {
+        let mut tasks = VecDeque::from(tasks);
+        tasks.drain(..skip);
+        Source {
+            tag: EndpointTag::of(label),
+            token: format!("{label}-page"),
+            skip,
+            tasks,
+            taken: 0,
+            next: next.into(),
+            total,
+        }
+    }
+
+    fn ids(tasks: &[Task], codec: &IdCodec) -> Vec<String> {
+        let ids = tasks
+            .iter()
+            .map(|t| codec.unwrap(&t.id).unwrap().1.to_owned());
+        ids.collect()
+    }
+
+    #[test]
+    fn pages_merge_by_recency_and_resume_where_they_stopped() {
+        let codec = IdCodec::new(b"sixteen bytes or more").unwrap();
+        // `a` has two more pages' worth; `b`'s page ends with more behind it.
+        let mut sources = vec![
+            source(
+                "a",
+                vec![task("a1", 10), task("a2", 5), task("a3", 1)],
+                1,
+                "",
+                3,
+            ),
+            source("b", vec![task("b1", 8)], 0, "b-next", 4),
+            source("c", vec![], 0, "", 2),
+        ];
+        let page = merge(&mut sources, 10, &codec);
+        // After b1, `b` has more tasks that may be newer than a2: the page stops there.
+        assert_eq!(ids(&page, &codec), ["b1"]);
+        let token = advance(sources, 7);
+        let at = |label: &str, t: &str, s| Position {
+            e: hex(EndpointTag::of(label)),
+            t: t.into(),
+            s,
+        };
+        assert_eq!(token.at, [at("a", "a-page", 1), at("b", "b-next", 0)]);
+        assert_eq!(token.done, 9, "c has no more");
+        assert_eq!(PageToken::decode(&token.encode()).unwrap(), token);
+
+        // A full page stops at its size; ties keep endpoint order.
+        let mut sources = vec![
+            source("a", vec![task("a1", 3), task("a2", 2)], 0, "", 2),
+            source("b", vec![task("b1", 3)], 0, "", 1),
+        ];
+        assert_eq!(ids(&merge(&mut sources, 2, &codec), &codec), ["a1", "b1"]);
+        assert!(PageToken::decode("not a token").is_err());
+    }
 }
