@@ -275,7 +275,7 @@ async fn read_frame(reader: &mut ReadHalf<Box<dyn Io>>, shared: &Shared) -> Opti
             "a frame of {len} bytes (our MAX_FRAME_SIZE is {MIN_FRAME})"
         )),
         PING if len != 8 => Some(format!("a PING of {len} bytes")),
-        SETTINGS if len % 6 != 0 => Some(format!("a SETTINGS frame of {len} bytes")),
+        SETTINGS if !len.is_multiple_of(6) => Some(format!("a SETTINGS frame of {len} bytes")),
         WINDOW_UPDATE if len != 4 => Some(format!("a WINDOW_UPDATE of {len} bytes")),
         _ => None,
     };
