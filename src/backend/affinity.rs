@@ -209,3 +209,29 @@ impl Backend for Affine {
         async move { this.stream_call(call).await }.boxed()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_key_comes_from_the_setting_or_a_file() {
+        let path = std::env::temp_dir().join(format!("a2a-affinity-key-{}", std::process::id()));
+        std::fs::write(&path, "a key of sixteen bytes\n").unwrap();
+        let from_file = load_codec(None, Some(&path)).unwrap();
+        let key = AffinityKey("a key of sixteen bytes".into());
+        let from_setting = load_codec(Some(&key), None).unwrap();
+        let tag = EndpointTag::of("10.0.0.1:50051");
+        // The file's newline is not part of the key: both verify each other's ids.
+        assert!(from_setting.unwrap(&from_file.wrap(tag, "t")).is_ok());
+        assert!(load_codec(Some(&key), Some(&path)).is_err());
+        std::fs::write(&path, "short\n").unwrap();
+        assert!(load_codec(None, Some(&path))
+            .unwrap_err()
+            .contains("at least"));
+        std::fs::remove_file(&path).unwrap();
+        assert!(load_codec(None, Some(&path)).is_err());
+        assert!(load_codec(None, None).is_err());
+        assert_eq!(format!("{key:?}"), "AffinityKey(<redacted>)");
+    }
+}
