@@ -24,7 +24,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 
-pub use codec::{ForeignId, IdCodec, MIN_KEY_LEN};
+pub use codec::{ForeignId, IdCodec};
 use ids::Ids;
 
 use super::endpoints::balance::Balanced;
@@ -123,7 +123,9 @@ pub fn restore_in(value: &mut impl Ids, codec: &IdCodec) -> Result<Option<Endpoi
         match codec.unwrap(id) {
             Ok((tag, agent_id)) if owner.is_none_or(|owner| owner == tag) => {
                 owner = Some(tag);
-                *id = agent_id.to_owned();
+                // The agent's id is the tail: dropping the prefix in place needs no allocation.
+                let prefix = id.len() - agent_id.len();
+                id.drain(..prefix);
             }
             _ => failed = Some(unknown_id(id)),
         }
