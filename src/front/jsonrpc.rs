@@ -13,7 +13,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
-use http::{HeaderMap, HeaderValue, StatusCode};
+use http::{HeaderValue, StatusCode};
 use serde_json::value::RawValue;
 
 use crate::backend::fault::Fault;
@@ -45,8 +45,6 @@ enum Handled {
 /// The request-wide facts every element of a batch shares.
 struct Context<'a> {
     request: &'a http::request::Parts,
-    headers: &'a HeaderMap,
-    query: Option<&'a str>,
 }
 
 /// `POST` handler of the JSON-RPC endpoint. Every failure becomes a JSON-RPC error.
@@ -57,11 +55,7 @@ pub async fn handle(State(gateway): State<Arc<Gateway>>, request: http::Request<
         Ok(bytes) => bytes,
         Err(err) => return rejected_response(&gateway, &err),
     };
-    let ctx = Context {
-        request: &parts,
-        headers: &parts.headers,
-        query: parts.uri.query(),
-    };
+    let ctx = Context { request: &parts };
     match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
         Some(b'[') => handle_batch(&gateway, &ctx, &bytes).await,
         Some(b'{') => {
@@ -195,10 +189,10 @@ async fn handle_one(
             return fail(err);
         }
     }
-    if let Err(err) = negotiate_version(ctx.headers, ctx.query) {
+    if let Err(err) = negotiate_version(&ctx.request.headers, ctx.request.uri.query()) {
         return fail(err);
     }
-    let forwarded = gateway.forward.select(ctx.headers);
+    let forwarded = gateway.forward.select(&ctx.request.headers);
     let request = match request {
         Request::Stream(_) if in_batch => {
             let why = format!("{} streams and cannot be part of a batch", op.name());

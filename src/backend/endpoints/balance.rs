@@ -381,20 +381,7 @@ impl Balanced {
         &self,
         call: Call<UnaryRequest>,
     ) -> Result<(EndpointTag, Answer<Reply>), A2aError> {
-        let worker = &self.0;
-        let (pick, others) = worker.first().await?;
-        let spare = others.then(|| call.clone());
-        let err = match worker.unary_on(&pick, call).await {
-            Err(err) if unreached(&err) => err,
-            done => return done.map(|answer| (pick.endpoint.tag, answer)),
-        };
-        match (spare, worker.choose(Some(&pick.endpoint)).0) {
-            (Some(call), Some(other)) => {
-                let answer = worker.unary_on(&other, call).await?;
-                Ok((other.endpoint.tag, answer))
-            }
-            _ => Err(err),
-        }
+        self.tagged(call).await
     }
 
     /// A balanced stream, and the endpoint it runs on.
@@ -402,20 +389,61 @@ impl Balanced {
         &self,
         call: Call<StreamRequest>,
     ) -> Result<(EndpointTag, Answer<EventStream>), A2aError> {
+        self.tagged(call).await
+    }
+
+    /// A call of either kind on the chosen endpoint, sent once more to another endpoint
+    /// when it never reached the first (the spare copy is made only while there is another).
+    async fn tagged<R: CallKind>(
+        &self,
+        call: Call<R>,
+    ) -> Result<(EndpointTag, R::Answer), A2aError> {
         let worker = &self.0;
         let (pick, others) = worker.first().await?;
         let spare = others.then(|| call.clone());
-        let err = match worker.stream_on(&pick, call).await {
+        let err = match R::on(worker, &pick, call).await {
             Err(err) if unreached(&err) => err,
             done => return done.map(|answer| (pick.endpoint.tag, answer)),
         };
         match (spare, worker.choose(Some(&pick.endpoint)).0) {
             (Some(call), Some(other)) => {
-                let answer = worker.stream_on(&other, call).await?;
+                let answer = R::on(worker, &other, call).await?;
                 Ok((other.endpoint.tag, answer))
             }
             _ => Err(err),
         }
+    }
+}
+
+/// The two kinds of call, so that choosing, the spare copy and the retry are written once.
+trait CallKind: Clone + Send + 'static {
+    type Answer;
+    fn on<'a>(
+        worker: &'a Worker,
+        pick: &'a Pick,
+        call: Call<Self>,
+    ) -> impl std::future::Future<Output = Result<Self::Answer, A2aError>> + Send + 'a;
+}
+
+impl CallKind for UnaryRequest {
+    type Answer = Answer<Reply>;
+    fn on<'a>(
+        worker: &'a Worker,
+        pick: &'a Pick,
+        call: Call<Self>,
+    ) -> impl std::future::Future<Output = Result<Self::Answer, A2aError>> + Send + 'a {
+        worker.unary_on(pick, call)
+    }
+}
+
+impl CallKind for StreamRequest {
+    type Answer = Answer<EventStream>;
+    fn on<'a>(
+        worker: &'a Worker,
+        pick: &'a Pick,
+        call: Call<Self>,
+    ) -> impl std::future::Future<Output = Result<Self::Answer, A2aError>> + Send + 'a {
+        worker.stream_on(pick, call)
     }
 }
 
