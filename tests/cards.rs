@@ -92,18 +92,12 @@ async fn until(
     }
 }
 
-fn temp_file(name: &str, text: &str) -> std::path::PathBuf {
-    let path = std::env::temp_dir().join(format!("a2a-cards-{}-{name}", std::process::id()));
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
 #[tokio::test]
 async fn routes_serve_their_cards_and_the_catalog_lists_them() {
     let source = CardSource::start().await;
-    let file = temp_file("search.json", &agent_card("search").to_string());
-    let config = temp_file(
-        "gateway.toml",
+    let file = TempFile::new("json", &agent_card("search").to_string());
+    let config = TempFile::new(
+        "toml",
         &format!(
             r#"
             [[route]]
@@ -138,10 +132,10 @@ async fn routes_serve_their_cards_and_the_catalog_lists_them() {
             backend = "http://127.0.0.1:9"
             "#,
             url = source.url,
-            file = file.display()
+            file = file.path()
         ),
     );
-    let gateway = start(&["--config", config.to_str().unwrap()]).await;
+    let gateway = start(&["--config", config.path()]).await;
     let origin = gateway.1.trim_end_matches("/a2a/jsonrpc").to_owned();
     let billing = format!("{origin}/agents/billing/.well-known/agent-card.json");
 
@@ -237,8 +231,6 @@ async fn routes_serve_their_cards_and_the_catalog_lists_them() {
             ]
         }]})
     );
-    std::fs::remove_file(file).ok();
-    std::fs::remove_file(config).ok();
 }
 
 /// The shorthand without a file: `--card URL --public-url … --card-sign-key` re-signs the
@@ -327,16 +319,16 @@ async fn extended_cards_get_the_public_cards_treatment() {
         _ => Answer::Error(tonic::Status::unimplemented("cards only")),
     });
     let addr = backend.spawn().await;
-    let file = temp_file("public.json", &agent_card("public").to_string());
-    let config = temp_file(
-        "extended.toml",
+    let file = TempFile::new("json", &agent_card("public").to_string());
+    let config = TempFile::new(
+        "toml",
         &format!(
             "[[route]]\nname = \"x\"\npath = \"/agents/x\"\nbackend = \"http://{addr}\"\n\
              [route.card]\nsource = \"{}\"\nskills = [\"public\"]\n",
-            file.display()
+            file.path()
         ),
     );
-    let gateway = start(&["--config", config.to_str().unwrap()]).await;
+    let gateway = start(&["--config", config.path()]).await;
     let origin = gateway.1.trim_end_matches("/a2a/jsonrpc").to_owned();
     let endpoint = format!("{origin}/agents/x/a2a/jsonrpc");
     let reply: Value = client()
@@ -364,6 +356,4 @@ async fn extended_cards_get_the_public_cards_treatment() {
         seen.metadata.get("authorization").unwrap(),
         "Bearer caller-token"
     );
-    std::fs::remove_file(file).ok();
-    std::fs::remove_file(config).ok();
 }

@@ -31,29 +31,6 @@ fn get_task(params: Value) -> String {
     request(json!(1), "GetTask", params)
 }
 
-/// A config file in a fresh temporary directory, removed when dropped.
-struct ConfigFile(std::path::PathBuf);
-
-impl ConfigFile {
-    fn new(text: &str) -> ConfigFile {
-        static FILES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = FILES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!("a2a-routes-{}-{n}.toml", std::process::id()));
-        std::fs::write(&path, text).unwrap();
-        ConfigFile(path)
-    }
-
-    fn path(&self) -> &str {
-        self.0.to_str().unwrap()
-    }
-}
-
-impl Drop for ConfigFile {
-    fn drop(&mut self) {
-        std::fs::remove_file(&self.0).ok();
-    }
-}
-
 #[tokio::test]
 async fn each_route_leads_to_its_own_agent() {
     let (grpc, grpc_url) = naming_backend("grpc").await;
@@ -64,8 +41,10 @@ async fn each_route_leads_to_its_own_agent() {
         rest_mock::answer(200, "application/a2a+json", task.to_string())
     })
     .await;
-    let config = ConfigFile::new(&format!(
-        r#"
+    let config = TempFile::new(
+        "toml",
+        &format!(
+            r#"
         timeout = "5s"
 
         [[route]]
@@ -91,8 +70,9 @@ async fn each_route_leads_to_its_own_agent() {
         path = "/"
         backend = "{hosted_url}"
         "#,
-        rest = rest.url
-    ));
+            rest = rest.url
+        ),
+    );
     let gateway = start(&["--config", config.path()]).await;
     let origin = gateway.1.trim_end_matches("/a2a/jsonrpc").to_owned();
     let id = |reply: &Value| {
@@ -193,7 +173,8 @@ async fn each_route_leads_to_its_own_agent() {
 
 #[test]
 fn check_config_validates_without_serving() {
-    let good = ConfigFile::new(
+    let good = TempFile::new(
+        "toml",
         r#"
         [[route]]
         name = "billing"
@@ -214,7 +195,8 @@ fn check_config_validates_without_serving() {
         "{stdout}"
     );
 
-    let bad = ConfigFile::new(
+    let bad = TempFile::new(
+        "toml",
         "[[route]]\nname = \"billing\"\npath = \"/b\"\nbackend = \"http://b:1\"\ntimeot = \"1s\"\n",
     );
     let missing = format!("{}.absent", bad.path());

@@ -62,3 +62,28 @@ pub async fn start_with(args: &[&str], env: &[(&str, &str)], stderr: Stdio) -> R
     await_serving(&listen).await;
     running
 }
+
+/// A file (a config, a card) in the temporary directory, removed when dropped.
+pub struct TempFile(std::path::PathBuf);
+
+impl TempFile {
+    /// A fresh file ending in `.{extension}` holding `text`.
+    pub fn new(extension: &str, text: &str) -> TempFile {
+        static FILES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = FILES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("a2a-test-{}-{n}.{extension}", std::process::id());
+        let path = std::env::temp_dir().join(name);
+        std::fs::write(&path, text).unwrap();
+        TempFile(path)
+    }
+
+    pub fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        std::fs::remove_file(&self.0).ok();
+    }
+}
