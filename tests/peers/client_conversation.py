@@ -18,7 +18,6 @@ are raised as the matching a2a.utils.errors class (TaskNotFoundError, ...).
 import asyncio
 import json
 import sys
-import uuid
 
 import httpx
 
@@ -27,41 +26,13 @@ from a2a.helpers import get_message_text
 from a2a.types.a2a_pb2 import (
     CancelTaskRequest, DeleteTaskPushNotificationConfigRequest, GetExtendedAgentCardRequest,
     GetTaskPushNotificationConfigRequest, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
-    ListTasksRequest, Message, Part, Role, SendMessageRequest, SubscribeToTaskRequest,
-    TaskPushNotificationConfig, TaskState,
+    ListTasksRequest, SubscribeToTaskRequest, TaskPushNotificationConfig, TaskState,
 )
 from a2a.utils.errors import A2AError, TaskNotCancelableError, TaskNotFoundError
+from conversation_helpers import StepFailed, check, collect, kind, request
 
 EXT = 'https://a2a-gateway.test/ext/echo/v1'
 
-
-class StepFailed(Exception):
-    pass
-
-
-def request(text, task_id=None, return_immediately=False):
-    req = SendMessageRequest(message=Message(
-        message_id=str(uuid.uuid4()), role=Role.ROLE_USER, task_id=task_id, parts=[Part(text=text)]))
-    req.configuration.return_immediately = return_immediately
-    return req
-
-
-def check(cond, what):
-    if not cond:
-        raise StepFailed(what)
-
-
-def kind(ev):
-    which = ev.WhichOneof('payload')
-    if which == 'status_update':
-        return 'status:' + TaskState.Name(ev.status_update.status.state).removeprefix('TASK_STATE_')
-    if which == 'task':
-        return 'task:' + TaskState.Name(ev.task.status.state).removeprefix('TASK_STATE_')
-    return which
-
-
-async def collect(aiter):
-    return [ev async for ev in aiter]
 
 
 async def conversation(unary, streaming):

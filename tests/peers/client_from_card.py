@@ -28,44 +28,13 @@ import argparse
 import asyncio
 import json
 import sys
-import uuid
 
 import httpx
 
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.helpers import get_message_text
-from a2a.types.a2a_pb2 import (
-    CancelTaskRequest, GetTaskRequest, Message, Part, Role, SendMessageRequest, TaskState,
-)
-
-
-class StepFailed(Exception):
-    pass
-
-
-def check(cond, what):
-    if not cond:
-        raise StepFailed(what)
-
-
-def request(text, return_immediately=False):
-    req = SendMessageRequest(message=Message(
-        message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=text)]))
-    req.configuration.return_immediately = return_immediately
-    return req
-
-
-def kind(ev):
-    which = ev.WhichOneof('payload')
-    if which == 'status_update':
-        return 'status:' + TaskState.Name(ev.status_update.status.state).removeprefix('TASK_STATE_')
-    if which == 'task':
-        return 'task:' + TaskState.Name(ev.task.status.state).removeprefix('TASK_STATE_')
-    return which
-
-
-async def collect(aiter):
-    return [ev async for ev in aiter]
+from a2a.types.a2a_pb2 import CancelTaskRequest, GetTaskRequest, TaskState
+from conversation_helpers import check, collect, kind, request
 
 
 def steps(unary, streaming, expected_tenant):
