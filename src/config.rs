@@ -182,11 +182,19 @@ pub struct Cli {
     pub stream_idle_timeout: Duration,
 
     /// Unary calls in flight at once across all routes; `0`: no limit.
-    #[arg(long, env = "A2A_GATEWAY_GLOBAL_MAX_CONCURRENT_CALLS", default_value_t = 0)]
+    #[arg(
+        long,
+        env = "A2A_GATEWAY_GLOBAL_MAX_CONCURRENT_CALLS",
+        default_value_t = 0
+    )]
     pub global_max_concurrent_calls: usize,
 
     /// Streams open at once across all routes; `0`: no limit.
-    #[arg(long, env = "A2A_GATEWAY_GLOBAL_MAX_CONCURRENT_STREAMS", default_value_t = 0)]
+    #[arg(
+        long,
+        env = "A2A_GATEWAY_GLOBAL_MAX_CONCURRENT_STREAMS",
+        default_value_t = 0
+    )]
     pub global_max_concurrent_streams: usize,
 
     /// Calls per second across all routes; `0`: no limit.
@@ -472,7 +480,11 @@ impl Cli {
     fn check_limits(&self) -> Result<(), ConfigError> {
         for (flag, rate, burst) in [
             ("rate-limit", self.rate_limit, self.rate_burst),
-            ("global-rate-limit", self.global_rate_limit, self.global_rate_burst),
+            (
+                "global-rate-limit",
+                self.global_rate_limit,
+                self.global_rate_burst,
+            ),
         ] {
             if !rate.is_finite() || rate < 0.0 {
                 let why = format!("{rate} is not a number of calls per second");

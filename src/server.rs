@@ -506,7 +506,9 @@ async fn serve_connection(
     // before they are buffered whole; each route then holds requests to its own.
     if let Some(max) = max_header_size {
         builder.http1().max_buf_size(max.max(MIN_BUF_SIZE));
-        builder.http2().max_header_list_size(max.try_into().unwrap_or(u32::MAX));
+        builder
+            .http2()
+            .max_header_list_size(max.try_into().unwrap_or(u32::MAX));
     }
     let mut connection = std::pin::pin!(builder.serve_connection(TokioIo::new(stream), service));
     tokio::select! {

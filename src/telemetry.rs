@@ -268,7 +268,9 @@ pub fn render_limits(out: &mut String, limits: &[LimitRow], rejections: &[Reject
     for row in limits {
         let _ = writeln!(out, "a2a_gateway_limit{{{}}} {}", labels(row), row.value);
     }
-    out.push_str("# HELP a2a_gateway_limit_in_use Calls or streams holding a concurrency limit now.\n");
+    out.push_str(
+        "# HELP a2a_gateway_limit_in_use Calls or streams holding a concurrency limit now.\n",
+    );
     out.push_str("# TYPE a2a_gateway_limit_in_use gauge\n");
     for row in limits {
         if let Some(n) = row.in_use {

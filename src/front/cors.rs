@@ -92,16 +92,29 @@ mod tests {
     use clap::Parser;
 
     fn cli(args: &[&str]) -> Cli {
-        Cli::try_parse_from(["a2a-gateway", "--backend", "http://a:1"].iter().chain(args)).unwrap()
+        Cli::try_parse_from(
+            ["a2a-gateway", "--backend", "http://a:1"]
+                .iter()
+                .chain(args),
+        )
+        .unwrap()
     }
 
     #[test]
     fn origins_headers_and_methods_are_checked() {
         assert!(layer(&cli(&[])).unwrap().is_none(), "off by default");
-        let ok = ["--cors-origin", "https://app.example.com:8443", "--cors-origin", "*"];
+        let ok = [
+            "--cors-origin",
+            "https://app.example.com:8443",
+            "--cors-origin",
+            "*",
+        ];
         assert!(layer(&cli(&ok)).unwrap().is_some());
         for (args, flag) in [
-            (&["--cors-origin", "https://app.example.com/"][..], "--cors-origin"),
+            (
+                &["--cors-origin", "https://app.example.com/"][..],
+                "--cors-origin",
+            ),
             (&["--cors-origin", "app.example.com"], "--cors-origin"),
             (&["--cors-origin", "https://a.example/x"], "--cors-origin"),
             (

@@ -191,7 +191,11 @@ async fn handle_one(
     };
     let meter = Meter::start(&gateway.metrics, op, started);
     let refused = |refusal: Refusal| {
-        tracing::debug!(method = op.name(), limit = refusal.limit.name(), "call refused");
+        tracing::debug!(
+            method = op.name(),
+            limit = refusal.limit.name(),
+            "call refused"
+        );
         meter.record(Outcome::Error(refusal.error.kind));
         let body = id.map_or_else(Vec::new, |id| refusal.body(Some(id)));
         Handled::Refused(Box::new(refusal), body)

@@ -15,8 +15,8 @@ use http::header::{AUTHORIZATION, COOKIE, PROXY_AUTHORIZATION, SET_COOKIE};
 use http::{HeaderValue, Request, Response};
 use tower::ServiceBuilder;
 use tower_http::catch_panic::{CatchPanic, CatchPanicLayer, ResponseForPanic};
-use tower_http::cors::{Cors, CorsLayer};
 use tower_http::classify::{ServerErrorsAsFailures, SharedClassifier};
+use tower_http::cors::{Cors, CorsLayer};
 use tower_http::request_id::{
     MakeRequestId, PropagateRequestId, PropagateRequestIdLayer, RequestId, SetRequestId,
     SetRequestIdLayer,

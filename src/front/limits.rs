@@ -199,7 +199,11 @@ impl Scope {
         }
         if let Some(rate) = &self.rate {
             let limit = pick(Limit::Rate, Limit::GlobalRate).name();
-            let burst = if global { "global-rate-burst" } else { "rate-burst" };
+            let burst = if global {
+                "global-rate-burst"
+            } else {
+                "rate-burst"
+            };
             rows.push(LimitRow {
                 route,
                 limit,
@@ -257,7 +261,11 @@ impl RouteLimits {
             let Some(rate) = &scope.rate else { continue };
             if let Err(wait) = rate.try_take() {
                 scopes[..i].iter().for_each(|(s, _)| refund(s));
-                let limit = if global { Limit::GlobalRate } else { Limit::Rate };
+                let limit = if global {
+                    Limit::GlobalRate
+                } else {
+                    Limit::Rate
+                };
                 let message = format!(
                     "{} call(s) per second (burst {}); retry in {wait:.1?}",
                     rate.per_second, rate.burst
@@ -536,7 +544,9 @@ mod tests {
         };
         let (a, b) = (route("a"), route("b"));
         let held = a.admit(CallKind::Unary).unwrap();
-        let refused = b.admit(CallKind::Unary).unwrap_err();
+        let Err(refused) = b.admit(CallKind::Unary) else {
+            panic!("admitted over the global limit");
+        };
         assert_eq!(refused.limit, Limit::GlobalCalls);
         assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(b.own.calls.as_ref().unwrap().in_use.load(Relaxed), 0);
@@ -547,7 +557,9 @@ mod tests {
         drop(stream);
         assert_eq!(a.rejection_rows()[0].count, 0);
         let rows = b.rejection_rows();
-        let global_calls = rows.iter().find(|r| r.limit == "global-max-concurrent-calls");
+        let global_calls = rows
+            .iter()
+            .find(|r| r.limit == "global-max-concurrent-calls");
         assert_eq!(global_calls.unwrap().count, 1);
     }
 }
