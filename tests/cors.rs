@@ -24,6 +24,11 @@ const OTHER: &str = "https://evil.example.net";
 /// A backend answering GetTask, and the gateway of `args` in front of it; returns the
 /// backend and the JSON-RPC endpoint.
 async fn setup(args: &[&str]) -> (TestBackend, String) {
+    setup_file(args, None).await
+}
+
+/// As `setup`, with a config file holding `file`.
+async fn setup_file(args: &[&str], file: Option<&str>) -> (TestBackend, String) {
     let backend = TestBackend::new(|request| match request {
         Request::Unary(UnaryRequest::GetTask(r)) => {
             Answer::Reply(Reply::GetTask(task(&r.id, TaskState::Working)))
@@ -31,8 +36,12 @@ async fn setup(args: &[&str]) -> (TestBackend, String) {
         _ => Answer::Error(tonic::Status::unimplemented("GetTask only")),
     });
     let url = format!("http://{}", backend.spawn().await);
+    let file = file.map(|text| common::process::TempFile::new("toml", text));
     let mut argv = vec!["a2a-gateway", "--backend", &url];
     argv.extend_from_slice(args);
+    if let Some(file) = &file {
+        argv.extend(["--config", file.path()]);
+    }
     let config = Config::load(argv).unwrap();
     let template = FrontendTemplate::new(&config, None).unwrap();
     let frontend = template.frontend(&Arc::default()).unwrap();
@@ -213,4 +222,15 @@ async fn a_limit_refusal_carries_the_cors_allowance() {
         "the page can read why"
     );
     assert_eq!(backend.calls(), 1);
+}
+
+#[tokio::test]
+async fn cors_settings_come_from_the_config_file_too() {
+    let file = format!("cors-origin = [\"{APP}\"]\ncors-max-age = \"1m\"\n");
+    let (backend, url) = setup_file(&[], Some(&file)).await;
+    let (status, headers) = preflight(&url, APP).await;
+    assert_eq!(status, 200);
+    assert_eq!(headers["access-control-allow-origin"], APP);
+    assert_eq!(headers["access-control-max-age"], "60");
+    assert_eq!(backend.calls(), 0);
 }

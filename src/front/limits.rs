@@ -523,6 +523,22 @@ mod tests {
     }
 
     #[test]
+    fn each_limit_has_its_own_name_and_the_status_of_its_fault() {
+        for (i, limit) in Limit::ALL.into_iter().enumerate() {
+            assert_eq!(limit as usize, i, "ALL is in declaration order");
+            let (name, fault, status) = limit.row();
+            assert!(Limit::ALL[..i].iter().all(|l| l.name() != name), "{name}");
+            let expected = match fault {
+                GatewayFault::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+                GatewayFault::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
+                GatewayFault::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                other => panic!("{name}: {other:?} is no limit's fault"),
+            };
+            assert_eq!(status, expected, "{name}");
+        }
+    }
+
+    #[test]
     fn the_default_burst_is_one_second_of_rate() {
         assert_eq!(Rate::new(2.5, 0).unwrap().burst, 3);
         assert_eq!(Rate::new(0.1, 0).unwrap().burst, 1);
