@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// How long a slow backend holds each call.
-const HOLD: Duration = Duration::from_millis(1500);
+const HOLD: Duration = Duration::from_secs(3);
 
 /// The gateway of `args` (and the TOML `file`, if any) on two workers; returns its origin.
 async fn serve(args: &[&str], file: Option<&str>) -> String {
@@ -220,7 +220,15 @@ async fn a_rate_passes_its_burst_then_refills() {
         _ => Answer::Error(tonic::Status::unimplemented("GetTask only")),
     });
     let url = format!("http://{}", backend.spawn().await);
-    let args = ["--backend", &url, "--rate-limit", "2", "--rate-burst", "3"];
+    // One token per 2 s: the burst and the refused call fit well within it.
+    let args = [
+        "--backend",
+        &url,
+        "--rate-limit",
+        "0.5",
+        "--rate-burst",
+        "3",
+    ];
     let origin = serve(&args, None).await;
     let endpoint = format!("{origin}/a2a/jsonrpc");
     for id in 1..=3 {
@@ -230,8 +238,8 @@ async fn a_rate_passes_its_burst_then_refills() {
     let refused = post(&endpoint, get_task(4)).await;
     assert_refused(&refused, (429, "GATEWAY_RATE_LIMITED", "rate-limit"));
     assert_eq!(backend.calls(), 3);
-    // 2 per second: a token is back after 500 ms, and only one.
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    // A token is back after 2 s, and only one.
+    tokio::time::sleep(Duration::from_millis(2100)).await;
     let (status, _, text) = post(&endpoint, get_task(5)).await;
     assert_eq!(status, 200, "{text}");
     assert_eq!(post(&endpoint, get_task(6)).await.0, 429);
@@ -315,7 +323,7 @@ async fn header_fields_at_the_limit_pass_and_one_byte_over_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_quiet_stream_ends_with_an_error_event_and_the_agent_sees_the_cancel() {
-    let pause = Duration::from_millis(250);
+    let pause = Duration::from_millis(200);
     let backend = TestBackend::new(move |_| {
         // Events closer together than the idle timeout keep the stream open.
         Answer::Stream(vec![
@@ -328,7 +336,7 @@ async fn a_quiet_stream_ends_with_an_error_event_and_the_agent_sees_the_cancel()
         ])
     });
     let url = format!("http://{}", backend.spawn().await);
-    let origin = serve(&["--backend", &url, "--stream-idle-timeout", "400ms"], None).await;
+    let origin = serve(&["--backend", &url, "--stream-idle-timeout", "600ms"], None).await;
     let (_, mut events) = SseReader::open(&format!("{origin}/a2a/jsonrpc"), stream_request()).await;
     for _ in 0..3 {
         let event = events.data().await.unwrap();
@@ -347,7 +355,7 @@ async fn a_quiet_stream_ends_with_an_error_event_and_the_agent_sees_the_cancel()
     let message = data["error"]["message"].as_str().unwrap();
     assert!(message.contains("stream-idle-timeout"), "{message}");
     assert!(
-        waited >= Duration::from_millis(300) && waited < Duration::from_secs(2),
+        waited >= Duration::from_millis(500) && waited < Duration::from_secs(3),
         "{waited:?}"
     );
     assert!(
