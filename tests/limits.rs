@@ -117,6 +117,8 @@ async fn unary_calls_at_the_limit() {
     let (backend, url) = slow_backend().await;
     let origin = serve(&["--backend", &url, "--max-concurrent-calls", "2"], None).await;
     let endpoint = format!("{origin}/a2a/jsonrpc");
+    // Each call on its own connection, dealt round-robin to the two workers: with counters
+    // per worker, the third call would pass.
     let held: Vec<_> = (1..=2)
         .map(|id| spawn_post(&endpoint, get_task(id)))
         .collect();
@@ -237,6 +239,11 @@ async fn a_rate_passes_its_burst_then_refills() {
     }
     let refused = post(&endpoint, get_task(4)).await;
     assert_refused(&refused, (429, "GATEWAY_RATE_LIMITED", "rate-limit"));
+    // A notification gets no JSON-RPC answer, but the HTTP status still says why.
+    let notification = r#"{"jsonrpc":"2.0","method":"GetTask","params":{"id":"t-1"}}"#;
+    let (status, headers, text) = post(&endpoint, notification).await;
+    assert_eq!((status, text.as_str()), (429, ""));
+    assert!(headers.contains_key("retry-after"));
     assert_eq!(backend.calls(), 3);
     // A token is back after 2 s, and only one.
     tokio::time::sleep(Duration::from_millis(2100)).await;
@@ -343,7 +350,10 @@ async fn a_quiet_stream_ends_with_an_error_event_and_the_agent_sees_the_cancel()
         assert!(event.get("result").is_some(), "{event}");
     }
     let quiet = Instant::now();
-    let frame = events.frame().await.unwrap();
+    let frame = tokio::time::timeout(Duration::from_secs(3), events.frame())
+        .await
+        .expect("no final event within 3 s")
+        .unwrap();
     let waited = quiet.elapsed();
     assert!(frame.starts_with("event: error\n"), "{frame}");
     let data: Value = serde_json::from_str(frame.split_once("data: ").unwrap().1).unwrap();
