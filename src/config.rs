@@ -151,6 +151,78 @@ pub struct Cli {
     #[arg(long, env = "A2A_GATEWAY_MAX_BODY", default_value = "4MiB", value_parser = parse_size)]
     pub max_body: usize,
 
+    /// Unary calls of a route (of each route, in a config file's top level) in flight at
+    /// once; one more gets HTTP 503 with `Retry-After` and never reaches the agent. `0`:
+    /// no limit.
+    #[arg(long, env = "A2A_GATEWAY_MAX_CONCURRENT_CALLS", default_value_t = 0)]
+    pub max_concurrent_calls: usize,
+
+    /// Streams of a route open at once; one more gets HTTP 503. `0`: no limit.
+    #[arg(long, env = "A2A_GATEWAY_MAX_CONCURRENT_STREAMS", default_value_t = 0)]
+    pub max_concurrent_streams: usize,
+
+    /// Calls per second a route takes (a token bucket, calls and streams alike); more get
+    /// HTTP 429 with `Retry-After`. `0`: no limit.
+    #[arg(long, env = "A2A_GATEWAY_RATE_LIMIT", default_value_t = 0.0)]
+    pub rate_limit: f64,
+
+    /// Calls a route takes at once above --rate-limit (the bucket's size). Default: one
+    /// second's worth of --rate-limit.
+    #[arg(long, env = "A2A_GATEWAY_RATE_BURST", default_value_t = 0)]
+    pub rate_burst: u32,
+
+    /// Largest request header fields a route accepts (name + value + 32 bytes per field,
+    /// as HTTP/2 counts); larger ones get HTTP 431. Default: hyper's bounds only.
+    #[arg(long, env = "A2A_GATEWAY_MAX_HEADER_SIZE", value_parser = parse_size)]
+    pub max_header_size: Option<usize>,
+
+    /// A stream without an event from the agent for this long ends with a final error
+    /// event and its upstream call is cancelled; `0` (default): streams may stay quiet.
+    #[arg(long, env = "A2A_GATEWAY_STREAM_IDLE_TIMEOUT", default_value = "0", value_parser = parse_duration)]
+    pub stream_idle_timeout: Duration,
+
+    /// Unary calls in flight at once across all routes; `0`: no limit.
+    #[arg(
+        long,
+        env = "A2A_GATEWAY_GLOBAL_MAX_CONCURRENT_CALLS",
+        default_value_t = 0
+    )]
+    pub global_max_concurrent_calls: usize,
+
+    /// Streams open at once across all routes; `0`: no limit.
+    #[arg(
+        long,
+        env = "A2A_GATEWAY_GLOBAL_MAX_CONCURRENT_STREAMS",
+        default_value_t = 0
+    )]
+    pub global_max_concurrent_streams: usize,
+
+    /// Calls per second across all routes; `0`: no limit.
+    #[arg(long, env = "A2A_GATEWAY_GLOBAL_RATE_LIMIT", default_value_t = 0.0)]
+    pub global_rate_limit: f64,
+
+    /// The burst of --global-rate-limit. Default: one second's worth.
+    #[arg(long, env = "A2A_GATEWAY_GLOBAL_RATE_BURST", default_value_t = 0)]
+    pub global_rate_burst: u32,
+
+    /// Browser origin (`https://app.example.com`, or `*`) allowed to call the gateway
+    /// (CORS; repeatable). None (default): no CORS headers at all.
+    #[arg(long, env = "A2A_GATEWAY_CORS_ORIGIN", value_delimiter = ',')]
+    pub cors_origin: Vec<String>,
+
+    /// Request header browsers may send, beyond A2A-Version, A2A-Extensions,
+    /// Authorization, Content-Type and x-request-id (repeatable).
+    #[arg(long, env = "A2A_GATEWAY_CORS_ALLOW_HEADER", value_delimiter = ',')]
+    pub cors_allow_header: Vec<String>,
+
+    /// Methods browsers may use (repeatable). Default: GET, POST.
+    #[arg(long, env = "A2A_GATEWAY_CORS_ALLOW_METHOD", value_delimiter = ',')]
+    pub cors_allow_method: Vec<String>,
+
+    /// How long browsers may cache a preflight's answer.
+    #[arg(long, env = "A2A_GATEWAY_CORS_MAX_AGE", default_value = "10m", value_parser = parse_duration)]
+    pub cors_max_age: Duration,
+
     /// Extra request header to forward to the backend (repeatable). Always forwarded:
     /// A2A-Extensions, Authorization, traceparent, tracestate, x-request-id.
     #[arg(
@@ -315,6 +387,10 @@ pub enum ConfigError {
     PublicUrl(String),
     #[error("`{0}` is a per-route setting: with [[route]] tables, set it in each route")]
     PerRoute(&'static str),
+    #[error("--{0}: {1}")]
+    Limit(&'static str, String),
+    #[error("--{0}: {1}")]
+    Cors(&'static str, String),
     #[error("{route}: key `{key}`: {message}")]
     Route {
         route: String,
@@ -393,11 +469,35 @@ impl Cli {
         if let Some(url) = &self.public_url {
             crate::card::origin::check_public_url(url).map_err(ConfigError::PublicUrl)?;
         }
+        self.check_limits()?;
+        crate::front::cors::layer(self)?;
         Ok(ForwardPolicy::new(&self.forward_headers)?)
     }
 }
 
 impl Cli {
+    /// A rate is a finite number of calls per second; a burst needs its rate.
+    fn check_limits(&self) -> Result<(), ConfigError> {
+        for (flag, rate, burst) in [
+            ("rate-limit", self.rate_limit, self.rate_burst),
+            (
+                "global-rate-limit",
+                self.global_rate_limit,
+                self.global_rate_burst,
+            ),
+        ] {
+            if !rate.is_finite() || rate < 0.0 {
+                let why = format!("{rate} is not a number of calls per second");
+                return Err(ConfigError::Limit(flag, why));
+            }
+            if burst > 0 && rate == 0.0 {
+                let why = "a burst needs a rate".to_owned();
+                return Err(ConfigError::Limit(flag, why));
+            }
+        }
+        Ok(())
+    }
+
     /// The deadline of a stream's first event: --first-event-timeout, else --timeout.
     pub fn first_event_deadline(&self) -> Option<Duration> {
         optional(self.first_event_timeout.unwrap_or(self.timeout))

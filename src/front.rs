@@ -1,9 +1,11 @@
 //! What clients talk to: the edge layers, the JSON-RPC endpoint (dispatch in `jsonrpc`, the
 //! envelope and response writers in `envelope`) and its SSE streams (`sse`).
 
+pub mod cors;
 pub mod envelope;
 pub mod jsonrpc;
 pub mod layers;
+pub mod limits;
 pub mod sse;
 
 use std::sync::Arc;

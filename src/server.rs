@@ -22,6 +22,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_stream::wrappers::TcpListenerStream;
 use tower::ServiceExt as _;
+use tower_http::cors::CorsLayer;
 
 use crate::backend::affinity::{load_codec, Affine, Affinity, IdCodec};
 use crate::backend::endpoints::balance::Balanced;
@@ -32,7 +33,8 @@ use crate::backend::grpc::{GrpcBackend, GrpcSettings};
 use crate::backend::{rest::RestBackend, Backend};
 use crate::card::{CardService, RouteCard, BACKEND_CARD_SOURCE};
 use crate::config::{optional, Binding, Cli, Config, ConfigError, RouteConfig};
-use crate::front::layers::{self, Edge};
+use crate::front::layers::{self, Edge, MaybeCors};
+use crate::front::limits::Limits;
 use crate::front::Gateway;
 use crate::lifecycle::Lifecycle;
 use crate::protocol::params::ForwardPolicy;
@@ -194,6 +196,9 @@ pub struct FrontendTemplate {
     /// The global public URL (normalised) and forwarded-header trust, for the catalog.
     public_url: Option<String>,
     trust_forwarded: bool,
+    /// Every route's limits, shared by all workers, and the CORS layer.
+    limits: Option<Arc<Limits>>,
+    cors: Option<CorsLayer>,
 }
 
 struct RouteTemplate {
@@ -228,6 +233,8 @@ impl FrontendTemplate {
             lifecycle: Arc::default(),
             public_url,
             trust_forwarded: config.cli.trust_forwarded,
+            limits: Limits::new(config),
+            cors: crate::front::cors::layer(&config.cli)?,
         })
     }
 
@@ -257,7 +264,9 @@ impl FrontendTemplate {
         }
         Ok(
             Frontend::new(served, metrics.clone(), self.lifecycle.clone())
-                .with_origin(self.public_url.clone(), self.trust_forwarded),
+                .with_origin(self.public_url.clone(), self.trust_forwarded)
+                .with_limits(self.limits.clone())
+                .with_cors(self.cors.clone()),
         )
     }
 
@@ -430,7 +439,9 @@ pub async fn serve_connections(
     grace: Duration,
 ) {
     let lifecycle = router.lifecycle().clone();
-    let edge = layers::stack(router);
+    let max_header_size = router.max_header_size();
+    let cors = router.cors();
+    let edge = layers::stack(layers::with_cors(router, cors));
     let (stop_tx, stop) = watch::channel(false);
     let mut connections = JoinSet::new();
     let mut incoming = std::pin::pin!(incoming);
@@ -438,7 +449,8 @@ pub async fn serve_connections(
         tokio::select! {
             next = incoming.next() => match next {
                 Some(Ok(stream)) => {
-                    connections.spawn(serve_connection(stream, edge.clone(), stop.clone()));
+                    let edge = edge.clone();
+                    connections.spawn(serve_connection(stream, edge, max_header_size, stop.clone()));
                 }
                 Some(Err(e)) => accept_failed(&e).await,
                 None => break,
@@ -471,6 +483,9 @@ async fn drain(connections: &mut JoinSet<()>, limit: Duration) -> bool {
     tokio::time::timeout(limit, drained).await.is_ok()
 }
 
+/// hyper's smallest HTTP/1.1 read buffer.
+const MIN_BUF_SIZE: usize = 8 << 10;
+
 /// How long streams get to deliver their final frame before connections are cut.
 const FINAL_FRAME_FLUSH: Duration = Duration::from_secs(1);
 
@@ -478,14 +493,23 @@ const FINAL_FRAME_FLUSH: Duration = Duration::from_secs(1);
 /// turns true.
 async fn serve_connection(
     stream: TcpStream,
-    edge: Edge<Frontend>,
+    edge: Edge<MaybeCors<Frontend>>,
+    max_header_size: Option<usize>,
     mut stop: watch::Receiver<bool>,
 ) {
     // Small JSON replies and SSE frames must not wait for Nagle's algorithm.
     let _ = stream.set_nodelay(true);
     let service =
         TowerToHyperService::new(edge.map_request(|r: http::Request<Incoming>| r.map(Body::new)));
-    let builder = auto::Builder::new(TokioExecutor::new());
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // With header limits, the listener refuses (431) heads above every route's limit
+    // before they are buffered whole; each route then holds requests to its own.
+    if let Some(max) = max_header_size {
+        builder.http1().max_buf_size(max.max(MIN_BUF_SIZE));
+        builder
+            .http2()
+            .max_header_list_size(max.try_into().unwrap_or(u32::MAX));
+    }
     let mut connection = std::pin::pin!(builder.serve_connection(TokioIo::new(stream), service));
     tokio::select! {
         _ = connection.as_mut() => return,

@@ -237,6 +237,57 @@ pub fn render_endpoints(out: &mut String, routes: &[(&str, Vec<EndpointStats>)])
     }
 }
 
+/// One configured limit as `/metrics` shows it (`front::limits`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LimitRow<'a> {
+    /// The route it belongs to; `None`: it applies across all routes.
+    pub route: Option<&'a str>,
+    /// The setting's name, e.g. `max-concurrent-calls`.
+    pub limit: &'static str,
+    pub value: f64,
+    /// How much of a concurrency limit is taken now.
+    pub in_use: Option<u64>,
+}
+
+/// Calls a limit refused on one route.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RejectionRow<'a> {
+    pub route: &'a str,
+    pub limit: &'static str,
+    pub count: u64,
+}
+
+/// The configured limits, their use and their rejections, in the text exposition format.
+pub fn render_limits(out: &mut String, limits: &[LimitRow], rejections: &[RejectionRow]) {
+    let labels = |row: &LimitRow| match row.route {
+        Some(route) => format!("route=\"{route}\",limit=\"{}\"", row.limit),
+        None => format!("limit=\"{}\"", row.limit),
+    };
+    out.push_str("# HELP a2a_gateway_limit Configured limits (concurrent calls or streams, calls per second, burst, bytes, seconds).\n");
+    out.push_str("# TYPE a2a_gateway_limit gauge\n");
+    for row in limits {
+        let _ = writeln!(out, "a2a_gateway_limit{{{}}} {}", labels(row), row.value);
+    }
+    out.push_str(
+        "# HELP a2a_gateway_limit_in_use Calls or streams holding a concurrency limit now.\n",
+    );
+    out.push_str("# TYPE a2a_gateway_limit_in_use gauge\n");
+    for row in limits {
+        if let Some(n) = row.in_use {
+            let _ = writeln!(out, "a2a_gateway_limit_in_use{{{}}} {n}", labels(row));
+        }
+    }
+    out.push_str("# HELP a2a_gateway_limit_rejections_total Requests refused by a limit, by route and limit.\n");
+    out.push_str("# TYPE a2a_gateway_limit_rejections_total counter\n");
+    for r in rejections {
+        let _ = writeln!(
+            out,
+            "a2a_gateway_limit_rejections_total{{route=\"{}\",limit=\"{}\"}} {}",
+            r.route, r.limit, r.count
+        );
+    }
+}
+
 /// Counts an open stream until dropped, and the SSE events sent on it.
 pub struct StreamGuard(Arc<Metrics>);
 

@@ -355,6 +355,8 @@ impl RouteEndpoints {
             }
             // The agent answered, badly; or the gateway stops: neither is the path's health.
             Some(BackendBadResponse | ShuttingDown) => false,
+            // Refused by the gateway's own limits before any call left (`front::limits`).
+            Some(RateLimited | Overloaded | HeadersTooLarge) => false,
         };
         if ejected {
             tracing::warn!(endpoint = %endpoint.label, fault = ?fault, "endpoint ejected");

@@ -34,6 +34,15 @@ macro_rules! file_config {
             drain_delay: Option<Duration>,
             workers: Option<usize>,
             log_format: Option<LogFormat>,
+            global_max_concurrent_calls: Option<usize>,
+            global_max_concurrent_streams: Option<usize>,
+            global_rate_limit: Option<f64>,
+            global_rate_burst: Option<u32>,
+            cors_origin: Option<Vec<String>>,
+            cors_allow_header: Option<Vec<String>>,
+            cors_allow_method: Option<Vec<String>>,
+            #[serde(default, deserialize_with = "duration_text")]
+            cors_max_age: Option<Duration>,
             /// One table per route; none: the top-level settings are the one route.
             #[serde(default)]
             route: Vec<RouteFile>,
@@ -97,6 +106,14 @@ macro_rules! file_config {
                     drain_delay: self.drain_delay,
                     workers: self.workers,
                     log_format: self.log_format,
+                    global_max_concurrent_calls: self.global_max_concurrent_calls,
+                    global_max_concurrent_streams: self.global_max_concurrent_streams,
+                    global_rate_limit: self.global_rate_limit,
+                    global_rate_burst: self.global_rate_burst,
+                    cors_origin: self.cors_origin,
+                    cors_allow_header: self.cors_allow_header,
+                    cors_allow_method: self.cors_allow_method,
+                    cors_max_age: self.cors_max_age,
                 };
                 let settings = RouteSettings {
                     forward_header: self.forward_header,
@@ -160,6 +177,12 @@ file_config! {
         #[serde(default, deserialize_with = "duration_text")]
         eject_backoff: Duration,
         affinity: Affinity,
+        max_concurrent_calls: usize,
+        max_concurrent_streams: usize,
+        rate_limit: f64,
+        rate_burst: u32,
+        #[serde(default, deserialize_with = "duration_text")]
+        stream_idle_timeout: Duration,
     }
     optional {
         backend_resolver: SocketAddr,
@@ -170,6 +193,8 @@ file_config! {
         public_url: String,
         affinity_key: AffinityKey,
         affinity_key_file: PathBuf,
+        #[serde(default, deserialize_with = "size_text")]
+        max_header_size: usize,
     }
 }
 
@@ -194,6 +219,14 @@ struct Globals {
     drain_delay: Option<Duration>,
     workers: Option<usize>,
     log_format: Option<LogFormat>,
+    global_max_concurrent_calls: Option<usize>,
+    global_max_concurrent_streams: Option<usize>,
+    global_rate_limit: Option<f64>,
+    global_rate_burst: Option<u32>,
+    cors_origin: Option<Vec<String>>,
+    cors_allow_header: Option<Vec<String>>,
+    cors_allow_method: Option<Vec<String>>,
+    cors_max_age: Option<Duration>,
 }
 
 /// What selects a route, as written in its table.
@@ -266,6 +299,16 @@ impl FileConfig {
             )*};
         }
         take!(listen, shutdown_grace, drain_delay, workers, log_format);
+        take!(
+            global_max_concurrent_calls,
+            global_max_concurrent_streams,
+            global_rate_limit,
+            global_rate_burst,
+            cors_origin,
+            cors_allow_header,
+            cors_allow_method,
+            cors_max_age
+        );
         settings.apply(cli, unset);
         ParsedFile { routes, text }
     }

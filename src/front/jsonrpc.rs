@@ -7,7 +7,7 @@
 
 use std::borrow::Cow;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::State;
@@ -22,6 +22,7 @@ use crate::front::envelope::{
     envelope_error, error_bytes, invalid_request, json_response, parse_error, read_body,
     sse_response, valid_id, write_response, Envelope,
 };
+use crate::front::limits::{CallKind, Permit, Refusal, RouteLimits};
 use crate::front::sse::SseBody;
 use crate::front::Gateway;
 use crate::protocol::error::{A2aError, ErrorKind};
@@ -38,6 +39,8 @@ enum Handled {
     Json(Vec<u8>, Option<HeaderValue>),
     /// An SSE stream.
     Stream(Box<SseBody>, Option<HeaderValue>),
+    /// A call a limit refused, with its JSON-RPC error (empty for a notification).
+    Refused(Box<Refusal>, Vec<u8>),
     /// A notification: no response.
     Nothing,
 }
@@ -45,17 +48,27 @@ enum Handled {
 /// The request-wide facts every element of a batch shares.
 struct Context<'a> {
     request: &'a http::request::Parts,
+    /// The route's limits, checked before each call goes to the backend.
+    limits: Option<&'a Arc<RouteLimits>>,
 }
 
-/// `POST` handler of the JSON-RPC endpoint. Every failure becomes a JSON-RPC error.
-pub async fn handle(State(gateway): State<Arc<Gateway>>, request: http::Request<Body>) -> Response {
+/// `POST` handler of the JSON-RPC endpoint, under the route's `limits`. Every failure
+/// becomes a JSON-RPC error.
+pub async fn handle(
+    State(gateway): State<Arc<Gateway>>,
+    limits: Option<Arc<RouteLimits>>,
+    request: http::Request<Body>,
+) -> Response {
     // The request is taken whole: extracting `HeaderMap` and `Uri` would clone them.
     let (parts, body) = request.into_parts();
     let bytes = match read_body(body, gateway.max_body).await {
         Ok(bytes) => bytes,
         Err(err) => return rejected_response(&gateway, &err),
     };
-    let ctx = Context { request: &parts };
+    let ctx = Context {
+        request: &parts,
+        limits: limits.as_ref(),
+    };
     match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
         Some(b'[') => handle_batch(&gateway, &ctx, &bytes).await,
         Some(b'{') => {
@@ -66,6 +79,7 @@ pub async fn handle(State(gateway): State<Arc<Gateway>>, request: http::Request<
             match handle_one(&gateway, &ctx, envelope, false).await {
                 Handled::Json(body, ext) => json_response(body, ext),
                 Handled::Stream(events, ext) => sse_response(Body::from_stream(*events), ext),
+                Handled::Refused(refusal, body) => refused_response(&refusal, body),
                 Handled::Nothing => StatusCode::NO_CONTENT.into_response(),
             }
         }
@@ -100,7 +114,11 @@ async fn handle_batch(gateway: &Gateway, ctx: &Context<'_>, bytes: &[u8]) -> Res
         .await;
     let mut body = Vec::new();
     for member in handled {
-        if let Handled::Json(response, _) = member {
+        // A member a limit refused answers in the batch; the batch itself is answered.
+        if let Handled::Json(response, _) | Handled::Refused(_, response) = member {
+            if response.is_empty() {
+                continue;
+            }
             body.push(if body.is_empty() { b'[' } else { b',' });
             body.extend_from_slice(&response);
         }
@@ -172,6 +190,16 @@ async fn handle_one(
         };
     };
     let meter = Meter::start(&gateway.metrics, op, started);
+    let refused = |refusal: Refusal| {
+        tracing::debug!(
+            method = op.name(),
+            limit = refusal.limit.name(),
+            "call refused"
+        );
+        meter.record(Outcome::Error(refusal.error.kind));
+        let body = id.map_or_else(Vec::new, |id| refusal.body(Some(id)));
+        Handled::Refused(Box::new(refusal), body)
+    };
     // Notifications get no answer, not even an error.
     let fail = |err: A2aError| {
         meter.record(Outcome::Error(err.kind));
@@ -207,10 +235,15 @@ async fn handle_one(
             // Boxed: the stream's start is a large future, and unary calls should not
             // carry its size (bytes per call, tests/cost_budget.rs). Streaming
             // notifications are not started: nobody would read them.
-            return match id {
-                Some(id) => Box::pin(stream(gateway, id, call, &meter)).await,
-                None => Handled::Nothing,
+            let Some(id) = id else {
+                return Handled::Nothing;
             };
+            let permit = match ctx.limits.map(|l| l.admit(CallKind::Stream)).transpose() {
+                Ok(permit) => permit,
+                Err(refusal) => return refused(refusal),
+            };
+            let idle = ctx.limits.and_then(|l| l.stream_idle);
+            return Box::pin(stream(gateway, id, call, &meter, (permit, idle))).await;
         }
         Request::Unary(request) => request,
     };
@@ -218,6 +251,11 @@ async fn handle_one(
         request,
         forwarded,
         timeout: gateway.unary_timeout,
+    };
+    // Held until the answer is in: the call counts against the concurrency limits.
+    let _permit = match ctx.limits.map(|l| l.admit(CallKind::Unary)).transpose() {
+        Ok(permit) => permit,
+        Err(refusal) => return refused(refusal),
     };
     match id {
         None => {
@@ -294,6 +332,7 @@ async fn stream(
     id: &str,
     call: Call<StreamRequest>,
     meter: &Meter<'_>,
+    (permit, idle): (Option<Permit>, Option<Duration>),
 ) -> Handled {
     let id: Box<str> = id.into();
     let failed = |err: A2aError, extensions| {
@@ -329,8 +368,25 @@ async fn stream(
         gateway.stream_timeout,
         gateway.lifecycle.closing(),
         gateway.metrics.stream_opened(),
-    );
+    )
+    .limited(permit, idle);
     Handled::Stream(Box::new(body), extensions)
+}
+
+/// The response to a request a limit refused: the limit's status, `Retry-After`, and the
+/// JSON-RPC error `body` (empty for a notification). CORS headers are added by the layer.
+pub fn refused_response(refusal: &Refusal, body: Vec<u8>) -> Response {
+    let empty = body.is_empty();
+    let mut response = json_response(body, None);
+    *response.status_mut() = refusal.status;
+    let headers = response.headers_mut();
+    if empty {
+        headers.remove(http::header::CONTENT_TYPE);
+    }
+    if let Some(seconds) = refusal.retry_after {
+        headers.insert(http::header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    response
 }
 
 /// The reply to a request refused before any method was known, counted as rejected.

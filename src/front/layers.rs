@@ -16,6 +16,7 @@ use http::{HeaderValue, Request, Response};
 use tower::ServiceBuilder;
 use tower_http::catch_panic::{CatchPanic, CatchPanicLayer, ResponseForPanic};
 use tower_http::classify::{ServerErrorsAsFailures, SharedClassifier};
+use tower_http::cors::{Cors, CorsLayer};
 use tower_http::request_id::{
     MakeRequestId, PropagateRequestId, PropagateRequestIdLayer, RequestId, SetRequestId,
     SetRequestIdLayer,
@@ -77,6 +78,17 @@ where
         // A bug in one request is that request's JSON-RPC -32603, not a dropped connection.
         .layer(CatchPanicLayer::custom(PanicReply))
         .service(routes)
+}
+
+/// `S` behind the CORS layer when CORS is configured (`front::cors`).
+pub type MaybeCors<S> = tower::util::Either<Cors<S>, S>;
+
+/// Puts the routes behind `cors`, if any, inside the edge stack (`stack(with_cors(…))`):
+/// innermost, so preflights get their request id and span like every request, and are
+/// answered by the layer before any route (or agent) sees them; without CORS configured
+/// the routes are served as they are, without CORS headers.
+pub fn with_cors<S>(routes: S, cors: Option<CorsLayer>) -> MaybeCors<S> {
+    ServiceBuilder::new().option_layer(cors).service(routes)
 }
 
 /// The span of one request: method, path and request id (the query may carry secrets).

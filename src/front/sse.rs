@@ -22,6 +22,7 @@ use tokio_util::sync::WaitForCancellationFutureOwned;
 use crate::backend::fault::Fault;
 use crate::backend::EventStream;
 use crate::front::envelope::{write_error, write_response};
+use crate::front::limits::Permit;
 use crate::proto::StreamResponse;
 use crate::protocol::error::{A2aError, GatewayFault};
 use crate::telemetry::StreamGuard;
@@ -43,6 +44,10 @@ pub struct SseBody {
     done: bool,
     /// Counts the stream as open until dropped, and its events.
     meter: StreamGuard,
+    /// Holds the stream's place under its route's concurrency limits until dropped.
+    _permit: Option<Permit>,
+    /// The stream idle timeout (`front::limits`) and when it passes without an event.
+    idle: Option<(Duration, Pin<Box<Sleep>>)>,
 }
 
 impl SseBody {
@@ -66,7 +71,17 @@ impl SseBody {
             closing: Box::pin(closing),
             done: false,
             meter,
+            _permit: None,
+            idle: None,
         }
+    }
+
+    /// Holds `permit` while the stream is open, and ends the stream with a final error
+    /// event once the backend sends no event for `idle`.
+    pub fn limited(mut self, permit: Option<Permit>, idle: Option<Duration>) -> Self {
+        self._permit = permit;
+        self.idle = idle.map(|d| (d, Box::pin(sleep(d))));
+        self
     }
 
     fn push_event(&self, buf: &mut Vec<u8>, event: &StreamResponse) -> bool {
@@ -106,6 +121,7 @@ impl Stream for SseBody {
         }
         let mut buf = Vec::new();
         let mut written = 0;
+        let mut received = false;
         if let Some(first) = this.first.take() {
             this.done |= !this.push_event(&mut buf, &first);
             written += 1;
@@ -115,6 +131,7 @@ impl Stream for SseBody {
                 Poll::Ready(Some(Ok(event))) => {
                     this.done |= !this.push_event(&mut buf, &event);
                     written += 1;
+                    received = true;
                 }
                 Poll::Ready(Some(Err(err))) => {
                     this.push_error(&mut buf, &err);
@@ -133,6 +150,17 @@ impl Stream for SseBody {
                     this.done = true;
                     written += 1;
                 }
+            }
+        }
+        if let (false, Some((limit, idle))) = (this.done, this.idle.as_mut()) {
+            if received {
+                idle.as_mut().reset(Instant::now() + *limit);
+            } else if idle.as_mut().poll(cx).is_ready() {
+                // Ending here drops the backend stream with the body: the call is cancelled.
+                let why = format!("no event from the agent for {limit:?} (stream-idle-timeout)");
+                this.push_error(&mut buf, &Fault::Deadline(why).into());
+                this.done = true;
+                written += 1;
             }
         }
         if !this.done && this.closing.as_mut().poll(cx).is_ready() {

@@ -112,6 +112,12 @@ pub enum GatewayFault {
     BackendBadResponse,
     /// The gateway is stopping; the client should call again (elsewhere).
     ShuttingDown,
+    /// A call rate limit (`front::limits`) refused the call: call again later.
+    RateLimited,
+    /// A concurrency limit (`front::limits`) refused the call: call again later.
+    Overloaded,
+    /// The request's header fields are larger than the route allows.
+    HeadersTooLarge,
 }
 
 impl GatewayFault {
@@ -123,6 +129,9 @@ impl GatewayFault {
             GatewayFault::BackendDeadlineExceeded => "BACKEND_DEADLINE_EXCEEDED",
             GatewayFault::BackendBadResponse => "BACKEND_BAD_RESPONSE",
             GatewayFault::ShuttingDown => "GATEWAY_SHUTTING_DOWN",
+            GatewayFault::RateLimited => "GATEWAY_RATE_LIMITED",
+            GatewayFault::Overloaded => "GATEWAY_OVERLOADED",
+            GatewayFault::HeadersTooLarge => "GATEWAY_HEADERS_TOO_LARGE",
         }
     }
 }

@@ -18,9 +18,12 @@ use axum::response::{IntoResponse, Response};
 use futures::future::BoxFuture;
 use http::header::{ALLOW, CONTENT_TYPE};
 use http::{HeaderValue, Method, StatusCode};
+use tower_http::cors::CorsLayer;
 
 use crate::backend::endpoints::RouteEndpoints;
 use crate::config::routes::DEFAULT_ROUTE;
+use crate::front::jsonrpc::refused_response;
+use crate::front::limits::Limits;
 use crate::front::{jsonrpc, Gateway};
 use crate::lifecycle::Lifecycle;
 use crate::telemetry::Metrics;
@@ -30,6 +33,9 @@ pub const CARD_PATH: &str = "/.well-known/agent-card.json";
 
 /// The API catalog's well-known path (RFC 9727).
 pub const CATALOG_PATH: &str = "/.well-known/api-catalog";
+
+/// Room in the listener's header bound for what a route's header count leaves out.
+const HEADER_SLACK: usize = 8 << 10;
 
 /// One route as a worker serves it.
 pub struct ServedRoute {
@@ -58,6 +64,10 @@ pub struct Frontend {
     public_url: Option<String>,
     /// Whether the catalog's URL may come from forwarded headers.
     trust_forwarded: bool,
+    /// The routes' limits (in route order), shared by every worker; `None`: no limits.
+    limits: Option<Arc<Limits>>,
+    /// The CORS layer the connections serve this frontend behind (`layers::with_cors`).
+    cors: Option<CorsLayer>,
 }
 
 impl Frontend {
@@ -74,7 +84,34 @@ impl Frontend {
             lifecycle,
             public_url: None,
             trust_forwarded: false,
+            limits: None,
+            cors: None,
         }
+    }
+
+    /// The routes' limits (`front::limits`), built once for every worker.
+    pub fn with_limits(mut self, limits: Option<Arc<Limits>>) -> Frontend {
+        self.limits = limits;
+        self
+    }
+
+    /// The CORS layer for browser clients (`front::cors`).
+    pub fn with_cors(mut self, cors: Option<CorsLayer>) -> Frontend {
+        self.cors = cors;
+        self
+    }
+
+    /// The CORS layer to serve this frontend behind, if CORS is configured.
+    pub fn cors(&self) -> Option<CorsLayer> {
+        self.cors.clone()
+    }
+
+    /// The listener's bound on request headers: above every route's own limit
+    /// (`RouteLimits::check_headers` holds each route to its own), with room for the
+    /// request line or HTTP/2 pseudo-headers that the routes' count leaves out.
+    pub fn max_header_size(&self) -> Option<usize> {
+        let routes = self.limits.as_ref()?.max_header_size()?;
+        Some(routes.saturating_add(HEADER_SLACK))
     }
 
     /// The life of the process this frontend follows.
@@ -153,6 +190,9 @@ impl Frontend {
     /// Every metric: the shared counters, then the balanced routes' endpoints.
     fn render_metrics(&self) -> String {
         let mut text = self.metrics.render();
+        if let Some(limits) = &self.limits {
+            limits.render(&mut text);
+        }
         let endpoints: Vec<_> = self
             .routes
             .iter()
@@ -162,8 +202,9 @@ impl Frontend {
         text
     }
 
-    /// The route `request` belongs to: a route for its host before a route for any host.
-    fn route<B>(&self, request: &http::Request<B>) -> Option<&ServedRoute> {
+    /// The route `request` belongs to, and its index: a route for its host before a route
+    /// for any host.
+    fn route<B>(&self, request: &http::Request<B>) -> Option<(usize, &ServedRoute)> {
         let path = request.uri().path();
         let host = if self.by_host {
             request_host(request)
@@ -171,7 +212,7 @@ impl Frontend {
             None
         };
         let mut any_host = None;
-        for route in self.routes.iter() {
+        for (index, route) in self.routes.iter().enumerate() {
             let below = path
                 .strip_prefix(route.prefix.as_str())
                 .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
@@ -179,9 +220,9 @@ impl Frontend {
                 continue;
             }
             match &route.host {
-                None => any_host = any_host.or(Some(route)),
+                None => any_host = any_host.or(Some((index, route))),
                 Some(wanted) if host.is_some_and(|h| h.eq_ignore_ascii_case(wanted)) => {
-                    return Some(route)
+                    return Some((index, route))
                 }
                 Some(_) => {}
             }
@@ -231,14 +272,21 @@ impl tower::Service<http::Request<Body>> for Frontend {
 
     fn call(&mut self, request: http::Request<Body>) -> Self::Future {
         let path = request.uri().path();
-        if let Some(route) = self.route(&request) {
+        if let Some((index, route)) = self.route(&request) {
+            let limits = self.limits.as_ref().and_then(|l| l.route(index));
+            if let Some(Err(refusal)) = limits.map(|l| l.check_headers(request.headers())) {
+                return ready(refused_response(&refusal, refusal.body(None)));
+            }
             let below = &path[route.prefix.len()..];
             if below == route.jsonrpc_path {
                 if request.method() != Method::POST {
                     return ready(wrong_method("POST"));
                 }
                 let gateway = route.gateway.clone();
-                return Box::pin(async move { Ok(jsonrpc::handle(State(gateway), request).await) });
+                let limits = limits.cloned();
+                return Box::pin(async move {
+                    Ok(jsonrpc::handle(State(gateway), limits, request).await)
+                });
             }
             if let (CARD_PATH, Some(card)) = (below, &route.gateway.card) {
                 if !is_read(request.method()) {

@@ -1,0 +1,581 @@
+//! Limits that protect the agents (and the gateway): concurrent unary calls, concurrent
+//! streams and a call rate, each per route and across all routes (`global-*`), checked
+//! right before a call would go to its backend; and the size of a request's header fields,
+//! checked when the request has found its route. A call over a load limit never reaches
+//! the agent: it gets HTTP 429 (rate) or 503 (concurrency) with `Retry-After` and a
+//! JSON-RPC error whose `ErrorInfo` (domain `a2a-gateway`) names the limit.
+//!
+//! The counters are per gateway process: every worker thread (`server::workers`) shares
+//! them, so they are atomics. A rate is a token bucket kept as GCRA (one atomic "theoretical
+//! arrival time"): `burst` calls may come at once, then one per `1 / rate` seconds.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http::{HeaderMap, StatusCode};
+use serde_json::json;
+
+use crate::config::{optional, Cli, Config};
+use crate::front::envelope::write_error;
+use crate::protocol::error::{A2aError, GatewayFault};
+use crate::telemetry::{LimitRow, RejectionRow};
+
+/// The limits, each named as its setting: what a rejection says, and its HTTP status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limit {
+    Calls,
+    Streams,
+    Rate,
+    GlobalCalls,
+    GlobalStreams,
+    GlobalRate,
+    HeaderSize,
+}
+
+impl Limit {
+    const ALL: [Limit; 7] = [
+        Limit::Calls,
+        Limit::Streams,
+        Limit::Rate,
+        Limit::GlobalCalls,
+        Limit::GlobalStreams,
+        Limit::GlobalRate,
+        Limit::HeaderSize,
+    ];
+
+    /// The limit table: setting name, gateway fault (the `ErrorInfo.reason`), HTTP status.
+    fn row(self) -> (&'static str, GatewayFault, StatusCode) {
+        use GatewayFault::{HeadersTooLarge, Overloaded, RateLimited};
+        const BUSY: StatusCode = StatusCode::SERVICE_UNAVAILABLE;
+        const RATE: StatusCode = StatusCode::TOO_MANY_REQUESTS;
+        match self {
+            Limit::Calls => ("max-concurrent-calls", Overloaded, BUSY),
+            Limit::Streams => ("max-concurrent-streams", Overloaded, BUSY),
+            Limit::Rate => ("rate-limit", RateLimited, RATE),
+            Limit::GlobalCalls => ("global-max-concurrent-calls", Overloaded, BUSY),
+            Limit::GlobalStreams => ("global-max-concurrent-streams", Overloaded, BUSY),
+            Limit::GlobalRate => ("global-rate-limit", RateLimited, RATE),
+            Limit::HeaderSize => (
+                "max-header-size",
+                HeadersTooLarge,
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            ),
+        }
+    }
+
+    /// The setting's name, as flags, file keys and metrics write it.
+    pub fn name(self) -> &'static str {
+        self.row().0
+    }
+}
+
+/// Whether a call is unary or a stream: each kind has its own concurrency limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallKind {
+    Unary,
+    Stream,
+}
+
+/// A concurrency limit and how much of it is in use.
+struct Concurrency {
+    max: usize,
+    in_use: AtomicUsize,
+}
+
+impl Concurrency {
+    fn new(max: usize) -> Option<Concurrency> {
+        (max > 0).then(|| Concurrency {
+            max,
+            in_use: AtomicUsize::new(0),
+        })
+    }
+
+    fn try_acquire(&self) -> bool {
+        self.in_use
+            .fetch_update(Relaxed, Relaxed, |n| (n < self.max).then_some(n + 1))
+            .is_ok()
+    }
+
+    fn release(&self) {
+        self.in_use.fetch_sub(1, Relaxed);
+    }
+}
+
+/// A token bucket as GCRA: `tat` is when the bucket would be full again (nanoseconds
+/// since `base`); a call is admitted while that lies at most `burst` intervals ahead.
+struct Rate {
+    per_second: f64,
+    burst: u32,
+    interval: u64,
+    tolerance: u64,
+    base: Instant,
+    tat: AtomicU64,
+}
+
+impl Rate {
+    fn new(per_second: f64, burst: u32) -> Option<Rate> {
+        if per_second <= 0.0 {
+            return None;
+        }
+        let burst = if burst == 0 {
+            per_second.ceil().max(1.0) as u32
+        } else {
+            burst
+        };
+        let interval = (1e9 / per_second).round().max(1.0) as u64;
+        Some(Rate {
+            per_second,
+            burst,
+            interval,
+            tolerance: interval.saturating_mul(u64::from(burst)),
+            base: Instant::now(),
+            tat: AtomicU64::new(0),
+        })
+    }
+
+    /// Takes a token, or says how long until one is there.
+    fn try_take(&self) -> Result<(), Duration> {
+        let now = self.base.elapsed().as_nanos() as u64;
+        let mut wait = 0;
+        let taken = self.tat.fetch_update(Relaxed, Relaxed, |tat| {
+            let next = tat.max(now) + self.interval;
+            wait = (next - now).saturating_sub(self.tolerance);
+            (wait == 0).then_some(next)
+        });
+        taken.map(drop).map_err(|_| Duration::from_nanos(wait))
+    }
+
+    /// Gives back a token taken by a call that another limit then refused.
+    fn refund(&self) {
+        self.tat.fetch_sub(self.interval, Relaxed);
+    }
+}
+
+/// The load limits of one scope: a route, or the whole gateway.
+#[derive(Default)]
+struct Scope {
+    calls: Option<Concurrency>,
+    streams: Option<Concurrency>,
+    rate: Option<Rate>,
+}
+
+impl Scope {
+    fn new(calls: usize, streams: usize, rate: f64, burst: u32) -> Scope {
+        Scope {
+            calls: Concurrency::new(calls),
+            streams: Concurrency::new(streams),
+            rate: Rate::new(rate, burst),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.calls.is_none() && self.streams.is_none() && self.rate.is_none()
+    }
+
+    fn concurrency(&self, kind: CallKind) -> Option<&Concurrency> {
+        match kind {
+            CallKind::Unary => self.calls.as_ref(),
+            CallKind::Stream => self.streams.as_ref(),
+        }
+    }
+
+    /// The rows `/metrics` shows for this scope's configured limits.
+    fn rows<'a>(&self, route: Option<&'a str>, global: bool) -> Vec<LimitRow<'a>> {
+        let pick = |own: Limit, across: Limit| if global { across } else { own };
+        let mut rows = Vec::new();
+        for (limit, concurrency) in [
+            (pick(Limit::Calls, Limit::GlobalCalls), &self.calls),
+            (pick(Limit::Streams, Limit::GlobalStreams), &self.streams),
+        ] {
+            if let Some(c) = concurrency {
+                rows.push(LimitRow {
+                    route,
+                    limit: limit.name(),
+                    value: c.max as f64,
+                    in_use: Some(c.in_use.load(Relaxed) as u64),
+                });
+            }
+        }
+        if let Some(rate) = &self.rate {
+            let limit = pick(Limit::Rate, Limit::GlobalRate).name();
+            let burst = if global {
+                "global-rate-burst"
+            } else {
+                "rate-burst"
+            };
+            rows.push(LimitRow {
+                route,
+                limit,
+                value: rate.per_second,
+                in_use: None,
+            });
+            rows.push(LimitRow {
+                route,
+                limit: burst,
+                value: f64::from(rate.burst),
+                in_use: None,
+            });
+        }
+        rows
+    }
+}
+
+/// One route's limits, with the gateway-wide ones every route shares.
+pub struct RouteLimits {
+    name: String,
+    own: Scope,
+    global: Arc<Scope>,
+    max_header_size: Option<usize>,
+    /// How long a stream may go without an event from the backend (`sse`).
+    pub stream_idle: Option<Duration>,
+    rejections: [AtomicU64; Limit::ALL.len()],
+}
+
+/// A refused call: the limit, and the HTTP status, `Retry-After` and JSON-RPC error
+/// that say so.
+#[derive(Debug)]
+pub struct Refusal {
+    pub limit: Limit,
+    pub status: StatusCode,
+    /// Whole seconds, as `Retry-After` takes them; none for the header size.
+    pub retry_after: Option<u64>,
+    pub error: A2aError,
+}
+
+impl Refusal {
+    /// The JSON-RPC error response of the refused call `id`.
+    pub fn body(&self, id: Option<&str>) -> Vec<u8> {
+        let mut out = Vec::with_capacity(256);
+        write_error(&mut out, id, &self.error);
+        out
+    }
+}
+
+impl RouteLimits {
+    /// Admits a call of `kind` under the route's and the gateway's limits: the rate, then
+    /// concurrency. The permit holds the call's concurrency until dropped.
+    pub fn admit(self: &Arc<Self>, kind: CallKind) -> Result<Permit, Refusal> {
+        let scopes = [(&self.own, false), (&*self.global, true)];
+        for (i, &(scope, global)) in scopes.iter().enumerate() {
+            let Some(rate) = &scope.rate else { continue };
+            if let Err(wait) = rate.try_take() {
+                scopes[..i].iter().for_each(|(s, _)| refund(s));
+                let limit = if global {
+                    Limit::GlobalRate
+                } else {
+                    Limit::Rate
+                };
+                let message = format!(
+                    "{} call(s) per second (burst {}); retry in {wait:.1?}",
+                    rate.per_second, rate.burst
+                );
+                return Err(self.refuse(limit, &message, wait));
+            }
+        }
+        for (i, &(scope, global)) in scopes.iter().enumerate() {
+            let Some(concurrency) = scope.concurrency(kind) else {
+                continue;
+            };
+            if !concurrency.try_acquire() {
+                scopes[..i].iter().for_each(|(s, _)| release(s, kind));
+                scopes.iter().for_each(|(s, _)| refund(s));
+                let (what, limit) = match (kind, global) {
+                    (CallKind::Unary, false) => ("unary calls", Limit::Calls),
+                    (CallKind::Stream, false) => ("streams", Limit::Streams),
+                    (CallKind::Unary, true) => ("unary calls", Limit::GlobalCalls),
+                    (CallKind::Stream, true) => ("streams", Limit::GlobalStreams),
+                };
+                let message = format!("{} concurrent {what}", concurrency.max);
+                return Err(self.refuse(limit, &message, Duration::from_secs(1)));
+            }
+        }
+        Ok(Permit {
+            limits: self.clone(),
+            kind,
+        })
+    }
+
+    /// Refuses a request whose header fields are larger than the route's limit, counted
+    /// as HTTP/2 counts a header list (RFC 9113 6.5.2): name, value and 32 bytes each.
+    pub fn check_headers(&self, headers: &HeaderMap) -> Result<(), Refusal> {
+        let Some(max) = self.max_header_size else {
+            return Ok(());
+        };
+        let size: usize = headers
+            .iter()
+            .map(|(name, value)| name.as_str().len() + value.len() + 32)
+            .sum();
+        if size <= max {
+            return Ok(());
+        }
+        let limit = Limit::HeaderSize;
+        self.rejections[limit as usize].fetch_add(1, Relaxed);
+        let message = format!(
+            "the request's header fields ({size} bytes) exceed this route's limit of {max} bytes ({})",
+            limit.name()
+        );
+        Err(Refusal {
+            limit,
+            status: limit.row().2,
+            retry_after: None,
+            error: self.error(limit, message, max as f64),
+        })
+    }
+
+    fn refuse(&self, limit: Limit, what: &str, wait: Duration) -> Refusal {
+        self.rejections[limit as usize].fetch_add(1, Relaxed);
+        let scope = match limit {
+            Limit::GlobalCalls | Limit::GlobalStreams | Limit::GlobalRate => "the gateway's",
+            _ => "this route's",
+        };
+        let message = format!(
+            "over {scope} limit of {what} ({}); the call did not reach the agent",
+            limit.name()
+        );
+        let value = match limit {
+            Limit::Calls => self.own.calls.as_ref().map(|c| c.max),
+            Limit::Streams => self.own.streams.as_ref().map(|c| c.max),
+            Limit::GlobalCalls => self.global.calls.as_ref().map(|c| c.max),
+            Limit::GlobalStreams => self.global.streams.as_ref().map(|c| c.max),
+            _ => None,
+        };
+        let value = match (limit, value) {
+            (Limit::Rate, _) => self.own.rate.as_ref().map_or(0.0, |r| r.per_second),
+            (Limit::GlobalRate, _) => self.global.rate.as_ref().map_or(0.0, |r| r.per_second),
+            (_, value) => value.unwrap_or_default() as f64,
+        };
+        Refusal {
+            limit,
+            status: limit.row().2,
+            retry_after: Some(wait.as_secs_f64().ceil().max(1.0) as u64),
+            error: self.error(limit, message, value),
+        }
+    }
+
+    /// The JSON-RPC error of a refusal: the gateway fault, with the limit in its metadata.
+    fn error(&self, limit: Limit, message: String, value: f64) -> A2aError {
+        let mut error = A2aError::gateway(limit.row().1, message);
+        if let Some(info) = error.data.first_mut() {
+            info["metadata"] = json!({
+                "limit": limit.name(),
+                "value": value.to_string(),
+                "route": self.name,
+            });
+        }
+        error
+    }
+
+    /// The rejection counters of this route, for `/metrics`: every limit that applies.
+    fn rejection_rows(&self) -> Vec<RejectionRow<'_>> {
+        let configured = |limit: Limit| match limit {
+            Limit::Calls => self.own.calls.is_some(),
+            Limit::Streams => self.own.streams.is_some(),
+            Limit::Rate => self.own.rate.is_some(),
+            Limit::GlobalCalls => self.global.calls.is_some(),
+            Limit::GlobalStreams => self.global.streams.is_some(),
+            Limit::GlobalRate => self.global.rate.is_some(),
+            Limit::HeaderSize => self.max_header_size.is_some(),
+        };
+        Limit::ALL
+            .into_iter()
+            .filter(|limit| configured(*limit))
+            .map(|limit| RejectionRow {
+                route: &self.name,
+                limit: limit.name(),
+                count: self.rejections[limit as usize].load(Relaxed),
+            })
+            .collect()
+    }
+}
+
+fn refund(scope: &Scope) {
+    if let Some(rate) = &scope.rate {
+        rate.refund();
+    }
+}
+
+fn release(scope: &Scope, kind: CallKind) {
+    if let Some(concurrency) = scope.concurrency(kind) {
+        concurrency.release();
+    }
+}
+
+/// A call admitted under its route's limits; it counts as in use until dropped (a unary
+/// call when answered, a stream when its SSE body ends).
+pub struct Permit {
+    limits: Arc<RouteLimits>,
+    kind: CallKind,
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        release(&self.limits.own, self.kind);
+        release(&self.limits.global, self.kind);
+    }
+}
+
+/// Every route's limits (in the configuration's route order) and the gateway-wide ones,
+/// shared by all workers.
+pub struct Limits {
+    global: Arc<Scope>,
+    routes: Vec<Arc<RouteLimits>>,
+}
+
+impl Limits {
+    /// The limits of `config`; `None` when it sets none (then nothing is checked).
+    pub fn new(config: &Config) -> Option<Arc<Limits>> {
+        let cli = &config.cli;
+        let global = Arc::new(Scope::new(
+            cli.global_max_concurrent_calls,
+            cli.global_max_concurrent_streams,
+            cli.global_rate_limit,
+            cli.global_rate_burst,
+        ));
+        let routes: Vec<_> = config
+            .routes
+            .iter()
+            .map(|route| Arc::new(route_limits(&route.name, &route.settings, &global)))
+            .collect();
+        let none = global.is_empty()
+            && routes.iter().all(|r| {
+                r.own.is_empty() && r.max_header_size.is_none() && r.stream_idle.is_none()
+            });
+        (!none).then(|| Arc::new(Limits { global, routes }))
+    }
+
+    /// The limits of the route at `index` in the configuration.
+    pub fn route(&self, index: usize) -> Option<&Arc<RouteLimits>> {
+        self.routes.get(index)
+    }
+
+    /// The largest header size any route allows, for the listener's own bound; `None`
+    /// when some route has no limit.
+    pub fn max_header_size(&self) -> Option<usize> {
+        self.routes
+            .iter()
+            .map(|r| r.max_header_size)
+            .try_fold(0, |max, size| Some(max.max(size?)))
+    }
+
+    /// Appends the limits, their use and their rejections to a `/metrics` text.
+    pub fn render(&self, out: &mut String) {
+        let mut rows = self.global.rows(None, true);
+        let mut rejections = Vec::new();
+        for route in &self.routes {
+            rows.extend(route.own.rows(Some(&route.name), false));
+            if let Some(size) = route.max_header_size {
+                rows.push(LimitRow {
+                    route: Some(&route.name),
+                    limit: Limit::HeaderSize.name(),
+                    value: size as f64,
+                    in_use: None,
+                });
+            }
+            if let Some(idle) = route.stream_idle {
+                rows.push(LimitRow {
+                    route: Some(&route.name),
+                    limit: "stream-idle-timeout",
+                    value: idle.as_secs_f64(),
+                    in_use: None,
+                });
+            }
+            rejections.extend(route.rejection_rows());
+        }
+        crate::telemetry::render_limits(out, &rows, &rejections);
+    }
+}
+
+fn route_limits(name: &str, cli: &Cli, global: &Arc<Scope>) -> RouteLimits {
+    RouteLimits {
+        name: name.to_owned(),
+        own: Scope::new(
+            cli.max_concurrent_calls,
+            cli.max_concurrent_streams,
+            cli.rate_limit,
+            cli.rate_burst,
+        ),
+        global: global.clone(),
+        max_header_size: cli.max_header_size,
+        stream_idle: optional(cli.stream_idle_timeout),
+        rejections: Default::default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bucket_admits_its_burst_then_one_per_interval() {
+        let rate = Rate::new(10.0, 3).unwrap();
+        for _ in 0..3 {
+            rate.try_take().unwrap();
+        }
+        let wait = rate.try_take().unwrap_err();
+        assert!(wait > Duration::from_millis(50) && wait <= Duration::from_millis(100));
+        rate.refund();
+        rate.try_take().unwrap();
+        assert!(rate.try_take().is_err());
+        std::thread::sleep(Duration::from_millis(110));
+        rate.try_take().unwrap();
+        assert!(rate.try_take().is_err(), "one token per interval");
+    }
+
+    #[test]
+    fn each_limit_has_its_own_name_and_the_status_of_its_fault() {
+        for (i, limit) in Limit::ALL.into_iter().enumerate() {
+            assert_eq!(limit as usize, i, "ALL is in declaration order");
+            let (name, fault, status) = limit.row();
+            assert!(Limit::ALL[..i].iter().all(|l| l.name() != name), "{name}");
+            let expected = match fault {
+                GatewayFault::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+                GatewayFault::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
+                GatewayFault::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                other => panic!("{name}: {other:?} is no limit's fault"),
+            };
+            assert_eq!(status, expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn the_default_burst_is_one_second_of_rate() {
+        assert_eq!(Rate::new(2.5, 0).unwrap().burst, 3);
+        assert_eq!(Rate::new(0.1, 0).unwrap().burst, 1);
+        assert!(Rate::new(0.0, 5).is_none());
+    }
+
+    #[test]
+    fn a_refusal_by_the_global_limit_gives_back_the_route_share() {
+        let global = Arc::new(Scope::new(1, 0, 0.0, 0));
+        let route = |name: &str| {
+            Arc::new(RouteLimits {
+                name: name.into(),
+                own: Scope::new(1, 1, 0.0, 0),
+                global: global.clone(),
+                max_header_size: None,
+                stream_idle: None,
+                rejections: Default::default(),
+            })
+        };
+        let (a, b) = (route("a"), route("b"));
+        let held = a.admit(CallKind::Unary).unwrap();
+        let Err(refused) = b.admit(CallKind::Unary) else {
+            panic!("admitted over the global limit");
+        };
+        assert_eq!(refused.limit, Limit::GlobalCalls);
+        assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(b.own.calls.as_ref().unwrap().in_use.load(Relaxed), 0);
+        // Streams have their own limits; the global one is for unary calls only.
+        let stream = b.admit(CallKind::Stream).unwrap();
+        drop(held);
+        let _again = b.admit(CallKind::Unary).unwrap();
+        drop(stream);
+        assert_eq!(a.rejection_rows()[0].count, 0);
+        let rows = b.rejection_rows();
+        let global_calls = rows
+            .iter()
+            .find(|r| r.limit == "global-max-concurrent-calls");
+        assert_eq!(global_calls.unwrap().count, 1);
+    }
+}
