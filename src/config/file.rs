@@ -34,6 +34,11 @@ macro_rules! file_config {
             drain_delay: Option<Duration>,
             workers: Option<usize>,
             log_format: Option<LogFormat>,
+            admin_listen: Option<SocketAddr>,
+            #[serde(default, deserialize_with = "duration_text")]
+            readiness_cache: Option<Duration>,
+            #[serde(default, deserialize_with = "duration_text")]
+            readiness_timeout: Option<Duration>,
             /// One table per route; none: the top-level settings are the one route.
             #[serde(default)]
             route: Vec<RouteFile>,
@@ -97,6 +102,9 @@ macro_rules! file_config {
                     drain_delay: self.drain_delay,
                     workers: self.workers,
                     log_format: self.log_format,
+                    admin_listen: self.admin_listen,
+                    readiness_cache: self.readiness_cache,
+                    readiness_timeout: self.readiness_timeout,
                 };
                 let settings = RouteSettings {
                     forward_header: self.forward_header,
@@ -160,6 +168,7 @@ file_config! {
         #[serde(default, deserialize_with = "duration_text")]
         eject_backoff: Duration,
         affinity: Affinity,
+        health_service: String,
     }
     optional {
         backend_resolver: SocketAddr,
@@ -194,6 +203,9 @@ struct Globals {
     drain_delay: Option<Duration>,
     workers: Option<usize>,
     log_format: Option<LogFormat>,
+    admin_listen: Option<SocketAddr>,
+    readiness_cache: Option<Duration>,
+    readiness_timeout: Option<Duration>,
 }
 
 /// What selects a route, as written in its table.
@@ -266,6 +278,10 @@ impl FileConfig {
             )*};
         }
         take!(listen, shutdown_grace, drain_delay, workers, log_format);
+        take!(readiness_cache, readiness_timeout);
+        if globals.admin_listen.is_some() && unset("admin_listen") {
+            cli.admin_listen = globals.admin_listen;
+        }
         settings.apply(cli, unset);
         ParsedFile { routes, text }
     }

@@ -23,6 +23,7 @@ use crate::backend::endpoints::RouteEndpoints;
 use crate::config::routes::DEFAULT_ROUTE;
 use crate::front::{jsonrpc, Gateway};
 use crate::lifecycle::Lifecycle;
+use crate::server::readiness::Readiness;
 use crate::telemetry::Metrics;
 
 /// The path of a route's agent card below its prefix (spec 8.2).
@@ -58,6 +59,21 @@ pub struct Frontend {
     public_url: Option<String>,
     /// Whether the catalog's URL may come from forwarded headers.
     trust_forwarded: bool,
+    /// The agents' checks behind `/readyz`; without them only the endpoints' ejection
+    /// state counts.
+    readiness: Option<Arc<Readiness>>,
+    surface: Surface,
+}
+
+/// What a listener serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Surface {
+    /// The routes and every gateway endpoint.
+    All,
+    /// The routes and every gateway endpoint but `/metrics`, which an admin listener serves.
+    Public,
+    /// The admin listener: `/metrics`, `/healthz` and `/readyz` only.
+    Admin,
 }
 
 impl Frontend {
@@ -74,7 +90,16 @@ impl Frontend {
             lifecycle,
             public_url: None,
             trust_forwarded: false,
+            readiness: None,
+            surface: Surface::All,
         }
+    }
+
+    /// `/readyz` checks the agents through `readiness`; the listener serves `surface`.
+    pub fn with_readiness(mut self, readiness: Arc<Readiness>, surface: Surface) -> Frontend {
+        self.readiness = Some(readiness);
+        self.surface = surface;
+        self
     }
 
     /// The life of the process this frontend follows.
@@ -129,30 +154,61 @@ impl Frontend {
         response
     }
 
-    /// `/readyz`: 503 while shutting down, or while a balanced route has no endpoint to
-    /// call (none resolved, or all ejected); a route with one URL is always callable.
-    fn readiness(&self) -> Response {
+    /// `/readyz`: 503 while shutting down; else 503 naming each route that is not ready,
+    /// one line each: a balanced route without an endpoint to call (none resolved, or all
+    /// ejected; read fresh on every probe), or one whose agent check failed
+    /// (`server::readiness`, cached).
+    async fn readiness(self) -> Response {
         if !self.lifecycle.is_ready() {
             return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response();
         }
-        let down = self.routes.iter().find(|route| {
-            route
-                .endpoints
-                .as_ref()
-                .is_some_and(|endpoints| !endpoints.is_connectable())
-        });
-        match down {
-            None => "ready\n".into_response(),
-            Some(route) => {
-                let why = format!("route {:?} has no connectable endpoint\n", route.name);
-                (StatusCode::SERVICE_UNAVAILABLE, why).into_response()
+        let mut why = String::new();
+        for (route, problem) in self.route_readiness().await {
+            if let Some(problem) = problem {
+                why.push_str(&format!("route {route:?} {problem}\n"));
             }
+        }
+        match why.is_empty() {
+            true => "ready\n".into_response(),
+            false => (StatusCode::SERVICE_UNAVAILABLE, why).into_response(),
         }
     }
 
-    /// Every metric: the shared counters, then the balanced routes' endpoints.
-    fn render_metrics(&self) -> String {
+    /// Each route and, when it is not ready, why.
+    async fn route_readiness(&self) -> Vec<(&str, Option<String>)> {
+        let report = match &self.readiness {
+            Some(readiness) => Some(readiness.report().await),
+            None => None,
+        };
+        self.routes
+            .iter()
+            .enumerate()
+            .map(|(i, route)| {
+                let connectable = route.endpoints.as_ref().is_none_or(|e| e.is_connectable());
+                let checked = report
+                    .as_ref()
+                    .and_then(|r| r.routes.get(i)?.1.as_ref().err());
+                let problem = match (connectable, checked) {
+                    (false, _) => Some("has no connectable endpoint".to_owned()),
+                    (true, Some(why)) => Some(format!("is not ready: {why}")),
+                    (true, None) => None,
+                };
+                (route.name.as_str(), problem)
+            })
+            .collect()
+    }
+
+    /// Every metric: the shared counters, then each route's readiness, then the balanced
+    /// routes' endpoints.
+    async fn render_metrics(self) -> String {
         let mut text = self.metrics.render();
+        let ready: Vec<_> = self
+            .route_readiness()
+            .await
+            .into_iter()
+            .map(|(route, problem)| (route, problem.is_none()))
+            .collect();
+        crate::telemetry::render_route_ready(&mut text, &ready);
         let endpoints: Vec<_> = self
             .routes
             .iter()
@@ -231,7 +287,18 @@ impl tower::Service<http::Request<Body>> for Frontend {
 
     fn call(&mut self, request: http::Request<Body>) -> Self::Future {
         let path = request.uri().path();
-        if let Some(route) = self.route(&request) {
+        let own = match self.surface {
+            Surface::All => true,
+            Surface::Public => path != "/metrics",
+            Surface::Admin => matches!(path, "/healthz" | "/readyz" | "/metrics"),
+        };
+        if !own {
+            return ready(not_found());
+        }
+        if let Some(route) = self
+            .route(&request)
+            .filter(|_| self.surface != Surface::Admin)
+        {
             let below = &path[route.prefix.len()..];
             if below == route.jsonrpc_path {
                 if request.method() != Method::POST {
@@ -253,12 +320,18 @@ impl tower::Service<http::Request<Body>> for Frontend {
             }
             CATALOG_PATH => self.catalog(&request.into_parts().0),
             "/healthz" => "ok\n".into_response(),
-            "/readyz" => self.readiness(),
-            "/metrics" => (
-                [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
-                self.render_metrics(),
-            )
-                .into_response(),
+            "/readyz" => {
+                let this = self.clone();
+                return Box::pin(async move { Ok(this.readiness().await) });
+            }
+            "/metrics" => {
+                let this = self.clone();
+                return Box::pin(async move {
+                    let text = this.render_metrics().await;
+                    let kind = [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")];
+                    Ok((kind, text).into_response())
+                });
+            }
             _ => not_found(),
         };
         ready(response)
