@@ -287,6 +287,35 @@ async fn probe_storms_ask_the_agent_once_per_cache_period() {
     );
 }
 
+/// An agent that accepts connections but never answers is not ready once
+/// `--readiness-timeout` has passed: the probe gets the gateway's 503, not the silence.
+#[tokio::test]
+async fn a_silent_agent_is_not_ready_after_the_readiness_timeout() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    // Accepts and holds every connection without a byte of HTTP/2.
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((tcp, _)) = listener.accept().await {
+            held.push(tcp);
+        }
+    });
+    let url = format!("http://{addr}");
+    let base = gateway(&["--backend", &url, "--readiness-timeout", "300ms"]).await;
+    let started = Instant::now();
+    let (status, body) = readyz(&base).await;
+    let took = started.elapsed();
+    assert_eq!(status, 503);
+    assert_eq!(
+        body,
+        "route \"default\" is not ready: no health answer within 300ms\n"
+    );
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_millis(800),
+        "answered after {took:?}"
+    );
+}
+
 /// HTTP+JSON agents: ready while their address accepts connections.
 #[tokio::test]
 async fn http_json_routes_are_ready_while_the_agent_accepts() {

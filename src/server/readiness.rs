@@ -87,15 +87,14 @@ impl Readiness {
                 None => {
                     let this = self.clone();
                     let task = self.runtime.spawn(async move { this.check().await });
+                    // Only a runtime shutting down cuts a check short.
+                    let names: Vec<String> = self.routes.iter().map(|r| r.name.clone()).collect();
                     let running = task
-                        .map(|done| {
+                        .map(move |done| {
                             done.unwrap_or_else(|_| {
-                                Arc::new(Report {
-                                    routes: vec![(
-                                        "*".into(),
-                                        Err("the readiness check was cut short".into()),
-                                    )],
-                                })
+                                let why = || Err("the readiness check was cut short".to_owned());
+                                let routes = names.into_iter().map(|name| (name, why())).collect();
+                                Arc::new(Report { routes })
                             })
                         })
                         .boxed()
