@@ -86,16 +86,16 @@ async fn run(config: Config) -> ExitCode {
     template.start_cards();
     let count = cli.worker_count();
     let metrics = Arc::default();
-    let workers =
-        match server::workers::Workers::start(&template, &metrics, count, cli.shutdown_grace) {
-            Ok(workers) => workers,
-            Err(e) => return fail(&e),
-        };
     if let Some(addr) = cli.admin_listen {
         if let Err(e) = serve_admin(addr, &template, &metrics, cli.shutdown_grace).await {
             return fail(&e);
         }
     }
+    let workers =
+        match server::workers::Workers::start(&template, &metrics, count, cli.shutdown_grace) {
+            Ok(workers) => workers,
+            Err(e) => return fail(&e),
+        };
     let local = listener.local_addr().map_or(cli.listen, |a| a);
     tracing::info!(listen = %local, workers = count, demo = cli.demo, "a2a-gateway serving");
     for route in template.routes() {

