@@ -118,6 +118,11 @@ struct Agent {
 
 impl Agent {
     async fn start(offers: Offers, scheme: Scheme) -> Agent {
+        Agent::start_at(offers, scheme, "127.0.0.1:0".parse().unwrap()).await
+    }
+
+    /// Serves on `addr` (port 0: any).
+    async fn start_at(offers: Offers, scheme: Scheme, addr: SocketAddr) -> Agent {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -132,7 +137,7 @@ impl Agent {
         };
         let (bound_tx, bound) = tokio::sync::oneshot::channel();
         runtime.spawn(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
             let _ = bound_tx.send(listener.local_addr().unwrap());
             let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
             let _ = scheme
@@ -456,6 +461,46 @@ async fn balanced_routes_need_one_ready_endpoint() {
     }
     b.set("", ServingStatus::Serving).await;
     await_readyz(&base, 200, Duration::from_secs(2)).await;
+}
+
+/// The pods behind a `dns:///` name, over TLS: each address is asked (TLS name and
+/// `:authority` the DNS name), and one that passes is enough.
+#[tokio::test]
+async fn pods_behind_a_dns_name_are_checked_at_their_addresses() {
+    let addrs = common::pods::pod_addresses(2);
+    let mut pods = Vec::new();
+    for addr in &addrs {
+        pods.push(Agent::start_at(Offers::Health, Scheme::Https, *addr).await);
+    }
+    let dns = common::dns::TestDns::start(common::POD_NAME, &common::pods::ips(&addrs)).await;
+    let backend = format!("dns:///{}:{}", common::POD_NAME, addrs[0].port());
+    let resolver = dns.addr.to_string();
+    let mut args = vec![
+        "--backend",
+        &backend,
+        "--backend-tls",
+        "--backend-resolver",
+        &resolver,
+        "--readiness-cache",
+        "50ms",
+    ];
+    let ca = Scheme::Https.ca_flags();
+    args.extend(ca.iter().map(String::as_str));
+    let base = gateway(&args).await;
+    await_readyz(&base, 200, Duration::from_secs(2)).await;
+    for pod in &pods {
+        pod.set("", ServingStatus::NotServing).await;
+    }
+    let body = await_readyz(&base, 503, Duration::from_secs(2)).await;
+    for addr in &addrs {
+        assert!(
+            body.contains(&format!("{addr}: the agent reports NOT_SERVING")),
+            "{body}"
+        );
+    }
+    pods[1].set("", ServingStatus::Serving).await;
+    await_readyz(&base, 200, Duration::from_secs(2)).await;
+    assert!(pods.iter().all(|pod| pod.checks() >= 1), "both pods asked");
 }
 
 /// The settings load from flags, environment and the file's global keys; a route table
