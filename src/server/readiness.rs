@@ -87,16 +87,9 @@ impl Readiness {
                 None => {
                     let this = self.clone();
                     let task = self.runtime.spawn(async move { this.check().await });
-                    // Only a runtime shutting down cuts a check short.
-                    let names: Vec<String> = self.routes.iter().map(|r| r.name.clone()).collect();
+                    let this = self.clone();
                     let running = task
-                        .map(move |done| {
-                            done.unwrap_or_else(|_| {
-                                let why = || Err("the readiness check was cut short".to_owned());
-                                let routes = names.into_iter().map(|name| (name, why())).collect();
-                                Arc::new(Report { routes })
-                            })
-                        })
+                        .map(move |done| done.unwrap_or_else(|_| this.cut_short()))
                         .boxed()
                         .shared();
                     state.running = Some(running.clone());
@@ -105,6 +98,19 @@ impl Readiness {
             }
         };
         running.await
+    }
+
+    /// The report of a check that ended without one (its runtime shut down, or it
+    /// panicked); the next probe checks anew.
+    fn cut_short(&self) -> Arc<Report> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).running = None;
+        let why = || Err("the readiness check was cut short".to_owned());
+        let routes = self
+            .routes
+            .iter()
+            .map(|r| (r.name.clone(), why()))
+            .collect();
+        Arc::new(Report { routes })
     }
 
     /// Checks every route at once; records the report and logs each change of a route.
