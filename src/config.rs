@@ -143,6 +143,11 @@ pub struct Cli {
     #[arg(long, env = "A2A_GATEWAY_BACKEND_MAX_MESSAGE", default_value = "16MiB", value_parser = parse_size)]
     pub backend_max_message: usize,
 
+    /// The service `/readyz` asks a gRPC agent's `grpc.health.v1.Health/Check` about;
+    /// empty (default): the server as a whole.
+    #[arg(long, env = "A2A_GATEWAY_HEALTH_SERVICE", default_value = "")]
+    pub health_service: String,
+
     /// Timeout for establishing the backend connection.
     #[arg(long, env = "A2A_GATEWAY_CONNECT_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
     pub connect_timeout: Duration,
@@ -242,6 +247,21 @@ pub struct Cli {
     /// final error frame (GATEWAY_SHUTTING_DOWN) and the process exits.
     #[arg(long, env = "A2A_GATEWAY_SHUTDOWN_GRACE", default_value = "10s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
+
+    /// A second address serving only `/metrics`, `/healthz` and `/readyz` (e.g. a port
+    /// that only the cluster reaches); `/metrics` then leaves the main listener, while
+    /// `/healthz` and `/readyz` stay on both.
+    #[arg(long, env = "A2A_GATEWAY_ADMIN_LISTEN", value_name = "ADDR")]
+    pub admin_listen: Option<SocketAddr>,
+
+    /// How long `/readyz` reuses the result of checking the agents: probes within it get
+    /// the same answer and ask no agent; `0`: every probe checks (concurrent ones share).
+    #[arg(long, env = "A2A_GATEWAY_READINESS_CACHE", default_value = "2s", value_parser = parse_duration)]
+    pub readiness_cache: Duration,
+
+    /// Deadline of `/readyz`'s check of one agent endpoint (connecting included).
+    #[arg(long, env = "A2A_GATEWAY_READINESS_TIMEOUT", default_value = "1s", value_parser = parse_duration)]
+    pub readiness_timeout: Duration,
 
     /// Serving threads, each running its own event loop with its own backend connection,
     /// so a call never hops between threads; `0` (default): one per available CPU.
@@ -381,6 +401,10 @@ pub enum ConfigError {
     BackendCa(std::path::PathBuf, String),
     #[error("--backend is required (or --demo, or [[route]] tables in --config)")]
     NoBackend,
+    #[error("--readiness-timeout must be greater than 0")]
+    ReadinessTimeout,
+    #[error("--admin-listen must differ from --listen")]
+    AdminListen,
     #[error("--tenant must not be empty")]
     Tenant,
     #[error("--public-url {0}")]
@@ -465,6 +489,12 @@ impl Cli {
         }
         if self.tenant.as_deref() == Some("") {
             return Err(ConfigError::Tenant);
+        }
+        if self.readiness_timeout.is_zero() {
+            return Err(ConfigError::ReadinessTimeout);
+        }
+        if self.admin_listen == Some(self.listen) && self.listen.port() != 0 {
+            return Err(ConfigError::AdminListen);
         }
         if let Some(url) = &self.public_url {
             crate::card::origin::check_public_url(url).map_err(ConfigError::PublicUrl)?;

@@ -86,6 +86,11 @@ async fn run(config: Config) -> ExitCode {
     template.start_cards();
     let count = cli.worker_count();
     let metrics = Arc::default();
+    if let Some(addr) = cli.admin_listen {
+        if let Err(e) = serve_admin(addr, &template, &metrics, cli.shutdown_grace).await {
+            return fail(&e);
+        }
+    }
     let workers =
         match server::workers::Workers::start(&template, &metrics, count, cli.shutdown_grace) {
             Ok(workers) => workers,
@@ -123,6 +128,31 @@ async fn run(config: Config) -> ExitCode {
     workers.serve(listener, stop).await;
     tracing::info!("stopped");
     ExitCode::SUCCESS
+}
+
+/// Serves `/metrics`, `/healthz` and `/readyz` on `addr` (`--admin-listen`), on this
+/// runtime, until the process exits: during the drain its `/readyz` answers 503 too.
+async fn serve_admin(
+    addr: std::net::SocketAddr,
+    template: &FrontendTemplate,
+    metrics: &Arc<a2a_gateway::telemetry::Metrics>,
+    grace: std::time::Duration,
+) -> Result<(), String> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr} (--admin-listen): {e}"))?;
+    let frontend = template
+        .admin_frontend(metrics)
+        .map_err(|e| e.to_string())?;
+    let local = listener.local_addr().map_or(addr, |a| a);
+    tracing::info!(admin = %local, "serving /metrics, /healthz and /readyz");
+    tokio::spawn(server::serve(
+        listener,
+        frontend,
+        std::future::pending(),
+        grace,
+    ));
+    Ok(())
 }
 
 /// A route's backends as logs and `check-config` show them.

@@ -2,6 +2,7 @@
 //! serving thread (`routing::Frontend`), connections with TCP_NODELAY, graceful shutdown
 //! with a bounded grace period, and the worker threads the binary serves on (`workers`).
 
+pub mod readiness;
 pub mod routing;
 pub mod workers;
 
@@ -199,6 +200,10 @@ pub struct FrontendTemplate {
     /// Every route's limits, shared by all workers, and the CORS layer.
     limits: Option<Arc<Limits>>,
     cors: Option<CorsLayer>,
+    /// `/readyz`'s checks of the agents, shared by every thread and listener.
+    readiness: Arc<readiness::Readiness>,
+    /// Whether `/metrics` is served by the admin listener instead of the main one.
+    admin_listener: bool,
 }
 
 struct RouteTemplate {
@@ -214,14 +219,22 @@ impl FrontendTemplate {
     /// Runs on the runtime the card services will refresh on (`start_cards`).
     pub fn new(config: &Config, demo_backend: Option<&str>) -> Result<Self, BackendError> {
         let mut routes = Vec::with_capacity(config.routes.len());
+        let mut checks = Vec::with_capacity(config.routes.len());
         for route in &config.routes {
-            let built =
-                RouteTemplate::new(route, demo_backend).map_err(|error| BackendError::Route {
-                    route: route.name.clone(),
-                    error: Box::new(error),
-                })?;
+            let in_route = |error: BackendError| BackendError::Route {
+                route: route.name.clone(),
+                error: Box::new(error),
+            };
+            let built = RouteTemplate::new(route, demo_backend).map_err(in_route)?;
+            checks.push(
+                readiness::RouteCheck::new(&route.name, &built.gateway)
+                    .map_err(|e| in_route(e.into()))?,
+            );
             routes.push(built);
         }
+        let cli = &config.cli;
+        let readiness =
+            readiness::Readiness::new(checks, cli.readiness_cache, cli.readiness_timeout);
         let public_url = match &config.cli.public_url {
             Some(url) => {
                 Some(crate::card::origin::check_public_url(url).map_err(ConfigError::PublicUrl)?)
@@ -235,6 +248,8 @@ impl FrontendTemplate {
             trust_forwarded: config.cli.trust_forwarded,
             limits: Limits::new(config),
             cors: crate::front::cors::layer(&config.cli)?,
+            readiness: Arc::new(readiness),
+            admin_listener: config.cli.admin_listen.is_some(),
         })
     }
 
@@ -262,12 +277,24 @@ impl FrontendTemplate {
                 )?,
             });
         }
+        let surface = match self.admin_listener {
+            true => routing::Surface::Public,
+            false => routing::Surface::All,
+        };
         Ok(
             Frontend::new(served, metrics.clone(), self.lifecycle.clone())
                 .with_origin(self.public_url.clone(), self.trust_forwarded)
                 .with_limits(self.limits.clone())
-                .with_cors(self.cors.clone()),
+                .with_cors(self.cors.clone())
+                .with_readiness(self.readiness.clone(), surface),
         )
+    }
+
+    /// The admin listener's frontend (`--admin-listen`): `/metrics`, `/healthz` and
+    /// `/readyz` only, on the current runtime.
+    pub fn admin_frontend(&self, metrics: &Arc<Metrics>) -> Result<Frontend, BackendError> {
+        let frontend = self.frontend(metrics)?;
+        Ok(frontend.with_readiness(self.readiness.clone(), routing::Surface::Admin))
     }
 
     /// The life of the process every route and stream of every thread follows.

@@ -195,6 +195,19 @@ pub struct EndpointStats {
     pub ejections: u64,
 }
 
+/// Each route's readiness as `/readyz` judges it: 1 ready, 0 not.
+pub fn render_route_ready(out: &mut String, routes: &[(&str, bool)]) {
+    out.push_str("# HELP a2a_gateway_route_ready Whether the route's agent is ready (/readyz).\n");
+    out.push_str("# TYPE a2a_gateway_route_ready gauge\n");
+    for (route, ready) in routes {
+        let _ = writeln!(
+            out,
+            "a2a_gateway_route_ready{{route=\"{route}\"}} {}",
+            u8::from(*ready)
+        );
+    }
+}
+
 /// The endpoint metrics of balanced routes, each `(route name, its endpoints)`, in the
 /// text exposition format. Written at scrape time from the endpoints' own counters.
 pub fn render_endpoints(out: &mut String, routes: &[(&str, Vec<EndpointStats>)]) {

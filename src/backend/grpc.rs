@@ -9,6 +9,7 @@
 //! a trailers-only reply.
 
 mod connection;
+pub mod health;
 mod status;
 
 use std::sync::Arc;

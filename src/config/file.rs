@@ -43,6 +43,11 @@ macro_rules! file_config {
             cors_allow_method: Option<Vec<String>>,
             #[serde(default, deserialize_with = "duration_text")]
             cors_max_age: Option<Duration>,
+            admin_listen: Option<SocketAddr>,
+            #[serde(default, deserialize_with = "duration_text")]
+            readiness_cache: Option<Duration>,
+            #[serde(default, deserialize_with = "duration_text")]
+            readiness_timeout: Option<Duration>,
             /// One table per route; none: the top-level settings are the one route.
             #[serde(default)]
             route: Vec<RouteFile>,
@@ -114,6 +119,9 @@ macro_rules! file_config {
                     cors_allow_header: self.cors_allow_header,
                     cors_allow_method: self.cors_allow_method,
                     cors_max_age: self.cors_max_age,
+                    admin_listen: self.admin_listen,
+                    readiness_cache: self.readiness_cache,
+                    readiness_timeout: self.readiness_timeout,
                 };
                 let settings = RouteSettings {
                     forward_header: self.forward_header,
@@ -183,6 +191,7 @@ file_config! {
         rate_burst: u32,
         #[serde(default, deserialize_with = "duration_text")]
         stream_idle_timeout: Duration,
+        health_service: String,
     }
     optional {
         backend_resolver: SocketAddr,
@@ -227,6 +236,9 @@ struct Globals {
     cors_allow_header: Option<Vec<String>>,
     cors_allow_method: Option<Vec<String>>,
     cors_max_age: Option<Duration>,
+    admin_listen: Option<SocketAddr>,
+    readiness_cache: Option<Duration>,
+    readiness_timeout: Option<Duration>,
 }
 
 /// What selects a route, as written in its table.
@@ -309,6 +321,10 @@ impl FileConfig {
             cors_allow_method,
             cors_max_age
         );
+        take!(readiness_cache, readiness_timeout);
+        if globals.admin_listen.is_some() && unset("admin_listen") {
+            cli.admin_listen = globals.admin_listen;
+        }
         settings.apply(cli, unset);
         ParsedFile { routes, text }
     }

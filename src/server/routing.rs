@@ -2,7 +2,9 @@
 //! card, and the gateway's own endpoints (`/healthz`, `/readyz`, `/metrics`, and the API
 //! catalog, RFC 9727, listing every route's card), which no route may take
 //! (`config::routes`). A request for anything else gets a 404 with a small
-//! JSON body; a known path with the wrong method a 405 with `Allow`.
+//! JSON body; a known path with the wrong method a 405 with `Allow`. An admin listener
+//! serves only the gateway's health and metrics endpoints, and takes `/metrics` off the
+//! main one (`Surface`).
 //!
 //! A `POST` to a JSON-RPC endpoint, nearly every request, is matched with a few string
 //! comparisons and goes straight to its handler (the axum router's matching and
@@ -26,6 +28,7 @@ use crate::front::jsonrpc::refused_response;
 use crate::front::limits::Limits;
 use crate::front::{jsonrpc, Gateway};
 use crate::lifecycle::Lifecycle;
+use crate::server::readiness::Readiness;
 use crate::telemetry::Metrics;
 
 /// The path of a route's agent card below its prefix (spec 8.2).
@@ -68,6 +71,21 @@ pub struct Frontend {
     limits: Option<Arc<Limits>>,
     /// The CORS layer the connections serve this frontend behind (`layers::with_cors`).
     cors: Option<CorsLayer>,
+    /// The agents' checks behind `/readyz`; without them only the endpoints' ejection
+    /// state counts.
+    readiness: Option<Arc<Readiness>>,
+    surface: Surface,
+}
+
+/// What a listener serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Surface {
+    /// The routes and every gateway endpoint.
+    All,
+    /// The routes and every gateway endpoint but `/metrics`, which an admin listener serves.
+    Public,
+    /// The admin listener: `/metrics`, `/healthz` and `/readyz` only.
+    Admin,
 }
 
 impl Frontend {
@@ -86,6 +104,8 @@ impl Frontend {
             trust_forwarded: false,
             limits: None,
             cors: None,
+            readiness: None,
+            surface: Surface::All,
         }
     }
 
@@ -112,6 +132,13 @@ impl Frontend {
     pub fn max_header_size(&self) -> Option<usize> {
         let routes = self.limits.as_ref()?.max_header_size()?;
         Some(routes.saturating_add(HEADER_SLACK))
+    }
+
+    /// `/readyz` checks the agents through `readiness`; the listener serves `surface`.
+    pub fn with_readiness(mut self, readiness: Arc<Readiness>, surface: Surface) -> Frontend {
+        self.readiness = Some(readiness);
+        self.surface = surface;
+        self
     }
 
     /// The life of the process this frontend follows.
@@ -166,33 +193,64 @@ impl Frontend {
         response
     }
 
-    /// `/readyz`: 503 while shutting down, or while a balanced route has no endpoint to
-    /// call (none resolved, or all ejected); a route with one URL is always callable.
-    fn readiness(&self) -> Response {
+    /// `/readyz`: 503 while shutting down; else 503 naming each route that is not ready,
+    /// one line each: a balanced route without an endpoint to call (none resolved, or all
+    /// ejected; read fresh on every probe), or one whose agent check failed
+    /// (`server::readiness`, cached).
+    async fn readiness(self) -> Response {
         if !self.lifecycle.is_ready() {
             return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response();
         }
-        let down = self.routes.iter().find(|route| {
-            route
-                .endpoints
-                .as_ref()
-                .is_some_and(|endpoints| !endpoints.is_connectable())
-        });
-        match down {
-            None => "ready\n".into_response(),
-            Some(route) => {
-                let why = format!("route {:?} has no connectable endpoint\n", route.name);
-                (StatusCode::SERVICE_UNAVAILABLE, why).into_response()
+        let mut why = String::new();
+        for (route, problem) in self.route_readiness().await {
+            if let Some(problem) = problem {
+                why.push_str(&format!("route {route:?} {problem}\n"));
             }
+        }
+        match why.is_empty() {
+            true => "ready\n".into_response(),
+            false => (StatusCode::SERVICE_UNAVAILABLE, why).into_response(),
         }
     }
 
-    /// Every metric: the shared counters, then the balanced routes' endpoints.
-    fn render_metrics(&self) -> String {
+    /// Each route and, when it is not ready, why.
+    async fn route_readiness(&self) -> Vec<(&str, Option<String>)> {
+        let report = match &self.readiness {
+            Some(readiness) => Some(readiness.report().await),
+            None => None,
+        };
+        self.routes
+            .iter()
+            .enumerate()
+            .map(|(i, route)| {
+                let connectable = route.endpoints.as_ref().is_none_or(|e| e.is_connectable());
+                let checked = report
+                    .as_ref()
+                    .and_then(|r| r.routes.get(i)?.1.as_ref().err());
+                let problem = match (connectable, checked) {
+                    (false, _) => Some("has no connectable endpoint".to_owned()),
+                    (true, Some(why)) => Some(format!("is not ready: {why}")),
+                    (true, None) => None,
+                };
+                (route.name.as_str(), problem)
+            })
+            .collect()
+    }
+
+    /// Every metric: the shared counters, then each route's readiness, then the balanced
+    /// routes' endpoints.
+    async fn render_metrics(self) -> String {
         let mut text = self.metrics.render();
         if let Some(limits) = &self.limits {
             limits.render(&mut text);
         }
+        let ready: Vec<_> = self
+            .route_readiness()
+            .await
+            .into_iter()
+            .map(|(route, problem)| (route, problem.is_none()))
+            .collect();
+        crate::telemetry::render_route_ready(&mut text, &ready);
         let endpoints: Vec<_> = self
             .routes
             .iter()
@@ -272,6 +330,14 @@ impl tower::Service<http::Request<Body>> for Frontend {
 
     fn call(&mut self, request: http::Request<Body>) -> Self::Future {
         let path = request.uri().path();
+        let own = match self.surface {
+            Surface::All => true,
+            Surface::Public => path != "/metrics",
+            Surface::Admin => matches!(path, "/healthz" | "/readyz" | "/metrics"),
+        };
+        if !own {
+            return ready(not_found());
+        }
         if let Some((index, route)) = self.route(&request) {
             let limits = self.limits.as_ref().and_then(|l| l.route(index));
             if let Some(Err(refusal)) = limits.map(|l| l.check_headers(request.headers())) {
@@ -301,12 +367,18 @@ impl tower::Service<http::Request<Body>> for Frontend {
             }
             CATALOG_PATH => self.catalog(&request.into_parts().0),
             "/healthz" => "ok\n".into_response(),
-            "/readyz" => self.readiness(),
-            "/metrics" => (
-                [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
-                self.render_metrics(),
-            )
-                .into_response(),
+            "/readyz" => {
+                let this = self.clone();
+                return Box::pin(async move { Ok(this.readiness().await) });
+            }
+            "/metrics" => {
+                let this = self.clone();
+                return Box::pin(async move {
+                    let text = this.render_metrics().await;
+                    let kind = [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")];
+                    Ok((kind, text).into_response())
+                });
+            }
             _ => not_found(),
         };
         ready(response)
