@@ -3,9 +3,14 @@
 //! binding) becomes one `Fault`, and each `Fault` one `GatewayFault` row: -32603 with an
 //! `ErrorInfo` of domain `a2a-gateway`, so clients never mistake it for an agent's error.
 //! Errors are classified by matching on their own accessors (`h2::Error::reason`,
-//! `reqwest::Error::is_connect`), never by downcasting or by inventing a gRPC status.
+//! `reqwest::Error::is_connect`), never by inventing a gRPC status. The one downcast: a
+//! TLS alert from the backend reaches us only as a `rustls::Error` inside an
+//! `std::io::Error` (`tls_alert`), and it is what tells an operator that the backend
+//! wants a client certificate.
 
 use std::time::Duration;
+
+use rustls::AlertDescription;
 
 use crate::protocol::error::{A2aError, GatewayFault, GATEWAY_DOMAIN};
 
@@ -24,6 +29,78 @@ pub enum Fault {
     /// The backend's bytes break HTTP/2, gRPC or the binding (oversize headers or
     /// messages, a missing or garbled status, undecodable messages).
     BadResponse(String),
+    /// The backend ended the TLS session with an alert (`tls_alert`), e.g. because it
+    /// requires a client certificate: nothing reached the agent.
+    TlsRefused(String),
+}
+
+/// TLS alerts (RFC 8446 §6.2) a backend sends about the gateway's client certificate: the
+/// alert's name and what it tells the operator. With TLS 1.3 a server that requires a
+/// certificate and got none sends `certificate_required` after the handshake, so the
+/// alert may end the first call rather than the connection attempt.
+const CLIENT_CERTIFICATE_ALERTS: [(AlertDescription, &str, &str); 9] = [
+    (
+        AlertDescription::CertificateRequired,
+        "certificate_required",
+        "the backend requires a client certificate (set --backend-client-cert and --backend-client-key)",
+    ),
+    (
+        AlertDescription::HandshakeFailure,
+        "handshake_failure",
+        "no TLS parameters in common, or (TLS 1.2) the backend requires a client certificate \
+         (--backend-client-cert)",
+    ),
+    (
+        AlertDescription::BadCertificate,
+        "bad_certificate",
+        "the backend refused the gateway's client certificate (--backend-client-cert)",
+    ),
+    (
+        AlertDescription::UnknownCA,
+        "unknown_ca",
+        "the backend does not trust the issuer of the gateway's client certificate (--backend-client-cert)",
+    ),
+    (
+        AlertDescription::CertificateExpired,
+        "certificate_expired",
+        "the gateway's client certificate has expired or is not yet valid (--backend-client-cert)",
+    ),
+    (
+        AlertDescription::CertificateRevoked,
+        "certificate_revoked",
+        "the gateway's client certificate was revoked (--backend-client-cert)",
+    ),
+    (
+        AlertDescription::CertificateUnknown,
+        "certificate_unknown",
+        "the backend refused the gateway's client certificate (--backend-client-cert)",
+    ),
+    (
+        AlertDescription::UnsupportedCertificate,
+        "unsupported_certificate",
+        "the backend does not support the gateway's client certificate (--backend-client-cert)",
+    ),
+    (
+        AlertDescription::AccessDenied,
+        "access_denied",
+        "the backend denies access to the gateway's client certificate (--backend-client-cert)",
+    ),
+];
+
+/// The TLS alert the backend sent, if `err` or an error it was caused by is one.
+pub fn tls_alert(err: &(dyn std::error::Error + 'static)) -> Option<AlertDescription> {
+    let mut next = Some(err);
+    while let Some(err) = next {
+        let inner = err
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>());
+        if let Some(rustls::Error::AlertReceived(alert)) = inner.or(err.downcast_ref()) {
+            return Some(*alert);
+        }
+        next = err.source();
+    }
+    None
 }
 
 impl Fault {
@@ -51,6 +128,29 @@ impl Fault {
                 "unusable backend answer",
                 why,
             ),
+            Fault::TlsRefused(why) => (
+                GatewayFault::BackendUnavailable,
+                "backend refused the TLS connection",
+                why,
+            ),
+        }
+    }
+
+    /// The backend sent TLS `alert`; the message names it and, for one about the client
+    /// certificate, what to do.
+    pub fn tls_refused(alert: AlertDescription) -> Fault {
+        let row = CLIENT_CERTIFICATE_ALERTS.iter().find(|(a, ..)| *a == alert);
+        Fault::TlsRefused(match row {
+            Some((_, name, meaning)) => format!("TLS alert {name}: {meaning}"),
+            None => format!("TLS alert {alert:?}"),
+        })
+    }
+
+    /// A TLS handshake with the backend failed: its alert, when it sent one.
+    pub fn tls_handshake(err: &std::io::Error) -> Fault {
+        match tls_alert(err) {
+            Some(alert) => Fault::tls_refused(alert),
+            None => Fault::Connect(format!("TLS handshake failed: {err}")),
         }
     }
 
@@ -91,6 +191,8 @@ impl Fault {
         let why = cause.to_string();
         if err.is_builder() {
             None
+        } else if let Some(alert) = tls_alert(err) {
+            Some(Fault::tls_refused(alert))
         } else if err.is_connect() {
             Some(Fault::Connect(why))
         } else if err.is_timeout() {
@@ -155,6 +257,10 @@ mod tests {
                 "BACKEND_DEADLINE_EXCEEDED",
             ),
             (Fault::BadResponse("x".into()), "BACKEND_BAD_RESPONSE"),
+            (
+                Fault::tls_refused(AlertDescription::CertificateRequired),
+                "BACKEND_UNAVAILABLE",
+            ),
         ];
         for (fault, reason) in rows {
             let fault_row = fault.gateway_fault();
@@ -172,6 +278,28 @@ mod tests {
     fn agent_errors_report_no_fault() {
         let agent = A2aError::a2a(crate::protocol::error::ErrorKind::TaskNotFound, "gone");
         assert_eq!(reported(&agent), None);
+    }
+
+    /// An alert as tokio-rustls reports it (inside an `io::Error`, under other errors)
+    /// is found and named; every client-certificate row names its alert.
+    #[test]
+    fn tls_alerts_are_named() {
+        let alert = rustls::Error::AlertReceived(AlertDescription::CertificateRequired);
+        let io = std::io::Error::new(std::io::ErrorKind::InvalidData, alert);
+        assert_eq!(tls_alert(&io), Some(AlertDescription::CertificateRequired));
+        let fault = Fault::tls_handshake(&io);
+        let message = fault.to_string();
+        assert!(
+            message.contains("certificate_required") && message.contains("--backend-client-cert"),
+            "{message}"
+        );
+        let plain = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset");
+        assert!(matches!(Fault::tls_handshake(&plain), Fault::Connect(_)));
+        for (alert, name, _) in CLIENT_CERTIFICATE_ALERTS {
+            assert!(Fault::tls_refused(alert).to_string().contains(name));
+        }
+        let other = Fault::tls_refused(AlertDescription::ProtocolVersion).to_string();
+        assert!(other.contains("ProtocolVersion"), "{other}");
     }
 
     #[test]
