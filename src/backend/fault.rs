@@ -3,10 +3,9 @@
 //! binding) becomes one `Fault`, and each `Fault` one `GatewayFault` row: -32603 with an
 //! `ErrorInfo` of domain `a2a-gateway`, so clients never mistake it for an agent's error.
 //! Errors are classified by matching on their own accessors (`h2::Error::reason`,
-//! `reqwest::Error::is_connect`), never by inventing a gRPC status. The one downcast: a
-//! TLS alert from the backend reaches us only as a `rustls::Error` inside an
-//! `std::io::Error` (`tls_alert`), and it is what tells an operator that the backend
-//! wants a client certificate.
+//! `reqwest::Error::is_connect`), never by downcasting or by inventing a gRPC status. The
+//! one exception is a TLS alert from the backend (`tls_alert`): h2 keeps only the text of
+//! an I/O error, so an alert is recognised by rustls's own rendering of it.
 
 use std::time::Duration;
 
@@ -87,16 +86,18 @@ const CLIENT_CERTIFICATE_ALERTS: [(AlertDescription, &str, &str); 9] = [
     ),
 ];
 
-/// The TLS alert the backend sent, if `err` or an error it was caused by is one.
-pub fn tls_alert(err: &(dyn std::error::Error + 'static)) -> Option<AlertDescription> {
+/// The client-certificate alert the backend sent, if `err` or an error it was caused by
+/// is one: its text is what rustls renders for that alert (whatever carried it, tokio-rustls
+/// or h2, which keeps only the text).
+fn tls_alert(err: &(dyn std::error::Error + 'static)) -> Option<Fault> {
     let mut next = Some(err);
     while let Some(err) = next {
-        let inner = err
-            .downcast_ref::<std::io::Error>()
-            .and_then(|io| io.get_ref())
-            .and_then(|inner| inner.downcast_ref::<rustls::Error>());
-        if let Some(rustls::Error::AlertReceived(alert)) = inner.or(err.downcast_ref()) {
-            return Some(*alert);
+        let text = err.to_string();
+        let row = CLIENT_CERTIFICATE_ALERTS
+            .iter()
+            .find(|(alert, ..)| text == rustls::Error::AlertReceived(*alert).to_string());
+        if let Some((_, name, meaning)) = row {
+            return Some(Fault::TlsRefused(format!("TLS alert {name}: {meaning}")));
         }
         next = err.source();
     }
@@ -136,22 +137,10 @@ impl Fault {
         }
     }
 
-    /// The backend sent TLS `alert`; the message names it and, for one about the client
-    /// certificate, what to do.
-    pub fn tls_refused(alert: AlertDescription) -> Fault {
-        let row = CLIENT_CERTIFICATE_ALERTS.iter().find(|(a, ..)| *a == alert);
-        Fault::TlsRefused(match row {
-            Some((_, name, meaning)) => format!("TLS alert {name}: {meaning}"),
-            None => format!("TLS alert {alert:?}"),
-        })
-    }
-
-    /// A TLS handshake with the backend failed: its alert, when it sent one.
+    /// A TLS handshake with the backend failed: refused with an alert about the
+    /// gateway's client certificate, or unable to connect.
     pub fn tls_handshake(err: &std::io::Error) -> Fault {
-        match tls_alert(err) {
-            Some(alert) => Fault::tls_refused(alert),
-            None => Fault::Connect(format!("TLS handshake failed: {err}")),
-        }
+        tls_alert(err).unwrap_or_else(|| Fault::Connect(format!("TLS handshake failed: {err}")))
     }
 
     /// The deadline `limit` passed.
@@ -170,6 +159,9 @@ impl Fault {
     /// otherwise. A GOAWAY is `Lost` too: h2 does not say whether the stream was below the
     /// frame's last-stream-id, and a call that may have reached the agent is not repeated.
     pub fn h2(err: &h2::Error) -> Fault {
+        if let Some(refused) = err.get_io().and_then(|io| tls_alert(io)) {
+            return refused;
+        }
         let refused =
             err.is_remote() && err.is_reset() && err.reason() == Some(h2::Reason::REFUSED_STREAM);
         if refused {
@@ -191,8 +183,8 @@ impl Fault {
         let why = cause.to_string();
         if err.is_builder() {
             None
-        } else if let Some(alert) = tls_alert(err) {
-            Some(Fault::tls_refused(alert))
+        } else if let Some(refused) = tls_alert(err) {
+            Some(refused)
         } else if err.is_connect() {
             Some(Fault::Connect(why))
         } else if err.is_timeout() {
@@ -257,10 +249,7 @@ mod tests {
                 "BACKEND_DEADLINE_EXCEEDED",
             ),
             (Fault::BadResponse("x".into()), "BACKEND_BAD_RESPONSE"),
-            (
-                Fault::tls_refused(AlertDescription::CertificateRequired),
-                "BACKEND_UNAVAILABLE",
-            ),
+            (Fault::TlsRefused("x".into()), "BACKEND_UNAVAILABLE"),
         ];
         for (fault, reason) in rows {
             let fault_row = fault.gateway_fault();
@@ -280,26 +269,28 @@ mod tests {
         assert_eq!(reported(&agent), None);
     }
 
-    /// An alert as tokio-rustls reports it (inside an `io::Error`, under other errors)
-    /// is found and named; every client-certificate row names its alert.
+    /// Every client-certificate alert is recognised as tokio-rustls reports it (a
+    /// `rustls::Error` in an `io::Error`) and as h2 does (its text only; through h2 in
+    /// tests/backend_mtls.rs), and named; other alerts and I/O errors stay what they were.
     #[test]
-    fn tls_alerts_are_named() {
-        let alert = rustls::Error::AlertReceived(AlertDescription::CertificateRequired);
-        let io = std::io::Error::new(std::io::ErrorKind::InvalidData, alert);
-        assert_eq!(tls_alert(&io), Some(AlertDescription::CertificateRequired));
-        let fault = Fault::tls_handshake(&io);
-        let message = fault.to_string();
-        assert!(
-            message.contains("certificate_required") && message.contains("--backend-client-cert"),
-            "{message}"
-        );
-        let plain = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset");
-        assert!(matches!(Fault::tls_handshake(&plain), Fault::Connect(_)));
+    fn client_certificate_alerts_are_named() {
+        use std::io::{Error, ErrorKind};
         for (alert, name, _) in CLIENT_CERTIFICATE_ALERTS {
-            assert!(Fault::tls_refused(alert).to_string().contains(name));
+            let typed = Error::new(ErrorKind::InvalidData, rustls::Error::AlertReceived(alert));
+            let text = Error::new(ErrorKind::InvalidData, typed.to_string());
+            for err in [typed, text] {
+                let Fault::TlsRefused(why) = Fault::tls_handshake(&err) else {
+                    panic!("{err} not recognised");
+                };
+                assert!(why.starts_with(&format!("TLS alert {name}: ")), "{why}");
+                assert!(why.contains("--backend-client-cert"), "{why}");
+            }
         }
-        let other = Fault::tls_refused(AlertDescription::ProtocolVersion).to_string();
-        assert!(other.contains("ProtocolVersion"), "{other}");
+        let other = rustls::Error::AlertReceived(AlertDescription::ProtocolVersion);
+        let other = Error::new(ErrorKind::InvalidData, other);
+        assert!(matches!(Fault::tls_handshake(&other), Fault::Connect(_)));
+        let plain = Error::new(ErrorKind::ConnectionReset, "reset");
+        assert!(matches!(Fault::tls_handshake(&plain), Fault::Connect(_)));
     }
 
     #[test]

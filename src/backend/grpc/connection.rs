@@ -27,7 +27,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use crate::backend::fault::{tls_alert, Fault};
+use crate::backend::fault::Fault;
 
 /// Receive window of one stream: as hyper's client sets it (the 64 KiB default throttles
 /// streams); bounds what a backend may send ahead of a slow reader, per call.
@@ -288,9 +288,7 @@ impl State {
     }
 }
 
-/// The transport, noting when bytes arrive (the keepalive's "nothing was read") and
-/// whether the backend ended the TLS session with an alert: h2 keeps only the text of an
-/// I/O error, so the alert is recorded here as the reason the connection ended.
+/// The transport, noting when bytes arrive (the keepalive's "nothing was read").
 struct ReadTap<T> {
     inner: T,
     state: Arc<State>,
@@ -307,11 +305,6 @@ impl<T: AsyncRead + Unpin> AsyncRead for ReadTap<T> {
         if buf.filled().len() > before {
             let now = self.state.origin.elapsed().as_millis() as u64;
             self.state.last_read_ms.store(now, Ordering::Relaxed);
-        }
-        if let Poll::Ready(Err(e)) = &polled {
-            if let Some(alert) = tls_alert(e) {
-                self.state.close(Fault::tls_refused(alert));
-            }
         }
         polled
     }
