@@ -446,6 +446,10 @@ fn check_config_names_the_tls_flag_at_fault() {
             pair(&cert, &key) + "tls-handshake-timeout = \"0s\"\n",
             "--tls-handshake-timeout must be greater than 0".to_owned(),
         ),
+        (
+            pair(&cert, &key) + "tls-client-auth = \"sometimes\"\n",
+            "key `tls-client-auth`".to_owned(),
+        ),
     ];
     for (keys, expected) in cases {
         let (code, stderr) = check(&keys, &[]);
@@ -455,7 +459,8 @@ fn check_config_names_the_tls_flag_at_fault() {
             "{keys}\n→ {stderr}\nexpected: {expected}"
         );
     }
-    let (code, stderr) = check(&pair(&cert, &key), &[]);
+    let every = format!("tls-client-ca = {cert:?}\ntls-client-auth = \"optional\"\n");
+    let (code, stderr) = check(&(pair(&cert, &key) + &every), &[]);
     assert_eq!(code, Some(0), "{stderr}");
     let (code, stderr) = check(&pair(&cert, &key), &[("A2A_GATEWAY_TLS_CERT", &missing)]);
     assert_eq!(
