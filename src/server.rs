@@ -93,7 +93,7 @@ impl GatewayTemplate {
             Some(path) => Some(read_ca(path)?),
             None => None,
         };
-        let id = read_client_identity(cli)?;
+        let id = tls::backend_identity(cli)?;
         let targets = Targets::parse(backends, cli.backend_tls).map_err(ConfigError::BackendUrl)?;
         let codec = match cli.affinity {
             Affinity::None => None,
@@ -448,22 +448,6 @@ fn read_ca(path: &std::path::Path) -> Result<Vec<u8>, ConfigError> {
         Ok(_) => Err(fail("no PEM certificate in the file".into())),
         Err(e) => Err(fail(e.to_string())),
     }
-}
-
-/// The client certificate chain and key a route's backend clients present
-/// (`--backend-client-cert`, `--backend-client-key`), read and checked now, as one PEM text.
-fn read_client_identity(cli: &Cli) -> Result<Option<Vec<u8>>, ConfigError> {
-    let flags = &tls::BACKEND_CLIENT;
-    let paths = flags.paths(
-        &cli.backend_client_cert,
-        &cli.backend_client_key,
-        "--backend-client-key",
-    )?;
-    let Some((cert, key)) = paths else {
-        return Ok(None);
-    };
-    let (pair, _) = flags.read(cert, key)?;
-    Ok(Some(pair.identity_pem()))
 }
 
 /// Serves `router` on `listener` on the current runtime until `shutdown` resolves, then

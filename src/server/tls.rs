@@ -45,7 +45,7 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 
 /// What is wrong with a certificate chain and key.
 #[derive(Debug, thiserror::Error)]
-pub enum IdentityError {
+enum IdentityError {
     #[error("{0}")]
     Cert(String),
     #[error("{0}")]
@@ -57,13 +57,13 @@ pub enum IdentityError {
 /// A PEM certificate chain and its PEM private key, as read from their files. No `Debug`:
 /// the key must not reach a log.
 #[derive(Clone, PartialEq, Eq)]
-pub struct PemPair {
+struct PemPair {
     cert: Vec<u8>,
     key: Vec<u8>,
 }
 
 impl PemPair {
-    pub fn read(cert: &Path, key: &Path) -> Result<PemPair, IdentityError> {
+    fn read(cert: &Path, key: &Path) -> Result<PemPair, IdentityError> {
         Ok(PemPair {
             cert: std::fs::read(cert).map_err(|e| IdentityError::Cert(e.to_string()))?,
             key: std::fs::read(key).map_err(|e| IdentityError::Key(e.to_string()))?,
@@ -71,7 +71,7 @@ impl PemPair {
     }
 
     /// The chain and key as rustls uses them, checked to belong together.
-    pub fn certified_key(&self) -> Result<CertifiedKey, IdentityError> {
+    fn certified_key(&self) -> Result<CertifiedKey, IdentityError> {
         use rustls::pki_types::pem::Error as PemError;
         let chain = CertificateDer::pem_slice_iter(&self.cert)
             .collect::<Result<Vec<_>, _>>()
@@ -101,7 +101,7 @@ impl PemPair {
     }
 
     /// The chain, then the key, in one PEM text: how the backend clients take an identity.
-    pub fn identity_pem(&self) -> Vec<u8> {
+    fn identity_pem(&self) -> Vec<u8> {
         let mut pem = self.cert.clone();
         if !pem.ends_with(b"\n") {
             pem.push(b'\n');
@@ -111,12 +111,12 @@ impl PemPair {
     }
 }
 
-/// The configuration errors of one pair of certificate and key flags.
-pub struct IdentityFlags {
-    pub cert: fn(PathBuf, String) -> ConfigError,
-    pub key: fn(PathBuf, String) -> ConfigError,
-    /// The certificate's flag, named when the key does not match it.
-    pub cert_flag: &'static str,
+/// A pair of certificate and key flags, and their configuration errors.
+struct IdentityFlags {
+    cert: fn(PathBuf, String) -> ConfigError,
+    key: fn(PathBuf, String) -> ConfigError,
+    cert_flag: &'static str,
+    key_flag: &'static str,
 }
 
 /// The listener's `--tls-cert` and `--tls-key`.
@@ -124,33 +124,45 @@ const LISTENER: IdentityFlags = IdentityFlags {
     cert: ConfigError::TlsCert,
     key: ConfigError::TlsKey,
     cert_flag: "--tls-cert",
+    key_flag: "--tls-key",
 };
 
 /// The `--backend-client-cert` and `--backend-client-key` of a route.
-pub const BACKEND_CLIENT: IdentityFlags = IdentityFlags {
+const BACKEND_CLIENT: IdentityFlags = IdentityFlags {
     cert: ConfigError::BackendClientCert,
     key: ConfigError::BackendClientKey,
     cert_flag: "--backend-client-cert",
+    key_flag: "--backend-client-key",
 };
+
+/// The client certificate chain and key a route's backend clients present
+/// (`--backend-client-cert`, `--backend-client-key`), read and checked now, as one PEM text.
+pub fn backend_identity(cli: &Cli) -> Result<Option<Vec<u8>>, ConfigError> {
+    let paths = BACKEND_CLIENT.paths(&cli.backend_client_cert, &cli.backend_client_key)?;
+    let Some((cert, key)) = paths else {
+        return Ok(None);
+    };
+    let (pair, _) = BACKEND_CLIENT.read(cert, key)?;
+    Ok(Some(pair.identity_pem()))
+}
 
 impl IdentityFlags {
     /// `cert` and `key` given together (or neither); an error names the flag at fault.
-    pub fn paths<'a>(
+    fn paths<'a>(
         &self,
         cert: &'a Option<PathBuf>,
         key: &'a Option<PathBuf>,
-        key_flag: &'static str,
     ) -> Result<Option<(&'a Path, &'a Path)>, ConfigError> {
         match (cert, key) {
             (None, None) => Ok(None),
-            (Some(_), None) => Err(ConfigError::Needs(self.cert_flag, key_flag)),
-            (None, Some(_)) => Err(ConfigError::Needs(key_flag, self.cert_flag)),
+            (Some(_), None) => Err(ConfigError::Needs(self.cert_flag, self.key_flag)),
+            (None, Some(_)) => Err(ConfigError::Needs(self.key_flag, self.cert_flag)),
             (Some(cert), Some(key)) => Ok(Some((cert, key))),
         }
     }
 
     /// Reads and checks the pair; an error names the flag and file at fault.
-    pub fn read(&self, cert: &Path, key: &Path) -> Result<(PemPair, CertifiedKey), ConfigError> {
+    fn read(&self, cert: &Path, key: &Path) -> Result<(PemPair, CertifiedKey), ConfigError> {
         let checked = PemPair::read(cert, key)
             .and_then(|pair| pair.certified_key().map(|certified| (pair, certified)));
         checked.map_err(|e| match e {
@@ -176,7 +188,7 @@ impl ServerTls {
     /// The listener's TLS from `--tls-cert`, `--tls-key` and `--tls-client-ca`, every
     /// file read and checked now; `None` without them (cleartext).
     pub fn from_cli(cli: &Cli) -> Result<Option<ServerTls>, ConfigError> {
-        let Some((cert, key)) = LISTENER.paths(&cli.tls_cert, &cli.tls_key, "--tls-key")? else {
+        let Some((cert, key)) = LISTENER.paths(&cli.tls_cert, &cli.tls_key)? else {
             return match cli.tls_client_ca {
                 Some(_) => Err(ConfigError::Needs("--tls-client-ca", "--tls-cert")),
                 None => Ok(None),
