@@ -220,8 +220,9 @@ struct RouteTemplate {
 
 impl FrontendTemplate {
     /// Builds every route's backend template and card service (a card file is read and
-    /// checked now), and the listener's TLS (its files read and checked now). `demo_backend` replaces the backend URL (the `--demo` agent's
-    /// address); the demo route serves the demo agent's card unless one is configured.
+    /// checked now), and the listener's TLS (its files too). `demo_backend` replaces the
+    /// backend URL (the `--demo` agent's address); the demo route serves the demo agent's
+    /// card unless one is configured.
     /// Runs on the runtime the card services will refresh on (`start_cards`).
     pub fn new(config: &Config, demo_backend: Option<&str>) -> Result<Self, BackendError> {
         let mut routes = Vec::with_capacity(config.routes.len());
@@ -464,10 +465,10 @@ pub async fn serve(
 
 /// Serves each connection of `incoming` on its own task of the current runtime, over
 /// `tls` when given, through the edge stack (`front::layers`) around `router`. When
-/// `incoming` ends, idle
-/// connections are closed and in-flight requests may finish for at most `grace`; then open
-/// streams end with a final error frame (`Lifecycle::close_streams`), which they get
-/// `FINAL_FRAME_FLUSH` to deliver, and what remains is closed.
+/// `incoming` ends, idle connections are closed and in-flight requests may finish for at
+/// most `grace`; then open streams end with a final error frame
+/// (`Lifecycle::close_streams`), which they get `FINAL_FRAME_FLUSH` to deliver, and what
+/// remains is closed.
 pub async fn serve_connections(
     incoming: impl Stream<Item = std::io::Result<TcpStream>>,
     router: Frontend,
