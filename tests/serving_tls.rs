@@ -179,8 +179,9 @@ async fn https_serves_http1_and_http2_by_alpn() {
 /// Clients call without pause, over kept-alive HTTP/1.1 and HTTP/2 connections and over a
 /// new connection per call, while the certificate files are replaced (certificate first,
 /// then key, as a careless operator would), then replaced by a pair that does not match,
-/// then fixed. Not one call fails; each new certificate reaches new handshakes within
-/// the poll interval; the bad pair is logged and never served.
+/// then fixed. Not one call fails, and a stream open throughout goes on; each new
+/// certificate reaches new handshakes within the poll interval; the bad pair is logged
+/// and never served.
 #[tokio::test]
 async fn the_certificate_is_reloaded_under_load_without_a_failed_call() {
     let ca = Ca::new("listener CA");
@@ -200,6 +201,22 @@ async fn the_certificate_is_reloaded_under_load_without_a_failed_call() {
             .certificate
     };
     assert_eq!(presented().await, one.der);
+    // A stream open across every reload (the demo's slow task: an event every 500 ms).
+    let body = request(json!(9), "SendStreamingMessage", message_params("slow"));
+    let mut open_stream = https_client(&ca, false, None)
+        .post(&gateway.url)
+        .header("content-type", "application/json")
+        .header("a2a-version", "1.0")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(open_stream.version(), Version::HTTP_2);
+    let mut events_before = 0;
+    while events_before == 0 {
+        let chunk = open_stream.chunk().await.unwrap().unwrap();
+        events_before = String::from_utf8_lossy(&chunk).matches("data: ").count();
+    }
 
     let stop = Arc::new(AtomicBool::new(false));
     let failures = Arc::new(Mutex::new(Vec::new()));
@@ -274,6 +291,21 @@ async fn the_certificate_is_reloaded_under_load_without_a_failed_call() {
     dir.write("tls.key", &three.key_pem);
     served(&three).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // Events buffered before now come at once; one arriving a while later is new.
+    let reloaded = Instant::now();
+    loop {
+        let chunk = open_stream
+            .chunk()
+            .await
+            .unwrap()
+            .expect("the stream goes on");
+        let event = String::from_utf8_lossy(&chunk).contains("data: ");
+        if event && reloaded.elapsed() > Duration::from_millis(600) {
+            break;
+        }
+    }
+    drop(open_stream);
 
     stop.store(true, Ordering::Relaxed);
     let mut calls = Vec::new();
