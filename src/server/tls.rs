@@ -249,23 +249,44 @@ impl ServerTls {
         stop: &mut watch::Receiver<bool>,
     ) -> Option<TlsStream<TcpStream>> {
         let peer = tcp.peer_addr().ok();
-        let handshake = tokio::time::timeout(self.handshake_timeout, self.acceptor.accept(tcp));
-        tokio::select! {
-            done = handshake => match done {
-                Ok(Ok(session)) => Some(session),
-                // The client's problem, so not above debug: scanners would flood the log.
-                Ok(Err(e)) => {
-                    tracing::debug!(?peer, error = %e, "TLS handshake failed");
-                    None
-                }
-                Err(_) => {
-                    tracing::debug!(?peer, timeout = ?self.handshake_timeout, "TLS handshake timed out");
-                    None
-                }
-            },
-            _ = stop.wait_for(|stop| *stop) => None,
+        let accept = self.acceptor.accept(tcp).into_fallible();
+        let handshake = tokio::time::timeout(self.handshake_timeout, accept);
+        let done = tokio::select! {
+            done = handshake => done,
+            _ = stop.wait_for(|stop| *stop) => return None,
+        };
+        match done {
+            Ok(Ok(session)) => Some(session),
+            // The client's problem, so not above debug: scanners would flood the log.
+            Ok(Err((e, tcp))) => {
+                tracing::debug!(?peer, error = %e, "TLS handshake failed");
+                linger(tcp).await;
+                None
+            }
+            Err(_) => {
+                tracing::debug!(?peer, timeout = ?self.handshake_timeout, "TLS handshake timed out");
+                None
+            }
         }
     }
+}
+
+/// How long a connection whose handshake failed is kept for the client to read the alert.
+const LINGER: Duration = Duration::from_secs(1);
+
+/// Closes a connection whose handshake failed so that the client reads the alert (e.g.
+/// `certificate_required`): with TLS 1.3 the client may already have sent its request,
+/// and closing with those bytes unread would reset the connection, which can destroy the
+/// alert before the client reads it. So our side is shut and what arrives is read and
+/// dropped until the client closes, for at most `LINGER`.
+async fn linger(mut tcp: TcpStream) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let _ = tcp.shutdown().await;
+    let drain = async {
+        let mut buf = [0u8; 4096];
+        while matches!(tcp.read(&mut buf).await, Ok(n) if n > 0) {}
+    };
+    let _ = tokio::time::timeout(LINGER, drain).await;
 }
 
 /// The verifier of client certificates: chains to a CA of `path`; `optional` also lets
