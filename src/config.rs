@@ -31,6 +31,36 @@ pub struct Cli {
     #[arg(long, env = "A2A_GATEWAY_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
 
+    /// PEM certificate chain (leaf first) to serve HTTPS with, HTTP/1.1 and HTTP/2 by ALPN.
+    /// Read again when the file changes (polled every second): new connections get the
+    /// new certificate, open ones go on. Needs --tls-key.
+    #[arg(long, env = "A2A_GATEWAY_TLS_CERT", value_name = "FILE")]
+    pub tls_cert: Option<std::path::PathBuf>,
+
+    /// PEM private key of --tls-cert (PKCS#8, PKCS#1 or SEC1), reloaded with it.
+    #[arg(long, env = "A2A_GATEWAY_TLS_KEY", value_name = "FILE")]
+    pub tls_key: Option<std::path::PathBuf>,
+
+    /// PEM file of CA certificates that client certificates must chain to: clients are
+    /// asked for one (see --tls-client-auth). Needs --tls-cert.
+    #[arg(long, env = "A2A_GATEWAY_TLS_CLIENT_CA", value_name = "FILE")]
+    pub tls_client_ca: Option<std::path::PathBuf>,
+
+    /// With --tls-client-ca: `required` refuses clients without a valid certificate;
+    /// `optional` also serves clients that present none (one they present must be valid).
+    #[arg(
+        long,
+        env = "A2A_GATEWAY_TLS_CLIENT_AUTH",
+        value_enum,
+        default_value = "required"
+    )]
+    pub tls_client_auth: ClientAuth,
+
+    /// A client's TLS handshake must complete within this long, or its connection is
+    /// closed.
+    #[arg(long, env = "A2A_GATEWAY_TLS_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub tls_handshake_timeout: Duration,
+
     /// Backend agent URL: `http://host:port` (`https://` for TLS). For HTTP+JSON a base
     /// path may follow (`http://host:port/a2a`). Given several times (or comma-separated
     /// in the environment), calls are balanced over the URLs; `dns:///name:port` balances
@@ -92,6 +122,15 @@ pub struct Cli {
     /// system roots (e.g. the cluster's internal CA).
     #[arg(long, env = "A2A_GATEWAY_BACKEND_CA", value_name = "FILE")]
     pub backend_ca: Option<std::path::PathBuf>,
+
+    /// PEM certificate chain (leaf first) the gateway presents to an `https://` backend
+    /// that asks for a client certificate (mTLS). Needs --backend-client-key.
+    #[arg(long, env = "A2A_GATEWAY_BACKEND_CLIENT_CERT", value_name = "FILE")]
+    pub backend_client_cert: Option<std::path::PathBuf>,
+
+    /// PEM private key of --backend-client-cert.
+    #[arg(long, env = "A2A_GATEWAY_BACKEND_CLIENT_KEY", value_name = "FILE")]
+    pub backend_client_key: Option<std::path::PathBuf>,
 
     /// Path of the JSON-RPC endpoint.
     #[arg(long, env = "A2A_GATEWAY_JSONRPC_PATH", default_value = "/a2a/jsonrpc")]
@@ -364,6 +403,14 @@ impl std::fmt::Display for Binding {
     }
 }
 
+/// Whether clients of the HTTPS listener must present a certificate (`--tls-client-auth`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientAuth {
+    Required,
+    Optional,
+}
+
 /// Log line formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -399,6 +446,20 @@ pub enum ConfigError {
     BackendKeepaliveTimeout,
     #[error("--backend-ca {0:?}: {1}")]
     BackendCa(std::path::PathBuf, String),
+    #[error("--tls-cert {0:?}: {1}")]
+    TlsCert(std::path::PathBuf, String),
+    #[error("--tls-key {0:?}: {1}")]
+    TlsKey(std::path::PathBuf, String),
+    #[error("--tls-client-ca {0:?}: {1}")]
+    TlsClientCa(std::path::PathBuf, String),
+    #[error("--tls-handshake-timeout must be greater than 0")]
+    TlsHandshakeTimeout,
+    #[error("--backend-client-cert {0:?}: {1}")]
+    BackendClientCert(std::path::PathBuf, String),
+    #[error("--backend-client-key {0:?}: {1}")]
+    BackendClientKey(std::path::PathBuf, String),
+    #[error("{0} needs {1}")]
+    Needs(&'static str, &'static str),
     #[error("--backend is required (or --demo, or [[route]] tables in --config)")]
     NoBackend,
     #[error("--readiness-timeout must be greater than 0")]

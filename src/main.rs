@@ -97,7 +97,8 @@ async fn run(config: Config) -> ExitCode {
             Err(e) => return fail(&e),
         };
     let local = listener.local_addr().map_or(cli.listen, |a| a);
-    tracing::info!(listen = %local, workers = count, demo = cli.demo, "a2a-gateway serving");
+    let tls = cli.tls_cert.is_some();
+    tracing::info!(listen = %local, workers = count, demo = cli.demo, tls, "a2a-gateway serving");
     for route in template.routes() {
         tracing::info!(
             route = %route.name,
@@ -111,8 +112,9 @@ async fn run(config: Config) -> ExitCode {
     }
     if let Some(backend) = &demo_backend {
         println!(
-            "a2a-gateway demo: JSON-RPC at http://{local}{}, card at http://{local}/.well-known/agent-card.json (demo agent over gRPC at {backend})",
-            cli.jsonrpc_path
+            "a2a-gateway demo: JSON-RPC at {scheme}://{local}{}, card at {scheme}://{local}/.well-known/agent-card.json (demo agent over gRPC at {backend})",
+            cli.jsonrpc_path,
+            scheme = if tls { "https" } else { "http" },
         );
     }
     let lifecycle = template.lifecycle().clone();

@@ -1,9 +1,11 @@
 //! HTTP serving: the routes of a configuration built once (`FrontendTemplate`) and per
-//! serving thread (`routing::Frontend`), connections with TCP_NODELAY, graceful shutdown
-//! with a bounded grace period, and the worker threads the binary serves on (`workers`).
+//! serving thread (`routing::Frontend`), connections with TCP_NODELAY, HTTPS when
+//! configured (`tls`), graceful shutdown with a bounded grace period, and the worker
+//! threads the binary serves on (`workers`).
 
 pub mod readiness;
 pub mod routing;
+pub mod tls;
 pub mod workers;
 
 pub use routing::{router, Frontend};
@@ -40,6 +42,7 @@ use crate::front::Gateway;
 use crate::lifecycle::Lifecycle;
 use crate::protocol::params::ForwardPolicy;
 use crate::telemetry::Metrics;
+use tls::ServerTls;
 
 /// A route's backend or card could not be built from the configuration.
 #[derive(Debug, thiserror::Error)]
@@ -75,6 +78,8 @@ enum BackendTemplate {
     Rest {
         url: String,
         ca: Option<Vec<u8>>,
+        /// The client certificate chain and key (PEM) for a backend that asks for one.
+        id: Option<Vec<u8>>,
     },
     /// Many endpoints: each worker balances over them; with task affinity, through the
     /// route's id codec.
@@ -91,6 +96,7 @@ impl GatewayTemplate {
             Some(path) => Some(read_ca(path)?),
             None => None,
         };
+        let id = tls::backend_identity(cli)?;
         let targets = Targets::parse(backends, cli.backend_tls).map_err(ConfigError::BackendUrl)?;
         let codec = match cli.affinity {
             Affinity::None => None,
@@ -107,22 +113,29 @@ impl GatewayTemplate {
                 return Err(ConfigError::AffinityOneBackend.into())
             }
             Targets::One(url) => match cli.binding {
-                Binding::Grpc => BackendTemplate::Grpc(grpc_backend(cli, &url, ca.as_deref())?),
+                Binding::Grpc => {
+                    BackendTemplate::Grpc(grpc_backend(cli, &url, ca.as_deref(), id.as_deref())?)
+                }
                 Binding::HttpJson => {
                     // Built once here so a bad URL or CA fails at start, not in a worker.
-                    RestBackend::new(&url, cli.connect_timeout, ca.as_deref())?;
-                    BackendTemplate::Rest { url, ca }
+                    RestBackend::with_identity(
+                        &url,
+                        cli.connect_timeout,
+                        ca.as_deref(),
+                        id.as_deref(),
+                    )?;
+                    BackendTemplate::Rest { url, ca, id }
                 }
             },
             Targets::List(urls) => {
                 let endpoints = urls
                     .iter()
-                    .map(|url| listed_endpoint(cli, url, ca.clone()))
+                    .map(|url| listed_endpoint(cli, url, ca.clone(), id.clone()))
                     .collect::<Result<_, _>>()?;
                 BackendTemplate::Balanced(RouteEndpoints::fixed(endpoints, policy(cli)), codec)
             }
             Targets::Dns(target) => {
-                let at = dns_endpoints(cli, &target.url(), ca)?;
+                let at = dns_endpoints(cli, &target.url(), ca, id)?;
                 let resolution = Resolution {
                     interval: cli.backend_resolve_interval,
                     server: cli.backend_resolver,
@@ -143,10 +156,11 @@ impl GatewayTemplate {
     pub fn backend(&self) -> Result<Arc<dyn Backend>, BackendError> {
         Ok(match &self.backend {
             BackendTemplate::Grpc(grpc) => Arc::new(grpc.for_worker()),
-            BackendTemplate::Rest { url, ca } => Arc::new(RestBackend::new(
+            BackendTemplate::Rest { url, ca, id } => Arc::new(RestBackend::with_identity(
                 url,
                 self.cli.connect_timeout,
                 ca.as_deref(),
+                id.as_deref(),
             )?),
             BackendTemplate::Balanced(route, None) => Arc::new(Balanced::new(route.clone())),
             BackendTemplate::Balanced(route, Some(codec)) => {
@@ -204,6 +218,8 @@ pub struct FrontendTemplate {
     readiness: Arc<readiness::Readiness>,
     /// Whether `/metrics` is served by the admin listener instead of the main one.
     admin_listener: bool,
+    /// The listener's HTTPS (`--tls-cert`), shared by every serving thread.
+    tls: Option<ServerTls>,
 }
 
 struct RouteTemplate {
@@ -214,8 +230,9 @@ struct RouteTemplate {
 
 impl FrontendTemplate {
     /// Builds every route's backend template and card service (a card file is read and
-    /// checked now). `demo_backend` replaces the backend URL (the `--demo` agent's
-    /// address); the demo route serves the demo agent's card unless one is configured.
+    /// checked now), and the listener's TLS (its files too). `demo_backend` replaces the
+    /// backend URL (the `--demo` agent's address); the demo route serves the demo agent's
+    /// card unless one is configured.
     /// Runs on the runtime the card services will refresh on (`start_cards`).
     pub fn new(config: &Config, demo_backend: Option<&str>) -> Result<Self, BackendError> {
         let mut routes = Vec::with_capacity(config.routes.len());
@@ -250,6 +267,7 @@ impl FrontendTemplate {
             cors: crate::front::cors::layer(&config.cli)?,
             readiness: Arc::new(readiness),
             admin_listener: config.cli.admin_listen.is_some(),
+            tls: ServerTls::from_cli(&config.cli)?,
         })
     }
 
@@ -300,6 +318,11 @@ impl FrontendTemplate {
     /// The life of the process every route and stream of every thread follows.
     pub fn lifecycle(&self) -> &Arc<Lifecycle> {
         &self.lifecycle
+    }
+
+    /// The listener's HTTPS, when configured.
+    pub fn tls(&self) -> Option<&ServerTls> {
+        self.tls.as_ref()
     }
 
     /// The routes, as configured.
@@ -359,7 +382,12 @@ pub fn gateway(
     GatewayTemplate::new(cli, backends)?.gateway(metrics, None, Arc::default())
 }
 
-fn grpc_backend(cli: &Cli, url: &str, ca: Option<&[u8]>) -> Result<GrpcBackend, BackendError> {
+fn grpc_backend(
+    cli: &Cli,
+    url: &str,
+    ca: Option<&[u8]>,
+    id: Option<&[u8]>,
+) -> Result<GrpcBackend, BackendError> {
     let settings = GrpcSettings {
         connect_timeout: cli.connect_timeout,
         keepalive_interval: cli.backend_keepalive,
@@ -367,7 +395,7 @@ fn grpc_backend(cli: &Cli, url: &str, ca: Option<&[u8]>) -> Result<GrpcBackend, 
         keepalive_while_idle: cli.backend_keepalive_while_idle,
         max_message: cli.backend_max_message,
     };
-    Ok(GrpcBackend::new(url, &settings, ca)?)
+    Ok(GrpcBackend::with_identity(url, &settings, ca, id)?)
 }
 
 fn policy(cli: &Cli) -> Policy {
@@ -380,20 +408,25 @@ fn policy(cli: &Cli) -> Policy {
 }
 
 /// One URL of a balanced list, checked now (a bad one fails the start).
-fn listed_endpoint(cli: &Cli, url: &str, ca: Option<Vec<u8>>) -> Result<Endpoint, BackendError> {
+fn listed_endpoint(
+    cli: &Cli,
+    url: &str,
+    ca: Option<Vec<u8>>,
+    id: Option<Vec<u8>>,
+) -> Result<Endpoint, BackendError> {
     let probe = probe_address(url)
         .ok_or_else(|| ConfigError::BackendUrl(format!("{url:?} has no host")))?;
     let new_client: NewClient = match cli.binding {
         Binding::Grpc => {
-            let grpc = grpc_backend(cli, url, ca.as_deref())?;
+            let grpc = grpc_backend(cli, url, ca.as_deref(), id.as_deref())?;
             Box::new(move || Ok(Arc::new(grpc.for_worker()) as Arc<dyn Backend>))
         }
         Binding::HttpJson => {
-            RestBackend::new(url, cli.connect_timeout, ca.as_deref())?;
+            RestBackend::with_identity(url, cli.connect_timeout, ca.as_deref(), id.as_deref())?;
             let (url, timeout) = (url.to_owned(), cli.connect_timeout);
             Box::new(move || {
-                let rest =
-                    RestBackend::new(&url, timeout, ca.as_deref()).map_err(|e| e.to_string())?;
+                let rest = RestBackend::with_identity(&url, timeout, ca.as_deref(), id.as_deref())
+                    .map_err(|e| e.to_string())?;
                 Ok(Arc::new(rest) as Arc<dyn Backend>)
             })
         }
@@ -404,10 +437,15 @@ fn listed_endpoint(cli: &Cli, url: &str, ca: Option<Vec<u8>>) -> Result<Endpoint
 /// How the endpoint at each address of a `dns:///` backend is made: the client of `url`
 /// (the DNS name's, for `:authority`, `Host` and TLS), connecting to the address. The
 /// URL is checked now.
-fn dns_endpoints(cli: &Cli, url: &str, ca: Option<Vec<u8>>) -> Result<AtAddress, BackendError> {
+fn dns_endpoints(
+    cli: &Cli,
+    url: &str,
+    ca: Option<Vec<u8>>,
+    id: Option<Vec<u8>>,
+) -> Result<AtAddress, BackendError> {
     Ok(match cli.binding {
         Binding::Grpc => {
-            let grpc = grpc_backend(cli, url, ca.as_deref())?;
+            let grpc = grpc_backend(cli, url, ca.as_deref(), id.as_deref())?;
             Box::new(move |address| {
                 let pod = grpc.at(address);
                 let new_client: NewClient =
@@ -416,13 +454,19 @@ fn dns_endpoints(cli: &Cli, url: &str, ca: Option<Vec<u8>>) -> Result<AtAddress,
             })
         }
         Binding::HttpJson => {
-            RestBackend::new(url, cli.connect_timeout, ca.as_deref())?;
-            let (url, timeout, ca) = (url.to_owned(), cli.connect_timeout, Arc::new(ca));
+            RestBackend::with_identity(url, cli.connect_timeout, ca.as_deref(), id.as_deref())?;
+            let (url, timeout, ca, id) = (
+                url.to_owned(),
+                cli.connect_timeout,
+                Arc::new(ca),
+                Arc::new(id),
+            );
             Box::new(move |address| {
-                let (url, ca) = (url.clone(), ca.clone());
+                let (url, ca, id) = (url.clone(), ca.clone(), id.clone());
                 let new_client: NewClient = Box::new(move || {
-                    let rest = RestBackend::at(&url, timeout, ca.as_deref(), address)
-                        .map_err(|e| e.to_string())?;
+                    let rest =
+                        RestBackend::at(&url, timeout, ca.as_deref(), id.as_deref(), address)
+                            .map_err(|e| e.to_string())?;
                     Ok(Arc::new(rest) as Arc<dyn Backend>)
                 });
                 Endpoint::new(address.to_string(), address.to_string(), new_client)
@@ -452,18 +496,20 @@ pub async fn serve(
     grace: Duration,
 ) {
     let incoming = TcpListenerStream::new(listener).take_until(shutdown);
-    serve_connections(incoming, router, grace).await;
+    serve_connections(incoming, router, grace, None).await;
 }
 
-/// Serves each connection of `incoming` on its own task of the current runtime, through
-/// the edge stack (`front::layers`) around `router`. When `incoming` ends, idle
-/// connections are closed and in-flight requests may finish for at most `grace`; then open
-/// streams end with a final error frame (`Lifecycle::close_streams`), which they get
-/// `FINAL_FRAME_FLUSH` to deliver, and what remains is closed.
+/// Serves each connection of `incoming` on its own task of the current runtime, over
+/// `tls` when given, through the edge stack (`front::layers`) around `router`. When
+/// `incoming` ends, idle connections are closed and in-flight requests may finish for at
+/// most `grace`; then open streams end with a final error frame
+/// (`Lifecycle::close_streams`), which they get `FINAL_FRAME_FLUSH` to deliver, and what
+/// remains is closed.
 pub async fn serve_connections(
     incoming: impl Stream<Item = std::io::Result<TcpStream>>,
     router: Frontend,
     grace: Duration,
+    tls: Option<ServerTls>,
 ) {
     let lifecycle = router.lifecycle().clone();
     let max_header_size = router.max_header_size();
@@ -476,8 +522,8 @@ pub async fn serve_connections(
         tokio::select! {
             next = incoming.next() => match next {
                 Some(Ok(stream)) => {
-                    let edge = edge.clone();
-                    connections.spawn(serve_connection(stream, edge, max_header_size, stop.clone()));
+                    let (edge, stop, tls) = (edge.clone(), stop.clone(), tls.clone());
+                    connections.spawn(serve_connection(stream, edge, max_header_size, stop, tls));
                 }
                 Some(Err(e)) => accept_failed(&e).await,
                 None => break,
@@ -516,16 +562,37 @@ const MIN_BUF_SIZE: usize = 8 << 10;
 /// How long streams get to deliver their final frame before connections are cut.
 const FINAL_FRAME_FLUSH: Duration = Duration::from_secs(1);
 
-/// HTTP/1.1 or HTTP/2 (prior knowledge) on one connection, closed gracefully once `stop`
-/// turns true.
+/// One connection: its TLS handshake first when the listener serves HTTPS (here, on the
+/// connection's task, so a slow handshake holds up no other connection), then HTTP.
 async fn serve_connection(
     stream: TcpStream,
     edge: Edge<MaybeCors<Frontend>>,
     max_header_size: Option<usize>,
     mut stop: watch::Receiver<bool>,
+    tls: Option<ServerTls>,
 ) {
     // Small JSON replies and SSE frames must not wait for Nagle's algorithm.
     let _ = stream.set_nodelay(true);
+    match tls {
+        None => serve_http(stream, edge, max_header_size, stop).await,
+        Some(tls) => {
+            if let Some(session) = tls.accept(stream, &mut stop).await {
+                serve_http(session, edge, max_header_size, stop).await;
+            }
+        }
+    }
+}
+
+/// HTTP/1.1 or HTTP/2 (prior knowledge, or chosen by ALPN) on one connection, closed
+/// gracefully once `stop` turns true.
+async fn serve_http<I>(
+    stream: I,
+    edge: Edge<MaybeCors<Frontend>>,
+    max_header_size: Option<usize>,
+    mut stop: watch::Receiver<bool>,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let service =
         TowerToHyperService::new(edge.map_request(|r: http::Request<Incoming>| r.map(Body::new)));
     let mut builder = auto::Builder::new(TokioExecutor::new());

@@ -3,9 +3,13 @@
 //! binding) becomes one `Fault`, and each `Fault` one `GatewayFault` row: -32603 with an
 //! `ErrorInfo` of domain `a2a-gateway`, so clients never mistake it for an agent's error.
 //! Errors are classified by matching on their own accessors (`h2::Error::reason`,
-//! `reqwest::Error::is_connect`), never by downcasting or by inventing a gRPC status.
+//! `reqwest::Error::is_connect`), never by downcasting or by inventing a gRPC status. The
+//! one exception is a TLS alert from the backend (`tls_alert`): h2 keeps only the text of
+//! an I/O error, so an alert is recognised by rustls's own rendering of it.
 
 use std::time::Duration;
+
+use rustls::AlertDescription;
 
 use crate::protocol::error::{A2aError, GatewayFault, GATEWAY_DOMAIN};
 
@@ -24,6 +28,80 @@ pub enum Fault {
     /// The backend's bytes break HTTP/2, gRPC or the binding (oversize headers or
     /// messages, a missing or garbled status, undecodable messages).
     BadResponse(String),
+    /// The backend ended the TLS session with an alert (`tls_alert`), e.g. because it
+    /// requires a client certificate: nothing reached the agent.
+    TlsRefused(String),
+}
+
+/// TLS alerts (RFC 8446 §6.2) a backend sends about the gateway's client certificate: the
+/// alert's name and what it tells the operator. With TLS 1.3 a server that requires a
+/// certificate and got none sends `certificate_required` after the handshake, so the
+/// alert may end the first call rather than the connection attempt.
+const CLIENT_CERTIFICATE_ALERTS: [(AlertDescription, &str, &str); 9] = [
+    (
+        AlertDescription::CertificateRequired,
+        "certificate_required",
+        "the backend requires a client certificate (set --backend-client-cert and --backend-client-key)",
+    ),
+    (
+        AlertDescription::HandshakeFailure,
+        "handshake_failure",
+        "no TLS parameters in common, or (TLS 1.2) the backend requires a client certificate \
+         (--backend-client-cert)",
+    ),
+    (
+        AlertDescription::BadCertificate,
+        "bad_certificate",
+        "the backend refused the gateway's client certificate (--backend-client-cert)",
+    ),
+    (
+        AlertDescription::UnknownCA,
+        "unknown_ca",
+        "the backend does not trust the issuer of the gateway's client certificate (--backend-client-cert)",
+    ),
+    (
+        AlertDescription::CertificateExpired,
+        "certificate_expired",
+        "the gateway's client certificate has expired or is not yet valid (--backend-client-cert)",
+    ),
+    (
+        AlertDescription::CertificateRevoked,
+        "certificate_revoked",
+        "the gateway's client certificate was revoked (--backend-client-cert)",
+    ),
+    (
+        AlertDescription::CertificateUnknown,
+        "certificate_unknown",
+        "the backend refused the gateway's client certificate (--backend-client-cert)",
+    ),
+    (
+        AlertDescription::UnsupportedCertificate,
+        "unsupported_certificate",
+        "the backend does not support the gateway's client certificate (--backend-client-cert)",
+    ),
+    (
+        AlertDescription::AccessDenied,
+        "access_denied",
+        "the backend denies access to the gateway's client certificate (--backend-client-cert)",
+    ),
+];
+
+/// The client-certificate alert the backend sent, if `err` or an error it was caused by
+/// is one: its text is what rustls renders for that alert (whatever carried it, tokio-rustls
+/// or h2, which keeps only the text).
+fn tls_alert(err: &(dyn std::error::Error + 'static)) -> Option<Fault> {
+    let mut next = Some(err);
+    while let Some(err) = next {
+        let text = err.to_string();
+        let row = CLIENT_CERTIFICATE_ALERTS
+            .iter()
+            .find(|(alert, ..)| text == rustls::Error::AlertReceived(*alert).to_string());
+        if let Some((_, name, meaning)) = row {
+            return Some(Fault::TlsRefused(format!("TLS alert {name}: {meaning}")));
+        }
+        next = err.source();
+    }
+    None
 }
 
 impl Fault {
@@ -51,7 +129,18 @@ impl Fault {
                 "unusable backend answer",
                 why,
             ),
+            Fault::TlsRefused(why) => (
+                GatewayFault::BackendUnavailable,
+                "backend refused the TLS connection",
+                why,
+            ),
         }
+    }
+
+    /// A TLS handshake with the backend failed: refused with an alert about the
+    /// gateway's client certificate, or unable to connect.
+    pub fn tls_handshake(err: &std::io::Error) -> Fault {
+        tls_alert(err).unwrap_or_else(|| Fault::Connect(format!("TLS handshake failed: {err}")))
     }
 
     /// The deadline `limit` passed.
@@ -70,6 +159,9 @@ impl Fault {
     /// otherwise. A GOAWAY is `Lost` too: h2 does not say whether the stream was below the
     /// frame's last-stream-id, and a call that may have reached the agent is not repeated.
     pub fn h2(err: &h2::Error) -> Fault {
+        if let Some(refused) = err.get_io().and_then(|io| tls_alert(io)) {
+            return refused;
+        }
         let refused =
             err.is_remote() && err.is_reset() && err.reason() == Some(h2::Reason::REFUSED_STREAM);
         if refused {
@@ -91,6 +183,8 @@ impl Fault {
         let why = cause.to_string();
         if err.is_builder() {
             None
+        } else if let Some(refused) = tls_alert(err) {
+            Some(refused)
         } else if err.is_connect() {
             Some(Fault::Connect(why))
         } else if err.is_timeout() {
@@ -155,6 +249,7 @@ mod tests {
                 "BACKEND_DEADLINE_EXCEEDED",
             ),
             (Fault::BadResponse("x".into()), "BACKEND_BAD_RESPONSE"),
+            (Fault::TlsRefused("x".into()), "BACKEND_UNAVAILABLE"),
         ];
         for (fault, reason) in rows {
             let fault_row = fault.gateway_fault();
@@ -172,6 +267,30 @@ mod tests {
     fn agent_errors_report_no_fault() {
         let agent = A2aError::a2a(crate::protocol::error::ErrorKind::TaskNotFound, "gone");
         assert_eq!(reported(&agent), None);
+    }
+
+    /// Every client-certificate alert is recognised as tokio-rustls reports it (a
+    /// `rustls::Error` in an `io::Error`) and as h2 does (its text only; through h2 in
+    /// tests/backend_mtls.rs), and named; other alerts and I/O errors stay what they were.
+    #[test]
+    fn client_certificate_alerts_are_named() {
+        use std::io::{Error, ErrorKind};
+        for (alert, name, _) in CLIENT_CERTIFICATE_ALERTS {
+            let typed = Error::new(ErrorKind::InvalidData, rustls::Error::AlertReceived(alert));
+            let text = Error::new(ErrorKind::InvalidData, typed.to_string());
+            for err in [typed, text] {
+                let Fault::TlsRefused(why) = Fault::tls_handshake(&err) else {
+                    panic!("{err} not recognised");
+                };
+                assert!(why.starts_with(&format!("TLS alert {name}: ")), "{why}");
+                assert!(why.contains("--backend-client-cert"), "{why}");
+            }
+        }
+        let other = rustls::Error::AlertReceived(AlertDescription::ProtocolVersion);
+        let other = Error::new(ErrorKind::InvalidData, other);
+        assert!(matches!(Fault::tls_handshake(&other), Fault::Connect(_)));
+        let plain = Error::new(ErrorKind::ConnectionReset, "reset");
+        assert!(matches!(Fault::tls_handshake(&plain), Fault::Connect(_)));
     }
 
     #[test]

@@ -84,6 +84,17 @@ impl GrpcBackend {
         settings: &GrpcSettings,
         ca_pem: Option<&[u8]>,
     ) -> Result<Self, GrpcConfigError> {
+        Self::with_identity(uri, settings, ca_pem, None)
+    }
+
+    /// As `new`; over TLS the client certificate chain and key in `identity_pem` (PEM, the
+    /// chain first) are presented to a backend that asks for one (mTLS).
+    pub fn with_identity(
+        uri: &str,
+        settings: &GrpcSettings,
+        ca_pem: Option<&[u8]>,
+        identity_pem: Option<&[u8]>,
+    ) -> Result<Self, GrpcConfigError> {
         let err = |reason: String| GrpcConfigError {
             uri: uri.to_owned(),
             reason,
@@ -113,7 +124,7 @@ impl GrpcBackend {
         };
         let tls = match tls {
             false => None,
-            true => Some(tls_connector(host, ca_pem).map_err(err)?),
+            true => Some(tls_connector(host, ca_pem, identity_pem).map_err(err)?),
         };
         let keepalive = Keepalive::new(
             settings.keepalive_interval,
@@ -492,10 +503,15 @@ fn grpc_timeout(timeout: Duration) -> String {
     format!("{value}{unit}")
 }
 
-/// The TLS client for a backend named `host`: system roots plus `ca_pem`, ALPN `h2`.
-fn tls_connector(host: &str, ca_pem: Option<&[u8]>) -> Result<Tls, String> {
+/// The TLS client for a backend named `host`: system roots plus `ca_pem`, ALPN `h2`, and
+/// the client certificate of `identity_pem` when given.
+fn tls_connector(
+    host: &str,
+    ca_pem: Option<&[u8]>,
+    identity_pem: Option<&[u8]>,
+) -> Result<Tls, String> {
     use rustls::pki_types::pem::PemObject as _;
-    use rustls::pki_types::{CertificateDer, ServerName};
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
     let mut roots = rustls::RootCertStore::empty();
     // Unreadable system certificates are skipped, as a browser would; a private CA is
     // what `--backend-ca` is for.
@@ -512,11 +528,23 @@ fn tls_connector(host: &str, ca_pem: Option<&[u8]>) -> Result<Tls, String> {
         tracing::warn!("no system CA certificates found; https:// backends need --backend-ca");
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        .with_root_certificates(roots);
+    let mut config = match identity_pem {
+        None => builder.with_no_client_auth(),
+        Some(pem) => {
+            let fail = |e: &dyn std::fmt::Display| format!("client certificate: {e}");
+            let chain = CertificateDer::pem_slice_iter(pem)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| fail(&e))?;
+            let key = PrivateKeyDer::from_pem_slice(pem).map_err(|e| fail(&e))?;
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| fail(&e))?
+        }
+    };
     config.alpn_protocols = vec![b"h2".to_vec()];
     let name = ServerName::try_from(host.to_owned()).map_err(|e| e.to_string())?;
     Ok((tokio_rustls::TlsConnector::from(Arc::new(config)), name))

@@ -110,25 +110,38 @@ impl RestBackend {
         connect_timeout: Duration,
         ca_pem: Option<&[u8]>,
     ) -> Result<Self, RestConfigError> {
-        Self::build(url, connect_timeout, ca_pem, None)
+        Self::build(url, connect_timeout, ca_pem, None, None)
+    }
+
+    /// As `new`; over TLS the client certificate chain and key in `identity_pem` (PEM, the
+    /// chain first) are presented to a backend that asks for one (mTLS).
+    pub fn with_identity(
+        url: &str,
+        connect_timeout: Duration,
+        ca_pem: Option<&[u8]>,
+        identity_pem: Option<&[u8]>,
+    ) -> Result<Self, RestConfigError> {
+        Self::build(url, connect_timeout, ca_pem, identity_pem, None)
     }
 
     /// The backend at `url` reached at `address` instead of the URL host's own addresses:
     /// one pod behind a DNS name (`backend::endpoints`). `Host` and the TLS name stay the
-    /// URL's host; the port is the URL's.
+    /// URL's host; the port is the URL's. The client certificate as in `with_identity`.
     pub fn at(
         url: &str,
         connect_timeout: Duration,
         ca_pem: Option<&[u8]>,
+        identity_pem: Option<&[u8]>,
         address: std::net::SocketAddr,
     ) -> Result<Self, RestConfigError> {
-        Self::build(url, connect_timeout, ca_pem, Some(address))
+        Self::build(url, connect_timeout, ca_pem, identity_pem, Some(address))
     }
 
     fn build(
         url: &str,
         connect_timeout: Duration,
         ca_pem: Option<&[u8]>,
+        identity_pem: Option<&[u8]>,
         address: Option<std::net::SocketAddr>,
     ) -> Result<Self, RestConfigError> {
         let err = |reason: String| RestConfigError {
@@ -154,6 +167,11 @@ impl RestBackend {
             for certificate in certificates {
                 builder = builder.add_root_certificate(certificate);
             }
+        }
+        if let Some(pem) = identity_pem {
+            let identity = reqwest::Identity::from_pem(pem)
+                .map_err(|e| err(format!("client certificate: {e}")))?;
+            builder = builder.identity(identity);
         }
         if let (Some(address), Some(host)) = (address, parsed.host_str()) {
             builder = builder.resolve(host, address);

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{duration_text, size_text, Binding, Cli, LogFormat};
+use super::{duration_text, size_text, Binding, Cli, ClientAuth, LogFormat};
 use crate::backend::affinity::{Affinity, AffinityKey};
 use crate::backend::endpoints::Balance;
 use crate::card::CardSettings;
@@ -48,6 +48,12 @@ macro_rules! file_config {
             readiness_cache: Option<Duration>,
             #[serde(default, deserialize_with = "duration_text")]
             readiness_timeout: Option<Duration>,
+            tls_cert: Option<PathBuf>,
+            tls_key: Option<PathBuf>,
+            tls_client_ca: Option<PathBuf>,
+            tls_client_auth: Option<ClientAuth>,
+            #[serde(default, deserialize_with = "duration_text")]
+            tls_handshake_timeout: Option<Duration>,
             /// One table per route; none: the top-level settings are the one route.
             #[serde(default)]
             route: Vec<RouteFile>,
@@ -122,6 +128,11 @@ macro_rules! file_config {
                     admin_listen: self.admin_listen,
                     readiness_cache: self.readiness_cache,
                     readiness_timeout: self.readiness_timeout,
+                    tls_cert: self.tls_cert,
+                    tls_key: self.tls_key,
+                    tls_client_ca: self.tls_client_ca,
+                    tls_client_auth: self.tls_client_auth,
+                    tls_handshake_timeout: self.tls_handshake_timeout,
                 };
                 let settings = RouteSettings {
                     forward_header: self.forward_header,
@@ -196,6 +207,8 @@ file_config! {
     optional {
         backend_resolver: SocketAddr,
         backend_ca: PathBuf,
+        backend_client_cert: PathBuf,
+        backend_client_key: PathBuf,
         #[serde(default, deserialize_with = "duration_text")]
         first_event_timeout: Duration,
         tenant: String,
@@ -239,6 +252,11 @@ struct Globals {
     admin_listen: Option<SocketAddr>,
     readiness_cache: Option<Duration>,
     readiness_timeout: Option<Duration>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    tls_client_ca: Option<PathBuf>,
+    tls_client_auth: Option<ClientAuth>,
+    tls_handshake_timeout: Option<Duration>,
 }
 
 /// What selects a route, as written in its table.
@@ -325,6 +343,16 @@ impl FileConfig {
         if globals.admin_listen.is_some() && unset("admin_listen") {
             cli.admin_listen = globals.admin_listen;
         }
+        take!(tls_client_auth, tls_handshake_timeout);
+        // Settings whose `Cli` field is optional itself.
+        macro_rules! take_optional {
+            ($($field:ident),*) => {$(
+                if globals.$field.is_some() && unset(stringify!($field)) {
+                    cli.$field = globals.$field;
+                }
+            )*};
+        }
+        take_optional!(tls_cert, tls_key, tls_client_ca);
         settings.apply(cli, unset);
         ParsedFile { routes, text }
     }

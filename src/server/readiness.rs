@@ -263,8 +263,10 @@ fn balanced_probes(template: &GatewayTemplate, service: Arc<str>) -> Result<Prob
         Some(path) => Some(read_ca(path)?),
         None => None,
     };
+    let id =
+        super::tls::backend_identity(cli).map_err(|e| ConfigError::BackendUrl(e.to_string()))?;
     let grpc = |url: &str| {
-        super::grpc_backend(cli, url, ca.as_deref())
+        super::grpc_backend(cli, url, ca.as_deref(), id.as_deref())
             .map_err(|e| ConfigError::BackendUrl(e.to_string()))
     };
     Ok(match targets {

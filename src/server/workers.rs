@@ -28,15 +28,20 @@ pub struct Workers {
 }
 
 impl Workers {
-    /// Starts `count` workers serving the routes of `template`, with shared `metrics`;
-    /// each drains for at most `grace` at shutdown. Returns once each has built its
-    /// backend clients, or the first error (a configuration a client refuses).
+    /// Starts `count` workers serving the routes of `template`, with shared `metrics`,
+    /// over its TLS when configured (whose certificate reloading starts here too); each
+    /// drains for at most `grace` at shutdown. Returns once each has built its backend
+    /// clients, or the first error (a configuration a client refuses).
     pub fn start(
         template: &Arc<FrontendTemplate>,
         metrics: &Arc<Metrics>,
         count: usize,
         grace: Duration,
     ) -> Result<Workers, String> {
+        if let Some(tls) = template.tls() {
+            tls.watch()
+                .map_err(|e| format!("cannot start the TLS reload thread: {e}"))?;
+        }
         let mut workers = Workers {
             inboxes: Vec::with_capacity(count),
             finished: Vec::with_capacity(count),
@@ -134,7 +139,7 @@ fn run_worker(
         };
         let _ = ready.send(Ok(()));
         let incoming = UnboundedReceiverStream::new(connections).map(TcpStream::from_std);
-        serve_connections(incoming, frontend, grace).await;
+        serve_connections(incoming, frontend, grace, template.tls().cloned()).await;
     });
     // Whatever still runs (the idle backend connection) is dropped, not awaited.
     runtime.shutdown_timeout(Duration::from_millis(100));

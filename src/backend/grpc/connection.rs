@@ -174,7 +174,7 @@ impl Connector {
                     let stream = tls
                         .connect(name.clone(), tcp)
                         .await
-                        .map_err(|e| Fault::Connect(format!("TLS handshake failed: {e}")))?;
+                        .map_err(|e| Fault::tls_handshake(&e))?;
                     let alpn = stream.get_ref().1.alpn_protocol();
                     if alpn.is_some_and(|p| p != b"h2") {
                         return Err(Fault::Connect("TLS peer did not agree to HTTP/2".into()));
