@@ -140,11 +140,10 @@ impl GatewayTemplate {
     pub fn backend(&self) -> Result<Arc<dyn Backend>, BackendError> {
         Ok(match &self.backend {
             BackendTemplate::Grpc(grpc) => Arc::new(grpc.for_worker()),
-            BackendTemplate::Rest { url, ca } => Arc::new(RestBackend::new(
-                url,
-                self.cli.connect_timeout,
-                ca.as_deref(),
-            )?),
+            BackendTemplate::Rest { url, ca } => Arc::new(
+                RestBackend::new(url, self.cli.connect_timeout, ca.as_deref())?
+                    .max_message(self.cli.backend_max_message),
+            ),
             BackendTemplate::Balanced(route, None) => Arc::new(Balanced::new(route.clone())),
             BackendTemplate::Balanced(route, Some(codec)) => {
                 Arc::new(Affine::new(Balanced::new(route.clone()), codec.clone()))
@@ -355,10 +354,11 @@ fn listed_endpoint(cli: &Cli, url: &str, ca: Option<Vec<u8>>) -> Result<Endpoint
         Binding::HttpJson => {
             RestBackend::new(url, cli.connect_timeout, ca.as_deref())?;
             let (url, timeout) = (url.to_owned(), cli.connect_timeout);
+            let max_message = cli.backend_max_message;
             Box::new(move || {
                 let rest =
                     RestBackend::new(&url, timeout, ca.as_deref()).map_err(|e| e.to_string())?;
-                Ok(Arc::new(rest) as Arc<dyn Backend>)
+                Ok(Arc::new(rest.max_message(max_message)) as Arc<dyn Backend>)
             })
         }
     };
@@ -382,12 +382,13 @@ fn dns_endpoints(cli: &Cli, url: &str, ca: Option<Vec<u8>>) -> Result<AtAddress,
         Binding::HttpJson => {
             RestBackend::new(url, cli.connect_timeout, ca.as_deref())?;
             let (url, timeout, ca) = (url.to_owned(), cli.connect_timeout, Arc::new(ca));
+            let max_message = cli.backend_max_message;
             Box::new(move |address| {
                 let (url, ca) = (url.clone(), ca.clone());
                 let new_client: NewClient = Box::new(move || {
                     let rest = RestBackend::at(&url, timeout, ca.as_deref(), address)
                         .map_err(|e| e.to_string())?;
-                    Ok(Arc::new(rest) as Arc<dyn Backend>)
+                    Ok(Arc::new(rest.max_message(max_message)) as Arc<dyn Backend>)
                 });
                 Endpoint::new(address.to_string(), address.to_string(), new_client)
             })
