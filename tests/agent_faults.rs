@@ -69,8 +69,8 @@ fault_cases! {
         }
         ssh_banner {
             agent: Scripted("banner"),
-            unary: Some(Reply(RESET, AtOnce)),
-            stream: Some(Reply(RESET, AtOnce)),
+            unary: Some(Reply(BAD, AtOnce)),
+            stream: Some(Reply(BAD, AtOnce)),
         }
         tls_on_cleartext_url {
             agent: Scripted("tls"),
@@ -150,7 +150,8 @@ fault_cases! {
 /// names the reasons and the time bound its test asserts.
 #[test]
 fn readme_table_lists_every_case() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     let section = readme
         .split("\n## When agents fail")
         .nth(1)
@@ -172,17 +173,32 @@ fn readme_table_lists_every_case() {
         let (gets, bound) = (row[2], row[3]);
         for outcome in [case.unary, case.stream].into_iter().flatten() {
             for reason in outcome.reasons() {
-                assert!(gets.contains(reason), "{}: README does not name {reason}", case.key());
+                assert!(
+                    gets.contains(reason),
+                    "{}: README does not name {reason}",
+                    case.key()
+                );
             }
             let when = match outcome.when() {
                 AtOnce => "at once",
                 AtDeadline => "`--timeout`",
             };
-            assert!(bound.contains(when), "{}: README bound {bound:?} lacks {when:?}", case.key());
+            assert!(
+                bound.contains(when),
+                "{}: README bound {bound:?} lacks {when:?}",
+                case.key()
+            );
         }
         if case.stream.is_some() && case.unary.is_some() {
-            assert!(gets.contains("stream"), "{}: README says nothing of the stream", case.key());
+            assert!(
+                gets.contains("stream"),
+                "{}: README says nothing of the stream",
+                case.key()
+            );
         }
     }
-    assert!(unmatched.is_empty(), "README rows without a case: {unmatched:?}");
+    assert!(
+        unmatched.is_empty(),
+        "README rows without a case: {unmatched:?}"
+    );
 }

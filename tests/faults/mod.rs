@@ -389,9 +389,11 @@ fn check_reply(
     report: &mut Report,
 ) {
     let took = since.elapsed();
-    report
-        .notes
-        .push(format!("{what}: {} after {} ms", shown(answer), took.as_millis()));
+    report.notes.push(format!(
+        "{what}: {} after {} ms",
+        shown(answer),
+        took.as_millis()
+    ));
     match (&answer.reply, expect) {
         (Ok(reply), Outcome::Reply(reasons, _)) => check_fault(what, reply, reasons, report),
         (_, Outcome::ErrorFrame(..)) => report
@@ -418,7 +420,9 @@ fn check_time(what: &str, when: When, took: Duration, report: &mut Report) {
         When::AtOnce => took <= AT_ONCE,
         When::AtDeadline => took >= TIMEOUT - Duration::from_millis(100) && took <= TIMEOUT + LATE,
     };
-    report.check(ok, || format!("{what}: answered after {took:?}, expected {when:?}"));
+    report.check(ok, || {
+        format!("{what}: answered after {took:?}, expected {when:?}")
+    });
 }
 
 /// A `SendStreamingMessage` against `expect`.
@@ -445,9 +449,9 @@ async fn check_error_frame(
     report: &mut Report,
 ) {
     let Outcome::ErrorFrame(reasons, when) = expect else {
-        return report
-            .failures
-            .push(format!("{what}: a stream opened where {expect:?} was expected"));
+        return report.failures.push(format!(
+            "{what}: a stream opened where {expect:?} was expected"
+        ));
     };
     let mut events = 0;
     loop {
@@ -489,11 +493,14 @@ async fn check_alive(gw: &mut Gateway, good: &str, report: &mut Report) {
     let started = Instant::now();
     let next = unary(good, "hello").await;
     let took = started.elapsed();
-    report.check(is_result(&next.reply) && took <= Duration::from_secs(3), || {
-        format!("the next good call got {} after {took:?}", shown(&next))
-    });
+    report.check(
+        is_result(&next.reply) && took <= Duration::from_secs(3),
+        || format!("the next good call got {} after {took:?}", shown(&next)),
+    );
     let panics = gw.panics();
-    report.check(panics.is_empty(), || format!("panics: {}", panics.join(" | ")));
+    report.check(panics.is_empty(), || {
+        format!("panics: {}", panics.join(" | "))
+    });
 }
 
 // ---- the client ---------------------------------------------------------------------------

@@ -137,7 +137,13 @@ fn selected_by_args(name: &str) -> bool {
             a => filters.push(a.to_owned()),
         }
     }
-    let hit = |f: &String| if exact { name == f } else { name.contains(f.as_str()) };
+    let hit = |f: &String| {
+        if exact {
+            name == f
+        } else {
+            name.contains(f.as_str())
+        }
+    };
     (filters.is_empty() || filters.iter().any(hit))
         && !skips.iter().any(|s| name.contains(s.as_str()))
 }
