@@ -28,7 +28,7 @@ pub use runner::verdict;
 /// `--timeout` and `--first-event-timeout` of the failing route.
 pub const TIMEOUT: Duration = Duration::from_secs(3);
 /// What "at once" means: well below `TIMEOUT`, with room for a loaded machine.
-pub const AT_ONCE: Duration = Duration::from_millis(1500);
+pub const AT_ONCE: Duration = Duration::from_secs(2);
 /// How late after `TIMEOUT` a deadline answer may come.
 const LATE: Duration = Duration::from_millis(1500);
 /// `--backend-max-message` of the failing route.
