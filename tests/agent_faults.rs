@@ -77,6 +77,11 @@ fault_cases! {
             unary: Some(Reply(RESET, AtOnce)),
             stream: Some(Reply(RESET, AtOnce)),
         }
+        cleartext_on_tls_url {
+            agent: ScriptedAtHttps("html-502"),
+            unary: Some(Reply(UNAVAILABLE, AtConnectTimeout)),
+            stream: Some(Reply(UNAVAILABLE, AtConnectTimeout)),
+        }
     }
     http_json {
         not_started {
@@ -143,6 +148,11 @@ fault_cases! {
             unary: Some(Reply(RESET, AtOnce)),
             stream: Some(Reply(RESET, AtOnce)),
         }
+        cleartext_on_tls_url {
+            agent: ScriptedAtHttps("html-502"),
+            unary: Some(Reply(UNAVAILABLE, AtConnectTimeout)),
+            stream: Some(Reply(UNAVAILABLE, AtConnectTimeout)),
+        }
     }
 }
 
@@ -182,6 +192,7 @@ fn readme_table_lists_every_case() {
             let when = match outcome.when() {
                 AtOnce => "at once",
                 AtDeadline => "`--timeout`",
+                AtConnectTimeout => "`--connect-timeout`",
             };
             assert!(
                 bound.contains(when),

@@ -27,6 +27,8 @@ pub use runner::verdict;
 
 /// `--timeout` and `--first-event-timeout` of the failing route.
 pub const TIMEOUT: Duration = Duration::from_secs(3);
+/// `--connect-timeout` of the failing route.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// What "at once" means: well below `TIMEOUT`, with room for a loaded machine.
 pub const AT_ONCE: Duration = Duration::from_secs(2);
 /// How late after `TIMEOUT` a deadline answer may come.
@@ -79,8 +81,10 @@ impl Binding {
 pub enum Agent {
     /// Nothing listens on the port.
     NotStarted,
-    /// `scripted_agent.py` in this mode, always reached at an `http://` URL.
+    /// `scripted_agent.py` in this mode, reached at an `http://` URL.
     Scripted(&'static str),
+    /// The same, reached at an `https://` URL (the route trusts the test CA).
+    ScriptedAtHttps(&'static str),
     /// The reference agent, SIGKILLed one second into a blocking `SendMessage`.
     KilledMidUnary,
     /// The reference agent, SIGKILLed after a stream's first event.
@@ -97,6 +101,8 @@ pub enum When {
     /// At the route's deadline: `TIMEOUT` (`--timeout`, or `--first-event-timeout` for a
     /// stream), not before and at most `LATE` after.
     AtDeadline,
+    /// At `CONNECT_TIMEOUT` (`--connect-timeout`), not before and at most `LATE` after.
+    AtConnectTimeout,
 }
 
 /// What the client gets: -32603 with an `ErrorInfo` of domain `a2a-gateway` and one of
@@ -173,6 +179,7 @@ pub(crate) async fn run_case(case: &'static Case, good: &Good) -> Result<String,
     };
     let config = TempFile::new("toml", &routes(case.binding, &agent.url, good_url));
     let deadline = format!("{}ms", TIMEOUT.as_millis());
+    let connect_timeout = format!("{}ms", CONNECT_TIMEOUT.as_millis());
     let max_message = MAX_MESSAGE.to_string();
     let args = [
         "--config",
@@ -184,7 +191,7 @@ pub(crate) async fn run_case(case: &'static Case, good: &Good) -> Result<String,
         "--first-event-timeout",
         &deadline,
         "--connect-timeout",
-        "1s",
+        &connect_timeout,
         "--backend-max-message",
         &max_message,
     ];
@@ -192,7 +199,7 @@ pub(crate) async fn run_case(case: &'static Case, good: &Good) -> Result<String,
     let mut gw = Gateway::start(&args, &log_name).await;
     let faulty = format!("{}/faulty/a2a/jsonrpc", gw.base);
     match case.agent {
-        Agent::NotStarted | Agent::Scripted(_) => {
+        Agent::NotStarted | Agent::Scripted(_) | Agent::ScriptedAtHttps(_) => {
             let (unary, stream) = tokio::join!(
                 async {
                     let mut report = Report::default();
@@ -231,10 +238,11 @@ pub(crate) async fn run_case(case: &'static Case, good: &Good) -> Result<String,
     }
 }
 
-/// The gateway's config: the failing route and the good one, whose own deadlines are the
-/// defaults (a loaded machine must not make the good agent look slow).
+/// The gateway's config: the failing route (trusting the test CA) and the good one, whose
+/// own deadlines are the defaults (a loaded machine must not make the good agent look slow).
 fn routes(binding: Binding, faulty: &str, good: &str) -> String {
     let binding = binding.flag();
+    let ca = crate::common::test_pki().ca_file.display();
     format!(
         r#"
 [[route]]
@@ -242,6 +250,7 @@ name = "faulty"
 path = "/faulty"
 binding = "{binding}"
 backend = "{faulty}"
+backend-ca = "{ca}"
 
 [[route]]
 name = "good"
@@ -275,10 +284,14 @@ impl Started {
                 _scripted: None,
                 sdk: None,
             },
-            Agent::Scripted(mode) => {
+            Agent::Scripted(mode) | Agent::ScriptedAtHttps(mode) => {
                 let scripted = Scripted::start(mode).await?;
+                let scheme = match case.agent {
+                    Agent::ScriptedAtHttps(_) => "https",
+                    _ => "http",
+                };
                 Started {
-                    url: rest(format!("http://127.0.0.1:{}", scripted.port)),
+                    url: rest(format!("{scheme}://127.0.0.1:{}", scripted.port)),
                     _scripted: Some(scripted),
                     sdk: None,
                 }
@@ -419,6 +432,9 @@ fn check_time(what: &str, when: When, took: Duration, report: &mut Report) {
     let ok = match when {
         When::AtOnce => took <= AT_ONCE,
         When::AtDeadline => took >= TIMEOUT - Duration::from_millis(100) && took <= TIMEOUT + LATE,
+        When::AtConnectTimeout => {
+            took >= CONNECT_TIMEOUT - Duration::from_millis(100) && took <= CONNECT_TIMEOUT + LATE
+        }
     };
     report.check(ok, || {
         format!("{what}: answered after {took:?}, expected {when:?}")
