@@ -54,13 +54,13 @@ fault_cases! {
         }
         accepts_never_answers {
             agent: Scripted("silent"),
-            unary: Some(Reply(DEADLINE, AtDeadline)),
-            stream: Some(Reply(DEADLINE, AtDeadline)),
+            unary: Some(Reply(DEADLINE, Deadline)),
+            stream: Some(Reply(DEADLINE, Deadline)),
         }
         http2_never_replies {
             agent: Scripted("h2-never-replies"),
-            unary: Some(Reply(DEADLINE, AtDeadline)),
-            stream: Some(Reply(DEADLINE, AtDeadline)),
+            unary: Some(Reply(DEADLINE, Deadline)),
+            stream: Some(Reply(DEADLINE, Deadline)),
         }
         http1_server {
             agent: Scripted("html-502"),
@@ -79,8 +79,8 @@ fault_cases! {
         }
         cleartext_on_tls_url {
             agent: ScriptedAtHttps("html-502"),
-            unary: Some(Reply(UNAVAILABLE, AtConnectTimeout)),
-            stream: Some(Reply(UNAVAILABLE, AtConnectTimeout)),
+            unary: Some(Reply(UNAVAILABLE, ConnectTimeout)),
+            stream: Some(Reply(UNAVAILABLE, ConnectTimeout)),
         }
     }
     http_json {
@@ -100,13 +100,13 @@ fault_cases! {
         }
         accepts_never_answers {
             agent: Scripted("silent"),
-            unary: Some(Reply(DEADLINE, AtDeadline)),
-            stream: Some(Reply(DEADLINE, AtDeadline)),
+            unary: Some(Reply(DEADLINE, Deadline)),
+            stream: Some(Reply(DEADLINE, Deadline)),
         }
         http_never_replies {
             agent: Scripted("never-replies"),
-            unary: Some(Reply(DEADLINE, AtDeadline)),
-            stream: Some(Reply(DEADLINE, AtDeadline)),
+            unary: Some(Reply(DEADLINE, Deadline)),
+            stream: Some(Reply(DEADLINE, Deadline)),
         }
         html_502 {
             agent: Scripted("html-502"),
@@ -150,8 +150,8 @@ fault_cases! {
         }
         cleartext_on_tls_url {
             agent: ScriptedAtHttps("html-502"),
-            unary: Some(Reply(UNAVAILABLE, AtConnectTimeout)),
-            stream: Some(Reply(UNAVAILABLE, AtConnectTimeout)),
+            unary: Some(Reply(UNAVAILABLE, ConnectTimeout)),
+            stream: Some(Reply(UNAVAILABLE, ConnectTimeout)),
         }
     }
 }
@@ -191,8 +191,8 @@ fn readme_table_lists_every_case() {
             }
             let when = match outcome.when() {
                 AtOnce => "at once",
-                AtDeadline => "`--timeout`",
-                AtConnectTimeout => "`--connect-timeout`",
+                Deadline => "`--timeout`",
+                ConnectTimeout => "`--connect-timeout`",
             };
             assert!(
                 bound.contains(when),

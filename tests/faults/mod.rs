@@ -100,9 +100,9 @@ pub enum When {
     AtOnce,
     /// At the route's deadline: `TIMEOUT` (`--timeout`, or `--first-event-timeout` for a
     /// stream), not before and at most `LATE` after.
-    AtDeadline,
+    Deadline,
     /// At `CONNECT_TIMEOUT` (`--connect-timeout`), not before and at most `LATE` after.
-    AtConnectTimeout,
+    ConnectTimeout,
 }
 
 /// What the client gets: -32603 with an `ErrorInfo` of domain `a2a-gateway` and one of
@@ -431,8 +431,8 @@ fn check_fault(what: &str, reply: &Value, reasons: &[&str], report: &mut Report)
 fn check_time(what: &str, when: When, took: Duration, report: &mut Report) {
     let ok = match when {
         When::AtOnce => took <= AT_ONCE,
-        When::AtDeadline => took >= TIMEOUT - Duration::from_millis(100) && took <= TIMEOUT + LATE,
-        When::AtConnectTimeout => {
+        When::Deadline => took >= TIMEOUT - Duration::from_millis(100) && took <= TIMEOUT + LATE,
+        When::ConnectTimeout => {
             took >= CONNECT_TIMEOUT - Duration::from_millis(100) && took <= CONNECT_TIMEOUT + LATE
         }
     };
