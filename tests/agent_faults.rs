@@ -62,6 +62,11 @@ fault_cases! {
             unary: Some(Reply(DEADLINE, Deadline)),
             stream: Some(Reply(DEADLINE, Deadline)),
         }
+        http2_proxy_502 {
+            agent: Scripted("h2-502"),
+            unary: Some(Reply(BAD, AtOnce)),
+            stream: Some(Reply(BAD, AtOnce)),
+        }
         http1_server {
             agent: Scripted("html-502"),
             unary: Some(Reply(BAD, AtOnce)),

@@ -9,6 +9,8 @@ Modes (what each connection gets):
   never-replies     an HTTP/1.1 request is read, then nothing is sent
   h2-never-replies  HTTP/2: SETTINGS exchanged and PINGs answered, requests read, never a
                     response
+  h2-502            HTTP/2 as a proxy in front of a dead agent answers: every request gets
+                    `:status 502` with an HTML body and no gRPC status
   html-502          once a request head (or the HTTP/2 preface, which holds a blank line)
                     is in, an nginx-style `502 Bad Gateway` HTML page over HTTP/1.1
   banner            an SSH server's version banner, then silence
@@ -39,7 +41,12 @@ WEB_PAGE = b'<!DOCTYPE html><html><body><h1>It works!</h1></body></html>\n'
 TASK = b'{"task":{"id":"t-1","contextId":"c-1","status":{"state":"TASK_STATE_WORKING"}}}'
 SSH_BANNER = b'SSH-2.0-OpenSSH_9.6p1 Debian-3\r\n'
 # HTTP/2 (RFC 9113): frame types and flags used below.
-SETTINGS, PING, ACK = 4, 6, 1
+DATA, HEADERS, SETTINGS, PING = 0, 1, 4, 6
+ACK = END_STREAM = 1
+END_HEADERS = 4
+# HPACK (RFC 7541): literals without indexing of static-table names 8 (:status) and 31
+# (content-type).
+PROXY_502 = b'\x08\x03502' + b'\x0f\x10\x09text/html'
 
 
 def read_head(conn: socket.socket) -> tuple[bytes, bytes] | None:
@@ -98,11 +105,13 @@ def drain(conn: socket.socket) -> None:
         pass
 
 
-def frame(kind: int, flags: int, payload: bytes = b'') -> bytes:
-    return len(payload).to_bytes(3, 'big') + bytes([kind, flags]) + b'\0\0\0\0' + payload
+def frame(kind: int, flags: int, payload: bytes = b'', stream: int = 0) -> bytes:
+    head = len(payload).to_bytes(3, 'big') + bytes([kind, flags]) + stream.to_bytes(4, 'big')
+    return head + payload
 
 
-def h2_never_replies(conn: socket.socket) -> None:
+def h2_server(conn: socket.socket, reply_502: bool) -> None:
+    """HTTP/2 that keeps the connection healthy; requests get nothing, or a proxy's 502."""
     preface = b''
     while len(preface) < 24:
         more = conn.recv(24 - len(preface))
@@ -124,7 +133,11 @@ def h2_never_replies(conn: socket.socket) -> None:
             if not more:
                 return
             payload += more
-        if kind == SETTINGS and not flags & ACK:
+        stream = int.from_bytes(header[5:9], 'big') & 0x7FFFFFFF
+        if kind == HEADERS and reply_502:
+            conn.sendall(frame(HEADERS, END_HEADERS, PROXY_502, stream)
+                         + frame(DATA, END_STREAM, HTML_502, stream))
+        elif kind == SETTINGS and not flags & ACK:
             conn.sendall(frame(SETTINGS, ACK))
         elif kind == PING and not flags & ACK:
             conn.sendall(frame(PING, ACK, payload))
@@ -169,8 +182,8 @@ def serve(mode: str, conn: socket.socket, port: int, tls: ssl.SSLContext | None)
     try:
         if mode == 'silent':
             threading.Event().wait()
-        elif mode == 'h2-never-replies':
-            h2_never_replies(conn)
+        elif mode in ('h2-never-replies', 'h2-502'):
+            h2_server(conn, reply_502=mode == 'h2-502')
         elif mode == 'html-502':
             if read_head(conn) is not None:
                 conn.sendall(whole('502 Bad Gateway', 'text/html', HTML_502))
@@ -189,7 +202,7 @@ def serve(mode: str, conn: socket.socket, port: int, tls: ssl.SSLContext | None)
 
 
 def main() -> None:
-    modes = ['silent', 'never-replies', 'h2-never-replies', 'html-502', 'banner', 'tls',
+    modes = ['silent', 'never-replies', 'h2-never-replies', 'h2-502', 'html-502', 'banner', 'tls',
              'truncated-json', 'cut-body', 'wrong-type', 'endless', 'redirect-loop']
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('mode', choices=modes)
