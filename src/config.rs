@@ -177,8 +177,9 @@ pub struct Cli {
     #[arg(long, env = "A2A_GATEWAY_BACKEND_KEEPALIVE_WHILE_IDLE")]
     pub backend_keepalive_while_idle: bool,
 
-    /// Largest gRPC message accepted from the backend (a reply or one stream event);
-    /// larger ones fail the call with BACKEND_BAD_RESPONSE before they are buffered.
+    /// Largest gRPC message (a reply or one stream event), HTTP+JSON reply body or stream
+    /// event accepted from the backend; larger ones fail the call with BACKEND_BAD_RESPONSE
+    /// before they are buffered.
     #[arg(long, env = "A2A_GATEWAY_BACKEND_MAX_MESSAGE", default_value = "16MiB", value_parser = parse_size)]
     pub backend_max_message: usize,
 

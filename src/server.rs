@@ -156,12 +156,15 @@ impl GatewayTemplate {
     pub fn backend(&self) -> Result<Arc<dyn Backend>, BackendError> {
         Ok(match &self.backend {
             BackendTemplate::Grpc(grpc) => Arc::new(grpc.for_worker()),
-            BackendTemplate::Rest { url, ca, id } => Arc::new(RestBackend::with_identity(
-                url,
-                self.cli.connect_timeout,
-                ca.as_deref(),
-                id.as_deref(),
-            )?),
+            BackendTemplate::Rest { url, ca, id } => Arc::new(
+                RestBackend::with_identity(
+                    url,
+                    self.cli.connect_timeout,
+                    ca.as_deref(),
+                    id.as_deref(),
+                )?
+                .max_message(self.cli.backend_max_message),
+            ),
             BackendTemplate::Balanced(route, None) => Arc::new(Balanced::new(route.clone())),
             BackendTemplate::Balanced(route, Some(codec)) => {
                 Arc::new(Affine::new(Balanced::new(route.clone()), codec.clone()))
@@ -424,10 +427,11 @@ fn listed_endpoint(
         Binding::HttpJson => {
             RestBackend::with_identity(url, cli.connect_timeout, ca.as_deref(), id.as_deref())?;
             let (url, timeout) = (url.to_owned(), cli.connect_timeout);
+            let max_message = cli.backend_max_message;
             Box::new(move || {
                 let rest = RestBackend::with_identity(&url, timeout, ca.as_deref(), id.as_deref())
                     .map_err(|e| e.to_string())?;
-                Ok(Arc::new(rest) as Arc<dyn Backend>)
+                Ok(Arc::new(rest.max_message(max_message)) as Arc<dyn Backend>)
             })
         }
     };
@@ -461,13 +465,14 @@ fn dns_endpoints(
                 Arc::new(ca),
                 Arc::new(id),
             );
+            let max_message = cli.backend_max_message;
             Box::new(move |address| {
                 let (url, ca, id) = (url.clone(), ca.clone(), id.clone());
                 let new_client: NewClient = Box::new(move || {
                     let rest =
                         RestBackend::at(&url, timeout, ca.as_deref(), id.as_deref(), address)
                             .map_err(|e| e.to_string())?;
-                    Ok(Arc::new(rest) as Arc<dyn Backend>)
+                    Ok(Arc::new(rest.max_message(max_message)) as Arc<dyn Backend>)
                 });
                 Endpoint::new(address.to_string(), address.to_string(), new_client)
             })

@@ -26,9 +26,11 @@
 //! so later subscriptions go straight to `POST`.
 //!
 //! **Answers.** 2xx bodies decode with `Reply::from_json`; the `A2A-Extensions` response
-//! header becomes `Answer::extensions`. Streams are SSE (`sse::SseParser`): each `data`
-//! event is a `StreamResponse`; an `event: error` frame carries `{"error": Status}` and
-//! ends the stream with that error. Dropping the stream drops the response, which cancels
+//! header becomes `Answer::extensions`. A reply body or one stream event over
+//! `--backend-max-message` (`RestBackend::max_message`) fails the call as a bad response
+//! once that much is read, so an endless body costs bounded memory. Streams are SSE
+//! (`sse::SseParser`): each `data` event is a `StreamResponse`; an `event: error` frame
+//! carries `{"error": Status}` and ends the stream with that error. Dropping the stream drops the response, which cancels
 //! the upstream request.
 //!
 //! **Errors.** A `{"error": {"code", "status", "message", "details"}}` body (spec 11.6)
@@ -51,7 +53,7 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
-use http::header::{ACCEPT, CONTENT_TYPE};
+use http::header::{ACCEPT, CONTENT_TYPE, LOCATION};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -70,8 +72,9 @@ use crate::protocol::params::{response_extensions, SUPPORTED_VERSION, VERSION};
 const A2A_JSON: &str = "application/a2a+json";
 const EVENT_STREAM: &str = "text/event-stream";
 const DEBUG_INFO: &str = "type.googleapis.com/google.rpc.DebugInfo";
-/// Largest reply body or single stream event accepted (as the gRPC backend's limit).
-const MAX_BODY: usize = 64 << 20;
+/// Largest reply body or single stream event accepted unless `max_message` says otherwise
+/// (the default of `--backend-max-message`, the gRPC backend's limit too).
+const MAX_BODY: usize = 16 << 20;
 /// Largest error body read; longer ones are not A2A errors.
 const MAX_ERROR_BODY: usize = 1 << 20;
 /// How much of an unusable body is quoted back in `DebugInfo.detail`.
@@ -81,6 +84,7 @@ const SNIPPET: usize = 512;
 #[derive(Clone, Debug)]
 pub struct RestBackend {
     shared: Arc<Shared>,
+    max_body: usize,
 }
 
 #[derive(Debug)]
@@ -193,7 +197,16 @@ impl RestBackend {
                 base: parsed.as_str().trim_end_matches('/').to_owned(),
                 subscribe_post: AtomicBool::new(false),
             }),
+            max_body: MAX_BODY,
         })
+    }
+
+    /// Reply bodies and single stream events over `limit` bytes fail the call with
+    /// `BACKEND_BAD_RESPONSE` once that much is read (`--backend-max-message`, as for
+    /// gRPC): a backend's endless body must not grow the gateway's memory without bound.
+    pub fn max_message(mut self, limit: usize) -> Self {
+        self.max_body = limit;
+        self
     }
 }
 
@@ -202,19 +215,20 @@ impl Backend for RestBackend {
         &self,
         call: Call<UnaryRequest>,
     ) -> BoxFuture<'static, Result<Answer<Reply>, A2aError>> {
-        call_unary(self.shared.clone(), call).boxed()
+        call_unary(self.shared.clone(), self.max_body, call).boxed()
     }
 
     fn stream(
         &self,
         call: Call<StreamRequest>,
     ) -> BoxFuture<'static, Result<Answer<EventStream>, A2aError>> {
-        call_stream(self.shared.clone(), call).boxed()
+        call_stream(self.shared.clone(), self.max_body, call).boxed()
     }
 }
 
 async fn call_unary(
     shared: Arc<Shared>,
+    max_body: usize,
     mut call: Call<UnaryRequest>,
 ) -> Result<Answer<Reply>, A2aError> {
     let op = call.request.op();
@@ -229,9 +243,9 @@ async fn call_unary(
     }
     let extensions = response_extensions(response.headers());
     let content_type = content_type(response.headers());
-    let (body, complete) = read_body(response, MAX_BODY).await?;
+    let (body, complete) = read_body(response, max_body).await?;
     if !complete {
-        let what = format!("a body larger than {} MiB", MAX_BODY >> 20);
+        let what = format!("a body larger than {max_body} bytes (--backend-max-message)");
         return Err(bad_response(status, content_type, &body, &what, None));
     }
     let value = call.request.reply_from_json(&body).map_err(|e| {
@@ -243,6 +257,7 @@ async fn call_unary(
 
 async fn call_stream(
     shared: Arc<Shared>,
+    max_body: usize,
     mut call: Call<StreamRequest>,
 ) -> Result<Answer<EventStream>, A2aError> {
     let op = call.request.op();
@@ -287,7 +302,7 @@ async fn call_stream(
     }
     let extensions = response_extensions(response.headers());
     Ok(Answer {
-        value: events(response),
+        value: events(response, max_body),
         extensions,
     })
 }
@@ -375,6 +390,12 @@ async fn read_body(
 async fn error_answer(response: reqwest::Response) -> A2aError {
     let status = response.status();
     let content_type = content_type(response.headers());
+    // Redirects are not followed (module doc); where one pointed tells people what to fix.
+    let redirect = status
+        .is_redirection()
+        .then(|| response.headers().get(LOCATION))
+        .flatten()
+        .map(|to| String::from_utf8_lossy(to.as_bytes()).into_owned());
     let (body, complete) = match read_body(response, MAX_ERROR_BODY).await {
         Ok(read) => read,
         Err(e) => return e,
@@ -387,12 +408,12 @@ async fn error_answer(response: reqwest::Response) -> A2aError {
     match parsed {
         Ok(ErrorBody { error }) => error.into_error(Some(status)),
         Err(e) => {
-            let what = if body.is_empty() {
-                "an empty body, not an A2A error"
-            } else {
-                "a body that is not an A2A error"
+            let what = match redirect {
+                Some(to) => format!("a redirect to {to}, which the gateway does not follow"),
+                None if body.is_empty() => "an empty body, not an A2A error".to_owned(),
+                None => "a body that is not an A2A error".to_owned(),
             };
-            bad_response(status, content_type, &body, what, Some(&e))
+            bad_response(status, content_type, &body, &what, Some(&e))
         }
     }
 }
@@ -515,7 +536,7 @@ fn transport_error(error: &reqwest::Error) -> A2aError {
 type Body = BoxStream<'static, reqwest::Result<Bytes>>;
 
 /// The response body as `StreamResponse`s; the first error ends it.
-fn events(response: reqwest::Response) -> EventStream {
+fn events(response: reqwest::Response, max_body: usize) -> EventStream {
     struct State {
         /// `None` once the stream has ended (dropping the body cancels the request).
         body: Option<Body>,
@@ -524,7 +545,7 @@ fn events(response: reqwest::Response) -> EventStream {
     }
     let state = State {
         body: Some(response.bytes_stream().boxed()),
-        parser: SseParser::new(MAX_BODY),
+        parser: SseParser::new(max_body),
         eof: false,
     };
     futures::stream::unfold(state, |mut state| async move {
@@ -656,6 +677,17 @@ mod tests {
         assert_eq!(err.kind, ErrorKind::Internal);
         assert_eq!(err.data[0]["reason"], "BACKEND_BAD_RESPONSE");
         assert!(decode_event("ping", "x").is_none());
+    }
+
+    #[tokio::test]
+    async fn bodies_are_read_up_to_the_limit() {
+        let response = |len| reqwest::Response::from(http::Response::new(vec![b'x'; len]));
+        let (body, complete) = read_body(response(1024), 1024).await.unwrap();
+        assert!(complete);
+        assert_eq!(body.len(), 1024);
+        let (body, complete) = read_body(response(1025), 1024).await.unwrap();
+        assert!(!complete);
+        assert_eq!(body.len(), 1024);
     }
 
     #[test]

@@ -83,7 +83,8 @@ fn error(code: Code, headers: &HeaderMap) -> A2aError {
     A2aError::from_backend(ErrorKind::from_grpc(code), &message, data)
 }
 
-/// The gRPC spec's mapping of HTTP statuses of replies without `grpc-status`.
+/// A reply without `grpc-status` by its HTTP status: the gRPC spec's mapping where it
+/// gives a code A2A has its own error for (401, 403, 404), else `BACKEND_BAD_RESPONSE`.
 pub fn from_http(status: http::StatusCode) -> A2aError {
     let code = match status.as_u16() {
         400 => Code::Internal,
@@ -97,7 +98,18 @@ pub fn from_http(status: http::StatusCode) -> A2aError {
         "the backend answered HTTP {} without a gRPC status",
         status.as_u16()
     );
-    A2aError::from_backend(ErrorKind::from_grpc(code), &message, Vec::new())
+    let kind = ErrorKind::from_grpc(code);
+    if kind != ErrorKind::Internal {
+        return A2aError::from_backend(kind, &message, Vec::new());
+    }
+    // No agent wrote this (a proxy's 502 page, a web server): as on the HTTP+JSON binding
+    // it is the gateway's BACKEND_BAD_RESPONSE with the HTTP status, not a bare -32603
+    // that clients and balancing would take for the agent's own internal error.
+    let mut error = A2aError::from(Fault::BadResponse(message));
+    if let Some(info) = error.data.first_mut() {
+        info["metadata"] = json!({"httpStatus": status.as_str()});
+    }
+    error
 }
 
 #[cfg(test)]
@@ -128,6 +140,19 @@ mod tests {
         for garbage in [&b"abc"[..], b"", b"-1", b" 5", b"99999999999"] {
             let err = check(&headers(&[(STATUS, garbage)])).unwrap().unwrap_err();
             assert_eq!(err.data[0]["reason"], "BACKEND_BAD_RESPONSE", "{garbage:?}");
+        }
+    }
+
+    #[test]
+    fn http_statuses_without_a_grpc_status() {
+        let err = from_http(http::StatusCode::UNAUTHORIZED);
+        assert_eq!(err.kind, ErrorKind::Unauthenticated);
+        assert!(err.data.is_empty(), "mapped as gRPC says, not a fault");
+        for status in [400, 429, 500, 502, 503, 504] {
+            let err = from_http(http::StatusCode::from_u16(status).unwrap());
+            assert_eq!(err.kind, ErrorKind::Internal);
+            assert_eq!(err.data[0]["reason"], "BACKEND_BAD_RESPONSE", "{status}");
+            assert_eq!(err.data[0]["metadata"]["httpStatus"], status.to_string());
         }
     }
 
