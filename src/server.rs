@@ -36,6 +36,7 @@ use crate::front::layers::{self, Edge};
 use crate::front::Gateway;
 use crate::lifecycle::Lifecycle;
 use crate::protocol::params::ForwardPolicy;
+use crate::telemetry::access::ClientAddr;
 use crate::telemetry::Metrics;
 
 /// A route's backend or card could not be built from the configuration.
@@ -483,8 +484,15 @@ async fn serve_connection(
 ) {
     // Small JSON replies and SSE frames must not wait for Nagle's algorithm.
     let _ = stream.set_nodelay(true);
-    let service =
-        TowerToHyperService::new(edge.map_request(|r: http::Request<Incoming>| r.map(Body::new)));
+    // The access log names the client.
+    let peer = stream.peer_addr().ok().map(ClientAddr);
+    let service = TowerToHyperService::new(edge.map_request(move |r: http::Request<Incoming>| {
+        let mut r = r.map(Body::new);
+        if let Some(peer) = peer {
+            r.extensions_mut().insert(peer);
+        }
+        r
+    }));
     let builder = auto::Builder::new(TokioExecutor::new());
     let mut connection = std::pin::pin!(builder.serve_connection(TokioIo::new(stream), service));
     tokio::select! {

@@ -14,6 +14,7 @@ use super::{duration_text, size_text, Binding, Cli, LogFormat};
 use crate::backend::affinity::{Affinity, AffinityKey};
 use crate::backend::endpoints::Balance;
 use crate::card::CardSettings;
+use crate::telemetry::trace::OtlpProtocol;
 
 /// Declares the file's two tables from one list of the settings a route may set: `plain`
 /// ones replace a `Cli` field, `optional` ones fill an `Option` field of `Cli`.
@@ -34,6 +35,11 @@ macro_rules! file_config {
             drain_delay: Option<Duration>,
             workers: Option<usize>,
             log_format: Option<LogFormat>,
+            access_log: Option<bool>,
+            otlp_endpoint: Option<String>,
+            otlp_protocol: Option<OtlpProtocol>,
+            trace_sampler: Option<String>,
+            trace_sampler_arg: Option<f64>,
             /// One table per route; none: the top-level settings are the one route.
             #[serde(default)]
             route: Vec<RouteFile>,
@@ -97,6 +103,11 @@ macro_rules! file_config {
                     drain_delay: self.drain_delay,
                     workers: self.workers,
                     log_format: self.log_format,
+                    access_log: self.access_log,
+                    otlp_endpoint: self.otlp_endpoint,
+                    otlp_protocol: self.otlp_protocol,
+                    trace_sampler: self.trace_sampler,
+                    trace_sampler_arg: self.trace_sampler_arg,
                 };
                 let settings = RouteSettings {
                     forward_header: self.forward_header,
@@ -194,6 +205,11 @@ struct Globals {
     drain_delay: Option<Duration>,
     workers: Option<usize>,
     log_format: Option<LogFormat>,
+    access_log: Option<bool>,
+    otlp_endpoint: Option<String>,
+    otlp_protocol: Option<OtlpProtocol>,
+    trace_sampler: Option<String>,
+    trace_sampler_arg: Option<f64>,
 }
 
 /// What selects a route, as written in its table.
@@ -265,7 +281,16 @@ impl FileConfig {
                 }
             )*};
         }
-        take!(listen, shutdown_grace, drain_delay, workers, log_format);
+        take!(listen, shutdown_grace, drain_delay, workers, log_format, access_log);
+        // Settings whose flag is optional too.
+        macro_rules! take_optional {
+            ($($field:ident),*) => {$(
+                if globals.$field.is_some() && unset(stringify!($field)) {
+                    cli.$field = globals.$field;
+                }
+            )*};
+        }
+        take_optional!(otlp_endpoint, otlp_protocol, trace_sampler, trace_sampler_arg);
         settings.apply(cli, unset);
         ParsedFile { routes, text }
     }

@@ -27,6 +27,7 @@ use crate::front::Gateway;
 use crate::protocol::error::{A2aError, ErrorKind};
 use crate::protocol::ops::{Op, Reply, Request, StreamRequest, UnaryRequest};
 use crate::protocol::params::negotiate_version;
+use crate::telemetry::access::{with_backend_status, CallRecord};
 use crate::telemetry::{Meter, Outcome};
 
 /// Batch members in flight at once.
@@ -53,7 +54,7 @@ pub async fn handle(State(gateway): State<Arc<Gateway>>, request: http::Request<
     let (parts, body) = request.into_parts();
     let bytes = match read_body(body, gateway.max_body).await {
         Ok(bytes) => bytes,
-        Err(err) => return rejected_response(&gateway, &err),
+        Err(err) => return rejected_response(&gateway, &parts, 0, &err),
     };
     let ctx = Context { request: &parts };
     match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
@@ -61,9 +62,9 @@ pub async fn handle(State(gateway): State<Arc<Gateway>>, request: http::Request<
         Some(b'{') => {
             let envelope = match Envelope::parse(&bytes) {
                 Ok(envelope) => envelope,
-                Err(e) => return rejected_response(&gateway, &envelope_error(&e)),
+                Err(e) => return rejected_response(&gateway, &parts, bytes.len(), &envelope_error(&e)),
             };
-            match handle_one(&gateway, &ctx, envelope, false).await {
+            match handle_one(&gateway, &ctx, envelope, false, bytes.len()).await {
                 Handled::Json(body, ext) => json_response(body, ext),
                 Handled::Stream(events, ext) => sse_response(Body::from_stream(*events), ext),
                 Handled::Nothing => StatusCode::NO_CONTENT.into_response(),
@@ -74,7 +75,7 @@ pub async fn handle(State(gateway): State<Arc<Gateway>>, request: http::Request<
                 Ok(_) => invalid_request("the request must be a JSON object or array"),
                 Err(e) => parse_error(&e),
             };
-            rejected_response(&gateway, &err)
+            rejected_response(&gateway, &parts, bytes.len(), &err)
         }
     }
 }
@@ -82,11 +83,11 @@ pub async fn handle(State(gateway): State<Arc<Gateway>>, request: http::Request<
 async fn handle_batch(gateway: &Gateway, ctx: &Context<'_>, bytes: &[u8]) -> Response {
     let elements = match serde_json::from_slice::<Vec<&RawValue>>(bytes) {
         Ok(elements) => elements,
-        Err(e) => return rejected_response(gateway, &parse_error(&e)),
+        Err(e) => return rejected_response(gateway, ctx.request, bytes.len(), &parse_error(&e)),
     };
     if elements.is_empty() {
         let err = invalid_request("empty batch");
-        return rejected_response(gateway, &err);
+        return rejected_response(gateway, ctx.request, bytes.len(), &err);
     }
     // Members run concurrently, but boundedly: one request must not open a backend call per
     // element at once. `buffered` keeps the answers in request order.
@@ -113,36 +114,66 @@ async fn handle_batch(gateway: &Gateway, ctx: &Context<'_>, bytes: &[u8]) -> Res
 }
 
 async fn batch_member(gateway: &Gateway, ctx: &Context<'_>, raw: &RawValue) -> Handled {
-    if !raw.get().starts_with('{') {
-        let err = invalid_request("each batch element must be a JSON object");
+    let rejected = |err: A2aError| {
         gateway.metrics.rejected(err.kind);
-        return Handled::Json(error_bytes(None, &err), None);
+        let mut record = CallRecord::start(ctx.request, raw.get().len(), None);
+        record.failed(err.kind);
+        let out = error_bytes(None, &err);
+        record.sent(out.len());
+        Handled::Json(out, None)
+    };
+    if !raw.get().starts_with('{') {
+        return rejected(invalid_request("each batch element must be a JSON object"));
     }
     match Envelope::parse(raw.get().as_bytes()) {
-        Ok(envelope) => handle_one(gateway, ctx, envelope, true).await,
-        Err(e) => {
-            let err = envelope_error(&e);
-            gateway.metrics.rejected(err.kind);
-            Handled::Json(error_bytes(None, &err), None)
-        }
+        Ok(envelope) => handle_one(gateway, ctx, envelope, true, raw.get().len()).await,
+        Err(e) => rejected(envelope_error(&e)),
     }
 }
 
+/// One call: dispatched, with its access log line and server span (`CallRecord`), which a
+/// stream's body takes over until the stream ends.
 async fn handle_one(
     gateway: &Gateway,
     ctx: &Context<'_>,
     envelope: Envelope<'_>,
     in_batch: bool,
+    bytes_in: usize,
+) -> Handled {
+    let mut record = CallRecord::start(ctx.request, bytes_in, envelope.id.as_deref());
+    let logged = record.logged();
+    let (mut handled, status) = with_backend_status(
+        logged,
+        dispatch(gateway, ctx, envelope, in_batch, &mut record),
+    )
+    .await;
+    record.backend_status(status);
+    match &mut handled {
+        Handled::Json(out, _) => record.sent(out.len()),
+        Handled::Stream(body, _) => body.record(record),
+        Handled::Nothing => {}
+    }
+    handled
+}
+
+async fn dispatch(
+    gateway: &Gateway,
+    ctx: &Context<'_>,
+    envelope: Envelope<'_>,
+    in_batch: bool,
+    record: &mut CallRecord,
 ) -> Handled {
     let started = Instant::now();
     // Before the method is known, failures count as rejected requests.
-    let reject = |id: Option<&str>, err: A2aError| {
+    let reject = |record: &mut CallRecord, id: Option<&str>, err: A2aError| {
         gateway.metrics.rejected(err.kind);
+        record.failed(err.kind);
         Handled::Json(error_bytes(id, &err), None)
     };
     let id = match envelope.id.as_deref() {
         Some(id) if !valid_id(id) => {
             return reject(
+                record,
                 None,
                 invalid_request("id must be a string, an integer or null"),
             )
@@ -150,31 +181,33 @@ async fn handle_one(
         id => id,
     };
     if envelope.jsonrpc.as_deref() != Some("\"2.0\"") {
-        return reject(id, invalid_request("jsonrpc must be \"2.0\""));
+        return reject(record, id, invalid_request("jsonrpc must be \"2.0\""));
     }
     let Some(name) = envelope
         .method
         .as_deref()
         .and_then(|m| serde_json::from_str::<Cow<str>>(m).ok())
     else {
-        return reject(id, invalid_request("method must be a string"));
+        return reject(record, id, invalid_request("method must be a string"));
     };
     let params = envelope.params.as_deref();
     if params.is_some_and(|p| !p.starts_with('{')) {
-        return reject(id, invalid_request("params must be an object"));
+        return reject(record, id, invalid_request("params must be an object"));
     }
     // The reference SDK's order: method, then params, then version.
     let Some(op) = Op::from_name(&name) else {
         let err = A2aError::new(ErrorKind::MethodNotFound);
         return match id {
-            Some(_) => reject(id, err),
+            Some(_) => reject(record, id, err),
             None => Handled::Nothing,
         };
     };
     let meter = Meter::start(&gateway.metrics, op, started);
+    record.method(op, &ctx.request.headers, id);
     // Notifications get no answer, not even an error.
-    let fail = |err: A2aError| {
+    let fail = |record: &mut CallRecord, err: A2aError| {
         meter.record(Outcome::Error(err.kind));
+        record.failed(err.kind);
         match id {
             Some(_) => Handled::Json(error_bytes(id, &err), None),
             None => Handled::Nothing,
@@ -182,21 +215,23 @@ async fn handle_one(
     };
     let mut request = match Request::decode(op, params) {
         Ok(request) => request,
-        Err(err) => return fail(err),
+        Err(err) => return fail(record, err),
     };
     if let Some(tenant) = &gateway.tenant {
         if let Err(err) = pin_tenant(&mut request, tenant) {
-            return fail(err);
+            return fail(record, err);
         }
     }
+    record.request(&request);
     if let Err(err) = negotiate_version(&ctx.request.headers, ctx.request.uri.query()) {
-        return fail(err);
+        return fail(record, err);
     }
-    let forwarded = gateway.forward.select(&ctx.request.headers);
+    let mut forwarded = gateway.forward.select(&ctx.request.headers);
+    record.propagate(&mut forwarded);
     let request = match request {
         Request::Stream(_) if in_batch => {
             let why = format!("{} streams and cannot be part of a batch", op.name());
-            return fail(invalid_request(&why));
+            return fail(record, invalid_request(&why));
         }
         Request::Stream(request) => {
             let call = Call {
@@ -208,7 +243,7 @@ async fn handle_one(
             // carry its size (bytes per call, tests/cost_budget.rs). Streaming
             // notifications are not started: nobody would read them.
             return match id {
-                Some(id) => Box::pin(stream(gateway, id, call, &meter)).await,
+                Some(id) => Box::pin(stream(gateway, id, call, &meter, record)).await,
                 None => Handled::Nothing,
             };
         }
@@ -226,12 +261,14 @@ async fn handle_one(
                 Err(err) => {
                     tracing::debug!(method = op.name(), %err, "notification failed");
                     meter.record(Outcome::Error(err.kind));
+                    record.failed(err.kind);
                 }
             }
             Handled::Nothing
         }
         Some(id) => match unary(gateway, call).await {
             Ok((reply, ext)) => {
+                record.reply(&reply);
                 // The response is written once, straight into the body's buffer.
                 let mut out = Vec::with_capacity(reply.json_size_hint() + id.len() + 40);
                 let written = match (&reply, &gateway.card) {
@@ -249,12 +286,13 @@ async fn handle_one(
                         Handled::Json(out, ext)
                     }
                     Err(e) => fail(
+                        record,
                         Fault::BadResponse(format!("the reply cannot be encoded as JSON: {e}"))
                             .into(),
                     ),
                 }
             }
-            Err(err) => fail(err),
+            Err(err) => fail(record, err),
         },
     }
 }
@@ -294,10 +332,12 @@ async fn stream(
     id: &str,
     call: Call<StreamRequest>,
     meter: &Meter<'_>,
+    record: &mut CallRecord,
 ) -> Handled {
     let id: Box<str> = id.into();
-    let failed = |err: A2aError, extensions| {
+    let mut failed = |err: A2aError, extensions| {
         meter.record(Outcome::Error(err.kind));
+        record.failed(err.kind);
         Handled::Json(error_bytes(Some(&id), &err), extensions)
     };
     let first_event = async {
@@ -333,8 +373,18 @@ async fn stream(
     Handled::Stream(Box::new(body), extensions)
 }
 
-/// The reply to a request refused before any method was known, counted as rejected.
-fn rejected_response(gateway: &Gateway, err: &A2aError) -> Response {
+/// The reply to a request of `bytes_in` bytes refused before any method was known,
+/// counted as rejected and logged.
+fn rejected_response(
+    gateway: &Gateway,
+    request: &http::request::Parts,
+    bytes_in: usize,
+    err: &A2aError,
+) -> Response {
     gateway.metrics.rejected(err.kind);
-    json_response(error_bytes(None, err), None)
+    let mut record = CallRecord::start(request, bytes_in, None);
+    record.failed(err.kind);
+    let out = error_bytes(None, err);
+    record.sent(out.len());
+    json_response(out, None)
 }
