@@ -384,9 +384,14 @@ fn inject(span: &Span, forwarded: &mut Vec<(HeaderName, HeaderValue)>) {
 }
 
 /// The server span of one JSON-RPC call. Ended when dropped (a stream's when its body is).
+/// The task's ids and state change along a stream; each is set once, its last value, as
+/// the span ends (an attribute set twice would be listed twice).
 pub struct ServerSpan {
     span: Span,
     frames: u64,
+    task: Option<String>,
+    state: Option<&'static str>,
+    message: Option<String>,
 }
 
 impl ServerSpan {
@@ -414,7 +419,13 @@ impl ServerSpan {
             .with_kind(SpanKind::Server)
             .with_attributes(attributes)
             .start_with_context(tracer, &parent);
-        Some(ServerSpan { span, frames: 0 })
+        Some(ServerSpan {
+            span,
+            frames: 0,
+            task: None,
+            state: None,
+            message: None,
+        })
     }
 
     /// The trace id, for the access log.
@@ -503,15 +514,16 @@ impl ServerSpan {
 
     fn state(&mut self, state: i32) {
         if let Ok(state) = TaskState::try_from(state) {
-            self.span
-                .set_attribute(KeyValue::new("a2a.task.state", state.as_str_name()));
+            self.state = Some(state.as_str_name());
         }
     }
 
     fn ids(&mut self, task: Option<&str>, message: Option<&str>) {
-        for (key, value) in [("a2a.task.id", task), ("a2a.message.id", message)] {
+        for (field, value) in [(&mut self.task, task), (&mut self.message, message)] {
             if let Some(value) = value.filter(|v| !v.is_empty()) {
-                self.span.set_attribute(KeyValue::new(key, value.to_owned()));
+                if field.as_deref() != Some(value) {
+                    *field = Some(value.to_owned());
+                }
             }
         }
     }
@@ -519,6 +531,14 @@ impl ServerSpan {
 
 impl Drop for ServerSpan {
     fn drop(&mut self) {
+        for (key, value) in [("a2a.task.id", self.task.take()), ("a2a.message.id", self.message.take())] {
+            if let Some(value) = value {
+                self.span.set_attribute(KeyValue::new(key, value));
+            }
+        }
+        if let Some(state) = self.state {
+            self.span.set_attribute(KeyValue::new("a2a.task.state", state));
+        }
         if self.frames > 0 {
             let frames = i64::try_from(self.frames).unwrap_or(i64::MAX);
             self.span
@@ -568,10 +588,12 @@ pub enum Hop<'a> {
     Http { method: &'a str, base: &'a str },
 }
 
-/// The client span of one backend call. Ended when dropped (a stream's when the stream is).
+/// The client span of one backend call. Ended when dropped (a stream's when the stream is),
+/// with the last status the backend answered with.
 pub struct ClientSpan {
     span: Span,
     http: bool,
+    status: Option<u16>,
 }
 
 impl ClientSpan {
@@ -619,20 +641,16 @@ impl ClientSpan {
             .with_attributes(attributes)
             .start_with_context(tracer, &parent);
         inject(&span, forwarded);
-        Some(ClientSpan { span, http })
+        Some(ClientSpan {
+            span,
+            http,
+            status: None,
+        })
     }
 
     /// Records the backend's answer: `Ok` or the error its status was read as.
     pub fn answered(&mut self, result: Result<(), &A2aError>) {
-        let status = super::access::backend_status(result, self.http);
-        if let Some(code) = status {
-            let key = if self.http {
-                "http.response.status_code"
-            } else {
-                "rpc.grpc.status_code"
-            };
-            self.span.set_attribute(KeyValue::new(key, i64::from(code)));
-        }
+        self.status = super::access::backend_status(result, self.http);
         if let Err(err) = result {
             self.span.set_status(Status::error(format!(
                 "{}: {}",
@@ -650,6 +668,14 @@ impl ClientSpan {
 
 impl Drop for ClientSpan {
     fn drop(&mut self) {
+        if let Some(code) = self.status {
+            let key = if self.http {
+                "http.response.status_code"
+            } else {
+                "rpc.grpc.status_code"
+            };
+            self.span.set_attribute(KeyValue::new(key, i64::from(code)));
+        }
         self.span.end();
     }
 }
