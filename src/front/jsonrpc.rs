@@ -27,7 +27,7 @@ use crate::front::Gateway;
 use crate::protocol::error::{A2aError, ErrorKind};
 use crate::protocol::ops::{Op, Reply, Request, StreamRequest, UnaryRequest};
 use crate::protocol::params::negotiate_version;
-use crate::telemetry::access::{with_backend_status, CallRecord};
+use crate::telemetry::access::{backend_status_left, with_backend_status, CallRecord};
 use crate::telemetry::{Meter, Outcome};
 
 /// Batch members in flight at once.
@@ -131,8 +131,8 @@ async fn batch_member(gateway: &Gateway, ctx: &Context<'_>, raw: &RawValue) -> H
     }
 }
 
-/// One call: dispatched, with its access log line and server span (`CallRecord`), which a
-/// stream's body takes over until the stream ends.
+/// One call of `bytes_in` bytes, with its access log line and server span (`CallRecord`:
+/// finished when this returns, or taken over by a stream's body until the stream ends).
 async fn handle_one(
     gateway: &Gateway,
     ctx: &Context<'_>,
@@ -140,40 +140,20 @@ async fn handle_one(
     in_batch: bool,
     bytes_in: usize,
 ) -> Handled {
-    let mut record = CallRecord::start(ctx.request, bytes_in, envelope.id.as_deref());
-    let logged = record.logged();
-    let (mut handled, status) = with_backend_status(
-        logged,
-        dispatch(gateway, ctx, envelope, in_batch, &mut record),
-    )
-    .await;
-    record.backend_status(status);
-    match &mut handled {
-        Handled::Json(out, _) => record.sent(out.len()),
-        Handled::Stream(body, _) => body.record(record),
-        Handled::Nothing => {}
-    }
-    handled
-}
-
-async fn dispatch(
-    gateway: &Gateway,
-    ctx: &Context<'_>,
-    envelope: Envelope<'_>,
-    in_batch: bool,
-    record: &mut CallRecord,
-) -> Handled {
     let started = Instant::now();
+    let mut record = CallRecord::start(ctx.request, bytes_in, envelope.id.as_deref());
     // Before the method is known, failures count as rejected requests.
     let reject = |record: &mut CallRecord, id: Option<&str>, err: A2aError| {
         gateway.metrics.rejected(err.kind);
         record.failed(err.kind);
-        Handled::Json(error_bytes(id, &err), None)
+        let out = error_bytes(id, &err);
+        record.sent(out.len());
+        Handled::Json(out, None)
     };
     let id = match envelope.id.as_deref() {
         Some(id) if !valid_id(id) => {
             return reject(
-                record,
+                &mut record,
                 None,
                 invalid_request("id must be a string, an integer or null"),
             )
@@ -181,24 +161,24 @@ async fn dispatch(
         id => id,
     };
     if envelope.jsonrpc.as_deref() != Some("\"2.0\"") {
-        return reject(record, id, invalid_request("jsonrpc must be \"2.0\""));
+        return reject(&mut record, id, invalid_request("jsonrpc must be \"2.0\""));
     }
     let Some(name) = envelope
         .method
         .as_deref()
         .and_then(|m| serde_json::from_str::<Cow<str>>(m).ok())
     else {
-        return reject(record, id, invalid_request("method must be a string"));
+        return reject(&mut record, id, invalid_request("method must be a string"));
     };
     let params = envelope.params.as_deref();
     if params.is_some_and(|p| !p.starts_with('{')) {
-        return reject(record, id, invalid_request("params must be an object"));
+        return reject(&mut record, id, invalid_request("params must be an object"));
     }
     // The reference SDK's order: method, then params, then version.
     let Some(op) = Op::from_name(&name) else {
         let err = A2aError::new(ErrorKind::MethodNotFound);
         return match id {
-            Some(_) => reject(record, id, err),
+            Some(_) => reject(&mut record, id, err),
             None => Handled::Nothing,
         };
     };
@@ -209,29 +189,33 @@ async fn dispatch(
         meter.record(Outcome::Error(err.kind));
         record.failed(err.kind);
         match id {
-            Some(_) => Handled::Json(error_bytes(id, &err), None),
+            Some(_) => {
+                let out = error_bytes(id, &err);
+                record.sent(out.len());
+                Handled::Json(out, None)
+            }
             None => Handled::Nothing,
         }
     };
     let mut request = match Request::decode(op, params) {
         Ok(request) => request,
-        Err(err) => return fail(record, err),
+        Err(err) => return fail(&mut record, err),
     };
     if let Some(tenant) = &gateway.tenant {
         if let Err(err) = pin_tenant(&mut request, tenant) {
-            return fail(record, err);
+            return fail(&mut record, err);
         }
     }
     record.request(&request);
     if let Err(err) = negotiate_version(&ctx.request.headers, ctx.request.uri.query()) {
-        return fail(record, err);
+        return fail(&mut record, err);
     }
     let mut forwarded = gateway.forward.select(&ctx.request.headers);
     record.propagate(&mut forwarded);
     let request = match request {
         Request::Stream(_) if in_batch => {
             let why = format!("{} streams and cannot be part of a batch", op.name());
-            return fail(record, invalid_request(&why));
+            return fail(&mut record, invalid_request(&why));
         }
         Request::Stream(request) => {
             let call = Call {
@@ -254,9 +238,11 @@ async fn dispatch(
         forwarded,
         timeout: gateway.unary_timeout,
     };
+    let (answer, status) = unary(gateway, call).await;
+    record.backend_status(status);
     match id {
         None => {
-            match unary(gateway, call).await {
+            match answer {
                 Ok(_) => meter.record(Outcome::Ok),
                 Err(err) => {
                     tracing::debug!(method = op.name(), %err, "notification failed");
@@ -266,7 +252,7 @@ async fn dispatch(
             }
             Handled::Nothing
         }
-        Some(id) => match unary(gateway, call).await {
+        Some(id) => match answer {
             Ok((reply, ext)) => {
                 record.reply(&reply);
                 // The response is written once, straight into the body's buffer.
@@ -283,16 +269,17 @@ async fn dispatch(
                 match written {
                     Ok(()) => {
                         meter.record(Outcome::Ok);
+                        record.sent(out.len());
                         Handled::Json(out, ext)
                     }
                     Err(e) => fail(
-                        record,
+                        &mut record,
                         Fault::BadResponse(format!("the reply cannot be encoded as JSON: {e}"))
                             .into(),
                     ),
                 }
             }
-            Err(err) => fail(record, err),
+            Err(err) => fail(&mut record, err),
         },
     }
 }
@@ -310,19 +297,21 @@ fn pin_tenant(request: &mut Request, tenant: &str) -> Result<(), A2aError> {
     Ok(())
 }
 
-/// Calls a unary operation within the deadline; returns the reply.
+/// Calls a unary operation within the deadline; returns the reply, and the backend's
+/// status for the access log.
 async fn unary(
     gateway: &Gateway,
     call: Call<UnaryRequest>,
-) -> Result<(Reply, Option<HeaderValue>), A2aError> {
-    let pending = gateway.backend.unary(call);
+) -> (Result<(Reply, Option<HeaderValue>), A2aError>, Option<u16>) {
+    let mut pending = std::pin::pin!(with_backend_status(gateway.backend.unary(call)));
     let answer = match gateway.unary_timeout {
-        Some(limit) => tokio::time::timeout(limit, pending)
+        Some(limit) => tokio::time::timeout(limit, pending.as_mut())
             .await
-            .map_err(|_| Fault::deadline(limit))??,
-        None => pending.await?,
+            .unwrap_or_else(|_| Err(Fault::deadline(limit).into())),
+        None => pending.as_mut().await,
     };
-    Ok((answer.value, answer.extensions))
+    let status = backend_status_left(pending);
+    (answer.map(|answer| (answer.value, answer.extensions)), status)
 }
 
 /// Starts a stream and waits for its first event (within the first-event deadline), so an
@@ -332,16 +321,12 @@ async fn stream(
     id: &str,
     call: Call<StreamRequest>,
     meter: &Meter<'_>,
-    record: &mut CallRecord,
+    mut record: CallRecord,
 ) -> Handled {
     let id: Box<str> = id.into();
-    let mut failed = |err: A2aError, extensions| {
-        meter.record(Outcome::Error(err.kind));
-        record.failed(err.kind);
-        Handled::Json(error_bytes(Some(&id), &err), extensions)
-    };
+    let mut starting = std::pin::pin!(with_backend_status(gateway.backend.stream(call)));
     let first_event = async {
-        let answer = gateway.backend.stream(call).await.map_err(|e| (e, None))?;
+        let answer = starting.as_mut().await.map_err(|e| (e, None))?;
         let mut events = answer.value;
         match events.next().await {
             Some(Ok(event)) => Ok((Some(event), events, answer.extensions)),
@@ -356,12 +341,19 @@ async fn stream(
         },
         None => first_event.await,
     };
+    record.backend_status(backend_status_left(starting));
     let (first, events, extensions) = match started {
         Ok(started) => started,
-        Err((err, extensions)) => return failed(err, extensions),
+        Err((err, extensions)) => {
+            meter.record(Outcome::Error(err.kind));
+            record.failed(err.kind);
+            let out = error_bytes(Some(&id), &err);
+            record.sent(out.len());
+            return Handled::Json(out, extensions);
+        }
     };
     meter.record(Outcome::Ok);
-    let body = SseBody::new(
+    let mut body = SseBody::new(
         id,
         first,
         events,
@@ -370,6 +362,7 @@ async fn stream(
         gateway.lifecycle.closing(),
         gateway.metrics.stream_opened(),
     );
+    body.record(record);
     Handled::Stream(Box::new(body), extensions)
 }
 

@@ -48,28 +48,28 @@ pub fn backend_status(result: Result<(), &A2aError>, http: bool) -> Option<u16> 
     }
 }
 
-/// The access log line's fields known when the call starts (kept only when it is on).
+/// The access log line of a call, filled in as it goes (kept only when the log is on).
 struct Line {
+    started: Instant,
     path: Box<str>,
     id: Option<Box<str>>,
+    method: &'static str,
     bytes_in: usize,
+    bytes_out: usize,
+    frames: u64,
+    backend: Option<u16>,
     client: Option<SocketAddr>,
     request_id: Option<HeaderValue>,
     /// The client's trace id, when traces are off (with traces, the span's).
     traceparent: Option<Box<str>>,
 }
 
-/// One JSON-RPC call being handled: its server span and access log line.
+/// One JSON-RPC call being handled: its server span and access log line. Both boxed, so
+/// a call with neither costs the handler's future three words.
 pub struct CallRecord {
-    started: Instant,
-    // Boxed, so a call with neither costs the handler's future two words.
     line: Option<Box<Line>>,
     span: Option<Box<ServerSpan>>,
-    method: &'static str,
     failure: Option<ErrorKind>,
-    backend: Option<u16>,
-    frames: u64,
-    bytes_out: usize,
 }
 
 impl CallRecord {
@@ -78,29 +78,31 @@ impl CallRecord {
     pub fn start(request: &http::request::Parts, bytes_in: usize, id: Option<&str>) -> Self {
         let line = tracing::enabled!(target: TARGET, tracing::Level::INFO).then(|| {
             Box::new(Line {
-            path: request.uri.path().into(),
-            id: id.map(Into::into),
-            bytes_in,
-            client: request.extensions.get::<ClientAddr>().map(|c| c.0),
-            request_id: request.headers.get("x-request-id").cloned(),
-            traceparent: trace::traceparent_trace_id(&request.headers).map(Into::into),
+                started: Instant::now(),
+                path: request.uri.path().into(),
+                id: id.map(Into::into),
+                method: "",
+                bytes_in,
+                bytes_out: 0,
+                frames: 0,
+                backend: None,
+                client: request.extensions.get::<ClientAddr>().map(|c| c.0),
+                request_id: request.headers.get("x-request-id").cloned(),
+                traceparent: trace::traceparent_trace_id(&request.headers).map(Into::into),
             })
         });
         CallRecord {
-            started: Instant::now(),
             line,
             span: None,
-            method: "",
             failure: None,
-            backend: None,
-            frames: 0,
-            bytes_out: 0,
         }
     }
 
     /// The method is known: starts its server span (when traces are on).
     pub fn method(&mut self, op: Op, headers: &HeaderMap, id: Option<&str>) {
-        self.method = op.name();
+        if let Some(line) = &mut self.line {
+            line.method = op.name();
+        }
         self.span = ServerSpan::start(op, headers, id).map(Box::new);
     }
 
@@ -130,19 +132,18 @@ impl CallRecord {
         self.failure = Some(kind);
     }
 
-    /// Whether the line is kept (the access log is on).
-    pub fn logged(&self) -> bool {
-        self.line.is_some()
-    }
-
-    /// The backend's status, collected by `with_backend_status`.
+    /// The backend's status, as `with_backend_status` collected it.
     pub fn backend_status(&mut self, status: Option<u16>) {
-        self.backend = status;
+        if let Some(line) = &mut self.line {
+            line.backend = status;
+        }
     }
 
     /// A stream event was sent.
     pub fn event(&mut self, event: &StreamResponse) {
-        self.frames += 1;
+        if let Some(line) = &mut self.line {
+            line.frames += 1;
+        }
         if let Some(span) = &mut self.span {
             span.event(event);
         }
@@ -150,7 +151,9 @@ impl CallRecord {
 
     /// The stream's final error event was sent.
     pub fn error_event(&mut self, err: &A2aError) {
-        self.frames += 1;
+        if let Some(line) = &mut self.line {
+            line.frames += 1;
+        }
         self.failed(err.kind);
         if let Some(span) = &mut self.span {
             span.error_event();
@@ -159,25 +162,25 @@ impl CallRecord {
 
     /// Bytes written to the client for this call.
     pub fn sent(&mut self, bytes: usize) {
-        self.bytes_out += bytes;
+        if let Some(line) = &mut self.line {
+            line.bytes_out += bytes;
+        }
     }
 }
 
-/// Runs `handling` and returns the backend's status it saw (when `collect`: otherwise
-/// backends find no place to put it, and `None` comes back).
-pub async fn with_backend_status<T>(
-    collect: bool,
-    handling: impl std::future::Future<Output = T>,
-) -> (T, Option<u16>) {
-    if !collect {
-        return (handling.await, None);
-    }
-    BACKEND_STATUS
-        .scope(Cell::new(None), async {
-            let out = handling.await;
-            (out, BACKEND_STATUS.with(Cell::get))
-        })
-        .await
+/// `handling` with a place where backends leave their status (`backend_status_left`
+/// reads it once `handling` is done). Not an `async fn` that awaits it: that would store
+/// the future twice (bytes per call, tests/cost_budget.rs).
+pub fn with_backend_status<F: std::future::Future>(handling: F) -> StatusScope<F> {
+    BACKEND_STATUS.scope(Cell::new(None), handling)
+}
+
+/// A future run by `with_backend_status`.
+pub type StatusScope<F> = tokio::task::futures::TaskLocalFuture<Cell<Option<u16>>, F>;
+
+/// The status a backend left while the scoped future ran.
+pub fn backend_status_left<F>(scoped: std::pin::Pin<&mut StatusScope<F>>) -> Option<u16> {
+    scoped.take_value().and_then(Cell::into_inner)
 }
 
 impl Drop for CallRecord {
@@ -195,18 +198,18 @@ impl Drop for CallRecord {
             None => line.traceparent.map(String::from),
         };
         let text = |value: Option<&str>| value.unwrap_or("-").to_owned();
-        let backend_status = self.backend.map_or("-".into(), |s| s.to_string());
+        let backend_status = line.backend.map_or("-".into(), |s| s.to_string());
         tracing::info!(
             target: TARGET,
             route = &*line.path,
-            method = self.method,
+            method = line.method,
             id = &*text(line.id.as_deref()),
             code,
             backend_status = &*backend_status,
-            duration_us = u64::try_from(self.started.elapsed().as_micros()).unwrap_or(u64::MAX),
+            duration_us = u64::try_from(line.started.elapsed().as_micros()).unwrap_or(u64::MAX),
             bytes_in = line.bytes_in,
-            bytes_out = self.bytes_out,
-            frames = self.frames,
+            bytes_out = line.bytes_out,
+            frames = line.frames,
             client = &*line.client.map_or("-".into(), |c| c.to_string()),
             request_id = &*text(line.request_id.as_ref().and_then(|v| v.to_str().ok())),
             trace_id = &*text(trace_id.as_deref()),
