@@ -391,3 +391,36 @@ async fn bad_trace_settings_stop_the_start_naming_their_source() {
         assert!(stderr.contains(named), "{named} in {stderr}");
     }
 }
+
+#[tokio::test]
+async fn trace_settings_from_the_config_file() {
+    let (collector, endpoint) = Collector::grpc().await;
+    let agent = backend();
+    let addr = agent.spawn().await;
+    let config = common::process::TempFile::new(
+        "toml",
+        &format!(
+            "backend = \"http://{addr}\"\notlp-endpoint = \"{endpoint}\"\notlp-protocol = \"grpc\"\ntrace-sampler = \"parentbased_traceidratio\"\ntrace-sampler-arg = 1.0\n"
+        ),
+    );
+    let args = ["--config", config.path(), "--drain-delay", "0"];
+    let mut gateway = start_with(&args, &[], Stdio::null()).await;
+    let send = request(json!(1), "SendMessage", message_params("hi"));
+    call(&gateway.1, &send, Some(TRACEPARENT)).await;
+    terminate(&mut gateway).await;
+    let spans = collector.wait_for(2, Duration::from_secs(5)).await;
+    let server = one(&spans, SpanKind::Server, "SendMessage");
+    assert_eq!(hex(&server.span.trace_id), TRACE_ID);
+
+    let bad = common::process::TempFile::new(
+        "toml",
+        &format!("backend = \"http://{addr}\"\notlp-endpoint = \"{endpoint}\"\ntrace-sampler = \"traceidratio\"\ntrace-sampler-arg = 1.5\n"),
+    );
+    let output = std::process::Command::new(common::process::BIN)
+        .args(["check-config", bad.path()])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--trace-sampler-arg"), "{stderr}");
+}
