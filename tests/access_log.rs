@@ -102,7 +102,11 @@ async fn one_line_per_call_with_its_facts() {
     common::post(&url, batch).await;
 
     let lines = access_lines(&stop(gateway, &log).await);
-    assert_eq!(lines.len(), 6, "one line per call (a batch: per element): {lines:#?}");
+    assert_eq!(
+        lines.len(),
+        6,
+        "one line per call (a batch: per element): {lines:#?}"
+    );
 
     let unary = &lines[0];
     assert_eq!(unary["message"], "access");
@@ -169,7 +173,10 @@ async fn access_log_can_be_turned_off_by_flag_and_file() {
         common::rpc(&gateway.1, &send).await;
         let log = stop(gateway, &log).await;
         assert!(access_lines(&log).is_empty(), "{args:?}: {log}");
-        assert!(log.contains("a2a-gateway serving"), "other logs stay: {log}");
+        assert!(
+            log.contains("a2a-gateway serving"),
+            "other logs stay: {log}"
+        );
     }
 }
 
@@ -229,15 +236,26 @@ async fn planted_credentials_appear_in_no_log_line_and_no_span() {
     let seen = agent.seen.lock().unwrap().clone();
     let created = seen
         .iter()
-        .find(|s| matches!(s.request, Request::Unary(UnaryRequest::CreateTaskPushNotificationConfig(_))))
+        .find(|s| {
+            matches!(
+                s.request,
+                Request::Unary(UnaryRequest::CreateTaskPushNotificationConfig(_))
+            )
+        })
         .unwrap();
-    assert_eq!(created.metadata.get("authorization").unwrap(), authorization.as_str());
+    assert_eq!(
+        created.metadata.get("authorization").unwrap(),
+        authorization.as_str()
+    );
     assert_eq!(created.metadata.get("x-api-key").unwrap(), api_key.as_str());
     assert!(format!("{:?}", created.request).contains(&format!("{SECRET}-credentials")));
 
     let log = stop(gateway, &log).await;
     let spans = collector.wait_for(8, Duration::from_secs(5)).await;
-    assert!(spans.len() >= 8, "4 calls with a backend call, 1 without: {spans:#?}");
+    assert!(
+        spans.len() >= 8,
+        "4 calls with a backend call, 1 without: {spans:#?}"
+    );
     assert!(log.contains("TRACE"), "every log at TRACE: {log}");
     assert!(log.lines().count() > 50, "{log}");
     assert_eq!(log.matches("a2a_gateway::access").count(), 5, "{log}");
@@ -245,5 +263,8 @@ async fn planted_credentials_appear_in_no_log_line_and_no_span() {
         assert!(!line.contains(SECRET), "log line {line_no}: {line}");
     }
     let exported = collector.dump();
-    assert!(!exported.contains(SECRET), "a span holds a credential: {exported}");
+    assert!(
+        !exported.contains(SECRET),
+        "a span holds a credential: {exported}"
+    );
 }

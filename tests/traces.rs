@@ -72,7 +72,10 @@ async fn stream_to_end(url: &str) -> usize {
 async fn terminate(gateway: &mut Running) {
     gateway.terminate();
     let status = gateway
-        .exit_within(Duration::from_secs(10), "the gateway did not stop after SIGTERM")
+        .exit_within(
+            Duration::from_secs(10),
+            "the gateway did not stop after SIGTERM",
+        )
         .await;
     assert!(status.success(), "{status}");
 }
@@ -126,7 +129,14 @@ async fn grpc_export_of_unary_and_stream_spans_flushed_at_sigterm() {
         // No periodic export during the test: what arrives was flushed at shutdown.
         ("OTEL_BSP_SCHEDULE_DELAY", "600000"),
     ];
-    let args = ["--backend", &backend_url, "--drain-delay", "0", "--workers", "1"];
+    let args = [
+        "--backend",
+        &backend_url,
+        "--drain-delay",
+        "0",
+        "--workers",
+        "1",
+    ];
     let mut gateway = start_with(&args, &env, Stdio::null()).await;
     let url = gateway.1.clone();
 
@@ -185,7 +195,11 @@ async fn grpc_export_of_unary_and_stream_spans_flushed_at_sigterm() {
     );
     let (trace_id, parent) = parent_seen(&unary_seen);
     assert_eq!(trace_id, TRACE_ID, "the agent joins the client's trace");
-    assert_eq!(parent, hex(&client.span.span_id), "under the gateway's client span");
+    assert_eq!(
+        parent,
+        hex(&client.span.span_id),
+        "under the gateway's client span"
+    );
     assert_eq!(unary_seen.get("tracestate").unwrap(), "vendor=x");
 
     // The stream: a new trace (no traceparent), ended with its frames counted.
@@ -359,7 +373,9 @@ async fn sampled_out_traces_export_nothing_but_still_propagate() {
 
 #[tokio::test]
 async fn bad_trace_settings_stop_the_start_naming_their_source() {
-    let cases: &[(&[&str], &[(&str, &str)], &str)] = &[
+    /// Flags, environment, and the name the error must give.
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: &[Case] = &[
         (
             &[],
             &[
@@ -374,7 +390,12 @@ async fn bad_trace_settings_stop_the_start_naming_their_source() {
             "--otlp-endpoint",
         ),
         (
-            &["--otlp-endpoint", "http://127.0.0.1:4318", "--trace-sampler", "often"],
+            &[
+                "--otlp-endpoint",
+                "http://127.0.0.1:4318",
+                "--trace-sampler",
+                "often",
+            ],
             &[],
             "--trace-sampler",
         ),

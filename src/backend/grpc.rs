@@ -303,7 +303,9 @@ impl Client {
     /// The call's client span and status (`telemetry::access::BackendCall`).
     fn observe<R: TypedRequest>(&self, call: &mut Call<R>) -> BackendCall {
         let op = call.request.op();
-        let authority = self.uris[op as usize].authority().map_or("", |a| a.as_str());
+        let authority = self.uris[op as usize]
+            .authority()
+            .map_or("", |a| a.as_str());
         BackendCall::start(op, Hop::Grpc { authority }, &mut call.forwarded)
     }
 }

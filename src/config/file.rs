@@ -281,7 +281,8 @@ impl FileConfig {
                 }
             )*};
         }
-        take!(listen, shutdown_grace, drain_delay, workers, log_format, access_log);
+        take!(listen, shutdown_grace, drain_delay, workers, log_format);
+        take!(access_log);
         // Settings whose flag is optional too.
         macro_rules! take_optional {
             ($($field:ident),*) => {$(
@@ -290,7 +291,8 @@ impl FileConfig {
                 }
             )*};
         }
-        take_optional!(otlp_endpoint, otlp_protocol, trace_sampler, trace_sampler_arg);
+        take_optional!(otlp_endpoint, otlp_protocol);
+        take_optional!(trace_sampler, trace_sampler_arg);
         settings.apply(cli, unset);
         ParsedFile { routes, text }
     }

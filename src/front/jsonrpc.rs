@@ -62,7 +62,9 @@ pub async fn handle(State(gateway): State<Arc<Gateway>>, request: http::Request<
         Some(b'{') => {
             let envelope = match Envelope::parse(&bytes) {
                 Ok(envelope) => envelope,
-                Err(e) => return rejected_response(&gateway, &parts, bytes.len(), &envelope_error(&e)),
+                Err(e) => {
+                    return rejected_response(&gateway, &parts, bytes.len(), &envelope_error(&e))
+                }
             };
             match handle_one(&gateway, &ctx, envelope, false, bytes.len()).await {
                 Handled::Json(body, ext) => json_response(body, ext),
@@ -311,7 +313,10 @@ async fn unary(
         None => pending.as_mut().await,
     };
     let status = backend_status_left(pending);
-    (answer.map(|answer| (answer.value, answer.extensions)), status)
+    (
+        answer.map(|answer| (answer.value, answer.extensions)),
+        status,
+    )
 }
 
 /// Starts a stream and waits for its first event (within the first-event deadline), so an

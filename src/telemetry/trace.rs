@@ -124,9 +124,12 @@ impl TraceSettings {
         }
         let protocol = match flags.protocol {
             Some(protocol) => protocol,
-            None => match ["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"]
-                .into_iter()
-                .find_map(|name| var(name).map(|value| (name, value)))
+            None => match [
+                "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+                "OTEL_EXPORTER_OTLP_PROTOCOL",
+            ]
+            .into_iter()
+            .find_map(|name| var(name).map(|value| (name, value)))
             {
                 None => OtlpProtocol::HttpProtobuf,
                 Some((name, value)) => match value.trim() {
@@ -153,7 +156,12 @@ impl TraceSettings {
         let base = base.trim();
         match base.parse::<http::Uri>() {
             Ok(uri) if matches!(uri.scheme_str(), Some("http" | "https")) => {}
-            _ => return Err(config_error(name, format!("{base:?} is not an http(s) URL"))),
+            _ => {
+                return Err(config_error(
+                    name,
+                    format!("{base:?} is not an http(s) URL"),
+                ))
+            }
         }
         let endpoint = match protocol {
             OtlpProtocol::HttpProtobuf if !whole => {
@@ -188,7 +196,10 @@ fn sampler_choice(
                 None => ("OTEL_TRACES_SAMPLER_ARG", None),
                 Some(text) => {
                     let parsed = text.trim().parse::<f64>().map_err(|_| {
-                        config_error("OTEL_TRACES_SAMPLER_ARG", format!("{text:?} is not a number"))
+                        config_error(
+                            "OTEL_TRACES_SAMPLER_ARG",
+                            format!("{text:?} is not a number"),
+                        )
                     })?;
                     ("OTEL_TRACES_SAMPLER_ARG", Some(parsed))
                 }
@@ -531,13 +542,17 @@ impl ServerSpan {
 
 impl Drop for ServerSpan {
     fn drop(&mut self) {
-        for (key, value) in [("a2a.task.id", self.task.take()), ("a2a.message.id", self.message.take())] {
+        for (key, value) in [
+            ("a2a.task.id", self.task.take()),
+            ("a2a.message.id", self.message.take()),
+        ] {
             if let Some(value) = value {
                 self.span.set_attribute(KeyValue::new(key, value));
             }
         }
         if let Some(state) = self.state {
-            self.span.set_attribute(KeyValue::new("a2a.task.state", state));
+            self.span
+                .set_attribute(KeyValue::new("a2a.task.state", state));
         }
         if self.frames > 0 {
             let frames = i64::try_from(self.frames).unwrap_or(i64::MAX);
@@ -632,7 +647,10 @@ impl ClientSpan {
                         server_address(&mut attributes, authority.as_str());
                     }
                 }
-                (Cow::Owned(format!("{method} {}", op.http_rule().path)), true)
+                (
+                    Cow::Owned(format!("{method} {}", op.http_rule().path)),
+                    true,
+                )
             }
         };
         let span = tracer
@@ -708,7 +726,10 @@ pub fn traceparent_trace_id(headers: &HeaderMap) -> Option<&str> {
 mod tests {
     use super::*;
 
-    fn resolve(flags: TraceFlags<'_>, vars: &[(&str, &str)]) -> Result<Option<TraceSettings>, String> {
+    fn resolve(
+        flags: TraceFlags<'_>,
+        vars: &[(&str, &str)],
+    ) -> Result<Option<TraceSettings>, String> {
         let env = |name: &str| {
             vars.iter()
                 .find(|(n, _)| *n == name)
@@ -720,9 +741,12 @@ mod tests {
     #[test]
     fn settings_from_flags_and_standard_variables() {
         assert!(resolve(TraceFlags::default(), &[]).unwrap().is_none());
-        let s = resolve(TraceFlags::default(), &[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318/")])
-            .unwrap()
-            .unwrap();
+        let s = resolve(
+            TraceFlags::default(),
+            &[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318/")],
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(s.endpoint, "http://c:4318/v1/traces");
         assert_eq!(s.protocol, OtlpProtocol::HttpProtobuf);
         assert_eq!(s.sampler, SamplerChoice::ParentBasedAlwaysOn);
@@ -748,7 +772,10 @@ mod tests {
         let whole = [("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://c:4318/custom")];
         let s = resolve(TraceFlags::default(), &whole).unwrap().unwrap();
         assert_eq!(s.endpoint, "http://c:4318/custom");
-        let off = [("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"), ("OTEL_SDK_DISABLED", "true")];
+        let off = [
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"),
+            ("OTEL_SDK_DISABLED", "true"),
+        ];
         assert!(resolve(TraceFlags::default(), &off).unwrap().is_none());
     }
 
@@ -756,14 +783,30 @@ mod tests {
     fn bad_settings_name_their_source() {
         let endpoint = ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318");
         let cases: &[(&[(&str, &str)], &str)] = &[
-            (&[endpoint, ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")], "OTEL_EXPORTER_OTLP_PROTOCOL"),
-            (&[endpoint, ("OTEL_TRACES_SAMPLER", "sometimes")], "OTEL_TRACES_SAMPLER:"),
             (
-                &[endpoint, ("OTEL_TRACES_SAMPLER", "traceidratio"), ("OTEL_TRACES_SAMPLER_ARG", "2")],
+                &[endpoint, ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")],
+                "OTEL_EXPORTER_OTLP_PROTOCOL",
+            ),
+            (
+                &[endpoint, ("OTEL_TRACES_SAMPLER", "sometimes")],
+                "OTEL_TRACES_SAMPLER:",
+            ),
+            (
+                &[
+                    endpoint,
+                    ("OTEL_TRACES_SAMPLER", "traceidratio"),
+                    ("OTEL_TRACES_SAMPLER_ARG", "2"),
+                ],
                 "OTEL_TRACES_SAMPLER_ARG",
             ),
-            (&[("OTEL_EXPORTER_OTLP_ENDPOINT", "c:4318")], "OTEL_EXPORTER_OTLP_ENDPOINT"),
-            (&[endpoint, ("OTEL_TRACES_EXPORTER", "zipkin")], "OTEL_TRACES_EXPORTER"),
+            (
+                &[("OTEL_EXPORTER_OTLP_ENDPOINT", "c:4318")],
+                "OTEL_EXPORTER_OTLP_ENDPOINT",
+            ),
+            (
+                &[endpoint, ("OTEL_TRACES_EXPORTER", "zipkin")],
+                "OTEL_TRACES_EXPORTER",
+            ),
         ];
         for (vars, named) in cases {
             let err = resolve(TraceFlags::default(), vars).unwrap_err();
@@ -783,7 +826,10 @@ mod tests {
             traceparent_trace_id(&headers),
             Some("4bf92f3577b34da6a3ce929d0e0e4736")
         );
-        headers.insert(TRACEPARENT, HeaderValue::from_static("00-xyz-00f067aa0ba902b7-01"));
+        headers.insert(
+            TRACEPARENT,
+            HeaderValue::from_static("00-xyz-00f067aa0ba902b7-01"),
+        );
         assert_eq!(traceparent_trace_id(&headers), None);
     }
 }
