@@ -132,6 +132,8 @@ async fn grpc_export_of_unary_and_stream_spans_flushed_at_sigterm() {
     let args = [
         "--backend",
         &backend_url,
+        "--tenant",
+        "acme",
         "--drain-delay",
         "0",
         "--workers",
@@ -169,6 +171,7 @@ async fn grpc_export_of_unary_and_stream_spans_flushed_at_sigterm() {
             ("a2a.method.name", "SendMessage"),
             ("a2a.protocol.version", "1.0"),
             ("a2a.protocol.binding", "JSONRPC"),
+            ("a2a.tenant", "acme"),
             ("a2a.message.id", "m-1"),
             ("a2a.task.id", "t-1"),
             ("a2a.task.state", "TASK_STATE_COMPLETED"),

@@ -272,3 +272,21 @@ impl BackendCall {
         Ok(answer)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::fault::Fault;
+
+    #[test]
+    fn backend_status_by_binding() {
+        let agent = A2aError::new(ErrorKind::TaskNotFound);
+        let fault: A2aError = Fault::Connect("refused".into()).into();
+        assert_eq!(backend_status(Ok(()), false), Some(0));
+        assert_eq!(backend_status(Ok(()), true), Some(200));
+        assert_eq!(backend_status(Err(&agent), false), Some(5), "NOT_FOUND");
+        assert_eq!(backend_status(Err(&agent), true), Some(404));
+        assert_eq!(backend_status(Err(&fault), false), None, "never reached");
+        assert_eq!(backend_status(Err(&fault), true), None);
+    }
+}
