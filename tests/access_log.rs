@@ -32,6 +32,10 @@ fn backend() -> TestBackend {
             Step::Event(status_update("t-2", TaskState::Working)),
             Step::Event(status_update("t-2", TaskState::Completed)),
         ]),
+        Request::Stream(StreamRequest::SubscribeToTask(_)) => Answer::Stream(vec![
+            Step::Event(status_update("t-3", TaskState::Working)),
+            Step::Error(tonic::Status::internal("agent crashed")),
+        ]),
         _ => Answer::Error(tonic::Status::not_found("no such task")),
     })
 }
@@ -100,11 +104,14 @@ async fn one_line_per_call_with_its_facts() {
     let (_, _, parse_error) = common::post(&url, "{oops").await;
     let batch = format!("[{send},{get}]");
     common::post(&url, batch).await;
+    let subscribe = request(json!(4), "SubscribeToTask", json!({"id": "t-3"}));
+    let (_, mut reader) = SseReader::open(&url, subscribe).await;
+    while reader.frame().await.is_some() {}
 
     let lines = access_lines(&stop(gateway, &log).await);
     assert_eq!(
         lines.len(),
-        6,
+        7,
         "one line per call (a batch: per element): {lines:#?}"
     );
 
@@ -154,6 +161,13 @@ async fn one_line_per_call_with_its_facts() {
     assert_eq!(lines[4]["bytes_in"], send.len(), "the element's bytes");
     assert_eq!(lines[5]["method"], "GetTask");
     assert_eq!(lines[5]["code"], -32001);
+
+    // A stream that ends with an error: its code, the error event among its frames.
+    let broken = &lines[6];
+    assert_eq!(broken["method"], "SubscribeToTask");
+    assert_eq!(broken["code"], -32603);
+    assert_eq!(broken["frames"], 2);
+    assert_eq!(broken["backend_status"], "0", "the stream started well");
 }
 
 fn uuid_like(text: &str) -> bool {
