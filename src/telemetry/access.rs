@@ -193,28 +193,40 @@ impl Drop for CallRecord {
         let Some(line) = self.line.take() else {
             return;
         };
-        let trace_id = match &self.span {
-            Some(span) => Some(span.trace_id().to_string()),
-            None => line.traceparent.map(String::from),
+        let span_trace = self.span.as_ref().map(|span| span.trace_id());
+        let client_trace = line.traceparent.as_deref();
+        let trace_id: Dash<&dyn std::fmt::Display> = match &span_trace {
+            Some(id) => Dash(Some(id)),
+            None => Dash(client_trace.as_ref().map(|id| id as &dyn std::fmt::Display)),
         };
-        let text = |value: Option<&str>| value.unwrap_or("-").to_owned();
-        let backend_status = line.backend.map_or("-".into(), |s| s.to_string());
         tracing::info!(
             target: TARGET,
             route = &*line.path,
             method = line.method,
-            id = &*text(line.id.as_deref()),
+            id = %Dash(line.id.as_deref()),
             code,
-            backend_status = &*backend_status,
+            backend_status = %Dash(line.backend),
             duration_us = u64::try_from(line.started.elapsed().as_micros()).unwrap_or(u64::MAX),
             bytes_in = line.bytes_in,
             bytes_out = line.bytes_out,
             frames = line.frames,
-            client = &*line.client.map_or("-".into(), |c| c.to_string()),
-            request_id = &*text(line.request_id.as_ref().and_then(|v| v.to_str().ok())),
-            trace_id = &*text(trace_id.as_deref()),
+            client = %Dash(line.client),
+            request_id = %Dash(line.request_id.as_ref().and_then(|v| v.to_str().ok())),
+            trace_id = %trace_id,
             "access"
         );
+    }
+}
+
+/// A log field's value, or `-` without one; written straight into the line.
+struct Dash<T>(Option<T>);
+
+impl<T: std::fmt::Display> std::fmt::Display for Dash<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Some(value) => value.fmt(f),
+            None => f.write_str("-"),
+        }
     }
 }
 
