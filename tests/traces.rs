@@ -178,6 +178,9 @@ async fn grpc_export_of_unary_and_stream_spans_flushed_at_sigterm() {
             ("rpc.system", "jsonrpc"),
             ("rpc.method", "SendMessage"),
             ("rpc.jsonrpc.request_id", "1"),
+            ("http.request.method", "POST"),
+            ("url.path", "/a2a/jsonrpc"),
+            ("client.address", "127.0.0.1"),
         ],
     );
     let client = one(&spans, SpanKind::Client, "lf.a2a.v1.A2AService/SendMessage");

@@ -185,7 +185,7 @@ async fn handle_one(
         };
     };
     let meter = Meter::start(&gateway.metrics, op, started);
-    record.method(op, &ctx.request.headers, id);
+    record.method(op, ctx.request, id);
     // Notifications get no answer, not even an error.
     let fail = |record: &mut CallRecord, err: A2aError| {
         meter.record(Outcome::Error(err.kind));

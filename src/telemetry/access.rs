@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use futures::StreamExt;
-use http::{HeaderMap, HeaderName, HeaderValue};
+use http::{HeaderName, HeaderValue};
 
 use super::trace::{self, ClientSpan, Hop, ServerSpan};
 use crate::backend::fault;
@@ -99,11 +99,11 @@ impl CallRecord {
     }
 
     /// The method is known: starts its server span (when traces are on).
-    pub fn method(&mut self, op: Op, headers: &HeaderMap, id: Option<&str>) {
+    pub fn method(&mut self, op: Op, request: &http::request::Parts, id: Option<&str>) {
         if let Some(line) = &mut self.line {
             line.method = op.name();
         }
-        self.span = ServerSpan::start(op, headers, id).map(Box::new);
+        self.span = ServerSpan::start(op, request, id).map(Box::new);
     }
 
     /// Records the decoded request on the span.

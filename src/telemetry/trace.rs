@@ -408,9 +408,9 @@ pub struct ServerSpan {
 impl ServerSpan {
     /// Starts the span of a call of `op` (`None` when traces are off), the child of the
     /// client's `traceparent` if it sent one.
-    pub fn start(op: Op, headers: &HeaderMap, id: Option<&str>) -> Option<ServerSpan> {
+    pub fn start(op: Op, request: &http::request::Parts, id: Option<&str>) -> Option<ServerSpan> {
         let tracer = tracer()?;
-        let parent = TraceContextPropagator::new().extract(&Headers(headers));
+        let parent = TraceContextPropagator::new().extract(&Headers(&request.headers));
         let mut attributes = vec![
             KeyValue::new("a2a.method.name", op.name()),
             KeyValue::new("a2a.protocol.version", SUPPORTED_VERSION),
@@ -418,7 +418,13 @@ impl ServerSpan {
             KeyValue::new("rpc.system", "jsonrpc"),
             KeyValue::new("rpc.method", op.name()),
             KeyValue::new("rpc.jsonrpc.version", "2.0"),
+            KeyValue::new("http.request.method", request.method.as_str().to_owned()),
+            KeyValue::new("url.path", request.uri.path().to_owned()),
         ];
+        if let Some(client) = request.extensions.get::<super::access::ClientAddr>() {
+            attributes.push(KeyValue::new("client.address", client.0.ip().to_string()));
+            attributes.push(KeyValue::new("client.port", i64::from(client.0.port())));
+        }
         if let Some(id) = id {
             attributes.push(KeyValue::new(
                 "rpc.jsonrpc.request_id",
