@@ -13,6 +13,7 @@ use crate::backend::affinity::{Affinity, AffinityKey};
 use crate::backend::endpoints::{Balance, Targets};
 use crate::card::CardSettings;
 use crate::protocol::params::{ForwardPolicy, ForwardPolicyError};
+use crate::telemetry::trace::{OtlpProtocol, TraceConfigError, TraceFlags, TraceSettings};
 
 mod file;
 pub mod routes;
@@ -317,6 +318,33 @@ pub struct Cli {
     )]
     pub log_format: LogFormat,
 
+    /// One log line per JSON-RPC call (target `a2a_gateway::access`, INFO): route, method,
+    /// id, result code, backend status, duration, bytes, frames, client, request and trace
+    /// ids. `false` turns it off.
+    #[arg(long, env = "A2A_GATEWAY_ACCESS_LOG", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub access_log: bool,
+
+    /// OTLP endpoint that receives the gateway's spans (e.g. `http://collector:4318`;
+    /// http/protobuf adds `/v1/traces`). Default: `OTEL_EXPORTER_OTLP_ENDPOINT`; without
+    /// either, traces are off.
+    #[arg(long, env = "A2A_GATEWAY_OTLP_ENDPOINT", value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
+
+    /// OTLP transport. Default: `OTEL_EXPORTER_OTLP_PROTOCOL`, else `http/protobuf`.
+    #[arg(long, env = "A2A_GATEWAY_OTLP_PROTOCOL", value_enum)]
+    pub otlp_protocol: Option<OtlpProtocol>,
+
+    /// Which traces are recorded, as `OTEL_TRACES_SAMPLER` names them (`always_on`,
+    /// `always_off`, `traceidratio`, `parentbased_always_on`, `parentbased_always_off`,
+    /// `parentbased_traceidratio`). Default: `OTEL_TRACES_SAMPLER`, else
+    /// `parentbased_always_on`.
+    #[arg(long, env = "A2A_GATEWAY_TRACE_SAMPLER", value_name = "SAMPLER")]
+    pub trace_sampler: Option<String>,
+
+    /// The ratio of the `traceidratio` samplers (0 to 1). Default: `OTEL_TRACES_SAMPLER_ARG`.
+    #[arg(long, env = "A2A_GATEWAY_TRACE_SAMPLER_ARG", value_name = "RATIO")]
+    pub trace_sampler_arg: Option<f64>,
+
     /// Fixed tenant of the route: injected into every request whose `tenant` is empty; a
     /// request naming another tenant is refused (-32602).
     #[arg(long, env = "A2A_GATEWAY_TENANT")]
@@ -494,6 +522,8 @@ pub enum ConfigError {
         "{route}: its path overlaps {earlier} on the same host (no request may match two routes)"
     )]
     OverlappingRoutes { route: String, earlier: String },
+    #[error(transparent)]
+    Traces(#[from] TraceConfigError),
 }
 
 /// The configuration could not be assembled from flags, environment and file.
@@ -590,6 +620,23 @@ impl Cli {
         Ok(())
     }
 
+    /// Trace export from the flags, else the standard `OTEL_*` variables of `env`;
+    /// `None`: traces are off.
+    pub fn trace_settings(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Option<TraceSettings>, ConfigError> {
+        let flags = TraceFlags {
+            endpoint: self.otlp_endpoint.as_deref(),
+            protocol: self.otlp_protocol,
+            sampler: self.trace_sampler.as_deref(),
+            sampler_arg: self.trace_sampler_arg,
+        };
+        Ok(TraceSettings::resolve(flags, env)?)
+    }
+}
+
+impl Cli {
     /// The deadline of a stream's first event: --first-event-timeout, else --timeout.
     pub fn first_event_deadline(&self) -> Option<Duration> {
         optional(self.first_event_timeout.unwrap_or(self.timeout))

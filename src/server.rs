@@ -41,6 +41,7 @@ use crate::front::limits::Limits;
 use crate::front::Gateway;
 use crate::lifecycle::Lifecycle;
 use crate::protocol::params::ForwardPolicy;
+use crate::telemetry::access::ClientAddr;
 use crate::telemetry::Metrics;
 use tls::ServerTls;
 
@@ -578,11 +579,13 @@ async fn serve_connection(
 ) {
     // Small JSON replies and SSE frames must not wait for Nagle's algorithm.
     let _ = stream.set_nodelay(true);
+    // The access log names the client.
+    let peer = stream.peer_addr().ok().map(ClientAddr);
     match tls {
-        None => serve_http(stream, edge, max_header_size, stop).await,
+        None => serve_http(stream, peer, edge, max_header_size, stop).await,
         Some(tls) => {
             if let Some(session) = tls.accept(stream, &mut stop).await {
-                serve_http(session, edge, max_header_size, stop).await;
+                serve_http(session, peer, edge, max_header_size, stop).await;
             }
         }
     }
@@ -592,14 +595,20 @@ async fn serve_connection(
 /// gracefully once `stop` turns true.
 async fn serve_http<I>(
     stream: I,
+    peer: Option<ClientAddr>,
     edge: Edge<MaybeCors<Frontend>>,
     max_header_size: Option<usize>,
     mut stop: watch::Receiver<bool>,
 ) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let service =
-        TowerToHyperService::new(edge.map_request(|r: http::Request<Incoming>| r.map(Body::new)));
+    let service = TowerToHyperService::new(edge.map_request(move |r: http::Request<Incoming>| {
+        let mut r = r.map(Body::new);
+        if let Some(peer) = peer {
+            r.extensions_mut().insert(peer);
+        }
+        r
+    }));
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // With header limits, the listener refuses (431) heads above every route's limit
     // before they are buffered whole; each route then holds requests to its own.

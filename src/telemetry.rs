@@ -7,6 +7,11 @@
 //! Recording is a few relaxed atomic additions into fixed arrays indexed by the operation
 //! and error tables, so the request path takes no lock and allocates nothing; the text
 //! exposition format is written only when `/metrics` is scraped.
+//!
+//! Traces (`trace`) and the access log (`access`) are submodules.
+
+pub mod access;
+pub mod trace;
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};

@@ -28,6 +28,8 @@ use crate::proto::StreamResponse;
 use crate::protocol::error::{A2aError, ErrorKind};
 use crate::protocol::ops::{Op, Reply, StreamRequest, TypedRequest, UnaryRequest};
 use crate::protocol::params::{response_extensions, SUPPORTED_VERSION, VERSION};
+use crate::telemetry::access::BackendCall;
+use crate::telemetry::trace::Hop;
 use connection::{Connector, InFlight, Keepalive, Pool, Tls};
 
 /// How the gateway talks to a gRPC backend.
@@ -292,18 +294,31 @@ impl Client {
 impl Backend for GrpcBackend {
     fn unary(
         &self,
-        call: Call<UnaryRequest>,
+        mut call: Call<UnaryRequest>,
     ) -> BoxFuture<'static, Result<Answer<Reply>, A2aError>> {
         let client = self.0.clone();
-        async move { client.unary_call(call).await }.boxed()
+        let observed = client.observe(&mut call);
+        async move { observed.unary(client.unary_call(call).await) }.boxed()
     }
 
     fn stream(
         &self,
-        call: Call<StreamRequest>,
+        mut call: Call<StreamRequest>,
     ) -> BoxFuture<'static, Result<Answer<EventStream>, A2aError>> {
         let client = self.0.clone();
-        async move { client.stream_call(call).await }.boxed()
+        let observed = client.observe(&mut call);
+        async move { observed.stream(client.stream_call(call).await) }.boxed()
+    }
+}
+
+impl Client {
+    /// The call's client span and status (`telemetry::access::BackendCall`).
+    fn observe<R: TypedRequest>(&self, call: &mut Call<R>) -> BackendCall {
+        let op = call.request.op();
+        let authority = self.uris[op as usize]
+            .authority()
+            .map_or("", |a| a.as_str());
+        BackendCall::start(op, Hop::Grpc { authority }, &mut call.forwarded)
     }
 }
 

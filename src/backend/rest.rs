@@ -67,6 +67,8 @@ use crate::proto::StreamResponse;
 use crate::protocol::error::{A2aError, ErrorKind, GatewayFault};
 use crate::protocol::ops::{HttpMethod, Op, Reply, StreamRequest, TypedRequest, UnaryRequest};
 use crate::protocol::params::{response_extensions, SUPPORTED_VERSION, VERSION};
+use crate::telemetry::access::BackendCall;
+use crate::telemetry::trace::Hop;
 
 /// Media type of A2A JSON bodies (spec 11.1).
 const A2A_JSON: &str = "application/a2a+json";
@@ -213,16 +215,35 @@ impl RestBackend {
 impl Backend for RestBackend {
     fn unary(
         &self,
-        call: Call<UnaryRequest>,
+        mut call: Call<UnaryRequest>,
     ) -> BoxFuture<'static, Result<Answer<Reply>, A2aError>> {
-        call_unary(self.shared.clone(), self.max_body, call).boxed()
+        let observed = self.shared.observe(&mut call);
+        let shared = self.shared.clone();
+        let max_body = self.max_body;
+        async move { observed.unary(call_unary(shared, max_body, call).await) }.boxed()
     }
 
     fn stream(
         &self,
-        call: Call<StreamRequest>,
+        mut call: Call<StreamRequest>,
     ) -> BoxFuture<'static, Result<Answer<EventStream>, A2aError>> {
-        call_stream(self.shared.clone(), self.max_body, call).boxed()
+        let observed = self.shared.observe(&mut call);
+        let shared = self.shared.clone();
+        let max_body = self.max_body;
+        async move { observed.stream(call_stream(shared, max_body, call).await) }.boxed()
+    }
+}
+
+impl Shared {
+    /// The call's client span and status (`telemetry::access::BackendCall`).
+    fn observe<R: TypedRequest>(&self, call: &mut Call<R>) -> BackendCall {
+        let op = call.request.op();
+        let method = http_method(op.http_rule().method);
+        let hop = Hop::Http {
+            method: method.as_str(),
+            base: &self.base,
+        };
+        BackendCall::start(op, hop, &mut call.forwarded)
     }
 }
 

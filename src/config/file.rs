@@ -14,6 +14,7 @@ use super::{duration_text, size_text, Binding, Cli, ClientAuth, LogFormat};
 use crate::backend::affinity::{Affinity, AffinityKey};
 use crate::backend::endpoints::Balance;
 use crate::card::CardSettings;
+use crate::telemetry::trace::OtlpProtocol;
 
 /// Declares the file's two tables from one list of the settings a route may set: `plain`
 /// ones replace a `Cli` field, `optional` ones fill an `Option` field of `Cli`.
@@ -54,6 +55,11 @@ macro_rules! file_config {
             tls_client_auth: Option<ClientAuth>,
             #[serde(default, deserialize_with = "duration_text")]
             tls_handshake_timeout: Option<Duration>,
+            access_log: Option<bool>,
+            otlp_endpoint: Option<String>,
+            otlp_protocol: Option<OtlpProtocol>,
+            trace_sampler: Option<String>,
+            trace_sampler_arg: Option<f64>,
             /// One table per route; none: the top-level settings are the one route.
             #[serde(default)]
             route: Vec<RouteFile>,
@@ -133,6 +139,11 @@ macro_rules! file_config {
                     tls_client_ca: self.tls_client_ca,
                     tls_client_auth: self.tls_client_auth,
                     tls_handshake_timeout: self.tls_handshake_timeout,
+                    access_log: self.access_log,
+                    otlp_endpoint: self.otlp_endpoint,
+                    otlp_protocol: self.otlp_protocol,
+                    trace_sampler: self.trace_sampler,
+                    trace_sampler_arg: self.trace_sampler_arg,
                 };
                 let settings = RouteSettings {
                     forward_header: self.forward_header,
@@ -257,6 +268,11 @@ struct Globals {
     tls_client_ca: Option<PathBuf>,
     tls_client_auth: Option<ClientAuth>,
     tls_handshake_timeout: Option<Duration>,
+    access_log: Option<bool>,
+    otlp_endpoint: Option<String>,
+    otlp_protocol: Option<OtlpProtocol>,
+    trace_sampler: Option<String>,
+    trace_sampler_arg: Option<f64>,
 }
 
 /// What selects a route, as written in its table.
@@ -345,6 +361,8 @@ impl FileConfig {
         }
         take!(tls_client_auth, tls_handshake_timeout);
         // Settings whose `Cli` field is optional itself.
+        take!(access_log);
+        // Settings whose flag is optional too.
         macro_rules! take_optional {
             ($($field:ident),*) => {$(
                 if globals.$field.is_some() && unset(stringify!($field)) {
@@ -353,6 +371,8 @@ impl FileConfig {
             )*};
         }
         take_optional!(tls_cert, tls_key, tls_client_ca);
+        take_optional!(otlp_endpoint, otlp_protocol);
+        take_optional!(trace_sampler, trace_sampler_arg);
         settings.apply(cli, unset);
         ParsedFile { routes, text }
     }

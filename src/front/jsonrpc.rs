@@ -28,6 +28,7 @@ use crate::front::Gateway;
 use crate::protocol::error::{A2aError, ErrorKind};
 use crate::protocol::ops::{Op, Reply, Request, StreamRequest, UnaryRequest};
 use crate::protocol::params::negotiate_version;
+use crate::telemetry::access::{backend_status_left, with_backend_status, CallRecord};
 use crate::telemetry::{Meter, Outcome};
 
 /// Batch members in flight at once.
@@ -63,7 +64,7 @@ pub async fn handle(
     let (parts, body) = request.into_parts();
     let bytes = match read_body(body, gateway.max_body).await {
         Ok(bytes) => bytes,
-        Err(err) => return rejected_response(&gateway, &err),
+        Err(err) => return rejected_response(&gateway, &parts, 0, &err),
     };
     let ctx = Context {
         request: &parts,
@@ -74,9 +75,11 @@ pub async fn handle(
         Some(b'{') => {
             let envelope = match Envelope::parse(&bytes) {
                 Ok(envelope) => envelope,
-                Err(e) => return rejected_response(&gateway, &envelope_error(&e)),
+                Err(e) => {
+                    return rejected_response(&gateway, &parts, bytes.len(), &envelope_error(&e))
+                }
             };
-            match handle_one(&gateway, &ctx, envelope, false).await {
+            match handle_one(&gateway, &ctx, envelope, false, bytes.len()).await {
                 Handled::Json(body, ext) => json_response(body, ext),
                 Handled::Stream(events, ext) => sse_response(Body::from_stream(*events), ext),
                 Handled::Refused(refusal, body) => refused_response(&refusal, body),
@@ -88,7 +91,7 @@ pub async fn handle(
                 Ok(_) => invalid_request("the request must be a JSON object or array"),
                 Err(e) => parse_error(&e),
             };
-            rejected_response(&gateway, &err)
+            rejected_response(&gateway, &parts, bytes.len(), &err)
         }
     }
 }
@@ -96,11 +99,11 @@ pub async fn handle(
 async fn handle_batch(gateway: &Gateway, ctx: &Context<'_>, bytes: &[u8]) -> Response {
     let elements = match serde_json::from_slice::<Vec<&RawValue>>(bytes) {
         Ok(elements) => elements,
-        Err(e) => return rejected_response(gateway, &parse_error(&e)),
+        Err(e) => return rejected_response(gateway, ctx.request, bytes.len(), &parse_error(&e)),
     };
     if elements.is_empty() {
         let err = invalid_request("empty batch");
-        return rejected_response(gateway, &err);
+        return rejected_response(gateway, ctx.request, bytes.len(), &err);
     }
     // Members run concurrently, but boundedly: one request must not open a backend call per
     // element at once. `buffered` keeps the answers in request order.
@@ -131,36 +134,46 @@ async fn handle_batch(gateway: &Gateway, ctx: &Context<'_>, bytes: &[u8]) -> Res
 }
 
 async fn batch_member(gateway: &Gateway, ctx: &Context<'_>, raw: &RawValue) -> Handled {
-    if !raw.get().starts_with('{') {
-        let err = invalid_request("each batch element must be a JSON object");
+    let rejected = |err: A2aError| {
         gateway.metrics.rejected(err.kind);
-        return Handled::Json(error_bytes(None, &err), None);
+        let mut record = CallRecord::start(ctx.request, raw.get().len(), None);
+        record.failed(err.kind);
+        let out = error_bytes(None, &err);
+        record.sent(out.len());
+        Handled::Json(out, None)
+    };
+    if !raw.get().starts_with('{') {
+        return rejected(invalid_request("each batch element must be a JSON object"));
     }
     match Envelope::parse(raw.get().as_bytes()) {
-        Ok(envelope) => handle_one(gateway, ctx, envelope, true).await,
-        Err(e) => {
-            let err = envelope_error(&e);
-            gateway.metrics.rejected(err.kind);
-            Handled::Json(error_bytes(None, &err), None)
-        }
+        Ok(envelope) => handle_one(gateway, ctx, envelope, true, raw.get().len()).await,
+        Err(e) => rejected(envelope_error(&e)),
     }
 }
 
+/// One call of `bytes_in` bytes, with its access log line and server span (`CallRecord`:
+/// finished when this returns, or taken over by a stream's body until the stream ends).
 async fn handle_one(
     gateway: &Gateway,
     ctx: &Context<'_>,
     envelope: Envelope<'_>,
     in_batch: bool,
+    bytes_in: usize,
 ) -> Handled {
     let started = Instant::now();
+    let mut record = CallRecord::start(ctx.request, bytes_in, envelope.id.as_deref());
     // Before the method is known, failures count as rejected requests.
-    let reject = |id: Option<&str>, err: A2aError| {
+    let reject = |record: &mut CallRecord, id: Option<&str>, err: A2aError| {
         gateway.metrics.rejected(err.kind);
-        Handled::Json(error_bytes(id, &err), None)
+        record.failed(err.kind);
+        let out = error_bytes(id, &err);
+        record.sent(out.len());
+        Handled::Json(out, None)
     };
     let id = match envelope.id.as_deref() {
         Some(id) if !valid_id(id) => {
             return reject(
+                &mut record,
                 None,
                 invalid_request("id must be a string, an integer or null"),
             )
@@ -168,63 +181,73 @@ async fn handle_one(
         id => id,
     };
     if envelope.jsonrpc.as_deref() != Some("\"2.0\"") {
-        return reject(id, invalid_request("jsonrpc must be \"2.0\""));
+        return reject(&mut record, id, invalid_request("jsonrpc must be \"2.0\""));
     }
     let Some(name) = envelope
         .method
         .as_deref()
         .and_then(|m| serde_json::from_str::<Cow<str>>(m).ok())
     else {
-        return reject(id, invalid_request("method must be a string"));
+        return reject(&mut record, id, invalid_request("method must be a string"));
     };
     let params = envelope.params.as_deref();
     if params.is_some_and(|p| !p.starts_with('{')) {
-        return reject(id, invalid_request("params must be an object"));
+        return reject(&mut record, id, invalid_request("params must be an object"));
     }
     // The reference SDK's order: method, then params, then version.
     let Some(op) = Op::from_name(&name) else {
         let err = A2aError::new(ErrorKind::MethodNotFound);
         return match id {
-            Some(_) => reject(id, err),
+            Some(_) => reject(&mut record, id, err),
             None => Handled::Nothing,
         };
     };
     let meter = Meter::start(&gateway.metrics, op, started);
-    let refused = |refusal: Refusal| {
+    record.method(op, ctx.request, id);
+    let refused = |record: &mut CallRecord, refusal: Refusal| {
         tracing::debug!(
             method = op.name(),
             limit = refusal.limit.name(),
             "call refused"
         );
         meter.record(Outcome::Error(refusal.error.kind));
+        record.failed(refusal.error.kind);
         let body = id.map_or_else(Vec::new, |id| refusal.body(Some(id)));
+        record.sent(body.len());
         Handled::Refused(Box::new(refusal), body)
     };
     // Notifications get no answer, not even an error.
-    let fail = |err: A2aError| {
+    let fail = |record: &mut CallRecord, err: A2aError| {
         meter.record(Outcome::Error(err.kind));
+        record.failed(err.kind);
         match id {
-            Some(_) => Handled::Json(error_bytes(id, &err), None),
+            Some(_) => {
+                let out = error_bytes(id, &err);
+                record.sent(out.len());
+                Handled::Json(out, None)
+            }
             None => Handled::Nothing,
         }
     };
     let mut request = match Request::decode(op, params) {
         Ok(request) => request,
-        Err(err) => return fail(err),
+        Err(err) => return fail(&mut record, err),
     };
     if let Some(tenant) = &gateway.tenant {
         if let Err(err) = pin_tenant(&mut request, tenant) {
-            return fail(err);
+            return fail(&mut record, err);
         }
     }
+    record.request(&request);
     if let Err(err) = negotiate_version(&ctx.request.headers, ctx.request.uri.query()) {
-        return fail(err);
+        return fail(&mut record, err);
     }
-    let forwarded = gateway.forward.select(&ctx.request.headers);
+    let mut forwarded = gateway.forward.select(&ctx.request.headers);
+    record.propagate(&mut forwarded);
     let request = match request {
         Request::Stream(_) if in_batch => {
             let why = format!("{} streams and cannot be part of a batch", op.name());
-            return fail(invalid_request(&why));
+            return fail(&mut record, invalid_request(&why));
         }
         Request::Stream(request) => {
             let call = Call {
@@ -240,10 +263,10 @@ async fn handle_one(
             };
             let permit = match ctx.limits.map(|l| l.admit(CallKind::Stream)).transpose() {
                 Ok(permit) => permit,
-                Err(refusal) => return refused(refusal),
+                Err(refusal) => return refused(&mut record, refusal),
             };
             let idle = ctx.limits.and_then(|l| l.stream_idle);
-            return Box::pin(stream(gateway, id, call, &meter, (permit, idle))).await;
+            return Box::pin(stream(gateway, id, call, &meter, (permit, idle), record)).await;
         }
         Request::Unary(request) => request,
     };
@@ -255,21 +278,25 @@ async fn handle_one(
     // Held until the answer is in: the call counts against the concurrency limits.
     let _permit = match ctx.limits.map(|l| l.admit(CallKind::Unary)).transpose() {
         Ok(permit) => permit,
-        Err(refusal) => return refused(refusal),
+        Err(refusal) => return refused(&mut record, refusal),
     };
+    let (answer, status) = unary(gateway, call).await;
+    record.backend_status(status);
     match id {
         None => {
-            match unary(gateway, call).await {
+            match answer {
                 Ok(_) => meter.record(Outcome::Ok),
                 Err(err) => {
                     tracing::debug!(method = op.name(), %err, "notification failed");
                     meter.record(Outcome::Error(err.kind));
+                    record.failed(err.kind);
                 }
             }
             Handled::Nothing
         }
-        Some(id) => match unary(gateway, call).await {
+        Some(id) => match answer {
             Ok((reply, ext)) => {
+                record.reply(&reply);
                 // The response is written once, straight into the body's buffer.
                 let mut out = Vec::with_capacity(reply.json_size_hint() + id.len() + 40);
                 let written = match (&reply, &gateway.card) {
@@ -284,15 +311,17 @@ async fn handle_one(
                 match written {
                     Ok(()) => {
                         meter.record(Outcome::Ok);
+                        record.sent(out.len());
                         Handled::Json(out, ext)
                     }
                     Err(e) => fail(
+                        &mut record,
                         Fault::BadResponse(format!("the reply cannot be encoded as JSON: {e}"))
                             .into(),
                     ),
                 }
             }
-            Err(err) => fail(err),
+            Err(err) => fail(&mut record, err),
         },
     }
 }
@@ -310,19 +339,24 @@ fn pin_tenant(request: &mut Request, tenant: &str) -> Result<(), A2aError> {
     Ok(())
 }
 
-/// Calls a unary operation within the deadline; returns the reply.
+/// Calls a unary operation within the deadline; returns the reply, and the backend's
+/// status for the access log.
 async fn unary(
     gateway: &Gateway,
     call: Call<UnaryRequest>,
-) -> Result<(Reply, Option<HeaderValue>), A2aError> {
-    let pending = gateway.backend.unary(call);
+) -> (Result<(Reply, Option<HeaderValue>), A2aError>, Option<u16>) {
+    let mut pending = std::pin::pin!(with_backend_status(gateway.backend.unary(call)));
     let answer = match gateway.unary_timeout {
-        Some(limit) => tokio::time::timeout(limit, pending)
+        Some(limit) => tokio::time::timeout(limit, pending.as_mut())
             .await
-            .map_err(|_| Fault::deadline(limit))??,
-        None => pending.await?,
+            .unwrap_or_else(|_| Err(Fault::deadline(limit).into())),
+        None => pending.as_mut().await,
     };
-    Ok((answer.value, answer.extensions))
+    let status = backend_status_left(pending);
+    (
+        answer.map(|answer| (answer.value, answer.extensions)),
+        status,
+    )
 }
 
 /// Starts a stream and waits for its first event (within the first-event deadline), so an
@@ -333,14 +367,12 @@ async fn stream(
     call: Call<StreamRequest>,
     meter: &Meter<'_>,
     (permit, idle): (Option<Permit>, Option<Duration>),
+    mut record: CallRecord,
 ) -> Handled {
     let id: Box<str> = id.into();
-    let failed = |err: A2aError, extensions| {
-        meter.record(Outcome::Error(err.kind));
-        Handled::Json(error_bytes(Some(&id), &err), extensions)
-    };
+    let mut starting = std::pin::pin!(with_backend_status(gateway.backend.stream(call)));
     let first_event = async {
-        let answer = gateway.backend.stream(call).await.map_err(|e| (e, None))?;
+        let answer = starting.as_mut().await.map_err(|e| (e, None))?;
         let mut events = answer.value;
         match events.next().await {
             Some(Ok(event)) => Ok((Some(event), events, answer.extensions)),
@@ -355,12 +387,19 @@ async fn stream(
         },
         None => first_event.await,
     };
+    record.backend_status(backend_status_left(starting));
     let (first, events, extensions) = match started {
         Ok(started) => started,
-        Err((err, extensions)) => return failed(err, extensions),
+        Err((err, extensions)) => {
+            meter.record(Outcome::Error(err.kind));
+            record.failed(err.kind);
+            let out = error_bytes(Some(&id), &err);
+            record.sent(out.len());
+            return Handled::Json(out, extensions);
+        }
     };
     meter.record(Outcome::Ok);
-    let body = SseBody::new(
+    let mut body = SseBody::new(
         id,
         first,
         events,
@@ -370,6 +409,7 @@ async fn stream(
         gateway.metrics.stream_opened(),
     )
     .limited(permit, idle);
+    body.record(record);
     Handled::Stream(Box::new(body), extensions)
 }
 
@@ -389,8 +429,18 @@ pub fn refused_response(refusal: &Refusal, body: Vec<u8>) -> Response {
     response
 }
 
-/// The reply to a request refused before any method was known, counted as rejected.
-fn rejected_response(gateway: &Gateway, err: &A2aError) -> Response {
+/// The reply to a request of `bytes_in` bytes refused before any method was known,
+/// counted as rejected and logged.
+fn rejected_response(
+    gateway: &Gateway,
+    request: &http::request::Parts,
+    bytes_in: usize,
+    err: &A2aError,
+) -> Response {
     gateway.metrics.rejected(err.kind);
-    json_response(error_bytes(None, err), None)
+    let mut record = CallRecord::start(request, bytes_in, None);
+    record.failed(err.kind);
+    let out = error_bytes(None, err);
+    record.sent(out.len());
+    json_response(out, None)
 }

@@ -25,6 +25,7 @@ use crate::front::envelope::{write_error, write_response};
 use crate::front::limits::Permit;
 use crate::proto::StreamResponse;
 use crate::protocol::error::{A2aError, GatewayFault};
+use crate::telemetry::access::CallRecord;
 use crate::telemetry::StreamGuard;
 
 /// Past this many buffered bytes a chunk is sent even if more events are ready.
@@ -48,6 +49,8 @@ pub struct SseBody {
     _permit: Option<Permit>,
     /// The stream idle timeout (`front::limits`) and when it passes without an event.
     idle: Option<(Duration, Pin<Box<Sleep>>)>,
+    /// The call's access log line and server span, finished when the body is dropped.
+    record: Option<CallRecord>,
 }
 
 impl SseBody {
@@ -73,6 +76,7 @@ impl SseBody {
             meter,
             _permit: None,
             idle: None,
+            record: None,
         }
     }
 
@@ -84,7 +88,23 @@ impl SseBody {
         self
     }
 
-    fn push_event(&self, buf: &mut Vec<u8>, event: &StreamResponse) -> bool {
+    /// Hands the call's record to the body: its events are counted, and the line written
+    /// and the span ended when the stream ends.
+    pub fn record(&mut self, record: CallRecord) {
+        self.record = Some(record);
+    }
+
+    /// Records a sent event, or the error that replaced it.
+    fn observe(&mut self, event: Result<&StreamResponse, &A2aError>) {
+        if let Some(record) = &mut self.record {
+            match event {
+                Ok(event) => record.event(event),
+                Err(err) => record.error_event(err),
+            }
+        }
+    }
+
+    fn push_event(&mut self, buf: &mut Vec<u8>, event: &StreamResponse) -> bool {
         buf.extend_from_slice(b"data: ");
         let start = buf.len();
         match write_response(buf, Some(&self.id), |out| {
@@ -92,6 +112,7 @@ impl SseBody {
         }) {
             Ok(()) => {
                 buf.extend_from_slice(b"\n\n");
+                self.observe(Ok(event));
                 true
             }
             Err(e) => {
@@ -104,7 +125,8 @@ impl SseBody {
         }
     }
 
-    fn push_error(&self, buf: &mut Vec<u8>, err: &A2aError) {
+    fn push_error(&mut self, buf: &mut Vec<u8>, err: &A2aError) {
+        self.observe(Err(err));
         buf.extend_from_slice(b"event: error\ndata: ");
         write_error(buf, Some(&self.id), err);
         buf.extend_from_slice(b"\n\n");
@@ -172,6 +194,9 @@ impl Stream for SseBody {
             this.done = true;
             written += 1;
         }
+        if let Some(record) = &mut this.record {
+            record.sent(buf.len());
+        }
         if !buf.is_empty() {
             this.meter.events(written);
             this.keepalive.as_mut().reset(Instant::now() + this.period);
@@ -182,6 +207,9 @@ impl Stream for SseBody {
         }
         if this.keepalive.as_mut().poll(cx).is_ready() {
             this.keepalive.as_mut().reset(Instant::now() + this.period);
+            if let Some(record) = &mut this.record {
+                record.sent(KEEPALIVE_COMMENT.len());
+            }
             return Poll::Ready(Some(Ok(Bytes::from_static(KEEPALIVE_COMMENT))));
         }
         Poll::Pending

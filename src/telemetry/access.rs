@@ -1,0 +1,304 @@
+//! One call as the access log and the traces see it. The front keeps a `CallRecord` per
+//! JSON-RPC call (its server span and, when the access log is on, its line), finished when
+//! the reply is written or, for a stream, when the stream's body is dropped. Backends wrap
+//! each call in a `BackendCall` (its client span, and the backend's status for the line).
+//!
+//! The line is an INFO event of target `a2a_gateway::access` with fixed fields: route
+//! (the request path), method, JSON-RPC id, result code (0: success), backend status (gRPC
+//! status code or HTTP status, `-` when the backend was not reached), duration, bytes in and
+//! out, SSE frames, client address, request id and trace id. No header value and no param
+//! other than the id is ever logged, so credentials cannot appear in it.
+//! `--access-log false` turns the target off in the log filter; then `CallRecord::start`
+//! sees it disabled and keeps nothing.
+
+use std::cell::Cell;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use futures::StreamExt;
+use http::{HeaderName, HeaderValue};
+
+use super::trace::{self, ClientSpan, Hop, ServerSpan};
+use crate::backend::fault;
+use crate::backend::{Answer, EventStream};
+use crate::proto::StreamResponse;
+use crate::protocol::error::{A2aError, ErrorKind};
+use crate::protocol::ops::{Op, Reply, Request};
+
+/// The target of access log lines (`RUST_LOG=a2a_gateway::access=off` silences them too).
+pub const TARGET: &str = "a2a_gateway::access";
+
+tokio::task_local! {
+    /// The backend's status of the call being handled, set by `BackendCall`.
+    static BACKEND_STATUS: Cell<Option<u16>>;
+}
+
+/// The peer address of a request's connection, put in its extensions by the server.
+#[derive(Clone, Copy, Debug)]
+pub struct ClientAddr(pub SocketAddr);
+
+/// The status a backend answered with, as the error table reads it: for an agent's error
+/// its gRPC code or HTTP status, `None` when the gateway's path to the agent failed.
+pub fn backend_status(result: Result<(), &A2aError>, http: bool) -> Option<u16> {
+    match result {
+        Ok(()) => Some(if http { 200 } else { 0 }),
+        Err(err) if fault::reported(err).is_some() => None,
+        Err(err) if http => Some(err.kind.http()),
+        Err(err) => Some(err.kind.grpc() as u16),
+    }
+}
+
+/// The access log line of a call, filled in as it goes (kept only when the log is on).
+struct Line {
+    started: Instant,
+    path: Box<str>,
+    id: Option<Box<str>>,
+    method: &'static str,
+    bytes_in: usize,
+    bytes_out: usize,
+    frames: u64,
+    backend: Option<u16>,
+    client: Option<SocketAddr>,
+    request_id: Option<HeaderValue>,
+    /// The client's trace id, when traces are off (with traces, the span's).
+    traceparent: Option<Box<str>>,
+}
+
+/// One JSON-RPC call being handled: its server span and access log line. Both boxed, so
+/// a call with neither costs the handler's future three words.
+pub struct CallRecord {
+    line: Option<Box<Line>>,
+    span: Option<Box<ServerSpan>>,
+    failure: Option<ErrorKind>,
+}
+
+impl CallRecord {
+    /// A call of `bytes_in` bytes (the whole body, or the batch element) with JSON-RPC
+    /// `id`, on `request`.
+    pub fn start(request: &http::request::Parts, bytes_in: usize, id: Option<&str>) -> Self {
+        let line = tracing::enabled!(target: TARGET, tracing::Level::INFO).then(|| {
+            Box::new(Line {
+                started: Instant::now(),
+                path: request.uri.path().into(),
+                id: id.map(Into::into),
+                method: "",
+                bytes_in,
+                bytes_out: 0,
+                frames: 0,
+                backend: None,
+                client: request.extensions.get::<ClientAddr>().map(|c| c.0),
+                request_id: request.headers.get("x-request-id").cloned(),
+                traceparent: trace::traceparent_trace_id(&request.headers).map(Into::into),
+            })
+        });
+        CallRecord {
+            line,
+            span: None,
+            failure: None,
+        }
+    }
+
+    /// The method is known: starts its server span (when traces are on).
+    pub fn method(&mut self, op: Op, request: &http::request::Parts, id: Option<&str>) {
+        if let Some(line) = &mut self.line {
+            line.method = op.name();
+        }
+        self.span = ServerSpan::start(op, request, id).map(Box::new);
+    }
+
+    /// Records the decoded request on the span.
+    pub fn request(&mut self, request: &Request) {
+        if let Some(span) = &mut self.span {
+            span.request(request);
+        }
+    }
+
+    /// Makes the backend call a child of the server span (`trace::ServerSpan::propagate`).
+    pub fn propagate(&self, forwarded: &mut Vec<(HeaderName, HeaderValue)>) {
+        if let Some(span) = &self.span {
+            span.propagate(forwarded);
+        }
+    }
+
+    /// Records a unary reply on the span.
+    pub fn reply(&mut self, reply: &Reply) {
+        if let Some(span) = &mut self.span {
+            span.reply(reply);
+        }
+    }
+
+    /// The call failed with `kind` (the reply or the stream's last frame is this error).
+    pub fn failed(&mut self, kind: ErrorKind) {
+        self.failure = Some(kind);
+    }
+
+    /// The backend's status, as `with_backend_status` collected it.
+    pub fn backend_status(&mut self, status: Option<u16>) {
+        if let Some(line) = &mut self.line {
+            line.backend = status;
+        }
+    }
+
+    /// A stream event was sent.
+    pub fn event(&mut self, event: &StreamResponse) {
+        if let Some(line) = &mut self.line {
+            line.frames += 1;
+        }
+        if let Some(span) = &mut self.span {
+            span.event(event);
+        }
+    }
+
+    /// The stream's final error event was sent.
+    pub fn error_event(&mut self, err: &A2aError) {
+        if let Some(line) = &mut self.line {
+            line.frames += 1;
+        }
+        self.failed(err.kind);
+        if let Some(span) = &mut self.span {
+            span.error_event();
+        }
+    }
+
+    /// Bytes written to the client for this call.
+    pub fn sent(&mut self, bytes: usize) {
+        if let Some(line) = &mut self.line {
+            line.bytes_out += bytes;
+        }
+    }
+}
+
+/// `handling` with a place where backends leave their status (`backend_status_left`
+/// reads it once `handling` is done). Not an `async fn` that awaits it: that would store
+/// the future twice (bytes per call, tests/cost_budget.rs).
+pub fn with_backend_status<F: std::future::Future>(handling: F) -> StatusScope<F> {
+    BACKEND_STATUS.scope(Cell::new(None), handling)
+}
+
+/// A future run by `with_backend_status`.
+pub type StatusScope<F> = tokio::task::futures::TaskLocalFuture<Cell<Option<u16>>, F>;
+
+/// The status a backend left while the scoped future ran.
+pub fn backend_status_left<F>(scoped: std::pin::Pin<&mut StatusScope<F>>) -> Option<u16> {
+    scoped.take_value().and_then(Cell::into_inner)
+}
+
+impl Drop for CallRecord {
+    /// The call is over: the span ends, the line is written.
+    fn drop(&mut self) {
+        let code = self.failure.map_or(0, ErrorKind::code);
+        if let (Some(span), Some(kind)) = (&mut self.span, self.failure) {
+            span.failed(&A2aError::new(kind));
+        }
+        let Some(line) = self.line.take() else {
+            return;
+        };
+        let span_trace = self.span.as_ref().map(|span| span.trace_id());
+        let client_trace = line.traceparent.as_deref();
+        let trace_id: Dash<&dyn std::fmt::Display> = match &span_trace {
+            Some(id) => Dash(Some(id)),
+            None => Dash(client_trace.as_ref().map(|id| id as &dyn std::fmt::Display)),
+        };
+        tracing::info!(
+            target: TARGET,
+            route = &*line.path,
+            method = line.method,
+            id = %Dash(line.id.as_deref()),
+            code,
+            backend_status = %Dash(line.backend),
+            duration_us = u64::try_from(line.started.elapsed().as_micros()).unwrap_or(u64::MAX),
+            bytes_in = line.bytes_in,
+            bytes_out = line.bytes_out,
+            frames = line.frames,
+            client = %Dash(line.client),
+            request_id = %Dash(line.request_id.as_ref().and_then(|v| v.to_str().ok())),
+            trace_id = %trace_id,
+            "access"
+        );
+    }
+}
+
+/// A log field's value, or `-` without one; written straight into the line.
+struct Dash<T>(Option<T>);
+
+impl<T: std::fmt::Display> std::fmt::Display for Dash<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Some(value) => value.fmt(f),
+            None => f.write_str("-"),
+        }
+    }
+}
+
+/// One backend call: its client span and the status it answered with.
+pub struct BackendCall {
+    span: Option<Box<ClientSpan>>,
+    http: bool,
+}
+
+impl BackendCall {
+    /// A call of `op` over `hop`; with traces on, its span's context replaces the forwarded
+    /// `traceparent` (`trace::ClientSpan::start`).
+    pub fn start(op: Op, hop: Hop<'_>, forwarded: &mut Vec<(HeaderName, HeaderValue)>) -> Self {
+        let http = matches!(hop, Hop::Http { .. });
+        BackendCall {
+            span: ClientSpan::start(op, hop, forwarded).map(Box::new),
+            http,
+        }
+    }
+
+    fn answered(&mut self, result: Result<(), &A2aError>) {
+        let status = backend_status(result, self.http);
+        let _ = BACKEND_STATUS.try_with(|cell| cell.set(status));
+        if let Some(span) = &mut self.span {
+            span.answered(result);
+        }
+    }
+
+    /// A unary call's result, recorded.
+    pub fn unary<T>(mut self, result: Result<T, A2aError>) -> Result<T, A2aError> {
+        self.answered(result.as_ref().map(|_| ()));
+        result
+    }
+
+    /// A stream's start, recorded; its span (if any) lasts until the stream ends.
+    pub fn stream(
+        mut self,
+        result: Result<Answer<EventStream>, A2aError>,
+    ) -> Result<Answer<EventStream>, A2aError> {
+        self.answered(result.as_ref().map(|_| ()));
+        let Some(mut span) = self.span.take() else {
+            return result;
+        };
+        let mut answer = result?;
+        answer.value = answer
+            .value
+            .map(move |event| {
+                match &event {
+                    Ok(_) => span.event(),
+                    Err(err) => span.answered(Err(err)),
+                }
+                event
+            })
+            .boxed();
+        Ok(answer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::fault::Fault;
+
+    #[test]
+    fn backend_status_by_binding() {
+        let agent = A2aError::new(ErrorKind::TaskNotFound);
+        let fault: A2aError = Fault::Connect("refused".into()).into();
+        assert_eq!(backend_status(Ok(()), false), Some(0));
+        assert_eq!(backend_status(Ok(()), true), Some(200));
+        assert_eq!(backend_status(Err(&agent), false), Some(5), "NOT_FOUND");
+        assert_eq!(backend_status(Err(&agent), true), Some(404));
+        assert_eq!(backend_status(Err(&fault), false), None, "never reached");
+        assert_eq!(backend_status(Err(&fault), true), None);
+    }
+}
