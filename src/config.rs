@@ -171,6 +171,25 @@ pub struct Cli {
     #[arg(long, env = "A2A_GATEWAY_SHUTDOWN_GRACE", default_value = "10s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
 
+    /// A client must send each request head within this (HTTP/1.1); it also bounds how
+    /// long an idle HTTP/1.1 keep-alive connection waits for its next request.
+    #[arg(long, env = "A2A_GATEWAY_CLIENT_HEADER_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub client_header_timeout: Duration,
+
+    /// A client must send each whole request body within this, counted from its head;
+    /// a slower one gets -32600 and its connection is closed.
+    #[arg(long, env = "A2A_GATEWAY_CLIENT_BODY_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    pub client_body_timeout: Duration,
+
+    /// A client connection with no request in flight this long is closed (HTTP/2: GOAWAY).
+    #[arg(long, env = "A2A_GATEWAY_CLIENT_IDLE_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    pub client_idle_timeout: Duration,
+
+    /// A client connection that accepts no response bytes this long (a client that stops
+    /// reading its stream) is closed; its streams' backend calls are cancelled.
+    #[arg(long, env = "A2A_GATEWAY_CLIENT_SEND_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub client_send_timeout: Duration,
+
     /// Serving threads, each running its own event loop with its own backend connection,
     /// so a call never hops between threads; `0` (default): one per available CPU.
     #[arg(long, env = "A2A_GATEWAY_WORKERS", default_value_t = 0)]
@@ -307,6 +326,8 @@ pub enum ConfigError {
     BackendKeepaliveTimeout,
     #[error("--backend-ca {0:?}: {1}")]
     BackendCa(std::path::PathBuf, String),
+    #[error("--{0} must be greater than 0")]
+    ClientTimeout(&'static str),
     #[error("--backend is required (or --demo, or [[route]] tables in --config)")]
     NoBackend,
     #[error("--tenant must not be empty")]
@@ -386,6 +407,16 @@ impl Cli {
         }
         if self.backend_keepalive_timeout.is_zero() {
             return Err(ConfigError::BackendKeepaliveTimeout);
+        }
+        for (flag, timeout) in [
+            ("client-header-timeout", self.client_header_timeout),
+            ("client-body-timeout", self.client_body_timeout),
+            ("client-idle-timeout", self.client_idle_timeout),
+            ("client-send-timeout", self.client_send_timeout),
+        ] {
+            if timeout.is_zero() {
+                return Err(ConfigError::ClientTimeout(flag));
+            }
         }
         if self.tenant.as_deref() == Some("") {
             return Err(ConfigError::Tenant);

@@ -2,6 +2,7 @@
 //! serving thread (`routing::Frontend`), connections with TCP_NODELAY, graceful shutdown
 //! with a bounded grace period, and the worker threads the binary serves on (`workers`).
 
+pub mod clients;
 pub mod routing;
 pub mod workers;
 
@@ -11,17 +12,13 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
 use futures::{Stream, StreamExt};
-use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
+use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_stream::wrappers::TcpListenerStream;
-use tower::ServiceExt as _;
 
 use crate::backend::affinity::{load_codec, Affine, Affinity, IdCodec};
 use crate::backend::endpoints::balance::Balanced;
@@ -29,6 +26,7 @@ use crate::backend::endpoints::{
     probe_address, AtAddress, Endpoint, NewClient, Policy, Resolution, RouteEndpoints, Targets,
 };
 use crate::backend::grpc::{GrpcBackend, GrpcSettings};
+use self::clients::ClientLimits;
 use crate::backend::{rest::RestBackend, Backend};
 use crate::card::{CardService, RouteCard, BACKEND_CARD_SOURCE};
 use crate::config::{optional, Binding, Cli, Config, ConfigError, RouteConfig};
@@ -194,6 +192,8 @@ pub struct FrontendTemplate {
     /// The global public URL (normalised) and forwarded-header trust, for the catalog.
     public_url: Option<String>,
     trust_forwarded: bool,
+    /// What each client connection may hold, and for how long.
+    client_limits: ClientLimits,
 }
 
 struct RouteTemplate {
@@ -228,7 +228,13 @@ impl FrontendTemplate {
             lifecycle: Arc::default(),
             public_url,
             trust_forwarded: config.cli.trust_forwarded,
+            client_limits: ClientLimits::from_cli(&config.cli),
         })
+    }
+
+    /// The deadlines of every client connection.
+    pub fn client_limits(&self) -> ClientLimits {
+        self.client_limits
     }
 
     /// Starts fetching and refreshing every route's card, on the current runtime.
@@ -416,11 +422,11 @@ pub async fn serve(
     grace: Duration,
 ) {
     let incoming = TcpListenerStream::new(listener).take_until(shutdown);
-    serve_connections(incoming, router, grace).await;
+    serve_connections(incoming, router, grace, ClientLimits::default()).await;
 }
 
 /// Serves each connection of `incoming` on its own task of the current runtime, through
-/// the edge stack (`front::layers`) around `router`. When `incoming` ends, idle
+/// the edge stack (`front::layers`) around `router`, within `limits`. When `incoming` ends, idle
 /// connections are closed and in-flight requests may finish for at most `grace`; then open
 /// streams end with a final error frame (`Lifecycle::close_streams`), which they get
 /// `FINAL_FRAME_FLUSH` to deliver, and what remains is closed.
@@ -428,6 +434,7 @@ pub async fn serve_connections(
     incoming: impl Stream<Item = std::io::Result<TcpStream>>,
     router: Frontend,
     grace: Duration,
+    limits: ClientLimits,
 ) {
     let lifecycle = router.lifecycle().clone();
     let edge = layers::stack(router);
@@ -438,7 +445,7 @@ pub async fn serve_connections(
         tokio::select! {
             next = incoming.next() => match next {
                 Some(Ok(stream)) => {
-                    connections.spawn(serve_connection(stream, edge.clone(), stop.clone()));
+                    connections.spawn(serve_connection(stream, edge.clone(), stop.clone(), limits));
                 }
                 Some(Err(e)) => accept_failed(&e).await,
                 None => break,
@@ -474,22 +481,29 @@ async fn drain(connections: &mut JoinSet<()>, limit: Duration) -> bool {
 /// How long streams get to deliver their final frame before connections are cut.
 const FINAL_FRAME_FLUSH: Duration = Duration::from_secs(1);
 
-/// HTTP/1.1 or HTTP/2 (prior knowledge) on one connection, closed gracefully once `stop`
-/// turns true.
+/// HTTP/1.1 or HTTP/2 (prior knowledge) on one connection within `limits`, closed
+/// gracefully once `stop` turns true or no request has been in flight for the idle timeout.
 async fn serve_connection(
     stream: TcpStream,
     edge: Edge<Frontend>,
     mut stop: watch::Receiver<bool>,
+    limits: ClientLimits,
 ) {
     // Small JSON replies and SSE frames must not wait for Nagle's algorithm.
     let _ = stream.set_nodelay(true);
-    let service =
-        TowerToHyperService::new(edge.map_request(|r: http::Request<Incoming>| r.map(Body::new)));
-    let builder = auto::Builder::new(TokioExecutor::new());
-    let mut connection = std::pin::pin!(builder.serve_connection(TokioIo::new(stream), service));
+    let activity = clients::Activity::new();
+    let service = TowerToHyperService::new(clients::Track::new(
+        edge,
+        activity.clone(),
+        limits.body_timeout,
+    ));
+    let builder = clients::builder(&limits);
+    let io = TokioIo::new(clients::SendStall::new(stream, limits.send_timeout));
+    let mut connection = std::pin::pin!(builder.serve_connection(io, service));
     tokio::select! {
         _ = connection.as_mut() => return,
         _ = stop.wait_for(|stop| *stop) => connection.as_mut().graceful_shutdown(),
+        () = activity.idle_for(limits.idle_timeout) => connection.as_mut().graceful_shutdown(),
     }
     let _ = connection.await;
 }

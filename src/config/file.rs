@@ -34,6 +34,14 @@ macro_rules! file_config {
             drain_delay: Option<Duration>,
             workers: Option<usize>,
             log_format: Option<LogFormat>,
+            #[serde(default, deserialize_with = "duration_text")]
+            client_header_timeout: Option<Duration>,
+            #[serde(default, deserialize_with = "duration_text")]
+            client_body_timeout: Option<Duration>,
+            #[serde(default, deserialize_with = "duration_text")]
+            client_idle_timeout: Option<Duration>,
+            #[serde(default, deserialize_with = "duration_text")]
+            client_send_timeout: Option<Duration>,
             /// One table per route; none: the top-level settings are the one route.
             #[serde(default)]
             route: Vec<RouteFile>,
@@ -97,6 +105,10 @@ macro_rules! file_config {
                     drain_delay: self.drain_delay,
                     workers: self.workers,
                     log_format: self.log_format,
+                    client_header_timeout: self.client_header_timeout,
+                    client_body_timeout: self.client_body_timeout,
+                    client_idle_timeout: self.client_idle_timeout,
+                    client_send_timeout: self.client_send_timeout,
                 };
                 let settings = RouteSettings {
                     forward_header: self.forward_header,
@@ -194,6 +206,10 @@ struct Globals {
     drain_delay: Option<Duration>,
     workers: Option<usize>,
     log_format: Option<LogFormat>,
+    client_header_timeout: Option<Duration>,
+    client_body_timeout: Option<Duration>,
+    client_idle_timeout: Option<Duration>,
+    client_send_timeout: Option<Duration>,
 }
 
 /// What selects a route, as written in its table.
@@ -266,6 +282,12 @@ impl FileConfig {
             )*};
         }
         take!(listen, shutdown_grace, drain_delay, workers, log_format);
+        take!(
+            client_header_timeout,
+            client_body_timeout,
+            client_idle_timeout,
+            client_send_timeout
+        );
         settings.apply(cli, unset);
         ParsedFile { routes, text }
     }

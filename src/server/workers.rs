@@ -132,9 +132,10 @@ fn run_worker(
                 return;
             }
         };
+        metrics.count_tasks_of(tokio::runtime::Handle::current());
         let _ = ready.send(Ok(()));
         let incoming = UnboundedReceiverStream::new(connections).map(TcpStream::from_std);
-        serve_connections(incoming, frontend, grace).await;
+        serve_connections(incoming, frontend, grace, template.client_limits()).await;
     });
     // Whatever still runs (the idle backend connection) is dropped, not awaited.
     runtime.shutdown_timeout(Duration::from_millis(100));
