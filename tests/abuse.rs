@@ -30,12 +30,20 @@ use vitals::{assert_unhurt, median_latency, open_fds, rss_kib, RssWatch};
 
 const MIB: u64 = 1024;
 
-/// GetTask answers at once; SendMessage echoes the length of its text (after 10 s for the
+/// GetTask answers at once (with a 16 KiB artifact for ids starting with "big"); SendMessage echoes the length of its text (after 10 s for the
 /// text "slow"); a stream sends one event and stays open.
 fn handler(request: &Request) -> Answer {
     match request {
         Request::Unary(UnaryRequest::GetTask(r)) => {
-            Answer::Reply(Reply::GetTask(task(&r.id, TaskState::Completed)))
+            let mut reply = task(&r.id, TaskState::Completed);
+            if r.id.starts_with("big") {
+                reply.artifacts = vec![Artifact {
+                    artifact_id: "a".into(),
+                    parts: vec![text_part(&"b".repeat(16 << 10))],
+                    ..Default::default()
+                }];
+            }
+            Answer::Reply(Reply::GetTask(reply))
         }
         Request::Unary(UnaryRequest::SendMessage(r)) => {
             let text = r
@@ -337,8 +345,8 @@ async fn streams_never_read_are_dropped_and_their_calls_cancelled() {
         "streams never read: all {STREAMS} cancelled upstream after {:?}",
         started.elapsed()
     );
-    let base = vitals::base_of(&gateway.1);
-    assert_eq!(vitals::metric(&base, "a2a_gateway_streams_open").await, 0.0);
+    let scraper = vitals::Scraper::new(&gateway.1);
+    assert_eq!(scraper.metric("a2a_gateway_streams_open").await, 0.0);
     // Each client finds its connection closed once it reads what was buffered.
     for mut client in clients {
         let (_, closed) = read_to_close(&mut client, Duration::from_secs(10)).await;
@@ -354,10 +362,11 @@ async fn streams_never_read_are_dropped_and_their_calls_cancelled() {
 async fn disconnect_storms_leave_nothing_behind() {
     const CLIENTS: usize = 1000;
     let (backend, gateway) = start(&[], handler).await;
-    let base = vitals::base_of(&gateway.1);
+    let scraper = vitals::Scraper::new(&gateway.1);
+    vitals::warm_up(&gateway.1).await;
     let baseline = median_latency(&gateway.1).await;
+    let tasks_before = scraper.metric("a2a_gateway_tasks_alive").await;
     let fds_before = open_fds(pid(&gateway));
-    let tasks_before = vitals::metric(&base, "a2a_gateway_tasks_alive").await;
     let before = rss_kib(pid(&gateway));
     let watch = RssWatch::start(pid(&gateway));
     let address = authority(&gateway);
@@ -406,8 +415,8 @@ async fn disconnect_storms_leave_nothing_behind() {
     let settled = Instant::now();
     loop {
         let cancelled = backend.cancelled.load(Ordering::SeqCst);
-        let open = vitals::metric(&base, "a2a_gateway_streams_open").await;
-        let tasks = vitals::metric(&base, "a2a_gateway_tasks_alive").await;
+        let open = scraper.metric("a2a_gateway_streams_open").await;
+        let tasks = scraper.metric("a2a_gateway_tasks_alive").await;
         let fds = open_fds(pid(&gateway));
         if cancelled == streams && open == 0.0 && tasks <= tasks_before && fds <= fds_before {
             println!(
@@ -434,10 +443,10 @@ async fn disconnect_storms_leave_nothing_behind() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_idle_connections_are_held_cheaply_then_closed() {
     const EACH: usize = 5000;
-    const TIMEOUT: Duration = Duration::from_secs(12);
+    const TIMEOUT: Duration = Duration::from_secs(30);
     vitals::raise_fd_limit();
     let (_backend, gateway) = start(
-        &["--client-header-timeout", "12s", "--client-idle-timeout", "12s"],
+        &["--client-header-timeout", "30s", "--client-idle-timeout", "30s"],
         handler,
     )
     .await;
@@ -447,29 +456,36 @@ async fn ten_thousand_idle_connections_are_held_cheaply_then_closed() {
     let watch = RssWatch::start(pid(&gateway));
     let address = authority(&gateway);
     let opened = Instant::now();
-    let gate = Arc::new(tokio::sync::Semaphore::new(200));
+    let mut streams = Vec::with_capacity(2 * EACH);
+    for _ in 0..2 * EACH {
+        streams.push((TcpStream::connect(&address).await.unwrap(), Instant::now()));
+    }
+    let connected = opened.elapsed();
+    let gate = Arc::new(tokio::sync::Semaphore::new(500));
     let mut idle = Vec::new();
-    for n in 0..2 * EACH {
+    for (n, (mut stream, connected_at)) in streams.into_iter().enumerate() {
         let permit = gate.clone().acquire_owned().await.unwrap();
-        let address = address.clone();
         idle.push(tokio::spawn(async move {
-            let mut stream = TcpStream::connect(&address).await.unwrap();
             let mut buf = vec![0u8; 4096];
+            let mut idle_since = connected_at;
             if n % 2 == 0 {
                 stream.write_all(raw_request(&get_task(n)).as_bytes()).await.unwrap();
                 let read = stream.read(&mut buf).await.unwrap();
                 assert!(buf[..read].starts_with(b"HTTP/1.1 200"));
+                idle_since = Instant::now();
             }
-            let idle_since = Instant::now();
             drop(permit);
             let (rest, closed) = read_to_close(&mut stream, TIMEOUT * 3).await;
             assert!(closed && rest.is_empty(), "idle connection {n}: {rest:?}");
             idle_since.elapsed()
         }));
     }
-    let _all = gate.acquire_many(200).await.unwrap();
+    let _all = gate.acquire_many(500).await.unwrap();
     let h2 = open_h2_idle(&address, 3).await;
-    println!("10,000 idle: opened in {:?}", opened.elapsed());
+    println!(
+        "10,000 idle: connected in {connected:?}, 5,000 calls made after {:?}",
+        opened.elapsed()
+    );
     let fds_held = open_fds(pid(&gateway));
     assert!(fds_held >= fds_before + 2 * EACH, "{fds_held} descriptors");
     let held = rss_kib(pid(&gateway));
@@ -493,7 +509,9 @@ async fn ten_thousand_idle_connections_are_held_cheaply_then_closed() {
         lifetimes[0],
         lifetimes[lifetimes.len() - 1]
     );
-    assert!(lifetimes[0] >= TIMEOUT - Duration::from_millis(100), "{:?}", lifetimes[0]);
+    // The client sees a reply a moment after the gateway has sent it (and restarted the
+    // connection's clock): a second of slack for a loaded machine.
+    assert!(lifetimes[0] >= TIMEOUT - Duration::from_secs(1), "{:?}", lifetimes[0]);
     assert!(lifetimes[lifetimes.len() - 1] < TIMEOUT + Duration::from_secs(8));
     let settled = Instant::now();
     while open_fds(pid(&gateway)) > fds_before {
@@ -744,7 +762,9 @@ async fn pipelined_floods_are_answered_in_order_or_cut_off() {
     let mut flood = socket.connect(address.parse().unwrap()).await.unwrap();
     let started = Instant::now();
     let writer = tokio::spawn(async move {
-        let chunk: String = (0..100).map(|id| raw_request(&get_task(id))).collect();
+        // Large replies fill the socket buffers (megabytes on loopback) quickly.
+        let big = |id| format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"GetTask","params":{{"id":"big"}}}}"#);
+        let chunk: String = (0..100).map(|id| raw_request(&big(id))).collect();
         let mut written = 0usize;
         // At most about 20,000 requests a second.
         loop {

@@ -55,19 +55,39 @@ impl Drop for RssWatch {
     }
 }
 
-/// The value of the un-labelled gauge or counter `name` at the gateway's `/metrics`.
-pub async fn metric(base: &str, name: &str) -> f64 {
-    let text = reqwest::get(format!("{base}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-        .unwrap_or_else(|| panic!("no {name} in /metrics:\n{text}"))
-        .parse()
-        .unwrap()
+/// Reads the gateway's `/metrics` over one keep-alive connection, so that scraping does
+/// not itself open and close connections while descriptors and tasks are counted.
+pub struct Scraper {
+    client: reqwest::Client,
+    base: String,
+}
+
+impl Scraper {
+    /// For the gateway serving JSON-RPC at `url`.
+    pub fn new(url: &str) -> Scraper {
+        Scraper {
+            client: reqwest::Client::builder().http1_only().build().unwrap(),
+            base: base_of(url),
+        }
+    }
+
+    /// The value of the un-labelled gauge or counter `name`.
+    pub async fn metric(&self, name: &str) -> f64 {
+        let text = self
+            .client
+            .get(format!("{}/metrics", self.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .unwrap_or_else(|| panic!("no {name} in /metrics:\n{text}"))
+            .parse()
+            .unwrap()
+    }
 }
 
 /// `http://127.0.0.1:P` of a JSON-RPC URL.
@@ -89,6 +109,24 @@ pub fn raise_fd_limit() -> u64 {
 /// The body of the probe's call: a small unary GetTask.
 pub const PROBE_CALL: &str =
     r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"probe"}}"#;
+
+/// One call on each of 8 fresh connections, so every serving thread of the gateway has
+/// connected to the backend before descriptors and tasks are counted.
+pub async fn warm_up(url: &str) {
+    for _ in 0..8 {
+        let text = reqwest::Client::new()
+            .post(url)
+            .header("a2a-version", "1.0")
+            .body(PROBE_CALL)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(text.contains("\"result\""), "{text}");
+    }
+}
 
 /// Calls of one latency measurement (after a few warm-up calls).
 const PROBE_CALLS: usize = 40;
