@@ -458,7 +458,7 @@ async fn disconnect_storms_leave_nothing_behind() {
             break;
         }
         assert!(
-            settled.elapsed() < Duration::from_secs(10),
+            settled.elapsed() < Duration::from_secs(20),
             "after the storm: {cancelled} of {streams} streams cancelled, {open} open, \
              tasks {tasks_before} -> {tasks}, fds {fds_before} -> {fds}; its connections:\n{}",
             vitals::connections_of(pid(&gateway))
