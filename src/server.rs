@@ -20,13 +20,13 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_stream::wrappers::TcpListenerStream;
 
+use self::clients::ClientLimits;
 use crate::backend::affinity::{load_codec, Affine, Affinity, IdCodec};
 use crate::backend::endpoints::balance::Balanced;
 use crate::backend::endpoints::{
     probe_address, AtAddress, Endpoint, NewClient, Policy, Resolution, RouteEndpoints, Targets,
 };
 use crate::backend::grpc::{GrpcBackend, GrpcSettings};
-use self::clients::ClientLimits;
 use crate::backend::{rest::RestBackend, Backend};
 use crate::card::{CardService, RouteCard, BACKEND_CARD_SOURCE};
 use crate::config::{optional, Binding, Cli, Config, ConfigError, RouteConfig};

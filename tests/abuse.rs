@@ -205,7 +205,9 @@ async fn slowloris_heads_are_cut_at_the_header_deadline() {
                 let mut stream = TcpStream::connect(&address).await.unwrap();
                 let (mut read, mut write) = stream.split();
                 let trickle = async {
-                    let _ = write.write_all(b"POST /a2a/jsonrpc HTTP/1.1\r\nhost: g\r\nx-slow: ").await;
+                    let _ = write
+                        .write_all(b"POST /a2a/jsonrpc HTTP/1.1\r\nhost: g\r\nx-slow: ")
+                        .await;
                     loop {
                         tokio::time::sleep(Duration::from_millis(250)).await;
                         if write.write_all(b"a").await.is_err() {
@@ -234,7 +236,11 @@ async fn slowloris_heads_are_cut_at_the_header_deadline() {
         closed[0],
         closed[closed.len() - 1]
     );
-    assert!(closed[0] >= Duration::from_millis(1900), "cut early: {:?}", closed[0]);
+    assert!(
+        closed[0] >= Duration::from_millis(1900),
+        "cut early: {:?}",
+        closed[0]
+    );
     assert!(
         closed[closed.len() - 1] < Duration::from_secs(6),
         "a slowloris head was held {:?}",
@@ -260,7 +266,8 @@ async fn slowloris_bodies_are_cut_at_the_body_deadline() {
             tokio::spawn(async move {
                 let started = Instant::now();
                 let mut stream = TcpStream::connect(&address).await.unwrap();
-                let head = "POST /a2a/jsonrpc HTTP/1.1\r\nhost: g\r\ncontent-type: application/json\r\n\
+                let head =
+                    "POST /a2a/jsonrpc HTTP/1.1\r\nhost: g\r\ncontent-type: application/json\r\n\
                             content-length: 100000\r\n\r\n{\"jsonrpc\":\"2.0\",\"id\":1,";
                 stream.write_all(head.as_bytes()).await.unwrap();
                 let (mut read, mut write) = stream.split();
@@ -286,7 +293,10 @@ async fn slowloris_bodies_are_cut_at_the_body_deadline() {
                     () = trickle => unreachable!(),
                     _ = tokio::time::timeout(Duration::from_secs(15), reading) => {}
                 }
-                (started.elapsed(), String::from_utf8_lossy(&answer).into_owned())
+                (
+                    started.elapsed(),
+                    String::from_utf8_lossy(&answer).into_owned(),
+                )
             })
         })
         .collect();
@@ -298,8 +308,14 @@ async fn slowloris_bodies_are_cut_at_the_body_deadline() {
     }
     let answered = outcomes.iter().filter(|(_, text)| !text.is_empty()).count();
     for (elapsed, text) in &outcomes {
-        assert!(*elapsed >= Duration::from_millis(1900), "cut early: {elapsed:?}");
-        assert!(*elapsed < Duration::from_secs(6), "a slow body was held {elapsed:?}");
+        assert!(
+            *elapsed >= Duration::from_millis(1900),
+            "cut early: {elapsed:?}"
+        );
+        assert!(
+            *elapsed < Duration::from_secs(6),
+            "a slow body was held {elapsed:?}"
+        );
         if !text.is_empty() {
             assert!(
                 text.starts_with("HTTP/1.1 200") && text.contains("\"code\":-32600"),
@@ -309,7 +325,10 @@ async fn slowloris_bodies_are_cut_at_the_body_deadline() {
         }
     }
     println!("slowloris bodies: {answered} of 100 read their -32600 before the close");
-    assert!(answered >= 50, "only {answered} of 100 got the JSON-RPC error");
+    assert!(
+        answered >= 50,
+        "only {answered} of 100 got the JSON-RPC error"
+    );
     assert_memory(&watch, before, 32, "slowloris bodies");
 }
 
@@ -403,15 +422,16 @@ async fn disconnect_storms_leave_nothing_behind() {
     let watch = RssWatch::start(pid(&gateway));
     let address = authority(&gateway);
     let streams = Arc::new(AtomicUsize::new(0));
-    let storm = {
-        let streams = streams.clone();
-        tokio::spawn(async move {
-            let gate = Arc::new(tokio::sync::Semaphore::new(50));
-            let mut clients = Vec::new();
-            for id in 0..CLIENTS {
-                let permit = gate.clone().acquire_owned().await.unwrap();
-                let (address, streams) = (address.clone(), streams.clone());
-                clients.push(tokio::spawn(async move {
+    let storm =
+        {
+            let streams = streams.clone();
+            tokio::spawn(async move {
+                let gate = Arc::new(tokio::sync::Semaphore::new(50));
+                let mut clients = Vec::new();
+                for id in 0..CLIENTS {
+                    let permit = gate.clone().acquire_owned().await.unwrap();
+                    let (address, streams) = (address.clone(), streams.clone());
+                    clients.push(tokio::spawn(async move {
                     let mut stream = TcpStream::connect(&address).await.unwrap();
                     let body = if id % 2 == 0 {
                         streaming_message(id)
@@ -433,12 +453,12 @@ async fn disconnect_storms_leave_nothing_behind() {
                     }
                     drop(permit);
                 }));
-            }
-            for client in clients {
-                client.await.unwrap();
-            }
-        })
-    };
+                }
+                for client in clients {
+                    client.await.unwrap();
+                }
+            })
+        };
     tokio::time::sleep(Duration::from_millis(200)).await;
     gateway.assert_unhurt(baseline, "disconnect storm").await;
     storm.await.unwrap();
@@ -480,7 +500,12 @@ async fn ten_thousand_idle_connections_are_held_cheaply_then_closed() {
     const TIMEOUT: Duration = Duration::from_secs(30);
     vitals::raise_fd_limit();
     let (_backend, gateway) = start(
-        &["--client-header-timeout", "30s", "--client-idle-timeout", "30s"],
+        &[
+            "--client-header-timeout",
+            "30s",
+            "--client-idle-timeout",
+            "30s",
+        ],
         handler,
     )
     .await;
@@ -503,7 +528,10 @@ async fn ten_thousand_idle_connections_are_held_cheaply_then_closed() {
             let mut buf = vec![0u8; 4096];
             let mut idle_since = connected_at;
             if n % 2 == 0 {
-                stream.write_all(raw_request(&get_task(n)).as_bytes()).await.unwrap();
+                stream
+                    .write_all(raw_request(&get_task(n)).as_bytes())
+                    .await
+                    .unwrap();
                 let read = stream.read(&mut buf).await.unwrap();
                 assert!(buf[..read].starts_with(b"HTTP/1.1 200"));
                 idle_since = Instant::now();
@@ -523,7 +551,9 @@ async fn ten_thousand_idle_connections_are_held_cheaply_then_closed() {
     let fds_held = open_fds(pid(&gateway));
     assert!(fds_held >= fds_before + 2 * EACH, "{fds_held} descriptors");
     let held = rss_kib(pid(&gateway));
-    gateway.assert_unhurt(baseline, "10,000 idle connections").await;
+    gateway
+        .assert_unhurt(baseline, "10,000 idle connections")
+        .await;
     println!(
         "10,000 idle: RSS {} MiB -> {} MiB ({} bytes per connection), fds {fds_before} -> {fds_held}",
         before / MIB,
@@ -545,7 +575,11 @@ async fn ten_thousand_idle_connections_are_held_cheaply_then_closed() {
     );
     // The client sees a reply a moment after the gateway has sent it (and restarted the
     // connection's clock): a second of slack for a loaded machine.
-    assert!(lifetimes[0] >= TIMEOUT - Duration::from_secs(1), "{:?}", lifetimes[0]);
+    assert!(
+        lifetimes[0] >= TIMEOUT - Duration::from_secs(1),
+        "{:?}",
+        lifetimes[0]
+    );
     assert!(lifetimes[lifetimes.len() - 1] < TIMEOUT + Duration::from_secs(8));
     let settled = Instant::now();
     while open_fds(pid(&gateway)) > fds_before {
@@ -574,7 +608,8 @@ async fn open_h2_idle(address: &str, count: usize) -> Vec<tokio::task::JoinHandl
             .unwrap();
         let driver = tokio::spawn(connection);
         let (response, mut body) = client.send_request(request, false).unwrap();
-        body.send_data(bytes::Bytes::from(get_task(7)), true).unwrap();
+        body.send_data(bytes::Bytes::from(get_task(7)), true)
+            .unwrap();
         let response = response.await.unwrap();
         assert_eq!(response.status(), 200);
         let mut data = response.into_body();
@@ -641,11 +676,17 @@ async fn huge_headers_get_431_or_a_closed_connection() {
         );
     }
     let refused = outcomes.iter().filter(|(a, _)| !a.is_empty()).count();
-    println!("huge headers: {refused} of {} got 431, the rest a closed connection", outcomes.len());
-    let reached = backend.seen.lock().unwrap().iter().any(|seen| {
-        matches!(&seen.request, Request::Unary(UnaryRequest::GetTask(r)) if r.id == "t-1")
-    });
-    assert!(!reached, "a request with a 1 MiB header reached the backend");
+    println!(
+        "huge headers: {refused} of {} got 431, the rest a closed connection",
+        outcomes.len()
+    );
+    let reached = backend.seen.lock().unwrap().iter().any(
+        |seen| matches!(&seen.request, Request::Unary(UnaryRequest::GetTask(r)) if r.id == "t-1"),
+    );
+    assert!(
+        !reached,
+        "a request with a 1 MiB header reached the backend"
+    );
     assert_memory(&watch, before, 48, "huge headers");
 }
 
@@ -659,27 +700,36 @@ async fn hostile_json_gets_defined_answers() {
     let (backend, gateway) = start(&[], handler).await;
     let url = gateway.1.clone();
     let deep = "[".repeat(100_000) + &"]".repeat(100_000);
-    let message = serde_json::json!({"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]});
+    let message =
+        serde_json::json!({"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]});
     let huge_text = "t".repeat(3 << 20);
     let huge_string_id = format!("\"{}\"", "i".repeat(3 << 20));
     let huge_number_id = "9".repeat(1 << 20);
     // (body, what the answer must hold, and the whole answer's longest size)
     let cases: Vec<(String, Vec<String>)> = vec![
         (
-            format!(r#"{{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{{"message":{message},"metadata":{{"k":{deep}}}}}}}"#),
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{{"message":{message},"metadata":{{"k":{deep}}}}}}}"#
+            ),
             vec!["\"code\":-32602".into(), "deeper than 48".into()],
         ),
         (
-            format!(r#"{{"jsonrpc":"2.0","id":2,"method":"GetTask","x":{deep},"params":{{"id":"t"}}}}"#),
+            format!(
+                r#"{{"jsonrpc":"2.0","id":2,"method":"GetTask","x":{deep},"params":{{"id":"t"}}}}"#
+            ),
             vec!["\"id\":2,\"result\"".into()],
         ),
         (deep.clone(), vec!["\"code\":-32600".into()]),
         (
-            format!(r#"{{"jsonrpc":"2.0","id":{huge_string_id},"method":"GetTask","params":{{"id":"t"}}}}"#),
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{huge_string_id},"method":"GetTask","params":{{"id":"t"}}}}"#
+            ),
             vec![format!("\"id\":{huge_string_id},\"result\"")],
         ),
         (
-            format!(r#"{{"jsonrpc":"2.0","id":{huge_number_id},"method":"GetTask","params":{{"id":"t"}}}}"#),
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{huge_number_id},"method":"GetTask","params":{{"id":"t"}}}}"#
+            ),
             vec![format!("\"id\":{huge_number_id},\"result\"")],
         ),
         (
@@ -694,7 +744,10 @@ async fn hostile_json_gets_defined_answers() {
                 r#"{{"jsonrpc":"2.0","id":"{}","method":"GetTask","params":{{"id":"t"}}}}"#,
                 "o".repeat(5 << 20)
             ),
-            vec!["\"code\":-32600".into(), "exceeds the limit of 4194304 bytes".into()],
+            vec![
+                "\"code\":-32600".into(),
+                "exceeds the limit of 4194304 bytes".into(),
+            ],
         ),
     ];
     let baseline = median_latency(&url).await;
@@ -713,7 +766,10 @@ async fn hostile_json_gets_defined_answers() {
                 &text[..text.len().min(300)]
             );
         }
-        assert!(elapsed < Duration::from_secs(2), "answered after {elapsed:?}");
+        assert!(
+            elapsed < Duration::from_secs(2),
+            "answered after {elapsed:?}"
+        );
     }
     let sequential = watch.peak_kib();
     // Four such requests at a time, again and again, while the probe measures.
@@ -762,14 +818,18 @@ async fn pipelined_floods_are_answered_in_order_or_cut_off() {
     let address = authority(&gateway);
     // In order.
     let mut stream = TcpStream::connect(&address).await.unwrap();
-    let requests: String = (0..PIPELINED).map(|id| raw_request(&get_task(id))).collect();
+    let requests: String = (0..PIPELINED)
+        .map(|id| raw_request(&get_task(id)))
+        .collect();
     let (mut read, mut write) = stream.split();
     let writing = async { write.write_all(requests.as_bytes()).await.unwrap() };
     let reading = async {
         let mut text = Vec::new();
         let mut buf = vec![0u8; 64 << 10];
         let expected_end = format!("\"id\":{},", PIPELINED - 1);
-        while !String::from_utf8_lossy(&text[text.len().saturating_sub(4096)..]).contains(&expected_end) {
+        while !String::from_utf8_lossy(&text[text.len().saturating_sub(4096)..])
+            .contains(&expected_end)
+        {
             let n = read.read(&mut buf).await.unwrap();
             assert!(n > 0, "closed before every answer");
             text.extend_from_slice(&buf[..n]);
@@ -800,12 +860,16 @@ async fn pipelined_floods_are_answered_in_order_or_cut_off() {
     let started = Instant::now();
     let writer = tokio::spawn(async move {
         // Large replies fill the socket buffers (megabytes on loopback) quickly.
-        let big = |id| format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"GetTask","params":{{"id":"big"}}}}"#);
+        let big = |id| {
+            format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"GetTask","params":{{"id":"big"}}}}"#)
+        };
         let chunk: String = (0..100).map(|id| raw_request(&big(id))).collect();
         let mut written = 0usize;
         // At most about 20,000 requests a second.
         loop {
-            match tokio::time::timeout(Duration::from_secs(20), flood.write_all(chunk.as_bytes())).await {
+            match tokio::time::timeout(Duration::from_secs(20), flood.write_all(chunk.as_bytes()))
+                .await
+            {
                 Ok(Ok(())) => written += 100,
                 Ok(Err(_)) => return (written, started.elapsed()),
                 Err(_) => panic!("the flood's connection was neither read nor closed for 20 s"),
@@ -860,7 +924,10 @@ async fn http2_rapid_reset_is_bounded() {
     );
     assert!(sent >= 1000, "the attack sent only {sent} streams");
     // The last connection may end with the attack, before its GOAWAY.
-    assert!(goaways * 10 >= connections * 9, "{goaways} GOAWAY of {connections}");
+    assert!(
+        goaways * 10 >= connections * 9,
+        "{goaways} GOAWAY of {connections}"
+    );
     assert_eq!((below_connections, below_goaways), (1, 0));
     assert!(below_sent >= 300, "{below_sent}");
     assert_memory(&watch, before, 32, "HTTP/2 rapid reset");
@@ -961,20 +1028,41 @@ async fn accepting_survives_running_out_of_descriptors() {
     // Wait until the gateway holds every descriptor it may.
     let started = Instant::now();
     while open_fds(pid(&gateway)) < 250 {
-        assert!(started.elapsed() < Duration::from_secs(5), "{} fds", open_fds(pid(&gateway)));
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{} fds",
+            open_fds(pid(&gateway))
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    println!("out of descriptors: the gateway holds {}", open_fds(pid(&gateway)));
+    println!(
+        "out of descriptors: the gateway holds {}",
+        open_fds(pid(&gateway))
+    );
     // A new connection waits in the listen backlog, answered once descriptors are free.
     let waiting = tokio::spawn(call(reqwest::Client::new(), gateway.1.clone()));
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(!waiting.is_finished(), "a connection was served beyond the limit");
-    assert!(call(client, gateway.1.clone()).await, "an established client was not served");
-    assert!(gateway.0.id() > 0 && rss_kib(pid(&gateway)) > 0, "the gateway died");
+    assert!(
+        !waiting.is_finished(),
+        "a connection was served beyond the limit"
+    );
+    assert!(
+        call(client, gateway.1.clone()).await,
+        "an established client was not served"
+    );
+    assert!(
+        gateway.0.id() > 0 && rss_kib(pid(&gateway)) > 0,
+        "the gateway died"
+    );
     hogs.truncate(0);
     let freed = Instant::now();
     assert!(waiting.await.unwrap(), "the waiting client was not served");
-    println!("out of descriptors: accepting again {:?} after they were freed", freed.elapsed());
+    println!(
+        "out of descriptors: accepting again {:?} after they were freed",
+        freed.elapsed()
+    );
     assert!(freed.elapsed() < Duration::from_secs(2));
-    gateway.assert_unhurt(baseline, "after running out of descriptors").await;
+    gateway
+        .assert_unhurt(baseline, "after running out of descriptors")
+        .await;
 }

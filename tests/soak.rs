@@ -139,7 +139,16 @@ async fn soak(length: Duration) {
     let mut peak = start_rss;
     run_load(&urls, warm_up, &tally, &disconnects, &local, pid, &mut peak).await;
     let warm = quiet(pid, &scraper, &local, &disconnects).await;
-    run_load(&urls, length - warm_up, &tally, &disconnects, &local, pid, &mut peak).await;
+    run_load(
+        &urls,
+        length - warm_up,
+        &tally,
+        &disconnects,
+        &local,
+        pid,
+        &mut peak,
+    )
+    .await;
     let end = quiet(pid, &scraper, &local, &disconnects).await;
     let tally = tally.lock().unwrap();
     let total: usize = tally.calls.values().sum();
@@ -175,8 +184,18 @@ async fn soak(length: Duration) {
         warm.rss_kib,
         end.rss_kib
     );
-    assert!(end.fds <= warm.fds, "open descriptors {} -> {}", warm.fds, end.fds);
-    assert!(end.tasks <= warm.tasks, "tasks {} -> {}", warm.tasks, end.tasks);
+    assert!(
+        end.fds <= warm.fds,
+        "open descriptors {} -> {}",
+        warm.fds,
+        end.fds
+    );
+    assert!(
+        end.tasks <= warm.tasks,
+        "tasks {} -> {}",
+        warm.tasks,
+        end.tasks
+    );
     drop(peer);
 }
 
@@ -237,7 +256,12 @@ async fn run_load(
 
 /// The gateway once the load has stopped and its clients are gone: every stream a client
 /// left is cancelled upstream, no stream is open, and descriptors have settled.
-async fn quiet(pid: u32, scraper: &Scraper, local: &TestBackend, disconnects: &AtomicUsize) -> Quiet {
+async fn quiet(
+    pid: u32,
+    scraper: &Scraper,
+    local: &TestBackend,
+    disconnects: &AtomicUsize,
+) -> Quiet {
     let started = Instant::now();
     loop {
         let cancelled = local.cancelled.load(Ordering::SeqCst);
@@ -279,14 +303,24 @@ async fn one_call(
             Ok(("sdk unary", None))
         }
         2 => {
-            let reply = call(client, &urls.local, "GetTask", json!({"id": format!("t-{n}")})).await?;
+            let reply = call(
+                client,
+                &urls.local,
+                "GetTask",
+                json!({"id": format!("t-{n}")}),
+            )
+            .await?;
             expect(&reply, "/result/status/state", "TASK_STATE_COMPLETED")?;
             Ok(("local unary", None))
         }
         3 => {
             let events = stream(client, &urls.sdk, message("stream", n), None).await?;
             let last = events.last().ok_or("an empty stream")?;
-            expect(last, "/result/statusUpdate/status/state", "TASK_STATE_COMPLETED")?;
+            expect(
+                last,
+                "/result/statusUpdate/status/state",
+                "TASK_STATE_COMPLETED",
+            )?;
             Ok(("sdk stream", None))
         }
         4 => {
@@ -302,7 +336,13 @@ async fn one_call(
             Ok(("sdk cancel", None))
         }
         5 => {
-            let reply = call(client, &urls.sdk, "SendMessage", message("error:TaskNotFound", n)).await?;
+            let reply = call(
+                client,
+                &urls.sdk,
+                "SendMessage",
+                message("error:TaskNotFound", n),
+            )
+            .await?;
             expect(&reply, "/error/code", -32001)?;
             Ok(("sdk error", Some("TaskNotFound -32001")))
         }
@@ -336,7 +376,12 @@ fn body(method: &str, params: Value, n: usize) -> String {
     json!({"jsonrpc": "2.0", "id": n, "method": method, "params": params}).to_string()
 }
 
-async fn call(client: &reqwest::Client, url: &str, method: &str, params: Value) -> Result<Value, String> {
+async fn call(
+    client: &reqwest::Client,
+    url: &str,
+    method: &str,
+    params: Value,
+) -> Result<Value, String> {
     let response = client
         .post(url)
         .header("content-type", "application/json")
@@ -346,7 +391,10 @@ async fn call(client: &reqwest::Client, url: &str, method: &str, params: Value) 
         .send()
         .await
         .map_err(|e| format!("{method}: {e}"))?;
-    let text = response.text().await.map_err(|e| format!("{method}: {e}"))?;
+    let text = response
+        .text()
+        .await
+        .map_err(|e| format!("{method}: {e}"))?;
     serde_json::from_str(&text).map_err(|e| format!("{method}: {e}: {text}"))
 }
 

@@ -333,7 +333,11 @@ impl<T> SendStall<T> {
 
     /// The outcome of a write attempt: progress disarms the timer; waiting arms it, and
     /// fails once it has run out.
-    fn waited<R>(&mut self, cx: &mut Context<'_>, attempt: Poll<io::Result<R>>) -> Poll<io::Result<R>> {
+    fn waited<R>(
+        &mut self,
+        cx: &mut Context<'_>,
+        attempt: Poll<io::Result<R>>,
+    ) -> Poll<io::Result<R>> {
         if attempt.is_ready() {
             self.armed = false;
             return attempt;
@@ -370,7 +374,11 @@ impl<T: AsyncRead + Unpin> AsyncRead for SendStall<T> {
 }
 
 impl<T: AsyncWrite + Unpin> AsyncWrite for SendStall<T> {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let attempt = Pin::new(&mut this.io).poll_write(cx, buf);
         this.waited(cx, attempt)
