@@ -654,9 +654,16 @@ mod tests {
         let backend = "backend = \"http://a:1\"\n";
         let cli = load(&[], &format!("{backend}client-body-timeout = \"5s\"\n")).unwrap();
         assert_eq!(cli.client_body_timeout, Duration::from_secs(5));
-        assert_eq!(cli.client_header_timeout, Duration::from_secs(30), "default");
+        assert_eq!(
+            cli.client_header_timeout,
+            Duration::from_secs(30),
+            "default"
+        );
         let err = load(&["--client-idle-timeout", "0"], backend).unwrap_err();
-        assert!(err.contains("--client-idle-timeout must be greater than 0"), "{err}");
+        assert!(
+            err.contains("--client-idle-timeout must be greater than 0"),
+            "{err}"
+        );
         let route = "[[route]]\nname = \"r\"\npath = \"/r\"\nclient-send-timeout = \"1s\"\n";
         let err = load(&[], &format!("{route}{backend}")).unwrap_err();
         assert!(err.contains("client-send-timeout"), "{err}");
