@@ -492,11 +492,7 @@ async fn serve_connection(
     // Small JSON replies and SSE frames must not wait for Nagle's algorithm.
     let _ = stream.set_nodelay(true);
     let activity = clients::Activity::new();
-    let service = TowerToHyperService::new(clients::Track::new(
-        edge,
-        activity.clone(),
-        limits.body_timeout,
-    ));
+    let service = TowerToHyperService::new(clients::Track::new(edge, activity.clone(), limits));
     let builder = clients::builder(&limits);
     let io = TokioIo::new(clients::SendStall::new(stream, limits.send_timeout));
     let mut connection = std::pin::pin!(builder.serve_connection(io, service));

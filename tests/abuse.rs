@@ -405,6 +405,82 @@ async fn streams_never_read_are_dropped_and_their_calls_cancelled() {
     assert_memory(&watch, before, 96, "streams never read");
 }
 
+/// Over HTTP/2 a client can stop taking one stream (it grants no flow-control window) while
+/// its connection goes on. Once nothing of the stream could be sent for the send timeout
+/// (2 s here) its backend call is cancelled; reading again, the client finds the stream
+/// reset, and the next call on the same connection is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_streams_never_read_are_reset_alone() {
+    let _serial = SERIAL.lock().await;
+    let (backend, gateway) = start(&["--client-send-timeout", "2s"], |request| match request {
+        Request::Stream(_) => {
+            let mut steps: Vec<Step> = (0..40).map(|n| Step::Event(big_event(n))).collect();
+            steps.push(Step::Hang);
+            Answer::Stream(steps)
+        }
+        other => handler(other),
+    })
+    .await;
+    let address = authority(&gateway);
+    let tcp = TcpStream::connect(&address).await.unwrap();
+    let (client, connection) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(connection);
+    let post = || {
+        http::Request::post(format!("http://{address}/a2a/jsonrpc"))
+            .header("content-type", "application/json")
+            .header("a2a-version", "1.0")
+            .body(())
+            .unwrap()
+    };
+    let mut ready = client.clone().ready().await.unwrap();
+    let (response, mut body) = ready.send_request(post(), false).unwrap();
+    body.send_data(bytes::Bytes::from(streaming_message(1)), true)
+        .unwrap();
+    let started = Instant::now();
+    let response = response.await.unwrap();
+    assert_eq!(response.status(), 200);
+    // Nothing of the stream is read, so its window is never granted again.
+    let mut stalled = response.into_body();
+    while backend.cancelled.load(Ordering::SeqCst) < 1 {
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "the stalled stream's backend call was not cancelled"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let cancelled_after = started.elapsed();
+    assert!(
+        cancelled_after >= Duration::from_millis(1900),
+        "{cancelled_after:?}"
+    );
+    // Reading again, the client finds its stream cut off: what was under way, then a reset.
+    let ending = loop {
+        match tokio::time::timeout(Duration::from_secs(5), stalled.data()).await {
+            Ok(Some(Ok(chunk))) => {
+                let _ = stalled.flow_control().release_capacity(chunk.len());
+            }
+            other => break other,
+        }
+    };
+    assert!(matches!(ending, Ok(Some(Err(_)))), "{ending:?}");
+    // The connection goes on.
+    let mut ready = client.ready().await.unwrap();
+    let (response, mut body) = ready.send_request(post(), false).unwrap();
+    body.send_data(bytes::Bytes::from(get_task(2)), true)
+        .unwrap();
+    let response = response.await.unwrap();
+    assert_eq!(response.status(), 200);
+    let mut data = response.into_body();
+    let mut text = Vec::new();
+    while let Some(chunk) = data.data().await {
+        let chunk = chunk.unwrap();
+        let _ = data.flow_control().release_capacity(chunk.len());
+        text.extend_from_slice(&chunk);
+    }
+    assert!(String::from_utf8_lossy(&text).contains("\"result\""));
+    println!("HTTP/2 stream never read: reset and cancelled upstream after {cancelled_after:?}");
+}
+
 /// A disconnect storm: 1,000 clients start a stream or a slow unary call and go away at once.
 /// Every upstream call is cancelled, and the gateway's open descriptors, tasks and streams
 /// return to where they were.

@@ -8,7 +8,7 @@
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -216,15 +216,15 @@ impl Drop for InFlight {
 pub struct Track<S> {
     inner: S,
     activity: Arc<Activity>,
-    body_timeout: Duration,
+    limits: ClientLimits,
 }
 
 impl<S> Track<S> {
-    pub fn new(inner: S, activity: Arc<Activity>, body_timeout: Duration) -> Self {
+    pub fn new(inner: S, activity: Arc<Activity>, limits: ClientLimits) -> Self {
         Track {
             inner,
             activity,
-            body_timeout,
+            limits,
         }
     }
 }
@@ -232,6 +232,8 @@ impl<S> Track<S> {
 impl<S, B> tower::Service<http::Request<Incoming>> for Track<S>
 where
     S: tower::Service<http::Request<axum::body::Body>, Response = http::Response<B>>,
+    B: Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<axum::BoxError> + Send,
 {
     type Response = http::Response<Tracked<B>>;
     type Error = S::Error;
@@ -242,10 +244,11 @@ where
     }
 
     fn call(&mut self, request: http::Request<Incoming>) -> Self::Future {
-        let limit = self.body_timeout;
+        let limit = self.limits.body_timeout;
         let request = request.map(|body| axum::body::Body::new(DeadlineBody::new(body, limit)));
         TrackedFuture {
             in_flight: Some(self.activity.start()),
+            send_timeout: self.limits.send_timeout,
             inner: self.inner.call(request),
         }
     }
@@ -257,12 +260,15 @@ pin_project_lite::pin_project! {
         #[pin]
         inner: F,
         in_flight: Option<InFlight>,
+        send_timeout: Duration,
     }
 }
 
 impl<F, B, E> Future for TrackedFuture<F>
 where
     F: Future<Output = Result<http::Response<B>, E>>,
+    B: Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<axum::BoxError> + Send,
 {
     type Output = Result<http::Response<Tracked<B>>, E>;
 
@@ -270,18 +276,55 @@ where
         let this = self.project();
         let response = std::task::ready!(this.inner.poll(cx))?;
         let in_flight = this.in_flight.take().expect("polled after completion");
-        Poll::Ready(Ok(response.map(|body| Tracked::new(body, in_flight))))
+        let send_timeout = *this.send_timeout;
+        Poll::Ready(Ok(
+            response.map(|body| Tracked::new(body, in_flight, send_timeout))
+        ))
     }
 }
 
-/// A response body that keeps its request in flight until it is done or dropped.
+/// Chunks of a stream read ahead of its client.
+const STREAM_QUEUE: usize = 2;
+/// The reading of a stream goes on, the stream ended by itself, or it was dropped for
+/// its client (what it had queued is not sent any more).
+const READING: u8 = 0;
+const ENDED: u8 = 1;
+const DROPPED: u8 = 2;
+
+/// A response body that keeps its request in flight until it is done or dropped. A
+/// streaming one (no known length: SSE) is read by a task of its own into a small queue,
+/// so a client that stops taking it is noticed even where nothing polls the body (an
+/// HTTP/2 stream out of flow-control window): once the queue has had no room for the send
+/// timeout, the stream is dropped, which cancels its backend call, and the client's stream
+/// is reset (HTTP/2) or its connection closed (HTTP/1.1).
 pub struct Tracked<B> {
-    inner: B,
+    inner: Inner<B>,
     _in_flight: InFlight,
 }
 
-impl<B> Tracked<B> {
-    pub fn new(inner: B, in_flight: InFlight) -> Self {
+enum Inner<B> {
+    Whole(B),
+    Streamed {
+        queue: tokio::sync::mpsc::Receiver<Result<Frame<Bytes>, axum::BoxError>>,
+        /// How the reading ended, if it has (`READING`, `ENDED`, `DROPPED`).
+        state: Arc<AtomicU8>,
+    },
+}
+
+impl<B> Tracked<B>
+where
+    B: Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<axum::BoxError> + Send,
+{
+    pub fn new(body: B, in_flight: InFlight, send_timeout: Duration) -> Self {
+        let inner = if body.is_end_stream() || body.size_hint().exact().is_some() {
+            Inner::Whole(body)
+        } else {
+            let (sender, queue) = tokio::sync::mpsc::channel(STREAM_QUEUE);
+            let state = Arc::new(AtomicU8::new(READING));
+            tokio::spawn(read_ahead(body, sender, state.clone(), send_timeout));
+            Inner::Streamed { queue, state }
+        };
         Tracked {
             inner,
             _in_flight: in_flight,
@@ -289,23 +332,87 @@ impl<B> Tracked<B> {
     }
 }
 
-impl<B: Body + Unpin> Body for Tracked<B> {
-    type Data = B::Data;
-    type Error = B::Error;
+/// Moves `body` into `queue` until it ends, its client goes away, or the queue has had no
+/// room for `send_timeout`.
+async fn read_ahead<B>(
+    mut body: B,
+    queue: tokio::sync::mpsc::Sender<Result<Frame<Bytes>, axum::BoxError>>,
+    state: Arc<AtomicU8>,
+    send_timeout: Duration,
+) where
+    B: Body<Data = Bytes> + Send + Unpin,
+    B::Error: Into<axum::BoxError> + Send,
+{
+    use http_body_util::BodyExt as _;
+    loop {
+        let frame = tokio::select! {
+            frame = body.frame() => frame,
+            () = queue.closed() => return,
+        };
+        let Some(frame) = frame else {
+            state.store(ENDED, SeqCst);
+            return;
+        };
+        match tokio::time::timeout(send_timeout, queue.send(frame.map_err(Into::into))).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => return,
+            Err(_) => {
+                state.store(DROPPED, SeqCst);
+                tracing::info!(
+                    ?send_timeout,
+                    "a client took nothing of its stream; stream dropped"
+                );
+                return;
+            }
+        }
+    }
+}
+
+/// A stream was dropped because its client stopped taking it.
+#[derive(Debug, thiserror::Error)]
+#[error("the client took nothing of the stream for the send timeout (--client-send-timeout)")]
+pub struct StreamStalled;
+
+impl<B> Body for Tracked<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<axum::BoxError>,
+{
+    type Data = Bytes;
+    type Error = axum::BoxError;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
-        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::BoxError>>> {
+        match &mut self.get_mut().inner {
+            Inner::Whole(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
+            Inner::Streamed { queue, state } => {
+                if state.load(SeqCst) == DROPPED {
+                    return Poll::Ready(Some(Err(StreamStalled.into())));
+                }
+                match queue.poll_recv(cx) {
+                    Poll::Ready(None) if state.load(SeqCst) != ENDED => {
+                        Poll::Ready(Some(Err(StreamStalled.into())))
+                    }
+                    other => other,
+                }
+            }
+        }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        match &self.inner {
+            Inner::Whole(body) => body.is_end_stream(),
+            Inner::Streamed { .. } => false,
+        }
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        match &self.inner {
+            Inner::Whole(body) => body.size_hint(),
+            Inner::Streamed { .. } => SizeHint::default(),
+        }
     }
 }
 
