@@ -585,6 +585,7 @@ async fn ten_thousand_idle_connections_are_held_cheaply_then_closed() {
         handler,
     )
     .await;
+    vitals::warm_up(&gateway.1).await;
     let baseline = median_latency(&gateway.1).await;
     let fds_before = open_fds(pid(&gateway));
     let before = rss_kib(pid(&gateway));
@@ -661,8 +662,9 @@ async fn ten_thousand_idle_connections_are_held_cheaply_then_closed() {
     while open_fds(pid(&gateway)) > fds_before {
         assert!(
             settled.elapsed() < Duration::from_secs(5),
-            "descriptors after closing: {} (before: {fds_before})",
-            open_fds(pid(&gateway))
+            "descriptors after closing: {} (before: {fds_before}); its connections:\n{}",
+            open_fds(pid(&gateway)),
+            vitals::connections_of(pid(&gateway))
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
