@@ -303,6 +303,24 @@ pub struct Cli {
     /// Deadline of `/readyz`'s check of one agent endpoint (connecting included).
     #[arg(long, env = "A2A_GATEWAY_READINESS_TIMEOUT", default_value = "1s", value_parser = parse_duration)]
     pub readiness_timeout: Duration,
+    /// A client must send each request head within this (HTTP/1.1); it also bounds how
+    /// long an idle HTTP/1.1 keep-alive connection waits for its next request.
+    #[arg(long, env = "A2A_GATEWAY_CLIENT_HEADER_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub client_header_timeout: Duration,
+
+    /// A client must send each whole request body within this, counted from its head;
+    /// a slower one gets -32600 and its connection is closed.
+    #[arg(long, env = "A2A_GATEWAY_CLIENT_BODY_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    pub client_body_timeout: Duration,
+
+    /// A client connection with no request in flight this long is closed (HTTP/2: GOAWAY).
+    #[arg(long, env = "A2A_GATEWAY_CLIENT_IDLE_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    pub client_idle_timeout: Duration,
+
+    /// A client connection that accepts no response bytes this long (a client that stops
+    /// reading its stream) is closed; its streams' backend calls are cancelled.
+    #[arg(long, env = "A2A_GATEWAY_CLIENT_SEND_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub client_send_timeout: Duration,
 
     /// Serving threads, each running its own event loop with its own backend connection,
     /// so a call never hops between threads; `0` (default): one per available CPU.
@@ -489,6 +507,8 @@ pub enum ConfigError {
     BackendClientKey(std::path::PathBuf, String),
     #[error("{0} needs {1}")]
     Needs(&'static str, &'static str),
+    #[error("--{0} must be greater than 0")]
+    ClientTimeout(&'static str),
     #[error("--backend is required (or --demo, or [[route]] tables in --config)")]
     NoBackend,
     #[error("--readiness-timeout must be greater than 0")]
@@ -578,6 +598,16 @@ impl Cli {
         }
         if self.backend_keepalive_timeout.is_zero() {
             return Err(ConfigError::BackendKeepaliveTimeout);
+        }
+        for (flag, timeout) in [
+            ("client-header-timeout", self.client_header_timeout),
+            ("client-body-timeout", self.client_body_timeout),
+            ("client-idle-timeout", self.client_idle_timeout),
+            ("client-send-timeout", self.client_send_timeout),
+        ] {
+            if timeout.is_zero() {
+                return Err(ConfigError::ClientTimeout(flag));
+            }
         }
         if self.tenant.as_deref() == Some("") {
             return Err(ConfigError::Tenant);
@@ -855,6 +885,26 @@ mod tests {
             err.contains("route \"r\"") && err.contains("affinity-key"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn client_timeouts_are_global_and_greater_than_zero() {
+        let backend = "backend = \"http://a:1\"\n";
+        let cli = load(&[], &format!("{backend}client-body-timeout = \"5s\"\n")).unwrap();
+        assert_eq!(cli.client_body_timeout, Duration::from_secs(5));
+        assert_eq!(
+            cli.client_header_timeout,
+            Duration::from_secs(30),
+            "default"
+        );
+        let err = load(&["--client-idle-timeout", "0"], backend).unwrap_err();
+        assert!(
+            err.contains("--client-idle-timeout must be greater than 0"),
+            "{err}"
+        );
+        let route = "[[route]]\nname = \"r\"\npath = \"/r\"\nclient-send-timeout = \"1s\"\n";
+        let err = load(&[], &format!("{route}{backend}")).unwrap_err();
+        assert!(err.contains("client-send-timeout"), "{err}");
     }
 
     #[test]

@@ -34,6 +34,7 @@ fn main() -> ExitCode {
         Err(e) => return fail(&e.to_string()),
     };
     init_logging(config.cli.log_format, config.cli.access_log);
+    raise_fd_limit();
     // The main thread accepts connections, handles signals and runs the demo agent; the
     // workers serve the calls (server::workers).
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -198,6 +199,22 @@ fn one_line(rendered: &str) -> String {
 fn fail(message: &str) -> ExitCode {
     eprintln!("a2a-gateway: error: {message}");
     ExitCode::from(USAGE_ERROR)
+}
+
+/// Raises the soft limit of open files to the hard limit, as Go's runtime does at start:
+/// every client connection is a file descriptor, and the common soft default (1024) is far
+/// below what one gateway serves. The hard limit is the operator's to set.
+fn raise_fd_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current == limit.maximum {
+        return;
+    }
+    limit.current = limit.maximum;
+    match setrlimit(Resource::Nofile, limit) {
+        Ok(()) => tracing::debug!(limit = ?limit.maximum, "raised the open-files limit"),
+        Err(e) => tracing::warn!(error = %e, "cannot raise the open-files limit"),
+    }
 }
 
 fn init_logging(format: LogFormat, access_log: bool) {

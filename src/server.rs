@@ -3,6 +3,7 @@
 //! configured (`tls`), graceful shutdown with a bounded grace period, and the worker
 //! threads the binary serves on (`workers`).
 
+pub mod clients;
 pub mod readiness;
 pub mod routing;
 pub mod tls;
@@ -14,11 +15,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
 use futures::{Stream, StreamExt};
-use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
+use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -27,6 +25,7 @@ use tokio_stream::wrappers::TcpListenerStream;
 use tower::ServiceExt as _;
 use tower_http::cors::CorsLayer;
 
+use self::clients::ClientLimits;
 use crate::backend::affinity::{load_codec, Affine, Affinity, IdCodec};
 use crate::backend::endpoints::balance::Balanced;
 use crate::backend::endpoints::{
@@ -224,6 +223,8 @@ pub struct FrontendTemplate {
     admin_listener: bool,
     /// The listener's HTTPS (`--tls-cert`), shared by every serving thread.
     tls: Option<ServerTls>,
+    /// What each client connection may hold, and for how long.
+    client_limits: ClientLimits,
 }
 
 struct RouteTemplate {
@@ -272,7 +273,13 @@ impl FrontendTemplate {
             readiness: Arc::new(readiness),
             admin_listener: config.cli.admin_listen.is_some(),
             tls: ServerTls::from_cli(&config.cli)?,
+            client_limits: ClientLimits::from_cli(&config.cli),
         })
+    }
+
+    /// The deadlines of every client connection.
+    pub fn client_limits(&self) -> ClientLimits {
+        self.client_limits
     }
 
     /// Starts fetching and refreshing every route's card, on the current runtime.
@@ -502,13 +509,13 @@ pub async fn serve(
     grace: Duration,
 ) {
     let incoming = TcpListenerStream::new(listener).take_until(shutdown);
-    serve_connections(incoming, router, grace, None).await;
+    serve_connections(incoming, router, grace, None, ClientLimits::default()).await;
 }
 
 /// Serves each connection of `incoming` on its own task of the current runtime, over
-/// `tls` when given, through the edge stack (`front::layers`) around `router`. When
-/// `incoming` ends, idle connections are closed and in-flight requests may finish for at
-/// most `grace`; then open streams end with a final error frame
+/// `tls` when given and within `limits`, through the edge stack (`front::layers`) around
+/// `router`. When `incoming` ends, idle connections are closed and in-flight requests may
+/// finish for at most `grace`; then open streams end with a final error frame
 /// (`Lifecycle::close_streams`), which they get `FINAL_FRAME_FLUSH` to deliver, and what
 /// remains is closed.
 pub async fn serve_connections(
@@ -516,6 +523,7 @@ pub async fn serve_connections(
     router: Frontend,
     grace: Duration,
     tls: Option<ServerTls>,
+    limits: ClientLimits,
 ) {
     let lifecycle = router.lifecycle().clone();
     let max_header_size = router.max_header_size();
@@ -529,7 +537,8 @@ pub async fn serve_connections(
             next = incoming.next() => match next {
                 Some(Ok(stream)) => {
                     let (edge, stop, tls) = (edge.clone(), stop.clone(), tls.clone());
-                    connections.spawn(serve_connection(stream, edge, max_header_size, stop, tls));
+                    let (max, limits) = (max_header_size, limits);
+                    connections.spawn(serve_connection(stream, edge, max, stop, tls, limits));
                 }
                 Some(Err(e)) => accept_failed(&e).await,
                 None => break,
@@ -576,40 +585,47 @@ async fn serve_connection(
     max_header_size: Option<usize>,
     mut stop: watch::Receiver<bool>,
     tls: Option<ServerTls>,
+    limits: ClientLimits,
 ) {
     // Small JSON replies and SSE frames must not wait for Nagle's algorithm.
     let _ = stream.set_nodelay(true);
     // The access log names the client.
     let peer = stream.peer_addr().ok().map(ClientAddr);
+    let connection = (peer, edge, max_header_size, limits);
     match tls {
-        None => serve_http(stream, peer, edge, max_header_size, stop).await,
+        None => serve_http(stream, connection, stop).await,
         Some(tls) => {
             if let Some(session) = tls.accept(stream, &mut stop).await {
-                serve_http(session, peer, edge, max_header_size, stop).await;
+                serve_http(session, connection, stop).await;
             }
         }
     }
 }
 
-/// HTTP/1.1 or HTTP/2 (prior knowledge, or chosen by ALPN) on one connection, closed
-/// gracefully once `stop` turns true.
+/// HTTP/1.1 or HTTP/2 (prior knowledge, or chosen by ALPN) on one connection within
+/// `limits`, closed gracefully once `stop` turns true or no request has been in flight for
+/// the idle timeout.
 async fn serve_http<I>(
     stream: I,
-    peer: Option<ClientAddr>,
-    edge: Edge<MaybeCors<Frontend>>,
-    max_header_size: Option<usize>,
+    (peer, edge, max_header_size, limits): (
+        Option<ClientAddr>,
+        Edge<MaybeCors<Frontend>>,
+        Option<usize>,
+        ClientLimits,
+    ),
     mut stop: watch::Receiver<bool>,
 ) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let service = TowerToHyperService::new(edge.map_request(move |r: http::Request<Incoming>| {
-        let mut r = r.map(Body::new);
+    let edge = edge.map_request(move |mut r: http::Request<axum::body::Body>| {
         if let Some(peer) = peer {
             r.extensions_mut().insert(peer);
         }
         r
-    }));
-    let mut builder = auto::Builder::new(TokioExecutor::new());
+    });
+    let activity = clients::Activity::new();
+    let service = TowerToHyperService::new(clients::Track::new(edge, activity.clone(), limits));
+    let mut builder = clients::builder(&limits);
     // With header limits, the listener refuses (431) heads above every route's limit
     // before they are buffered whole; each route then holds requests to its own.
     if let Some(max) = max_header_size {
@@ -618,10 +634,12 @@ async fn serve_http<I>(
             .http2()
             .max_header_list_size(max.try_into().unwrap_or(u32::MAX));
     }
-    let mut connection = std::pin::pin!(builder.serve_connection(TokioIo::new(stream), service));
+    let io = TokioIo::new(clients::SendStall::new(stream, limits.send_timeout));
+    let mut connection = std::pin::pin!(builder.serve_connection(io, service));
     tokio::select! {
         _ = connection.as_mut() => return,
         _ = stop.wait_for(|stop| *stop) => connection.as_mut().graceful_shutdown(),
+        () = activity.idle_for(limits.idle_timeout) => connection.as_mut().graceful_shutdown(),
     }
     let _ = connection.await;
 }

@@ -80,6 +80,8 @@ pub struct Metrics {
     latency: [Histogram; OPS],
     streams_open: AtomicI64,
     stream_events: AtomicU64,
+    /// The serving runtimes, whose alive tasks `/metrics` counts.
+    runtimes: std::sync::Mutex<Vec<tokio::runtime::Handle>>,
 }
 
 impl Default for Metrics {
@@ -90,6 +92,7 @@ impl Default for Metrics {
             latency: std::array::from_fn(|_| Histogram::default()),
             streams_open: AtomicI64::new(0),
             stream_events: AtomicU64::new(0),
+            runtimes: std::sync::Mutex::default(),
         }
     }
 }
@@ -115,6 +118,13 @@ impl Metrics {
     /// SSE events written to streams.
     pub fn events(&self, n: u64) {
         self.stream_events.fetch_add(n, Relaxed);
+    }
+
+    /// A serving runtime (one per worker thread), whose tasks `/metrics` counts.
+    pub fn count_tasks_of(&self, runtime: tokio::runtime::Handle) {
+        if let Ok(mut runtimes) = self.runtimes.lock() {
+            runtimes.push(runtime);
+        }
     }
 
     /// The Prometheus text exposition (version 0.0.4).
@@ -185,8 +195,41 @@ impl Metrics {
             "a2a_gateway_stream_frames_total {}",
             self.stream_events.load(Relaxed)
         );
+        self.render_process(&mut out);
         out
     }
+
+    /// What leaks would show: resident memory and open file descriptors (Linux, from
+    /// `/proc/self`), and the serving runtimes' alive tasks, all read now.
+    fn render_process(&self, out: &mut String) {
+        if let Some(bytes) = resident_bytes() {
+            out.push_str("# HELP process_resident_memory_bytes Resident memory size in bytes.\n");
+            out.push_str("# TYPE process_resident_memory_bytes gauge\n");
+            let _ = writeln!(out, "process_resident_memory_bytes {bytes}");
+        }
+        if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
+            // The directory handle being read is one of them.
+            let open = fds.count().saturating_sub(1);
+            out.push_str("# HELP process_open_fds Number of open file descriptors.\n");
+            out.push_str("# TYPE process_open_fds gauge\n");
+            let _ = writeln!(out, "process_open_fds {open}");
+        }
+        let tasks: usize = match self.runtimes.lock() {
+            Ok(runtimes) => runtimes.iter().map(|r| r.metrics().num_alive_tasks()).sum(),
+            Err(_) => return,
+        };
+        out.push_str("# HELP a2a_gateway_tasks_alive Tokio tasks alive on the serving threads.\n");
+        out.push_str("# TYPE a2a_gateway_tasks_alive gauge\n");
+        let _ = writeln!(out, "a2a_gateway_tasks_alive {tasks}");
+    }
+}
+
+/// `VmRSS` of `/proc/self/status`, in bytes.
+fn resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// One endpoint of a balanced route as `/metrics` shows it.
@@ -382,6 +425,25 @@ mod tests {
         );
         drop(guard);
         assert!(m.render().contains("a2a_gateway_streams_open 0\n"));
+    }
+
+    #[test]
+    fn renders_process_figures_at_scrape_time() {
+        let m = Metrics::default();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        m.count_tasks_of(runtime.handle().clone());
+        let _task = runtime.spawn(std::future::pending::<()>());
+        let text = m.render();
+        assert!(text.contains("a2a_gateway_tasks_alive 1\n"), "{text}");
+        let value = |name: &str| -> u64 {
+            let line = text.lines().find(|l| l.starts_with(name)).unwrap();
+            line.rsplit(' ').next().unwrap().parse().unwrap()
+        };
+        assert!(value("process_resident_memory_bytes ") > 1 << 20);
+        // stdin, stdout and stderr at least.
+        assert!(value("process_open_fds ") >= 3);
     }
 
     #[test]

@@ -60,6 +60,14 @@ macro_rules! file_config {
             otlp_protocol: Option<OtlpProtocol>,
             trace_sampler: Option<String>,
             trace_sampler_arg: Option<f64>,
+            #[serde(default, deserialize_with = "duration_text")]
+            client_header_timeout: Option<Duration>,
+            #[serde(default, deserialize_with = "duration_text")]
+            client_body_timeout: Option<Duration>,
+            #[serde(default, deserialize_with = "duration_text")]
+            client_idle_timeout: Option<Duration>,
+            #[serde(default, deserialize_with = "duration_text")]
+            client_send_timeout: Option<Duration>,
             /// One table per route; none: the top-level settings are the one route.
             #[serde(default)]
             route: Vec<RouteFile>,
@@ -144,6 +152,10 @@ macro_rules! file_config {
                     otlp_protocol: self.otlp_protocol,
                     trace_sampler: self.trace_sampler,
                     trace_sampler_arg: self.trace_sampler_arg,
+                    client_header_timeout: self.client_header_timeout,
+                    client_body_timeout: self.client_body_timeout,
+                    client_idle_timeout: self.client_idle_timeout,
+                    client_send_timeout: self.client_send_timeout,
                 };
                 let settings = RouteSettings {
                     forward_header: self.forward_header,
@@ -273,6 +285,10 @@ struct Globals {
     otlp_protocol: Option<OtlpProtocol>,
     trace_sampler: Option<String>,
     trace_sampler_arg: Option<f64>,
+    client_header_timeout: Option<Duration>,
+    client_body_timeout: Option<Duration>,
+    client_idle_timeout: Option<Duration>,
+    client_send_timeout: Option<Duration>,
 }
 
 /// What selects a route, as written in its table.
@@ -356,13 +372,15 @@ impl FileConfig {
             cors_max_age
         );
         take!(readiness_cache, readiness_timeout);
-        if globals.admin_listen.is_some() && unset("admin_listen") {
-            cli.admin_listen = globals.admin_listen;
-        }
         take!(tls_client_auth, tls_handshake_timeout);
-        // Settings whose `Cli` field is optional itself.
         take!(access_log);
-        // Settings whose flag is optional too.
+        take!(
+            client_header_timeout,
+            client_body_timeout,
+            client_idle_timeout,
+            client_send_timeout
+        );
+        // Settings whose `Cli` field is optional itself.
         macro_rules! take_optional {
             ($($field:ident),*) => {$(
                 if globals.$field.is_some() && unset(stringify!($field)) {
@@ -370,7 +388,7 @@ impl FileConfig {
                 }
             )*};
         }
-        take_optional!(tls_cert, tls_key, tls_client_ca);
+        take_optional!(admin_listen, tls_cert, tls_key, tls_client_ca);
         take_optional!(otlp_endpoint, otlp_protocol);
         take_optional!(trace_sampler, trace_sampler_arg);
         settings.apply(cli, unset);

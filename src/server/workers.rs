@@ -137,9 +137,11 @@ fn run_worker(
                 return;
             }
         };
+        metrics.count_tasks_of(tokio::runtime::Handle::current());
         let _ = ready.send(Ok(()));
         let incoming = UnboundedReceiverStream::new(connections).map(TcpStream::from_std);
-        serve_connections(incoming, frontend, grace, template.tls().cloned()).await;
+        let (tls, limits) = (template.tls().cloned(), template.client_limits());
+        serve_connections(incoming, frontend, grace, tls, limits).await;
     });
     // Whatever still runs (the idle backend connection) is dropped, not awaited.
     runtime.shutdown_timeout(Duration::from_millis(100));

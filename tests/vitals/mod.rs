@@ -1,0 +1,232 @@
+//! What the abuse and soak tests watch of a gateway process: its resident memory and open
+//! descriptors (from `/proc/PID`), the gauges it exports at `/metrics`, and the latency of a
+//! well-behaved client measured on a thread and runtime of its own, so the attacking
+//! tasks of the test never delay it.
+
+#![allow(dead_code)] // each test binary uses a part
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Resident memory of process `pid`, in KiB (0 once it is gone).
+pub fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Open file descriptors of process `pid`.
+pub fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+/// Samples a process's RSS every 20 ms until dropped; `peak_kib` is the highest seen.
+pub struct RssWatch {
+    peak: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+}
+
+impl RssWatch {
+    pub fn start(pid: u32) -> RssWatch {
+        let peak = Arc::new(AtomicU64::new(rss_kib(pid)));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (p, s) = (peak.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                p.fetch_max(rss_kib(pid), Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        RssWatch { peak, stop }
+    }
+
+    pub fn peak_kib(&self) -> u64 {
+        self.peak.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for RssWatch {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Reads the gateway's `/metrics` over one keep-alive connection, so that scraping does
+/// not itself open and close connections while descriptors and tasks are counted.
+pub struct Scraper {
+    client: reqwest::Client,
+    base: String,
+}
+
+impl Scraper {
+    /// For the gateway serving JSON-RPC at `url`.
+    pub fn new(url: &str) -> Scraper {
+        Scraper {
+            client: reqwest::Client::builder().http1_only().build().unwrap(),
+            base: base_of(url),
+        }
+    }
+
+    /// The value of the un-labelled gauge or counter `name`.
+    pub async fn metric(&self, name: &str) -> f64 {
+        let text = self
+            .client
+            .get(format!("{}/metrics", self.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .unwrap_or_else(|| panic!("no {name} in /metrics:\n{text}"))
+            .parse()
+            .unwrap()
+    }
+}
+
+/// `http://127.0.0.1:P` of a JSON-RPC URL.
+pub fn base_of(url: &str) -> String {
+    let rest = url.strip_prefix("http://").unwrap();
+    format!("http://{}", &rest[..rest.find('/').unwrap()])
+}
+
+/// Raises this process's soft open-files limit to its hard limit (10,000 connections need
+/// as many descriptors on the client side too).
+pub fn raise_fd_limit() -> u64 {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut limit = getrlimit(Resource::Nofile);
+    limit.current = limit.maximum;
+    setrlimit(Resource::Nofile, limit).unwrap();
+    limit.current.unwrap_or(u64::MAX)
+}
+
+/// The body of the probe's call: a small unary GetTask.
+pub const PROBE_CALL: &str =
+    r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"probe"}}"#;
+
+/// One call on each of 8 fresh connections, so every serving thread of the gateway has
+/// connected to the backend before descriptors and tasks are counted.
+pub async fn warm_up(url: &str) {
+    for _ in 0..8 {
+        let text = reqwest::Client::new()
+            .post(url)
+            .header("a2a-version", "1.0")
+            .body(PROBE_CALL)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(text.contains("\"result\""), "{text}");
+    }
+}
+
+/// Calls of one latency measurement (after a few warm-up calls).
+const PROBE_CALLS: usize = 40;
+
+/// Median latency of `PROBE_CALLS` sequential GetTask calls to `url` over one keep-alive
+/// connection, on a thread and runtime of its own. Every call must succeed.
+pub async fn median_latency(url: &str) -> Duration {
+    medians(&[url]).await[0]
+}
+
+/// The median latencies of `PROBE_CALLS` GetTask calls to each of `urls`, made in turn
+/// (one to each, then again), each over its own keep-alive connection, on a thread and
+/// runtime of their own. Every call must succeed.
+pub async fn medians(urls: &[&str]) -> Vec<Duration> {
+    let urls: Vec<String> = urls.iter().map(|u| (*u).to_owned()).collect();
+    tokio::task::spawn_blocking(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let clients: Vec<_> = urls
+                .iter()
+                .map(|_| reqwest::Client::builder().http1_only().build().unwrap())
+                .collect();
+            let mut times = vec![Vec::with_capacity(PROBE_CALLS); urls.len()];
+            for i in 0..PROBE_CALLS + 5 {
+                for ((url, client), times) in urls.iter().zip(&clients).zip(&mut times) {
+                    let started = Instant::now();
+                    let response = client
+                        .post(url)
+                        .header("content-type", "application/json")
+                        .header("a2a-version", "1.0")
+                        .body(PROBE_CALL)
+                        .timeout(Duration::from_secs(10))
+                        .send()
+                        .await
+                        .unwrap_or_else(|e| panic!("the well-behaved client's call failed: {e}"));
+                    let text = response.text().await.unwrap();
+                    assert!(text.contains("\"result\""), "probe call answered {text}");
+                    if i >= 5 {
+                        times.push(started.elapsed());
+                    }
+                }
+            }
+            times
+                .into_iter()
+                .map(|mut t| {
+                    t.sort();
+                    t[t.len() / 2]
+                })
+                .collect()
+        })
+    })
+    .await
+    .unwrap()
+}
+
+/// The bound on the well-behaved client's median latency during an attack: twice its
+/// baseline, or the baseline plus 5 ms (a loaded 2-core machine moves sub-millisecond
+/// medians by more than 2x without any attack).
+pub fn latency_bound(baseline: Duration) -> Duration {
+    (baseline * 2).max(baseline + Duration::from_millis(5))
+}
+
+/// Asserts that the well-behaved client's median latency at the attacked gateway `url`
+/// stays within `latency_bound` of its `baseline` (measured before the attack) while the
+/// attack runs, or, when other work on the machine slows everything down, within
+/// `latency_bound` of the median at `control`, an identical gateway that is not attacked,
+/// called in turn with it. A miss is measured again (three times at most): the attack goes
+/// on throughout, so three misses are the attack's doing.
+pub async fn assert_unhurt(url: &str, control: &str, baseline: Duration, attack: &str) {
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let pair = medians(&[url, control]).await;
+        let (during, beside) = (pair[0], pair[1]);
+        seen.push((during, beside));
+        if during <= latency_bound(baseline) || during <= latency_bound(beside) {
+            println!(
+                "{attack}: probe median {during:?} (baseline {baseline:?}, control gateway {beside:?})"
+            );
+            return;
+        }
+    }
+    panic!(
+        "{attack}: the well-behaved client's median latencies (attacked, control) {seen:?} \
+         exceed twice (or +5 ms over) both the baseline {baseline:?} and the control's"
+    );
+}
+
+/// The TCP connections of process `pid`, as `ss` lists them (for failure messages).
+pub fn connections_of(pid: u32) -> String {
+    let out = std::process::Command::new("ss")
+        .args(["-tnp"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let tag = format!("pid={pid},");
+    out.lines()
+        .filter(|l| l.contains(&tag))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
