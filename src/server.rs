@@ -181,6 +181,7 @@ impl GatewayTemplate {
             card,
             lifecycle,
             metrics,
+            legacy: cli.legacy == crate::config::Legacy::V03,
         }))
     }
 }

@@ -160,6 +160,7 @@ file_config! {
         #[serde(default, deserialize_with = "duration_text")]
         eject_backoff: Duration,
         affinity: Affinity,
+        legacy: super::Legacy,
     }
     optional {
         backend_resolver: SocketAddr,

@@ -19,14 +19,15 @@ use serde_json::value::RawValue;
 use crate::backend::fault::Fault;
 use crate::backend::Call;
 use crate::front::envelope::{
-    envelope_error, error_bytes, invalid_request, json_response, parse_error, read_body,
-    sse_response, valid_id, write_response, Envelope,
+    envelope_error, error_bytes, error_bytes_in, invalid_request, json_response, parse_error,
+    read_body, sse_response, valid_id, write_response, Envelope,
 };
 use crate::front::sse::SseBody;
 use crate::front::Gateway;
 use crate::protocol::error::{A2aError, ErrorKind};
+use crate::protocol::legacy::{Dialect, Method};
 use crate::protocol::ops::{Op, Reply, Request, StreamRequest, UnaryRequest};
-use crate::protocol::params::negotiate_version;
+use crate::protocol::params::{legacy_requested, negotiate_version};
 use crate::telemetry::{Meter, Outcome};
 
 /// Batch members in flight at once.
@@ -163,24 +164,34 @@ async fn handle_one(
     if params.is_some_and(|p| !p.starts_with('{')) {
         return reject(id, invalid_request("params must be an object"));
     }
+    // A v0.3 client's call is served by a v1.0 operation (protocol/legacy.rs).
+    let v03 = Method::from_name(&name).filter(|_| {
+        gateway.legacy && legacy_requested(&ctx.request.headers, ctx.request.uri.query())
+    });
     // The reference SDK's order: method, then params, then version.
-    let Some(op) = Op::from_name(&name) else {
+    let Some(op) = v03.map(Method::op).or_else(|| Op::from_name(&name)) else {
         let err = A2aError::new(ErrorKind::MethodNotFound);
         return match id {
             Some(_) => reject(id, err),
             None => Handled::Nothing,
         };
     };
-    let meter = Meter::start(&gateway.metrics, op, started);
+    let dialect = v03.map_or(Dialect::V1_0, |_| Dialect::V0_3);
+    tracing::debug!(a2a_version = dialect.label(), method = %name, "call");
+    let meter = Meter::start(&gateway.metrics, op, started).in_v03(v03);
     // Notifications get no answer, not even an error.
     let fail = |err: A2aError| {
         meter.record(Outcome::Error(err.kind));
         match id {
-            Some(_) => Handled::Json(error_bytes(id, &err), None),
+            Some(_) => Handled::Json(error_bytes_in(id, &err, v03), None),
             None => Handled::Nothing,
         }
     };
-    let mut request = match Request::decode(op, params) {
+    let decoded = match v03 {
+        Some(method) => method.decode(params),
+        None => Request::decode(op, params),
+    };
+    let mut request = match decoded {
         Ok(request) => request,
         Err(err) => return fail(err),
     };
@@ -189,8 +200,10 @@ async fn handle_one(
             return fail(err);
         }
     }
-    if let Err(err) = negotiate_version(&ctx.request.headers, ctx.request.uri.query()) {
-        return fail(err);
+    if v03.is_none() {
+        if let Err(err) = negotiate_version(&ctx.request.headers, ctx.request.uri.query()) {
+            return fail(err);
+        }
     }
     let forwarded = gateway.forward.select(&ctx.request.headers);
     let request = match request {
@@ -208,7 +221,7 @@ async fn handle_one(
             // carry its size (bytes per call, tests/cost_budget.rs). Streaming
             // notifications are not started: nobody would read them.
             return match id {
-                Some(id) => Box::pin(stream(gateway, id, call, &meter)).await,
+                Some(id) => Box::pin(stream(gateway, id, call, &meter, v03)).await,
                 None => Handled::Nothing,
             };
         }
@@ -238,10 +251,17 @@ async fn handle_one(
                     (Reply::GetExtendedAgentCard(card), Some(service)) => {
                         write_response(&mut out, Some(id), |out| {
                             let card = serde_json::to_value(card)?;
-                            serde_json::to_writer(out, &service.rewrite_extended(card, ctx.request))
+                            let card = service.rewrite_extended(card, ctx.request);
+                            match v03 {
+                                None => serde_json::to_writer(out, &card),
+                                Some(method) => serde_json::to_writer(out, &method.result(card)),
+                            }
                         })
                     }
-                    _ => write_response(&mut out, Some(id), |out| reply.write_json(out)),
+                    _ => write_response(&mut out, Some(id), |out| match v03 {
+                        None => reply.write_json(out),
+                        Some(method) => method.write_result(out, |v1| reply.write_json(v1)),
+                    }),
                 };
                 match written {
                     Ok(()) => {
@@ -288,17 +308,26 @@ async fn unary(
 }
 
 /// Starts a stream and waits for its first event (within the first-event deadline), so an
-/// early error is a plain reply.
+/// early error is a plain reply. A v0.3 call's early error is a one-event stream, as the
+/// v0.3 endpoint answers it (v0.3 clients read any answer to a stream call as SSE).
 async fn stream(
     gateway: &Gateway,
     id: &str,
     call: Call<StreamRequest>,
     meter: &Meter<'_>,
+    v03: Option<Method>,
 ) -> Handled {
     let id: Box<str> = id.into();
     let failed = |err: A2aError, extensions| {
         meter.record(Outcome::Error(err.kind));
-        Handled::Json(error_bytes(Some(&id), &err), extensions)
+        match v03 {
+            None => Handled::Json(error_bytes(Some(&id), &err), extensions),
+            Some(method) => {
+                let events = futures::stream::once(async { Err(err) }).boxed();
+                let body = sse_body(gateway, id.clone(), None, events).in_v03(method);
+                Handled::Stream(Box::new(body), extensions)
+            }
+        }
     };
     let first_event = async {
         let answer = gateway.backend.stream(call).await.map_err(|e| (e, None))?;
@@ -321,7 +350,22 @@ async fn stream(
         Err((err, extensions)) => return failed(err, extensions),
     };
     meter.record(Outcome::Ok);
-    let body = SseBody::new(
+    let body = sse_body(gateway, id, first, events);
+    let body = match v03 {
+        Some(method) => body.in_v03(method),
+        None => body,
+    };
+    Handled::Stream(Box::new(body), extensions)
+}
+
+/// The SSE body of a started stream.
+fn sse_body(
+    gateway: &Gateway,
+    id: Box<str>,
+    first: Option<crate::proto::StreamResponse>,
+    events: crate::backend::EventStream,
+) -> SseBody {
+    SseBody::new(
         id,
         first,
         events,
@@ -329,8 +373,7 @@ async fn stream(
         gateway.stream_timeout,
         gateway.lifecycle.closing(),
         gateway.metrics.stream_opened(),
-    );
-    Handled::Stream(Box::new(body), extensions)
+    )
 }
 
 /// The reply to a request refused before any method was known, counted as rejected.

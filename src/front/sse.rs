@@ -21,9 +21,10 @@ use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use crate::backend::fault::Fault;
 use crate::backend::EventStream;
-use crate::front::envelope::{write_error, write_response};
+use crate::front::envelope::{write_error_in, write_response};
 use crate::proto::StreamResponse;
 use crate::protocol::error::{A2aError, GatewayFault};
+use crate::protocol::legacy::Method;
 use crate::telemetry::StreamGuard;
 
 /// Past this many buffered bytes a chunk is sent even if more events are ready.
@@ -43,6 +44,8 @@ pub struct SseBody {
     done: bool,
     /// Counts the stream as open until dropped, and its events.
     meter: StreamGuard,
+    /// A v0.3 call's method: events and errors are written in v0.3 (`in_v03`).
+    v03: Option<Method>,
 }
 
 impl SseBody {
@@ -66,14 +69,24 @@ impl SseBody {
             closing: Box::pin(closing),
             done: false,
             meter,
+            v03: None,
         }
+    }
+
+    /// The body of a v0.3 call (`method`): results through the v0.3 mapping table, and
+    /// errors as plain `data:` events, as the v0.3 endpoint of the reference SDK writes them.
+    pub fn in_v03(mut self, method: Method) -> Self {
+        self.v03 = Some(method);
+        self
     }
 
     fn push_event(&self, buf: &mut Vec<u8>, event: &StreamResponse) -> bool {
         buf.extend_from_slice(b"data: ");
         let start = buf.len();
-        match write_response(buf, Some(&self.id), |out| {
-            crate::protocol::json::write_json(out, event)
+        let v1 = |out: &mut Vec<u8>| crate::protocol::json::write_json(out, event);
+        match write_response(buf, Some(&self.id), |out| match self.v03 {
+            None => v1(out),
+            Some(method) => method.write_result(out, v1),
         }) {
             Ok(()) => {
                 buf.extend_from_slice(b"\n\n");
@@ -90,8 +103,12 @@ impl SseBody {
     }
 
     fn push_error(&self, buf: &mut Vec<u8>, err: &A2aError) {
-        buf.extend_from_slice(b"event: error\ndata: ");
-        write_error(buf, Some(&self.id), err);
+        let event = match self.v03 {
+            None => &b"event: error\ndata: "[..],
+            Some(_) => b"data: ",
+        };
+        buf.extend_from_slice(event);
+        write_error_in(buf, Some(&self.id), err, self.v03);
         buf.extend_from_slice(b"\n\n");
     }
 }

@@ -46,18 +46,11 @@ pub const NEVER_FORWARDED: &[&str] = &[
 /// Versions are matched by `Major.Minor` (spec 3.6), so a patch part is accepted as the
 /// reference SDK accepts it: `1`, `1.x` and `1.x.y` (digits).
 pub fn negotiate_version(headers: &HeaderMap, query: Option<&str>) -> Result<(), A2aError> {
-    let from_query;
-    let requested = match headers.get(VERSION) {
-        Some(value) => value.to_str().unwrap_or("?").trim(),
-        None => {
-            from_query = query.and_then(version_from_query).unwrap_or_default();
-            from_query.trim()
-        }
-    };
+    let requested = requested_version(headers, query);
     let requested = if requested.is_empty() {
         "0.3"
     } else {
-        requested
+        requested.as_ref()
     };
     if served(requested) {
         Ok(())
@@ -68,6 +61,33 @@ pub fn negotiate_version(headers: &HeaderMap, query: Option<&str>) -> Result<(),
                 "A2A version '{requested}' is not supported by this handler. Expected version '{SUPPORTED_VERSION}'."
             ),
         ))
+    }
+}
+
+/// Whether the client speaks v0.3: `A2A-Version` (header, else query parameter) missing or
+/// empty (spec 3.6.2: empty means 0.3), or `0.x` with x ≥ 3 (the reference SDK's v0.3
+/// range, 0.3 ≤ v < 1.0).
+pub fn legacy_requested(headers: &HeaderMap, query: Option<&str>) -> bool {
+    let requested = requested_version(headers, query);
+    let mut parts = requested.split('.');
+    let digits = |part: &str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
+    requested.is_empty()
+        || (parts.next() == Some("0")
+            && parts
+                .next()
+                .is_some_and(|minor| digits(minor) && minor.parse::<u32>().is_ok_and(|m| m >= 3))
+            && parts.clone().count() <= 1
+            && parts.all(digits))
+}
+
+/// The requested version, trimmed: the header, else the query parameter, else empty.
+fn requested_version<'a>(headers: &'a HeaderMap, query: Option<&str>) -> std::borrow::Cow<'a, str> {
+    match headers.get(VERSION) {
+        Some(value) => value.to_str().unwrap_or("?").trim().into(),
+        None => {
+            let from_query = query.and_then(version_from_query).unwrap_or_default();
+            from_query.trim().to_owned().into()
+        }
     }
 }
 
@@ -210,6 +230,28 @@ mod tests {
             Err(ErrorKind::VersionNotSupported)
         );
         assert_eq!(check(None, None), Err(ErrorKind::VersionNotSupported));
+    }
+
+    #[test]
+    fn legacy_versions() {
+        let legacy = |header: Option<&str>, query: Option<&str>| {
+            let mut headers = HeaderMap::new();
+            if let Some(v) = header {
+                headers.insert(VERSION, HeaderValue::from_str(v).unwrap());
+            }
+            legacy_requested(&headers, query)
+        };
+        for version in ["", " ", "0.3", "0.3.0", " 0.3.1 ", "0.4", "0.10"] {
+            assert!(legacy(Some(version), None), "{version:?}");
+        }
+        for version in [
+            "1.0", "1", "0.2", "0.2.9", "0", "0.", "0.3.", "0.x", "0.3.0.0", "v0.3",
+        ] {
+            assert!(!legacy(Some(version), None), "{version:?}");
+        }
+        assert!(legacy(None, None));
+        assert!(legacy(None, Some("a2a-version=0.3")));
+        assert!(!legacy(None, Some("a2a-version=1.0")));
     }
 
     #[test]
