@@ -303,6 +303,7 @@ impl RouteTemplate {
                     trust_forwarded: cli.trust_forwarded,
                     fixed_tenant: cli.tenant.clone(),
                     binding: cli.binding,
+                    legacy: cli.legacy == crate::config::Legacy::V03,
                 };
                 Some(Arc::new(CardService::new(&settings, place, backend)?))
             }

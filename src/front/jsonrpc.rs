@@ -25,7 +25,7 @@ use crate::front::envelope::{
 use crate::front::sse::SseBody;
 use crate::front::Gateway;
 use crate::protocol::error::{A2aError, ErrorKind};
-use crate::protocol::legacy::{Dialect, Method};
+use crate::protocol::legacy::{self, Dialect, Method};
 use crate::protocol::ops::{Op, Reply, Request, StreamRequest, UnaryRequest};
 use crate::protocol::params::{legacy_requested, negotiate_version};
 use crate::telemetry::{Meter, Outcome};
@@ -248,14 +248,18 @@ async fn handle_one(
                 // The response is written once, straight into the body's buffer.
                 let mut out = Vec::with_capacity(reply.json_size_hint() + id.len() + 40);
                 let written = match (&reply, &gateway.card) {
+                    (Reply::GetExtendedAgentCard(card), _) if v03.is_some() => {
+                        match extended_card_v03(card, gateway, ctx.request) {
+                            Ok(card) => write_response(&mut out, Some(id), |out| {
+                                serde_json::to_writer(out, &card)
+                            }),
+                            Err(err) => return fail(err),
+                        }
+                    }
                     (Reply::GetExtendedAgentCard(card), Some(service)) => {
                         write_response(&mut out, Some(id), |out| {
                             let card = serde_json::to_value(card)?;
-                            let card = service.rewrite_extended(card, ctx.request);
-                            match v03 {
-                                None => serde_json::to_writer(out, &card),
-                                Some(method) => serde_json::to_writer(out, &method.result(card)),
-                            }
+                            serde_json::to_writer(out, &service.rewrite_extended(card, ctx.request))
                         })
                     }
                     _ => write_response(&mut out, Some(id), |out| match v03 {
@@ -276,6 +280,24 @@ async fn handle_one(
             }
             Err(err) => fail(err),
         },
+    }
+}
+
+/// The v0.3 form of an extended card (`agent/getAuthenticatedExtendedCard`): rewritten by
+/// the route's card service, whose endpoint (the gateway's) serves v0.3.
+fn extended_card_v03(
+    card: &crate::proto::AgentCard,
+    gateway: &Gateway,
+    request: &http::request::Parts,
+) -> Result<serde_json::Value, A2aError> {
+    let card = serde_json::to_value(card)
+        .map_err(|e| Fault::BadResponse(format!("the card cannot be encoded as JSON: {e}")))?;
+    match &gateway.card {
+        Some(service) => {
+            let endpoint = service.endpoint_url(request);
+            legacy::card(service.rewrite_extended(card, request), Some(&endpoint))
+        }
+        None => legacy::card(card, None),
     }
 }
 

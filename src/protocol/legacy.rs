@@ -28,7 +28,6 @@ use serde_json::Value;
 
 use crate::protocol::error::{A2aError, ErrorKind, A2A_DOMAIN};
 use crate::protocol::ops::{Op, Request};
-pub use card::dual as dual_card;
 use objects::*;
 use shape::Shape;
 
@@ -143,6 +142,33 @@ impl Method {
         write_v1(&mut v1)?;
         let value: Value = serde_json::from_slice(&v1)?;
         serde_json::to_writer(out, &self.result(value))
+    }
+}
+
+/// The v0.3 form of an agent card. `endpoint`: the gateway's JSON-RPC endpoint named in the
+/// card, which serves v0.3 and becomes its `url`; without one, only interfaces that declare
+/// v0.3 can. A card with none cannot be written for v0.3 (the reference SDK's v0.3 endpoint
+/// answers the same internal error).
+pub fn card(mut v1: Value, endpoint: Option<&str>) -> Result<Value, A2aError> {
+    if let Some(endpoint) = endpoint {
+        card::mark_v03_endpoint(&mut v1, endpoint);
+    }
+    let v03 = card::CARD.to_v03(v1);
+    if v03.get("url").is_none() {
+        return Err(A2aError::with_message(
+            ErrorKind::Internal,
+            "AgentCard must have at least one interface with compatible protocol version.",
+        ));
+    }
+    Ok(v03)
+}
+
+/// The dual-format card served to clients that name no version: `v1` with the v0.3
+/// members of `card(v1, endpoint)` added (as the reference SDK serves its card).
+pub fn dual_card(v1: Value, endpoint: &str) -> Value {
+    match card(v1.clone(), Some(endpoint)) {
+        Ok(v03) => card::dual(v1, v03),
+        Err(_) => v1,
     }
 }
 
@@ -431,7 +457,7 @@ mod tests {
         );
         assert_eq!(card::CARD.to_v1(v03).unwrap(), card());
         // The dual card keeps every v1.0 member and adds the v0.3 ones.
-        let dual = dual_card(&card());
+        let dual = dual_card(card(), "https://gw/a2a");
         assert_eq!(dual["supportedInterfaces"], card()["supportedInterfaces"]);
         assert_eq!(
             dual["securitySchemes"]["key"]["apiKeySecurityScheme"]["location"],
@@ -439,6 +465,27 @@ mod tests {
         );
         assert_eq!(dual["securitySchemes"]["key"]["type"], "apiKey");
         assert_eq!(dual["url"], "https://gw/a2a");
+    }
+
+    #[test]
+    fn the_gateways_endpoint_is_the_v03_url() {
+        let v1 = json!({"name": "a", "supportedInterfaces": [
+            {"url": "https://gw/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+            {"url": "agent:50051", "protocolBinding": "GRPC", "protocolVersion": "1.0"}]});
+        let v03 = super::card(v1.clone(), Some("https://gw/rpc")).unwrap();
+        assert_eq!(v03["url"], "https://gw/rpc");
+        assert_eq!(
+            v03["additionalInterfaces"],
+            json!([{"url": "https://gw/rpc", "transport": "JSONRPC"}])
+        );
+        let err = super::card(v1.clone(), None).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Internal);
+        let dual = dual_card(v1.clone(), "https://gw/rpc");
+        assert_eq!(dual["supportedInterfaces"], v1["supportedInterfaces"]);
+        assert_eq!(
+            (&dual["url"], &dual["protocolVersion"]),
+            (&json!("https://gw/rpc"), &json!("0.3.0"))
+        );
     }
 
     #[test]

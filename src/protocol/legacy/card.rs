@@ -242,16 +242,22 @@ static CARD_MEMBERS: Shape = Shape::Table {
     }),
 };
 
-/// The whole card. v0.3's main interface is the first JSON-RPC interface (the gateway's
-/// own, which the rewritten card lists first), declared with v0.3's protocol version since
-/// that endpoint answers v0.3 calls; `additionalInterfaces` repeat it (as v0.3 asks) and add
-/// the interfaces that declare a v0.3 or no version. Interfaces of v1.0 bindings other than
-/// the gateway's are left out: a v0.3 client cannot speak v1.0 to them.
+/// The whole card. v0.3's main interface (`url`, `preferredTransport`) is the first
+/// JSON-RPC interface that serves v0.3: one declaring a 0.x or no version (the gateway marks
+/// its own endpoint so, see `legacy::card`); `additionalInterfaces` repeat it (as v0.3 asks)
+/// and add the other interfaces that serve v0.3. Interfaces serving only v1.0 are left out: a
+/// v0.3 client cannot speak v1.0 to them. Without any, the card has no `url`.
 pub static CARD: Shape = Shape::Custom {
     name: "AgentCard",
     to_v03: card_to_v03,
     to_v1: card_to_v1,
 };
+
+/// Whether an interface serves v0.3 clients.
+fn serves_v03(interface: &Value) -> bool {
+    let version = interface["protocolVersion"].as_str().unwrap_or_default();
+    version.is_empty() || version.starts_with("0.")
+}
 
 fn card_to_v03(mut card: Map<String, Value>) -> Value {
     let interfaces = match card.remove("supportedInterfaces") {
@@ -263,24 +269,15 @@ fn card_to_v03(mut card: Map<String, Value>) -> Value {
         .and_then(Value::as_object_mut)
         .and_then(|c| c.remove("extendedAgentCard"));
     let mut out = into_map(CARD_MEMBERS.to_v03(Value::Object(card)));
-    let primary = interfaces
-        .iter()
-        .find(|i| i["protocolBinding"] == JSONRPC)
-        .or(interfaces.first());
+    let legacy: Vec<&Value> = interfaces.iter().filter(|i| serves_v03(i)).collect();
+    let primary = legacy.iter().find(|i| i["protocolBinding"] == JSONRPC);
     if let Some(primary) = primary {
-        let legacy = |i: &&Value| {
-            let version = i["protocolVersion"].as_str().unwrap_or_default();
-            version.is_empty() || version.starts_with("0.")
-        };
-        let additional: Vec<Value> = std::iter::once(primary)
-            .chain(interfaces.iter().filter(|i| *i != primary).filter(legacy))
+        let additional: Vec<Value> = std::iter::once(*primary)
+            .chain(legacy.iter().copied().filter(|i| i != primary))
             .map(|i| json!({"url": i["url"], "transport": i["protocolBinding"]}))
             .collect();
         out.insert("url".into(), primary["url"].clone());
-        out.insert(
-            "preferredTransport".into(),
-            primary["protocolBinding"].clone(),
-        );
+        out.insert("preferredTransport".into(), JSONRPC.into());
         out.insert("additionalInterfaces".into(), Value::Array(additional));
     }
     out.insert("protocolVersion".into(), V03_PROTOCOL_VERSION.into());
@@ -288,6 +285,18 @@ fn card_to_v03(mut card: Map<String, Value>) -> Value {
         out.insert("supportsAuthenticatedExtendedCard".into(), true.into());
     }
     Value::Object(out)
+}
+
+/// Marks the interface at `endpoint` (the gateway's JSON-RPC endpoint, which answers v0.3
+/// calls) as serving v0.3, for `CARD`.
+pub fn mark_v03_endpoint(card: &mut Value, endpoint: &str) {
+    if let Some(interfaces) = card["supportedInterfaces"].as_array_mut() {
+        for interface in interfaces.iter_mut() {
+            if interface["url"] == endpoint && interface["protocolBinding"] == JSONRPC {
+                interface["protocolVersion"] = V03_PROTOCOL_VERSION.into();
+            }
+        }
+    }
 }
 
 fn card_to_v1(card: Value) -> Result<Value, Invalid> {
@@ -331,13 +340,12 @@ fn into_map(value: Value) -> Map<String, Value> {
     }
 }
 
-/// The dual-format card: `card` (v1.0) with the v0.3 card's members added where `card` has
-/// none, recursively through objects and, by position, lists of objects — a v0.3 client
-/// reads its members, a v1.0 client its own.
-pub fn dual(card: &Value) -> Value {
-    let mut out = card.clone();
-    merge(&mut out, CARD.to_v03(card.clone()));
-    out
+/// The dual-format card: `card` (v1.0) with the members of `v03` (its v0.3 form) added
+/// where `card` has none, recursively through objects and, by position, lists of objects — a
+/// v0.3 client reads its members, a v1.0 client its own.
+pub fn dual(mut card: Value, v03: Value) -> Value {
+    merge(&mut card, v03);
+    card
 }
 
 fn merge(into: &mut Value, from: Value) {
