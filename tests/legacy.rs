@@ -380,3 +380,208 @@ async fn v03_errors_match() {
     })
     .await;
 }
+
+/// The agent's own well-known card, as the gateway's `--card` source.
+fn agent_card_url(peer: &Peer) -> String {
+    let origin = peer.jsonrpc.trim_end_matches("/jsonrpc");
+    format!("{origin}/.well-known/agent-card.json")
+}
+
+/// GETs the gateway's card with `A2A-Version: version` (none: no header) once it is served.
+async fn card(origin: &str, version: Option<&str>) -> (reqwest::header::HeaderMap, Value) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut request = client().get(format!("{origin}/.well-known/agent-card.json"));
+        if let Some(version) = version {
+            request = request.header("a2a-version", version);
+        }
+        let response = request.send().await.unwrap();
+        if response.status() == 200 {
+            return (response.headers().clone(), response.json().await.unwrap());
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the card is never served"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_sdks_v03_client_completes_a_conversation_through_the_gateway() {
+    let peer = Peer::start();
+    let source = agent_card_url(&peer);
+    let python = common::peer::python();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/client_v03.py");
+    for backend in [
+        vec!["--backend", &peer.grpc],
+        vec!["--backend", &peer.rest, "--binding", "HTTP+JSON"],
+    ] {
+        let gateway = start(&[&backend[..], &["--card", &source]].concat()).await;
+        let origin = gateway.1.trim_end_matches("/a2a/jsonrpc").to_owned();
+        card(&origin, None).await;
+        let (python, script) = (python.clone(), script.clone());
+        let out = tokio::task::spawn_blocking(move || {
+            std::process::Command::new(python)
+                .arg(script)
+                .arg(origin)
+                .output()
+                .unwrap()
+        })
+        .await
+        .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{backend:?}: the SDK's v0.3 client failed\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with("OK ") && l.ends_with("CompatJsonRpcTransport")),
+            "{backend:?}: {stdout}"
+        );
+    }
+}
+
+/// Without `A2A-Version` the card is dual-format (v1.0 plus the v0.3 members), with `0.3`
+/// it is the v0.3 card, with `1.0` the v1.0 card; the v0.3 extended card names the gateway;
+/// `/metrics` counts v0.3 calls by version and v0.3 method.
+#[tokio::test]
+async fn v03_clients_get_cards_naming_the_gateway() {
+    let peer = Peer::start();
+    let gateway = start(&["--backend", &peer.grpc, "--card", &agent_card_url(&peer)]).await;
+    let endpoint = gateway.1.clone();
+    let origin = endpoint.trim_end_matches("/a2a/jsonrpc").to_owned();
+    let (headers, v1) = card(&origin, Some("1.0")).await;
+    assert!(
+        headers["vary"].to_str().unwrap().contains("a2a-version"),
+        "{headers:?}"
+    );
+    assert_eq!(
+        v1["supportedInterfaces"],
+        json!([{"url": endpoint, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}])
+    );
+    for v03_member in [
+        "url",
+        "preferredTransport",
+        "protocolVersion",
+        "additionalInterfaces",
+    ] {
+        assert!(
+            v1.get(v03_member).is_none(),
+            "{v03_member} in the v1.0 card"
+        );
+    }
+    let (dual_headers, dual) = card(&origin, None).await;
+    assert_ne!(dual_headers["etag"], headers["etag"]);
+    let mut v1_part = dual.clone();
+    let object = v1_part.as_object_mut().unwrap();
+    assert_eq!(object.remove("url"), Some(json!(endpoint)));
+    assert_eq!(object.remove("preferredTransport"), Some(json!("JSONRPC")));
+    assert_eq!(object.remove("protocolVersion"), Some(json!("0.3.0")));
+    assert_eq!(
+        object.remove("additionalInterfaces"),
+        Some(json!([{"url": endpoint, "transport": "JSONRPC"}]))
+    );
+    assert_eq!(
+        object.remove("supportsAuthenticatedExtendedCard"),
+        Some(json!(true))
+    );
+    assert_eq!(
+        v1_part, v1,
+        "the dual card is the v1.0 card plus v0.3 members"
+    );
+    let (_, v03) = card(&origin, Some("0.3")).await;
+    assert!(v03.get("supportedInterfaces").is_none(), "{v03}");
+    assert_eq!(v03["url"], endpoint);
+    assert_eq!(v03["protocolVersion"], "0.3.0");
+    assert_eq!(v03["skills"][0]["tags"], json!(["test"]));
+
+    let extended = call(&endpoint, "agent/getAuthenticatedExtendedCard", json!({})).await;
+    let extended = &extended["result"];
+    assert_eq!(extended["url"], endpoint, "{extended}");
+    assert_eq!(extended["preferredTransport"], "JSONRPC");
+    assert!(extended.get("supportedInterfaces").is_none(), "{extended}");
+    let skills: Vec<_> = extended["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| &s["id"])
+        .collect();
+    assert!(skills.contains(&&json!("extended-only")), "{extended}");
+
+    let metrics = client()
+        .get(format!("{origin}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let line = "a2a_gateway_legacy_requests_total{version=\"0.3\",method=\"agent/getAuthenticatedExtendedCard\",code=\"0\"} 1\n";
+    assert!(metrics.contains(line), "{metrics}");
+    assert!(
+        metrics
+            .contains("a2a_gateway_requests_total{method=\"GetExtendedAgentCard\",code=\"0\"} 1\n"),
+        "a v0.3 call counts under its operation too: {metrics}"
+    );
+}
+
+/// What decides a v0.3 call: a v0.3 method name and a v0.3 version (none, empty or 0.3).
+/// The cases of tests/service_params.rs and tests/interop.rs do not move: a v1.0 name
+/// without a version is -32009, a v0.3 name with `1.0` is -32601; `--legacy off` serves no
+/// v0.3 call.
+#[tokio::test]
+async fn only_v03_names_without_a_v1_version_are_v03_calls() {
+    let peer = Peer::start();
+    let on = gateway_from_flags(&["--backend", &peer.grpc]).await;
+    let off = gateway_from_flags(&["--backend", &peer.grpc, "--legacy", "off"]).await;
+    let code = |reply: &Value| reply["error"]["code"].as_i64();
+    let get = |url: String, method: &'static str, version: Option<&'static str>| async move {
+        let headers: Vec<(&str, &str)> = version.map(|v| ("a2a-version", v)).into_iter().collect();
+        let body = request(json!(7), method, json!({"id": "no-such-task"}));
+        let (_, _, text) = post_with(&url, body, &headers).await;
+        serde_json::from_str::<Value>(&text).unwrap()
+    };
+    for version in [None, Some(""), Some("0.3"), Some("0.3.0")] {
+        let reply = get(on.clone(), "tasks/get", version).await;
+        assert_eq!(
+            reply,
+            json!({"jsonrpc": "2.0", "id": 7, "error": {"code": -32001, "message": "Task not found"}}),
+            "{version:?}"
+        );
+        assert_eq!(
+            code(&get(on.clone(), "GetTask", version).await),
+            Some(-32009),
+            "{version:?}"
+        );
+        assert_eq!(
+            code(&get(off.clone(), "tasks/get", version).await),
+            Some(-32601),
+            "{version:?}"
+        );
+    }
+    for version in ["1.0", "1", "2.0", "0.2"] {
+        let reply = get(on.clone(), "tasks/get", Some(version)).await;
+        assert_eq!(code(&reply), Some(-32601), "{version}: {reply}");
+    }
+    let v1 = get(on.clone(), "GetTask", Some("1.0")).await;
+    assert_eq!(
+        v1["error"]["data"][0]["reason"], "TASK_NOT_FOUND",
+        "v1.0 calls are unchanged: {v1}"
+    );
+    // Batches mix both, each member in its own version.
+    let batch = json!([
+        {"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"id": "x"}},
+        {"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": "x"}},
+    ]);
+    let (_, _, text) = post_with(&on, batch.to_string(), &[("a2a-version", "0.3")]).await;
+    let replies: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        (code(&replies[0]), code(&replies[1])),
+        (Some(-32001), Some(-32009)),
+        "{replies}"
+    );
+}
