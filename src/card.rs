@@ -18,6 +18,9 @@
 //!   should not reach). The v0.3 members naming the agent's address (`url`,
 //!   `preferredTransport`, `additionalInterfaces`) follow the same rule: left in, a v0.3
 //!   client would go around the gateway.
+//! - v0.3 clients (route `legacy`): a request without `A2A-Version` is served the
+//!   dual-format card, one with `0.3` the v0.3 card, their v0.3 members naming the gateway
+//!   (`rewrite::CardForm`, `protocol/legacy/card.rs`, README "v0.3 clients").
 //! - `skills`: with `card.skills`, the skills filtered away are not advertised.
 //! - `signatures`: a rewritten card no longer matches the agent's signatures; they are
 //!   stripped, or replaced by the gateway's own (`resign`). `preserve` serves the card as

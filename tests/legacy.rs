@@ -579,6 +579,16 @@ async fn only_v03_names_without_a_v1_version_are_v03_calls() {
     ]);
     let (_, _, text) = post_with(&on, batch.to_string(), &[("a2a-version", "0.3")]).await;
     let replies: Value = serde_json::from_str(&text).unwrap();
+    // v0.3's `X-A2A-Extensions` reaches the agent as `A2A-Extensions`, with version 1.0.
+    let ext = "https://a2a-gateway.test/ext/echo/v1";
+    let body = request(json!(8), "message/send", message("headers", "ctx"));
+    let (_, headers, text) = post_with(&on, body, &[("x-a2a-extensions", ext)]).await;
+    let reply: Value = serde_json::from_str(&text).unwrap();
+    let seen: Value =
+        serde_json::from_str(reply["result"]["parts"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(seen["requested_extensions"], json!([ext]), "{seen}");
+    assert_eq!(seen["a2a-version"], "1.0", "{seen}");
+    assert_eq!(headers["a2a-extensions"], ext);
     assert_eq!(
         (code(&replies[0]), code(&replies[1])),
         (Some(-32001), Some(-32009)),

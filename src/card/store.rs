@@ -34,8 +34,11 @@ struct Current {
     /// The card as the source had it, to tell a changed card from the same one.
     source: Map<String, Value>,
     prepared: Prepared,
-    rendered: Mutex<Vec<((String, CardForm), Arc<Rendered>)>>,
+    rendered: Mutex<Vec<(RenderKey, Arc<Rendered>)>>,
 }
+
+/// What a rendered card depends on: the interface URL and the form.
+type RenderKey = (String, CardForm);
 
 struct Rendered {
     body: Bytes,
@@ -131,7 +134,7 @@ impl Store {
 
 impl Current {
     /// The card rendered for `url` in its form, from the cache or rendered now.
-    fn rendered(&self, rewriter: &Rewriter, key: (String, CardForm)) -> Arc<Rendered> {
+    fn rendered(&self, rewriter: &Rewriter, key: RenderKey) -> Arc<Rendered> {
         let cached = self
             .cache()
             .iter()
@@ -156,7 +159,7 @@ impl Current {
         rendered
     }
 
-    fn cache(&self) -> std::sync::MutexGuard<'_, Vec<((String, CardForm), Arc<Rendered>)>> {
+    fn cache(&self) -> std::sync::MutexGuard<'_, Vec<(RenderKey, Arc<Rendered>)>> {
         self.rendered.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

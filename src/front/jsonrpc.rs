@@ -27,7 +27,7 @@ use crate::front::Gateway;
 use crate::protocol::error::{A2aError, ErrorKind};
 use crate::protocol::legacy::{self, Dialect, Method};
 use crate::protocol::ops::{Op, Reply, Request, StreamRequest, UnaryRequest};
-use crate::protocol::params::{legacy_requested, negotiate_version};
+use crate::protocol::params::{legacy_extensions, legacy_requested, negotiate_version};
 use crate::telemetry::{Meter, Outcome};
 
 /// Batch members in flight at once.
@@ -176,8 +176,8 @@ async fn handle_one(
             None => Handled::Nothing,
         };
     };
-    let dialect = v03.map_or(Dialect::V1_0, |_| Dialect::V0_3);
-    tracing::debug!(a2a_version = dialect.label(), method = %name, "call");
+    let version = v03.map_or(Dialect::V1_0, |_| Dialect::V0_3).label();
+    tracing::debug!(a2a_version = version, method = %name, "call");
     let meter = Meter::start(&gateway.metrics, op, started).in_v03(v03);
     // Notifications get no answer, not even an error.
     let fail = |err: A2aError| {
@@ -187,11 +187,8 @@ async fn handle_one(
             None => Handled::Nothing,
         }
     };
-    let decoded = match v03 {
-        Some(method) => method.decode(params),
-        None => Request::decode(op, params),
-    };
-    let mut request = match decoded {
+    // One expression: a named result would keep its (large) slot in this future.
+    let mut request = match v03.map_or_else(|| Request::decode(op, params), |m| m.decode(params)) {
         Ok(request) => request,
         Err(err) => return fail(err),
     };
@@ -205,7 +202,10 @@ async fn handle_one(
             return fail(err);
         }
     }
-    let forwarded = gateway.forward.select(&ctx.request.headers);
+    let mut forwarded = gateway.forward.select(&ctx.request.headers);
+    if v03.is_some() {
+        legacy_extensions(&ctx.request.headers, &mut forwarded);
+    }
     let request = match request {
         Request::Stream(_) if in_batch => {
             let why = format!("{} streams and cannot be part of a batch", op.name());

@@ -113,6 +113,20 @@ fn version_from_query(query: &str) -> Option<String> {
     })
 }
 
+/// v0.3's name of `A2A-Extensions` (v0.3 clients send both; older ones only this one).
+pub const LEGACY_EXTENSIONS: &str = "x-a2a-extensions";
+
+/// A v0.3 call's `X-A2A-Extensions` values, forwarded as `A2A-Extensions` when the call
+/// names no `A2A-Extensions` of its own (the v1.0 backend knows only that name).
+pub fn legacy_extensions(headers: &HeaderMap, forwarded: &mut Vec<(HeaderName, HeaderValue)>) {
+    if headers.contains_key(EXTENSIONS) {
+        return;
+    }
+    for value in headers.get_all(LEGACY_EXTENSIONS) {
+        forwarded.push((HeaderName::from_static(EXTENSIONS), value.clone()));
+    }
+}
+
 /// The backend's activated extensions (all `a2a-extensions` values, each possibly a
 /// comma-separated list) as one `A2A-Extensions` response header value.
 pub fn joined_extensions<'a>(values: impl Iterator<Item = &'a str>) -> Option<HeaderValue> {
@@ -252,6 +266,25 @@ mod tests {
         assert!(legacy(None, None));
         assert!(legacy(None, Some("a2a-version=0.3")));
         assert!(!legacy(None, Some("a2a-version=1.0")));
+    }
+
+    #[test]
+    fn legacy_extension_headers_are_forwarded_under_the_v1_name() {
+        let mut headers = HeaderMap::new();
+        headers.append(LEGACY_EXTENSIONS, HeaderValue::from_static("urn:a"));
+        headers.append(LEGACY_EXTENSIONS, HeaderValue::from_static("urn:b"));
+        let mut forwarded = Vec::new();
+        legacy_extensions(&headers, &mut forwarded);
+        let values: Vec<_> = forwarded
+            .iter()
+            .map(|(n, v)| format!("{n}={}", v.to_str().unwrap()))
+            .collect();
+        assert_eq!(values, ["a2a-extensions=urn:a", "a2a-extensions=urn:b"]);
+        // A call that names both sends the v1.0 header only (forwarded by the policy).
+        headers.insert(EXTENSIONS, HeaderValue::from_static("urn:a"));
+        let mut forwarded = Vec::new();
+        legacy_extensions(&headers, &mut forwarded);
+        assert!(forwarded.is_empty());
     }
 
     #[test]
