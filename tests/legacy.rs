@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::peer::Peer;
-use common::process::start;
+use common::process::{start, start_with};
 use common::*;
 use serde_json::{json, Map, Value};
 
@@ -594,4 +594,36 @@ async fn only_v03_names_without_a_v1_version_are_v03_calls() {
         (Some(-32001), Some(-32009)),
         "{replies}"
     );
+}
+
+/// Each call's log names its protocol version (a `DEBUG` event `call`).
+#[tokio::test]
+async fn logs_label_each_calls_version() {
+    let peer = Peer::start();
+    let mut gateway = start_with(
+        &["--backend", &peer.grpc, "--log-format", "json"],
+        &[("RUST_LOG", "a2a_gateway=debug")],
+        std::process::Stdio::piped(),
+    )
+    .await;
+    let params = json!({"id": "no-such-task"});
+    post_with(
+        &gateway.1,
+        request(json!(1), "tasks/get", params.clone()),
+        &[],
+    )
+    .await;
+    post(&gateway.1, request(json!(2), "GetTask", params)).await;
+    let _ = gateway.0.kill();
+    let mut log = String::new();
+    std::io::Read::read_to_string(&mut gateway.0.stderr.take().unwrap(), &mut log).unwrap();
+    let call = |version: &str, method: &str| {
+        log.lines().any(|line| {
+            line.contains("\"message\":\"call\"")
+                && line.contains(&format!("\"a2a_version\":\"{version}\""))
+                && line.contains(&format!("\"method\":\"{method}\""))
+        })
+    };
+    assert!(call("0.3", "tasks/get"), "{log}");
+    assert!(call("1.0", "GetTask"), "{log}");
 }
