@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::peer::Peer;
-use common::process::{start, start_with};
+use common::process::{start, start_with, TempFile, BIN};
 use common::*;
 use serde_json::{json, Map, Value};
 
@@ -626,4 +626,40 @@ async fn logs_label_each_calls_version() {
     };
     assert!(call("0.3", "tasks/get"), "{log}");
     assert!(call("1.0", "GetTask"), "{log}");
+}
+
+/// `legacy` is a per-route setting of the config file (top level: every route's default);
+/// a value other than `v0.3` or `off` is refused naming the key.
+#[tokio::test]
+async fn legacy_is_set_per_route_in_the_config_file() {
+    let peer = Peer::start();
+    let config = TempFile::new(
+        "toml",
+        &format!(
+            "legacy = \"off\"\n\
+             [[route]]\nname = \"old-clients\"\npath = \"/old\"\nbackend = \"{0}\"\nlegacy = \"v0.3\"\n\
+             [[route]]\nname = \"new-clients\"\npath = \"/new\"\nbackend = \"{0}\"\n",
+            peer.grpc
+        ),
+    );
+    let gateway = start(&["--config", config.path()]).await;
+    let origin = gateway.1.trim_end_matches("/a2a/jsonrpc").to_owned();
+    for (route, code) in [("old", -32001), ("new", -32601)] {
+        let url = format!("{origin}/{route}/a2a/jsonrpc");
+        let body = request(json!(1), "tasks/get", json!({"id": "no-such-task"}));
+        let (_, _, text) = post_with(&url, body, &[]).await;
+        let reply: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(reply["error"]["code"], code, "{route}: {reply}");
+    }
+    let bad = TempFile::new(
+        "toml",
+        &format!("backend = \"{}\"\nlegacy = \"v0.2\"\n", peer.grpc),
+    );
+    let out = std::process::Command::new(BIN)
+        .args(["check-config", bad.path()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("legacy"), "{stderr}");
 }
