@@ -375,6 +375,8 @@ async fn v03_errors_match() {
             .await,
         );
         out.push(call(&url, "tasks/get", json!({})).await);
+        let unnamed = json!({"id": "no-such-task"});
+        out.push(call(&url, "tasks/pushNotificationConfig/delete", unnamed).await);
         out.push(call(&url, "NoSuchMethod", json!({})).await);
         out
     })

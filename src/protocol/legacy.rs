@@ -100,7 +100,7 @@ legacy_methods! {
     PushConfigList: "tasks/pushNotificationConfig/list" => ListTaskPushNotificationConfigs,
         &PUSH_CONFIG_LIST_PARAMS, &PUSH_CONFIG_LIST;
     PushConfigDelete: "tasks/pushNotificationConfig/delete" => DeleteTaskPushNotificationConfig,
-        &PUSH_CONFIG_PARAMS, &EMPTY;
+        &PUSH_CONFIG_DELETE_PARAMS, &EMPTY;
     ExtendedCard: "agent/getAuthenticatedExtendedCard" => GetExtendedAgentCard,
         &NO_PARAMS, &card::CARD;
 }
@@ -541,6 +541,11 @@ mod tests {
                 Method::PushConfigSet,
                 r#"{"taskId":"t"}"#,
                 "params.pushNotificationConfig: field required",
+            ),
+            (
+                Method::PushConfigDelete,
+                r#"{"id":"t"}"#,
+                "params.pushNotificationConfigId: field required",
             ),
         ];
         for (method, text, problem) in cases {

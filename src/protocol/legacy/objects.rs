@@ -411,7 +411,7 @@ pub static TASK_ID_PARAMS: Shape = Shape::Table {
     derive: None,
 };
 
-/// `tasks/pushNotificationConfig/get` and `/delete`: the task's `id` and the config's
+/// `tasks/pushNotificationConfig/get`: the task's `id` and the config's
 /// `pushNotificationConfigId` ↔ `taskId` and `id`. A v0.3 get without a config id asks
 /// for the config the task was given without one, whose id is the task's (see `legacy`).
 pub static PUSH_CONFIG_PARAMS: Shape = Shape::Table {
@@ -420,6 +420,17 @@ pub static PUSH_CONFIG_PARAMS: Shape = Shape::Table {
     members: &[
         req("taskId", "id", Conv::Same),
         m("id", "pushNotificationConfigId", Conv::Same),
+    ],
+    derive: None,
+};
+
+/// `tasks/pushNotificationConfig/delete`: as `get`, the config id required.
+pub static PUSH_CONFIG_DELETE_PARAMS: Shape = Shape::Table {
+    name: "DeleteTaskPushNotificationConfigParams",
+    kind: None,
+    members: &[
+        req("taskId", "id", Conv::Same),
+        req("id", "pushNotificationConfigId", Conv::Same),
     ],
     derive: None,
 };
