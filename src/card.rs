@@ -18,6 +18,9 @@
 //!   should not reach). The v0.3 members naming the agent's address (`url`,
 //!   `preferredTransport`, `additionalInterfaces`) follow the same rule: left in, a v0.3
 //!   client would go around the gateway.
+//! - v0.3 clients (route `legacy`): a request without `A2A-Version` is served the
+//!   dual-format card, one with `0.3` the v0.3 card, their v0.3 members naming the gateway
+//!   (`rewrite::CardForm`, `protocol/legacy/card.rs`, README "v0.3 clients").
 //! - `skills`: with `card.skills`, the skills filtered away are not advertised.
 //! - `signatures`: a rewritten card no longer matches the agent's signatures; they are
 //!   stripped, or replaced by the gateway's own (`resign`). `preserve` serves the card as
@@ -135,6 +138,9 @@ pub struct RouteCard {
     pub fixed_tenant: Option<String>,
     /// The backend's binding.
     pub binding: Binding,
+    /// The route serves v0.3 clients: clients naming no version get the dual-format card,
+    /// clients naming 0.3 the v0.3 card (README "v0.3 clients").
+    pub legacy: bool,
 }
 
 /// A card setting that cannot be served; the message names the key.
@@ -242,9 +248,14 @@ impl CardService {
         let Value::Object(card) = card else {
             return card;
         };
+        self.rewriter
+            .render(&self.rewriter.prepare(card), &self.endpoint_url(request))
+    }
+
+    /// The gateway's JSON-RPC endpoint as the extended card names it for `request`.
+    pub fn endpoint_url(&self, request: &http::request::Parts) -> String {
         let url = self.rewriter.interface_url(request);
-        let url = url.as_deref().unwrap_or(self.rewriter.jsonrpc_path());
-        self.rewriter.render(&self.rewriter.prepare(card), url)
+        url.unwrap_or_else(|| self.rewriter.jsonrpc_path().to_owned())
     }
 }
 
@@ -276,6 +287,7 @@ mod tests {
             trust_forwarded: false,
             fixed_tenant: None,
             binding: Binding::Grpc,
+            legacy: false,
         }
     }
 

@@ -394,6 +394,12 @@ pub struct Cli {
     #[arg(long, env = "A2A_GATEWAY_CARD_SIGN_KID", value_name = "KID")]
     pub card_sign_kid: Option<String>,
 
+    /// `v0.3`: v0.3 JSON-RPC clients (no `A2A-Version`, v0.3 method names) are served,
+    /// their calls translated to v1.0 and the answers back (README "v0.3 clients");
+    /// `off`: they get -32601 as before.
+    #[arg(long, env = "A2A_GATEWAY_LEGACY", value_enum, default_value = "v0.3")]
+    pub legacy: Legacy,
+
     /// The `card` table of the config file (the flags above override its keys).
     #[arg(skip)]
     pub card_settings: CardSettings,
@@ -417,6 +423,20 @@ pub enum Command {
         /// The TOML file to check.
         file: std::path::PathBuf,
     },
+}
+
+/// Whether a route serves v0.3 clients (`--legacy`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Deserialize)]
+pub enum Legacy {
+    /// v0.3 calls are translated to v1.0 and their answers back.
+    #[default]
+    #[value(name = "v0.3")]
+    #[serde(rename = "v0.3")]
+    V03,
+    /// v0.3 method names are unknown methods.
+    #[value(name = "off")]
+    #[serde(rename = "off")]
+    Off,
 }
 
 /// Backend bindings (spec 5.3 names).

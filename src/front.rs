@@ -39,4 +39,6 @@ pub struct Gateway {
     pub lifecycle: Arc<Lifecycle>,
     /// Request, latency and stream metrics, served at `/metrics`.
     pub metrics: Arc<Metrics>,
+    /// Whether v0.3 clients are served (`--legacy v0.3`).
+    pub legacy: bool,
 }

@@ -4,5 +4,6 @@
 pub mod details;
 pub mod error;
 pub mod json;
+pub mod legacy;
 pub mod ops;
 pub mod params;

@@ -201,6 +201,7 @@ impl GatewayTemplate {
             card,
             lifecycle,
             metrics,
+            legacy: cli.legacy == crate::config::Legacy::V03,
         }))
     }
 }
@@ -372,6 +373,7 @@ impl RouteTemplate {
                     trust_forwarded: cli.trust_forwarded,
                     fixed_tenant: cli.tenant.clone(),
                     binding: cli.binding,
+                    legacy: cli.legacy == crate::config::Legacy::V03,
                 };
                 Some(Arc::new(CardService::new(&settings, place, backend)?))
             }

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::protocol::error::ErrorKind;
+use crate::protocol::legacy::{self, Method};
 use crate::protocol::ops::Op;
 
 const OPS: usize = Op::ALL.len();
@@ -82,6 +83,8 @@ pub struct Metrics {
     stream_events: AtomicU64,
     /// The serving runtimes, whose alive tasks `/metrics` counts.
     runtimes: std::sync::Mutex<Vec<tokio::runtime::Handle>>,
+    /// v0.3 calls by v0.3 method and outcome (they also count under their operation).
+    v03: [[AtomicU64; OUTCOMES]; Method::ALL.len()],
 }
 
 impl Default for Metrics {
@@ -93,6 +96,7 @@ impl Default for Metrics {
             streams_open: AtomicI64::new(0),
             stream_events: AtomicU64::new(0),
             runtimes: std::sync::Mutex::default(),
+            v03: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0))),
         }
     }
 }
@@ -102,6 +106,11 @@ impl Metrics {
     pub fn request(&self, op: Op, outcome: Outcome, elapsed: Duration) {
         self.requests[op as usize][outcome.index()].fetch_add(1, Relaxed);
         self.latency[op as usize].observe(elapsed);
+    }
+
+    /// A finished v0.3 call of `method`.
+    pub fn v03_request(&self, method: Method, outcome: Outcome) {
+        self.v03[method as usize][outcome.index()].fetch_add(1, Relaxed);
     }
 
     /// A request refused before its method was known.
@@ -179,6 +188,7 @@ impl Metrics {
                 "a2a_gateway_request_duration_seconds_count{{method=\"{name}\"}} {count}"
             );
         }
+        self.render_v03(&mut out);
         out.push_str("# HELP a2a_gateway_streams_open SSE streams currently open.\n");
         out.push_str("# TYPE a2a_gateway_streams_open gauge\n");
         let _ = writeln!(
@@ -230,6 +240,31 @@ fn resident_bytes() -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
+}
+
+impl Metrics {
+    /// v0.3 calls by protocol version, v0.3 method and the v0.3 code the client got, so
+    /// operators can watch v0.3 traffic drain.
+    fn render_v03(&self, out: &mut String) {
+        out.push_str("# HELP a2a_gateway_legacy_requests_total Calls of older protocol versions by version, method and JSON-RPC code (0 = success).\n");
+        out.push_str("# TYPE a2a_gateway_legacy_requests_total counter\n");
+        for (method, row) in Method::ALL.iter().zip(&self.v03) {
+            for (i, counter) in row.iter().enumerate() {
+                let n = counter.load(Relaxed);
+                if n > 0 {
+                    let code = match i {
+                        0 => 0,
+                        _ => legacy::v03_kind(ErrorKind::ALL[i - 1]).code(),
+                    };
+                    let _ = writeln!(
+                        out,
+                        "a2a_gateway_legacy_requests_total{{version=\"0.3\",method=\"{}\",code=\"{code}\"}} {n}",
+                        method.name()
+                    );
+                }
+            }
+        }
+    }
 }
 
 /// One endpoint of a balanced route as `/metrics` shows it.
@@ -370,6 +405,8 @@ pub struct Meter<'a> {
     metrics: &'a Metrics,
     op: Op,
     started: Instant,
+    /// The v0.3 method of a v0.3 call.
+    v03: Option<Method>,
 }
 
 impl<'a> Meter<'a> {
@@ -378,12 +415,22 @@ impl<'a> Meter<'a> {
             metrics,
             op,
             started,
+            v03: None,
         }
+    }
+
+    /// Also counts the call as a v0.3 call of `method` (`None`: a v1.0 call).
+    pub fn in_v03(mut self, method: Option<Method>) -> Self {
+        self.v03 = method;
+        self
     }
 
     pub fn record(&self, outcome: Outcome) {
         self.metrics
             .request(self.op, outcome, self.started.elapsed());
+        if let Some(method) = self.v03 {
+            self.metrics.v03_request(method, outcome);
+        }
     }
 }
 
@@ -401,6 +448,11 @@ mod tests {
             Duration::from_millis(2),
         );
         m.rejected(ErrorKind::ParseError);
+        m.v03_request(Method::TasksGet, Outcome::Error(ErrorKind::TaskNotFound));
+        m.v03_request(
+            Method::MessageSend,
+            Outcome::Error(ErrorKind::VersionNotSupported),
+        );
         let guard = m.stream_opened();
         guard.events(3);
         let text = m.render();
@@ -418,6 +470,13 @@ mod tests {
         ));
         assert!(text.contains("a2a_gateway_request_duration_seconds_count{method=\"GetTask\"} 2\n"));
         assert!(text.contains("a2a_gateway_streams_open 1\n"));
+        assert!(text.contains(
+            "a2a_gateway_legacy_requests_total{version=\"0.3\",method=\"tasks/get\",code=\"-32001\"} 1\n"
+        ));
+        // v0.3 has no -32009: the client got -32603, and the metric says so.
+        assert!(text.contains(
+            "a2a_gateway_legacy_requests_total{version=\"0.3\",method=\"message/send\",code=\"-32603\"} 1\n"
+        ));
         assert!(text.contains("a2a_gateway_stream_frames_total 3\n"));
         assert!(
             !text.contains("SendMessage"),

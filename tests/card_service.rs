@@ -162,6 +162,7 @@ fn route(binding: Binding) -> RouteCard {
         trust_forwarded: false,
         fixed_tenant: None,
         binding,
+        legacy: false,
     }
 }
 

@@ -219,6 +219,7 @@ fn router() -> Edge {
         card: None,
         lifecycle: Default::default(),
         metrics: Default::default(),
+        legacy: true,
     };
     a2a_gateway::front::layers::stack(a2a_gateway::server::router(
         Arc::new(gateway),
@@ -260,6 +261,7 @@ async fn grpc_router() -> Edge {
         card: None,
         lifecycle: Default::default(),
         metrics: Default::default(),
+        legacy: true,
     };
     a2a_gateway::front::layers::stack(a2a_gateway::server::router(
         Arc::new(gateway),

@@ -103,6 +103,7 @@ async fn a_panicking_handler_gets_a_jsonrpc_internal_error_and_serving_goes_on()
         card: None,
         lifecycle: Default::default(),
         metrics: Default::default(),
+        legacy: true,
     });
     let url = serve(gateway, "/a2a/jsonrpc").await;
     // One client with one connection: the panic must not cost the connection either.

@@ -14,6 +14,7 @@ use serde_json::{json, Map, Value};
 use super::{origin, CardConfigError, CardSettings, RouteCard, SignaturePolicy};
 use crate::config::Binding;
 use crate::proto::AgentCard;
+use crate::protocol::{legacy, params};
 use crate::signing::{CardSigner, SignError};
 
 /// The binding name of the gateway's own interface (spec 5.3).
@@ -115,6 +116,16 @@ pub(super) struct Rewriter {
     skills: Option<Vec<String>>,
     treatment: Treatment,
     logged: Logged,
+    legacy: bool,
+}
+
+/// Which card a request is served: v1.0, or for v0.3 clients (`legacy`) the dual-format
+/// card (no `A2A-Version`) or the v0.3 card (`A2A-Version: 0.3`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum CardForm {
+    V1_0,
+    Dual,
+    V0_3,
 }
 
 /// Corrections already logged: each once per route, not at every refresh.
@@ -179,17 +190,51 @@ impl Rewriter {
             skills: settings.skills.clone(),
             treatment,
             logged: Logged::default(),
+            legacy: route.legacy,
         })
     }
 
     /// The request headers the served card depends on (`Vary`), none with a public URL.
     pub(super) fn vary(&self) -> Option<HeaderValue> {
-        match (&self.public_url, self.trust_forwarded) {
+        let origin = match (&self.public_url, self.trust_forwarded) {
             (Some(_), _) => None,
-            (None, false) => Some(HeaderValue::from_static("host")),
-            (None, true) => Some(HeaderValue::from_static(
-                "host, forwarded, x-forwarded-host, x-forwarded-proto",
-            )),
+            (None, false) => Some("host"),
+            (None, true) => Some("host, forwarded, x-forwarded-host, x-forwarded-proto"),
+        };
+        match (origin, self.legacy) {
+            (None, false) => None,
+            (Some(origin), false) => Some(HeaderValue::from_static(origin)),
+            (None, true) => Some(HeaderValue::from_static(params::VERSION)),
+            (Some(origin), true) => {
+                HeaderValue::from_str(&format!("{origin}, {}", params::VERSION)).ok()
+            }
+        }
+    }
+
+    /// The card form `request` is served.
+    pub(super) fn form(&self, request: &Parts) -> CardForm {
+        if !self.legacy || !params::legacy_requested(&request.headers, request.uri.query()) {
+            return CardForm::V1_0;
+        }
+        let named = request
+            .headers
+            .get(params::VERSION)
+            .is_some_and(|v| !v.as_bytes().trim_ascii().is_empty());
+        if named {
+            CardForm::V0_3
+        } else {
+            CardForm::Dual
+        }
+    }
+
+    /// `render` in `form`: the v0.3 members come from the same rendered card, with the
+    /// gateway's endpoint (`url`) as the v0.3 `url`.
+    pub(super) fn render_form(&self, prepared: &Prepared, url: &str, form: CardForm) -> Value {
+        let card = self.render(prepared, url);
+        match form {
+            CardForm::V1_0 => card,
+            CardForm::Dual => legacy::dual_card(card, url),
+            CardForm::V0_3 => legacy::card(card.clone(), Some(url)).unwrap_or(card),
         }
     }
 
@@ -418,6 +463,7 @@ mod tests {
             trust_forwarded,
             fixed_tenant: fixed_tenant.then(|| "acme".to_owned()),
             binding: Binding::Grpc,
+            legacy: false,
         }
     }
 

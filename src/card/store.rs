@@ -15,7 +15,7 @@ use http::request::Parts;
 use http::{header, HeaderMap, HeaderValue, Method, Response, StatusCode};
 use serde_json::{Map, Value};
 
-use super::rewrite::{Prepared, Rewriter};
+use super::rewrite::{CardForm, Prepared, Rewriter};
 
 /// Rendered cards kept per current card; past this, the oldest is dropped (requests naming
 /// ever new hosts only cost a render each).
@@ -34,8 +34,11 @@ struct Current {
     /// The card as the source had it, to tell a changed card from the same one.
     source: Map<String, Value>,
     prepared: Prepared,
-    rendered: Mutex<Vec<(String, Arc<Rendered>)>>,
+    rendered: Mutex<Vec<(RenderKey, Arc<Rendered>)>>,
 }
+
+/// What a rendered card depends on: the interface URL and the form.
+type RenderKey = (String, CardForm);
 
 struct Rendered {
     body: Bytes,
@@ -105,7 +108,7 @@ impl Store {
             let message = "the request names no valid Host, so the card's interface URL is unknown";
             return error(request, StatusCode::BAD_REQUEST, message);
         };
-        let rendered = current.rendered(rewriter, url);
+        let rendered = current.rendered(rewriter, (url, rewriter.form(request)));
         let mut response = if none_match(&request.headers, &rendered.etag) {
             let mut response = Response::new(Body::empty());
             *response.status_mut() = StatusCode::NOT_MODIFIED;
@@ -130,19 +133,19 @@ impl Store {
 }
 
 impl Current {
-    /// The card rendered for `url`, from the cache or rendered now.
-    fn rendered(&self, rewriter: &Rewriter, url: String) -> Arc<Rendered> {
+    /// The card rendered for `url` in its form, from the cache or rendered now.
+    fn rendered(&self, rewriter: &Rewriter, key: RenderKey) -> Arc<Rendered> {
         let cached = self
             .cache()
             .iter()
-            .find(|(u, _)| *u == url)
+            .find(|(k, _)| *k == key)
             .map(|(_, r)| r.clone());
         if let Some(rendered) = cached {
             return rendered;
         }
         // Rendered outside the lock: signing may take a while, and two threads rendering
         // the same URL at once only waste one render.
-        let card = rewriter.render(&self.prepared, &url);
+        let card = rewriter.render_form(&self.prepared, &key.0, key.1);
         let body = Bytes::from(serde_json::to_vec(&card).expect("a JSON value always serializes"));
         let rendered = Arc::new(Rendered {
             etag: etag(&body),
@@ -152,11 +155,11 @@ impl Current {
         if cache.len() == RENDERED {
             cache.remove(0);
         }
-        cache.push((url, rendered.clone()));
+        cache.push((key, rendered.clone()));
         rendered
     }
 
-    fn cache(&self) -> std::sync::MutexGuard<'_, Vec<(String, Arc<Rendered>)>> {
+    fn cache(&self) -> std::sync::MutexGuard<'_, Vec<(RenderKey, Arc<Rendered>)>> {
         self.rendered.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -227,6 +230,7 @@ mod tests {
             trust_forwarded: false,
             fixed_tenant: None,
             binding: Binding::Grpc,
+            legacy: false,
         };
         let settings = CardSettings::default();
         let rewriter = Rewriter::new(&settings, &route, Treatment::Strip).unwrap();
@@ -251,7 +255,7 @@ mod tests {
             let cache = current.cache();
             cache
                 .iter()
-                .find(|(url, _)| url.contains(host))
+                .find(|((url, _), _)| url.contains(host))
                 .map(|(_, r)| r.clone())
         };
         let first_render = rendered("//h0.example/").unwrap();

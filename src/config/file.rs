@@ -226,6 +226,7 @@ file_config! {
         #[serde(default, deserialize_with = "duration_text")]
         stream_idle_timeout: Duration,
         health_service: String,
+        legacy: super::Legacy,
     }
     optional {
         backend_resolver: SocketAddr,

@@ -16,6 +16,7 @@ use serde_json::value::RawValue;
 
 use crate::protocol::error::{A2aError, ErrorKind};
 use crate::protocol::json::nesting_exceeds;
+use crate::protocol::legacy::{self, Method};
 use crate::protocol::params::EXTENSIONS;
 
 /// Past the limit, up to this much more body is read and discarded so the client gets
@@ -111,22 +112,37 @@ pub fn write_response(
 
 /// Appends `{"jsonrpc":"2.0","id":…,"error":{…}}`.
 pub fn write_error(out: &mut Vec<u8>, id: Option<&str>, err: &A2aError) {
+    write_error_in(out, id, err, None);
+}
+
+/// `write_error` for a call in the v0.3 dialect (`Some`: its method), whose error object
+/// the v0.3 mapping table writes.
+pub fn write_error_in(out: &mut Vec<u8>, id: Option<&str>, err: &A2aError, v03: Option<Method>) {
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
     out.extend_from_slice(id.unwrap_or("null").as_bytes());
     out.extend_from_slice(b",\"error\":");
+    let object = match v03 {
+        None => err.to_json(),
+        Some(_) => legacy::error(err),
+    };
     // A `Value` always serializes.
-    let _ = serde_json::to_writer(&mut *out, &err.to_json());
+    let _ = serde_json::to_writer(&mut *out, &object);
     out.push(b'}');
 }
 
 /// A whole error response object; internal errors are logged, as the edge's unexpected
 /// failures.
 pub fn error_bytes(id: Option<&str>, err: &A2aError) -> Vec<u8> {
+    error_bytes_in(id, err, None)
+}
+
+/// `error_bytes` in the call's dialect (see `write_error_in`).
+pub fn error_bytes_in(id: Option<&str>, err: &A2aError, v03: Option<Method>) -> Vec<u8> {
     if err.kind == ErrorKind::Internal {
         tracing::warn!(%err, "request failed");
     }
     let mut out = Vec::with_capacity(128);
-    write_error(&mut out, id, err);
+    write_error_in(&mut out, id, err, v03);
     out
 }
 

@@ -19,15 +19,16 @@ use serde_json::value::RawValue;
 use crate::backend::fault::Fault;
 use crate::backend::Call;
 use crate::front::envelope::{
-    envelope_error, error_bytes, invalid_request, json_response, parse_error, read_body,
-    sse_response, valid_id, write_response, Envelope,
+    envelope_error, error_bytes, error_bytes_in, invalid_request, json_response, parse_error,
+    read_body, sse_response, valid_id, write_response, Envelope,
 };
 use crate::front::limits::{CallKind, Permit, Refusal, RouteLimits};
 use crate::front::sse::SseBody;
 use crate::front::Gateway;
 use crate::protocol::error::{A2aError, ErrorKind};
+use crate::protocol::legacy::{self, Dialect, Method};
 use crate::protocol::ops::{Op, Reply, Request, StreamRequest, UnaryRequest};
-use crate::protocol::params::negotiate_version;
+use crate::protocol::params::{legacy_extensions, legacy_requested, negotiate_version};
 use crate::telemetry::access::{backend_status_left, with_backend_status, CallRecord};
 use crate::telemetry::{Meter, Outcome};
 
@@ -194,15 +195,21 @@ async fn handle_one(
     if params.is_some_and(|p| !p.starts_with('{')) {
         return reject(&mut record, id, invalid_request("params must be an object"));
     }
+    // A v0.3 client's call is served by a v1.0 operation (protocol/legacy.rs).
+    let v03 = Method::from_name(&name).filter(|_| {
+        gateway.legacy && legacy_requested(&ctx.request.headers, ctx.request.uri.query())
+    });
     // The reference SDK's order: method, then params, then version.
-    let Some(op) = Op::from_name(&name) else {
+    let Some(op) = v03.map(Method::op).or_else(|| Op::from_name(&name)) else {
         let err = A2aError::new(ErrorKind::MethodNotFound);
         return match id {
             Some(_) => reject(&mut record, id, err),
             None => Handled::Nothing,
         };
     };
-    let meter = Meter::start(&gateway.metrics, op, started);
+    let version = v03.map_or(Dialect::V1_0, |_| Dialect::V0_3).label();
+    tracing::debug!(a2a_version = version, method = %name, "call");
+    let meter = Meter::start(&gateway.metrics, op, started).in_v03(v03);
     record.method(op, ctx.request, id);
     let refused = |record: &mut CallRecord, refusal: Refusal| {
         tracing::debug!(
@@ -222,14 +229,15 @@ async fn handle_one(
         record.failed(err.kind);
         match id {
             Some(_) => {
-                let out = error_bytes(id, &err);
+                let out = error_bytes_in(id, &err, v03);
                 record.sent(out.len());
                 Handled::Json(out, None)
             }
             None => Handled::Nothing,
         }
     };
-    let mut request = match Request::decode(op, params) {
+    // One expression: a named result would keep its (large) slot in this future.
+    let mut request = match v03.map_or_else(|| Request::decode(op, params), |m| m.decode(params)) {
         Ok(request) => request,
         Err(err) => return fail(&mut record, err),
     };
@@ -239,10 +247,15 @@ async fn handle_one(
         }
     }
     record.request(&request);
-    if let Err(err) = negotiate_version(&ctx.request.headers, ctx.request.uri.query()) {
-        return fail(&mut record, err);
+    if v03.is_none() {
+        if let Err(err) = negotiate_version(&ctx.request.headers, ctx.request.uri.query()) {
+            return fail(&mut record, err);
+        }
     }
     let mut forwarded = gateway.forward.select(&ctx.request.headers);
+    if v03.is_some() {
+        legacy_extensions(&ctx.request.headers, &mut forwarded);
+    }
     record.propagate(&mut forwarded);
     let request = match request {
         Request::Stream(_) if in_batch => {
@@ -266,7 +279,16 @@ async fn handle_one(
                 Err(refusal) => return refused(&mut record, refusal),
             };
             let idle = ctx.limits.and_then(|l| l.stream_idle);
-            return Box::pin(stream(gateway, id, call, &meter, (permit, idle), record)).await;
+            return Box::pin(stream(
+                gateway,
+                id,
+                call,
+                &meter,
+                (permit, idle),
+                record,
+                v03,
+            ))
+            .await;
         }
         Request::Unary(request) => request,
     };
@@ -300,13 +322,24 @@ async fn handle_one(
                 // The response is written once, straight into the body's buffer.
                 let mut out = Vec::with_capacity(reply.json_size_hint() + id.len() + 40);
                 let written = match (&reply, &gateway.card) {
+                    (Reply::GetExtendedAgentCard(card), _) if v03.is_some() => {
+                        match extended_card_v03(card, gateway, ctx.request) {
+                            Ok(card) => write_response(&mut out, Some(id), |out| {
+                                serde_json::to_writer(out, &card)
+                            }),
+                            Err(err) => return fail(&mut record, err),
+                        }
+                    }
                     (Reply::GetExtendedAgentCard(card), Some(service)) => {
                         write_response(&mut out, Some(id), |out| {
                             let card = serde_json::to_value(card)?;
                             serde_json::to_writer(out, &service.rewrite_extended(card, ctx.request))
                         })
                     }
-                    _ => write_response(&mut out, Some(id), |out| reply.write_json(out)),
+                    _ => write_response(&mut out, Some(id), |out| match v03 {
+                        None => reply.write_json(out),
+                        Some(method) => method.write_result(out, |v1| reply.write_json(v1)),
+                    }),
                 };
                 match written {
                     Ok(()) => {
@@ -323,6 +356,24 @@ async fn handle_one(
             }
             Err(err) => fail(&mut record, err),
         },
+    }
+}
+
+/// The v0.3 form of an extended card (`agent/getAuthenticatedExtendedCard`): rewritten by
+/// the route's card service, whose endpoint (the gateway's) serves v0.3.
+fn extended_card_v03(
+    card: &crate::proto::AgentCard,
+    gateway: &Gateway,
+    request: &http::request::Parts,
+) -> Result<serde_json::Value, A2aError> {
+    let card = serde_json::to_value(card)
+        .map_err(|e| Fault::BadResponse(format!("the card cannot be encoded as JSON: {e}")))?;
+    match &gateway.card {
+        Some(service) => {
+            let endpoint = service.endpoint_url(request);
+            legacy::card(service.rewrite_extended(card, request), Some(&endpoint))
+        }
+        None => legacy::card(card, None),
     }
 }
 
@@ -360,7 +411,8 @@ async fn unary(
 }
 
 /// Starts a stream and waits for its first event (within the first-event deadline), so an
-/// early error is a plain reply.
+/// early error is a plain reply. A v0.3 call's early error is a one-event stream, as the
+/// v0.3 endpoint answers it (v0.3 clients read any answer to a stream call as SSE).
 async fn stream(
     gateway: &Gateway,
     id: &str,
@@ -368,6 +420,7 @@ async fn stream(
     meter: &Meter<'_>,
     (permit, idle): (Option<Permit>, Option<Duration>),
     mut record: CallRecord,
+    v03: Option<Method>,
 ) -> Handled {
     let id: Box<str> = id.into();
     let mut starting = std::pin::pin!(with_backend_status(gateway.backend.stream(call)));
@@ -393,13 +446,35 @@ async fn stream(
         Err((err, extensions)) => {
             meter.record(Outcome::Error(err.kind));
             record.failed(err.kind);
-            let out = error_bytes(Some(&id), &err);
-            record.sent(out.len());
-            return Handled::Json(out, extensions);
+            let Some(method) = v03 else {
+                let out = error_bytes(Some(&id), &err);
+                record.sent(out.len());
+                return Handled::Json(out, extensions);
+            };
+            // v0.3 clients read any answer to a stream call as SSE: a one-event stream.
+            let events = futures::stream::once(async { Err(err) }).boxed();
+            let body = sse_body(gateway, id.clone(), None, events).in_v03(method);
+            return Handled::Stream(Box::new(body), extensions);
         }
     };
     meter.record(Outcome::Ok);
-    let mut body = SseBody::new(
+    let body = sse_body(gateway, id, first, events).limited(permit, idle);
+    let mut body = match v03 {
+        Some(method) => body.in_v03(method),
+        None => body,
+    };
+    body.record(record);
+    Handled::Stream(Box::new(body), extensions)
+}
+
+/// The SSE body of a started stream.
+fn sse_body(
+    gateway: &Gateway,
+    id: Box<str>,
+    first: Option<crate::proto::StreamResponse>,
+    events: crate::backend::EventStream,
+) -> SseBody {
+    SseBody::new(
         id,
         first,
         events,
@@ -408,9 +483,6 @@ async fn stream(
         gateway.lifecycle.closing(),
         gateway.metrics.stream_opened(),
     )
-    .limited(permit, idle);
-    body.record(record);
-    Handled::Stream(Box::new(body), extensions)
 }
 
 /// The response to a request a limit refused: the limit's status, `Retry-After`, and the

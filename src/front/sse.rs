@@ -21,10 +21,11 @@ use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use crate::backend::fault::Fault;
 use crate::backend::EventStream;
-use crate::front::envelope::{write_error, write_response};
+use crate::front::envelope::{write_error_in, write_response};
 use crate::front::limits::Permit;
 use crate::proto::StreamResponse;
 use crate::protocol::error::{A2aError, GatewayFault};
+use crate::protocol::legacy::Method;
 use crate::telemetry::access::CallRecord;
 use crate::telemetry::StreamGuard;
 
@@ -51,6 +52,8 @@ pub struct SseBody {
     idle: Option<(Duration, Pin<Box<Sleep>>)>,
     /// The call's access log line and server span, finished when the body is dropped.
     record: Option<CallRecord>,
+    /// A v0.3 call's method: events and errors are written in v0.3 (`in_v03`).
+    v03: Option<Method>,
 }
 
 impl SseBody {
@@ -77,6 +80,7 @@ impl SseBody {
             _permit: None,
             idle: None,
             record: None,
+            v03: None,
         }
     }
 
@@ -104,11 +108,20 @@ impl SseBody {
         }
     }
 
+    /// The body of a v0.3 call (`method`): results through the v0.3 mapping table, and
+    /// errors as plain `data:` events, as the v0.3 endpoint of the reference SDK writes them.
+    pub fn in_v03(mut self, method: Method) -> Self {
+        self.v03 = Some(method);
+        self
+    }
+
     fn push_event(&mut self, buf: &mut Vec<u8>, event: &StreamResponse) -> bool {
         buf.extend_from_slice(b"data: ");
         let start = buf.len();
-        match write_response(buf, Some(&self.id), |out| {
-            crate::protocol::json::write_json(out, event)
+        let v1 = |out: &mut Vec<u8>| crate::protocol::json::write_json(out, event);
+        match write_response(buf, Some(&self.id), |out| match self.v03 {
+            None => v1(out),
+            Some(method) => method.write_result(out, v1),
         }) {
             Ok(()) => {
                 buf.extend_from_slice(b"\n\n");
@@ -127,8 +140,12 @@ impl SseBody {
 
     fn push_error(&mut self, buf: &mut Vec<u8>, err: &A2aError) {
         self.observe(Err(err));
-        buf.extend_from_slice(b"event: error\ndata: ");
-        write_error(buf, Some(&self.id), err);
+        let event = match self.v03 {
+            None => &b"event: error\ndata: "[..],
+            Some(_) => b"data: ",
+        };
+        buf.extend_from_slice(event);
+        write_error_in(buf, Some(&self.id), err, self.v03);
         buf.extend_from_slice(b"\n\n");
     }
 }

@@ -46,18 +46,11 @@ pub const NEVER_FORWARDED: &[&str] = &[
 /// Versions are matched by `Major.Minor` (spec 3.6), so a patch part is accepted as the
 /// reference SDK accepts it: `1`, `1.x` and `1.x.y` (digits).
 pub fn negotiate_version(headers: &HeaderMap, query: Option<&str>) -> Result<(), A2aError> {
-    let from_query;
-    let requested = match headers.get(VERSION) {
-        Some(value) => value.to_str().unwrap_or("?").trim(),
-        None => {
-            from_query = query.and_then(version_from_query).unwrap_or_default();
-            from_query.trim()
-        }
-    };
+    let requested = requested_version(headers, query);
     let requested = if requested.is_empty() {
         "0.3"
     } else {
-        requested
+        requested.as_ref()
     };
     if served(requested) {
         Ok(())
@@ -68,6 +61,33 @@ pub fn negotiate_version(headers: &HeaderMap, query: Option<&str>) -> Result<(),
                 "A2A version '{requested}' is not supported by this handler. Expected version '{SUPPORTED_VERSION}'."
             ),
         ))
+    }
+}
+
+/// Whether the client speaks v0.3: `A2A-Version` (header, else query parameter) missing or
+/// empty (spec 3.6.2: empty means 0.3), or `0.x` with x ≥ 3 (the reference SDK's v0.3
+/// range, 0.3 ≤ v < 1.0).
+pub fn legacy_requested(headers: &HeaderMap, query: Option<&str>) -> bool {
+    let requested = requested_version(headers, query);
+    let mut parts = requested.split('.');
+    let digits = |part: &str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
+    requested.is_empty()
+        || (parts.next() == Some("0")
+            && parts
+                .next()
+                .is_some_and(|minor| digits(minor) && minor.parse::<u32>().is_ok_and(|m| m >= 3))
+            && parts.clone().count() <= 1
+            && parts.all(digits))
+}
+
+/// The requested version, trimmed: the header, else the query parameter, else empty.
+fn requested_version<'a>(headers: &'a HeaderMap, query: Option<&str>) -> std::borrow::Cow<'a, str> {
+    match headers.get(VERSION) {
+        Some(value) => value.to_str().unwrap_or("?").trim().into(),
+        None => {
+            let from_query = query.and_then(version_from_query).unwrap_or_default();
+            from_query.trim().to_owned().into()
+        }
     }
 }
 
@@ -91,6 +111,20 @@ fn version_from_query(query: &str) -> Option<String> {
                 .into_owned()
         })
     })
+}
+
+/// v0.3's name of `A2A-Extensions` (v0.3 clients send both; older ones only this one).
+pub const LEGACY_EXTENSIONS: &str = "x-a2a-extensions";
+
+/// A v0.3 call's `X-A2A-Extensions` values, forwarded as `A2A-Extensions` when the call
+/// names no `A2A-Extensions` of its own (the v1.0 backend knows only that name).
+pub fn legacy_extensions(headers: &HeaderMap, forwarded: &mut Vec<(HeaderName, HeaderValue)>) {
+    if headers.contains_key(EXTENSIONS) {
+        return;
+    }
+    for value in headers.get_all(LEGACY_EXTENSIONS) {
+        forwarded.push((HeaderName::from_static(EXTENSIONS), value.clone()));
+    }
 }
 
 /// The backend's activated extensions (all `a2a-extensions` values, each possibly a
@@ -210,6 +244,47 @@ mod tests {
             Err(ErrorKind::VersionNotSupported)
         );
         assert_eq!(check(None, None), Err(ErrorKind::VersionNotSupported));
+    }
+
+    #[test]
+    fn legacy_versions() {
+        let legacy = |header: Option<&str>, query: Option<&str>| {
+            let mut headers = HeaderMap::new();
+            if let Some(v) = header {
+                headers.insert(VERSION, HeaderValue::from_str(v).unwrap());
+            }
+            legacy_requested(&headers, query)
+        };
+        for version in ["", " ", "0.3", "0.3.0", " 0.3.1 ", "0.4", "0.10"] {
+            assert!(legacy(Some(version), None), "{version:?}");
+        }
+        for version in [
+            "1.0", "1", "0.2", "0.2.9", "0", "0.", "0.3.", "0.x", "0.3.0.0", "v0.3",
+        ] {
+            assert!(!legacy(Some(version), None), "{version:?}");
+        }
+        assert!(legacy(None, None));
+        assert!(legacy(None, Some("a2a-version=0.3")));
+        assert!(!legacy(None, Some("a2a-version=1.0")));
+    }
+
+    #[test]
+    fn legacy_extension_headers_are_forwarded_under_the_v1_name() {
+        let mut headers = HeaderMap::new();
+        headers.append(LEGACY_EXTENSIONS, HeaderValue::from_static("urn:a"));
+        headers.append(LEGACY_EXTENSIONS, HeaderValue::from_static("urn:b"));
+        let mut forwarded = Vec::new();
+        legacy_extensions(&headers, &mut forwarded);
+        let values: Vec<_> = forwarded
+            .iter()
+            .map(|(n, v)| format!("{n}={}", v.to_str().unwrap()))
+            .collect();
+        assert_eq!(values, ["a2a-extensions=urn:a", "a2a-extensions=urn:b"]);
+        // A call that names both sends the v1.0 header only (forwarded by the policy).
+        headers.insert(EXTENSIONS, HeaderValue::from_static("urn:a"));
+        let mut forwarded = Vec::new();
+        legacy_extensions(&headers, &mut forwarded);
+        assert!(forwarded.is_empty());
     }
 
     #[test]

@@ -478,6 +478,7 @@ pub async fn gateway(backend: &str, settings: Settings) -> String {
         card: None,
         lifecycle: Default::default(),
         metrics: Default::default(),
+        legacy: true,
     });
     serve(state, "/a2a/jsonrpc").await
 }

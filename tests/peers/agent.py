@@ -6,11 +6,13 @@ One process serves the same agent on three bindings:
   * HTTP+JSON (REST) under /rest         on the same HTTP port
     (/rest/message:send, /rest/tasks/{id}, /rest/{tenant}/tasks/{id}, ...)
   * public agent card at /.well-known/agent-card.json
+  * the SDK's v0.3 compatibility JSON-RPC endpoint: POST /v03/jsonrpc (v0.3 method names;
+    the reference for tests/legacy.rs)
 
 Usage:  python agent.py --grpc-port P1 --http-port P2      (0 = pick a free port)
 When all listeners are up it prints exactly one stdout line, then serves until
 SIGTERM/SIGINT:
-  READY grpc=127.0.0.1:<p1> http=127.0.0.1:<p2> jsonrpc=/jsonrpc rest=/rest
+  READY grpc=127.0.0.1:<p1> http=127.0.0.1:<p2> jsonrpc=/jsonrpc rest=/rest jsonrpc03=/v03/jsonrpc
 
 Environment: A2A_TEST_MIN_PING_MS=N sets the gRPC server's ping policy (grpc C-core's
 grpc.http2.min_ping_interval_without_data_ms, default 300000) to N ms, and
@@ -93,6 +95,7 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils import errors as a2a_errors
 
 JSONRPC_PATH = '/jsonrpc'
+JSONRPC03_PATH = '/v03/jsonrpc'
 REST_PATH = '/rest'
 EXTENSIONS = ['https://a2a-gateway.test/ext/echo/v1', 'https://a2a-gateway.test/ext/trace/v1']
 REPORTED_HEADERS = ['a2a-version', 'a2a-extensions', 'authorization', 'traceparent', 'x-request-id']
@@ -352,6 +355,8 @@ async def main() -> None:
     routes = [
         *create_agent_card_routes(card),
         *create_jsonrpc_routes(handler, JSONRPC_PATH, context_builder=builder),
+        *create_jsonrpc_routes(handler, JSONRPC03_PATH, context_builder=builder,
+                               enable_v0_3_compat=True),
         Mount(REST_PATH, routes=create_rest_routes(handler, context_builder=builder)),
     ]
     app = ExtensionHeaderMiddleware(Starlette(routes=routes))
@@ -372,7 +377,7 @@ async def main() -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     print(f'READY grpc={grpc_addr} http=127.0.0.1:{http_port} '
-          f'jsonrpc={JSONRPC_PATH} rest={REST_PATH}', flush=True)
+          f'jsonrpc={JSONRPC_PATH} rest={REST_PATH} jsonrpc03={JSONRPC03_PATH}', flush=True)
 
     await stop.wait()
     server.should_exit = True  # open SSE streams get timeout_graceful_shutdown, then are cut
