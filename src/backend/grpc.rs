@@ -9,7 +9,7 @@
 //! a trailers-only reply.
 
 mod connection;
-mod status;
+pub(crate) mod status;
 
 use std::sync::Arc;
 use std::time::Duration;

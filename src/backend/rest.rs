@@ -354,7 +354,7 @@ async fn read_body(
 
 /// A non-2xx answer as an error: an A2A error body through the error table, anything else
 /// a bad response.
-async fn error_answer(response: reqwest::Response) -> A2aError {
+pub(crate) async fn error_answer(response: reqwest::Response) -> A2aError {
     let status = response.status();
     let content_type = content_type(response.headers());
     let (body, complete) = match read_body(response, MAX_ERROR_BODY).await {
@@ -497,7 +497,7 @@ fn transport_error(error: &reqwest::Error) -> A2aError {
 type Body = BoxStream<'static, reqwest::Result<Bytes>>;
 
 /// The response body as `StreamResponse`s; the first error ends it.
-fn events(response: reqwest::Response) -> EventStream {
+pub(crate) fn events(response: reqwest::Response) -> EventStream {
     struct State {
         /// `None` once the stream has ended (dropping the body cancels the request).
         body: Option<Body>,
