@@ -35,7 +35,7 @@ fn check_response(text: &str) -> String {
         jsonrpc: String,
         #[serde(borrow)]
         id: &'a RawValue,
-        #[serde(default, borrow)]
+        #[serde(default, borrow, deserialize_with = "present")]
         result: Option<&'a RawValue>,
         #[serde(default)]
         error: Option<ErrorObject>,
@@ -55,7 +55,7 @@ fn check_response(text: &str) -> String {
     assert_eq!(response.jsonrpc, "2.0", "{text}");
     let id = response.id.get();
     assert!(is_valid_id(id), "the response id {id} is not a JSON-RPC id: {text}");
-    // `"result": null` is a result; the raw value tells it apart from an absent member.
+    // `"result": null` is a result (`present`), not an absent member.
     assert!(
         response.result.is_some() != response.error.is_some(),
         "exactly one of result and error: {text}"
@@ -64,6 +64,11 @@ fn check_response(text: &str) -> String {
         assert!(i32::try_from(error.code).is_ok(), "{text}");
     }
     id.to_owned()
+}
+
+/// A member that is present, even as `null`, is `Some`.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    serde::Deserialize::deserialize(d).map(Some)
 }
 
 /// A JSON-RPC id's text: a string, null, or an integer (no fraction, no exponent).

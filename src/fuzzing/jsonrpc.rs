@@ -110,7 +110,13 @@ impl Exchange {
                     .unwrap_or_else(|_| panic!("no answer within {BOUND:?}"))
             })
         });
-        check_answer(&self.body, &answer);
+        let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            check_answer(&self.body, self.max_body, &answer)
+        }));
+        if let Err(panic) = checked {
+            eprintln!("request body: {:?}", String::from_utf8_lossy(&self.body));
+            std::panic::resume_unwind(panic);
+        }
     }
 
     async fn call(&self) -> Answered {
@@ -219,7 +225,7 @@ type Members = Vec<(String, Box<RawValue>)>;
 
 /// What the request is, as a reference parser (serde_json) sees it.
 enum Sent {
-    /// A JSON object: its members when it has no duplicated names.
+    /// A JSON object: its members when no envelope member repeats.
     Object(Option<Members>),
     /// A non-empty JSON array: each element's members, as for `Object`.
     Batch(Vec<Option<Members>>),
@@ -257,7 +263,7 @@ fn lacks_id(body: &[u8]) -> bool {
 }
 
 /// The members of a JSON object in order, or `None` when it is no object, a value is not
-/// valid UTF-8, or a name repeats.
+/// valid UTF-8, or a member of the envelope repeats (other names may).
 fn members(text: &[u8]) -> Option<Members> {
     struct Visit;
     impl<'de> Visitor<'de> for Visit {
@@ -268,7 +274,8 @@ fn members(text: &[u8]) -> Option<Members> {
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
             let mut out = Members::new();
             while let Some((name, value)) = map.next_entry::<String, Box<RawValue>>()? {
-                if out.iter().any(|(n, _)| *n == name) {
+                let envelope = ["jsonrpc", "id", "method", "params"].contains(&name.as_str());
+                if envelope && out.iter().any(|(n, _)| *n == name) {
                     return Err(serde::de::Error::custom("duplicate member"));
                 }
                 out.push((name, value));
@@ -295,8 +302,15 @@ fn id_value(raw: &str) -> Value {
     serde_json::from_str(raw).expect("a valid JSON value")
 }
 
-/// The property, given the request body and the answer.
-fn check_answer(body: &[u8], answer: &Answered) {
+/// The property, given the request body, the body limit and the answer.
+fn check_answer(body: &[u8], max_body: usize, answer: &Answered) {
+    if body.len() > max_body {
+        // The body was not read: one error, and no id to echo.
+        let text = std::str::from_utf8(&answer.body).expect("responses are UTF-8");
+        assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+        assert_eq!(check_response(text), "null", "{answer:?}");
+        return;
+    }
     let sent = Sent::of(body);
     let json = answer.content_type.as_deref() == Some("application/json");
     let sse = answer.content_type.as_deref() == Some("text/event-stream");

@@ -325,7 +325,12 @@ impl JsonRpcCase {
         match &self.version {
             VersionHeader::Absent => (None, None),
             VersionHeader::Header(n) => (Some(pick(*n)), None),
-            VersionHeader::Query(n) => (None, Some(format!("A2A-Version={}", pick(*n)))),
+            VersionHeader::Query(n) => {
+                let version = pick(*n);
+                let value =
+                    percent_encoding::utf8_percent_encode(&version, percent_encoding::NON_ALPHANUMERIC);
+                (None, Some(format!("A2A-Version={value}")))
+            }
             VersionHeader::Odd(text) => (Some(text.plain()), None),
         }
     }
