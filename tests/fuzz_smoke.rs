@@ -7,7 +7,8 @@
 //!
 //! `A2A_FUZZ_SEED` replays a seed, `A2A_FUZZ_SMOKE_SECS` sets the time per target.
 //! `libfuzzer_targets_run_briefly` runs `fuzz/ci.sh` (a few seconds of libFuzzer per
-//! target) when cargo-fuzz is installed, and says how to install it otherwise.
+//! target) when cargo-fuzz is installed, and says how to install it otherwise;
+//! `A2A_SKIP_LIBFUZZER=1` skips it, saying so.
 
 mod common;
 
@@ -204,6 +205,10 @@ async fn a_stream_without_events_is_answered_with_an_error() {
 /// `RUSTC_BOOTSTRAP=1`, no sanitizer), when cargo-fuzz is installed.
 #[test]
 fn libfuzzer_targets_run_briefly() {
+    if std::env::var_os("A2A_SKIP_LIBFUZZER").is_some() {
+        eprintln!("skipped: A2A_SKIP_LIBFUZZER is set");
+        return;
+    }
     let installed = Command::new("cargo")
         .args(["fuzz", "--version"])
         .output()
