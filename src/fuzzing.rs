@@ -54,7 +54,10 @@ fn check_response(text: &str) -> String {
         .unwrap_or_else(|e| panic!("not a JSON-RPC response ({e}): {text}"));
     assert_eq!(response.jsonrpc, "2.0", "{text}");
     let id = response.id.get();
-    assert!(is_valid_id(id), "the response id {id} is not a JSON-RPC id: {text}");
+    assert!(
+        is_valid_id(id),
+        "the response id {id} is not a JSON-RPC id: {text}"
+    );
     // `"result": null` is a result (`present`), not an absent member.
     assert!(
         response.result.is_some() != response.error.is_some(),
@@ -76,9 +79,7 @@ fn is_valid_id(raw: &str) -> bool {
     match raw.as_bytes() {
         [b'"', ..] => true,
         b"null" => true,
-        [b'-', digits @ ..] | digits => {
-            !digits.is_empty() && digits.iter().all(u8::is_ascii_digit)
-        }
+        [b'-', digits @ ..] | digits => !digits.is_empty() && digits.iter().all(u8::is_ascii_digit),
     }
 }
 

@@ -104,7 +104,10 @@ fn smoke(target: &str, property: impl Fn(&[u8])) {
     let seed = seed();
     let corpus = corpus(target);
     assert!(!corpus.is_empty(), "fuzz/corpus/{target} has seeds");
-    let mut rng = Rng(seed ^ target.bytes().fold(0, |h: u64, b| h.wrapping_mul(31).wrapping_add(u64::from(b))));
+    let mut rng = Rng(seed
+        ^ target
+            .bytes()
+            .fold(0, |h: u64, b| h.wrapping_mul(31).wrapping_add(u64::from(b))));
     let started = Instant::now();
     let mut runs = 0usize;
     let mut run = |input: &[u8], what: &str| {
@@ -139,7 +142,10 @@ fn smoke(target: &str, property: impl Fn(&[u8])) {
         };
         run(&input, "generated");
     }
-    eprintln!("fuzz smoke: {target}: {runs} inputs in {:?}", started.elapsed());
+    eprintln!(
+        "fuzz smoke: {target}: {runs} inputs in {:?}",
+        started.elapsed()
+    );
 }
 
 #[test]
@@ -196,7 +202,10 @@ async fn a_stream_without_events_is_answered_with_an_error() {
     let reply = common::rpc(&url, &body).await;
     assert_eq!(reply["id"], 7, "{reply}");
     assert_eq!(reply["error"]["code"], -32603, "{reply}");
-    assert_eq!(reply["error"]["data"][0]["reason"], "BACKEND_BAD_RESPONSE", "{reply}");
+    assert_eq!(
+        reply["error"]["data"][0]["reason"], "BACKEND_BAD_RESPONSE",
+        "{reply}"
+    );
     let message = reply["error"]["message"].as_str().unwrap();
     assert!(message.contains("ended before its first event"), "{reply}");
 }

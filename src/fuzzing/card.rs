@@ -33,8 +33,8 @@ fn key() -> &'static (String, Vec<u8>) {
     static KEY: OnceLock<(String, Vec<u8>)> = OnceLock::new();
     KEY.get_or_init(|| {
         let rng = SystemRandom::new();
-        let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng)
-            .expect("a key");
+        let pkcs8 =
+            EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).expect("a key");
         let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng)
             .expect("the key just made");
         let pem = pem("PRIVATE KEY", pkcs8.as_ref());
@@ -105,7 +105,11 @@ pub fn card(data: &[u8]) {
         public_url: bit(5).then(|| "https://gw.example/base".to_owned()),
         trust_forwarded: bit(6),
         fixed_tenant: bit(4).then(|| "acme".to_owned()),
-        binding: if bit(7) { Binding::HttpJson } else { Binding::Grpc },
+        binding: if bit(7) {
+            Binding::HttpJson
+        } else {
+            Binding::Grpc
+        },
     };
     // A card or settings the route refuses is a start-up error, not a finding.
     let Ok(service) = CardService::new(&settings, route, None) else {
@@ -155,7 +159,10 @@ fn check_served(served: &Value, source: &Value, policy: SignaturePolicy) {
     }
     let signature = &signatures.expect("a re-signed card")[0];
     let protected = signature["protected"].as_str().expect("protected");
-    let input = format!("{protected}.{}", URL_SAFE_NO_PAD.encode(signing_payload(served)));
+    let input = format!(
+        "{protected}.{}",
+        URL_SAFE_NO_PAD.encode(signing_payload(served))
+    );
     let bytes = URL_SAFE_NO_PAD
         .decode(signature["signature"].as_str().expect("signature"))
         .expect("base64url");
@@ -180,5 +187,9 @@ pub fn signing(data: &[u8]) {
     assert_eq!(canonical_json(&reparsed), canonical, "JCS is a fixed point");
     let payload = signing_payload(&card);
     let reparsed: Value = serde_json::from_slice(&payload).expect("the payload is JSON");
-    assert_eq!(signing_payload(&reparsed), payload, "the payload is a fixed point");
+    assert_eq!(
+        signing_payload(&reparsed),
+        payload,
+        "the payload is a fixed point"
+    );
 }

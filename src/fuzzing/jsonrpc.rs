@@ -28,8 +28,8 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 use tower::ServiceExt;
 
-use super::model::{BackendScript, ErrorScript, JsonRpcCase, UnaryScript};
 use super::check_response;
+use super::model::{BackendScript, ErrorScript, JsonRpcCase, UnaryScript};
 use crate::backend::fault::Fault;
 use crate::backend::rest::sse::SseParser;
 use crate::backend::{Answer, Backend, Call, EventStream};
@@ -324,7 +324,10 @@ fn check_answer(body: &[u8], max_body: usize, answer: &Answered) {
                     .is_ok_and(|all| all.iter().all(|e| lacks_id(e.get().as_bytes()))),
                 Sent::Other => false,
             };
-            assert!(notification, "204 for a request that is no notification: {answer:?}");
+            assert!(
+                notification,
+                "204 for a request that is no notification: {answer:?}"
+            );
         }
         StatusCode::OK if json => {
             let text = std::str::from_utf8(&answer.body).expect("responses are UTF-8");
@@ -333,7 +336,10 @@ fn check_answer(body: &[u8], max_body: usize, answer: &Answered) {
                     let responses: Vec<&RawValue> = serde_json::from_str(text)
                         .unwrap_or_else(|e| panic!("a batch answer is an array ({e}): {text}"));
                     assert!(!responses.is_empty(), "{text}");
-                    assert!(responses.len() <= elements.len(), "more answers than requests");
+                    assert!(
+                        responses.len() <= elements.len(),
+                        "more answers than requests"
+                    );
                     let mut echoed: Vec<String> = responses
                         .iter()
                         .map(|r| check_response(r.get()))
@@ -343,7 +349,7 @@ fn check_answer(body: &[u8], max_body: usize, answer: &Answered) {
                     let mut named: Vec<String> = elements
                         .iter()
                         .flatten()
-                        .filter_map(|m| expected_id(m))
+                        .filter_map(expected_id)
                         .filter(|id| !id.is_null())
                         .map(|id| id.to_string())
                         .collect();
@@ -379,7 +385,10 @@ fn check_answer(body: &[u8], max_body: usize, answer: &Answered) {
                 ended = event.event == "error";
                 frames += 1;
             }
-            assert!(frames >= 1, "a stream carries at least one frame: {answer:?}");
+            assert!(
+                frames >= 1,
+                "a stream carries at least one frame: {answer:?}"
+            );
         }
         _ => panic!("not a JSON-RPC answer: {answer:?}"),
     }

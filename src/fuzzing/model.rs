@@ -206,7 +206,10 @@ pub enum Details {
     /// Serialized `google.rpc.Status` bytes, as `grpc-status-details-bin` carries them.
     Raw(Vec<u8>),
     /// An `ErrorInfo` with a reason of the error table (or another) and a domain.
-    ErrorInfo { reason: u8, a2a_domain: bool },
+    ErrorInfo {
+        reason: u8,
+        a2a_domain: bool,
+    },
 }
 
 /// Strings that break naive code: empty, NUL, controls, non-BMP, RTL, BOM, JSON-looking.
@@ -243,7 +246,9 @@ const LEGACY_METHODS: &[&str] = &[
 ];
 
 /// `A2A-Version` values: the supported one, the empty one (0.3), and others.
-const VERSIONS: &[&str] = &["1.0", "1", "1.0.0", "0.3", "", " 1.0 ", "2.0", "1.1", "1.0, 0.3"];
+const VERSIONS: &[&str] = &[
+    "1.0", "1", "1.0.0", "0.3", "", " 1.0 ", "2.0", "1.1", "1.0, 0.3",
+];
 
 /// Field kinds, for typical values.
 #[derive(Clone, Copy)]
@@ -327,8 +332,10 @@ impl JsonRpcCase {
             VersionHeader::Header(n) => (Some(pick(*n)), None),
             VersionHeader::Query(n) => {
                 let version = pick(*n);
-                let value =
-                    percent_encoding::utf8_percent_encode(&version, percent_encoding::NON_ALPHANUMERIC);
+                let value = percent_encoding::utf8_percent_encode(
+                    &version,
+                    percent_encoding::NON_ALPHANUMERIC,
+                );
                 (None, Some(format!("A2A-Version={value}")))
             }
             VersionHeader::Odd(text) => (Some(text.plain()), None),
@@ -439,7 +446,10 @@ impl Method {
     fn to_json(&self) -> Option<String> {
         Some(match *self {
             Method::Op(n) => format!("\"{}\"", op_at(n).name()),
-            Method::Legacy(n) => format!("\"{}\"", LEGACY_METHODS[usize::from(n) % LEGACY_METHODS.len()]),
+            Method::Legacy(n) => format!(
+                "\"{}\"",
+                LEGACY_METHODS[usize::from(n) % LEGACY_METHODS.len()]
+            ),
             Method::NearMiss(n, how) => {
                 let name = op_at(n).name();
                 let changed = match how % 4 {
@@ -483,13 +493,61 @@ fn shaped(op: Option<Op>, fields: &[Field]) -> String {
 fn typical(kind: Kind, n: u8) -> String {
     let pick = |options: &[&str]| options[usize::from(n) % options.len()].to_owned();
     match kind {
-        Kind::Str => pick(&["\"task-1\"", "\"\"", "\".\"", "\"..\"", "\"a/b?c#d\"", "\"t%2F\"", "\"\\u00e9\\ud83d\\ude00\""]),
-        Kind::Int => pick(&["0", "1", "-1", "100", "101", "2147483647", "2147483648", "-2147483649", "\"5\"", "1.5", "null"]),
+        Kind::Str => pick(&[
+            "\"task-1\"",
+            "\"\"",
+            "\".\"",
+            "\"..\"",
+            "\"a/b?c#d\"",
+            "\"t%2F\"",
+            "\"\\u00e9\\ud83d\\ude00\"",
+        ]),
+        Kind::Int => pick(&[
+            "0",
+            "1",
+            "-1",
+            "100",
+            "101",
+            "2147483647",
+            "2147483648",
+            "-2147483649",
+            "\"5\"",
+            "1.5",
+            "null",
+        ]),
         Kind::Bool => pick(&["true", "false", "\"true\"", "0", "null"]),
-        Kind::Role => pick(&["\"ROLE_USER\"", "\"ROLE_AGENT\"", "\"ROLE_UNSPECIFIED\"", "1", "\"user\"", "99"]),
-        Kind::State => pick(&["\"TASK_STATE_WORKING\"", "\"TASK_STATE_COMPLETED\"", "3", "\"working\"", "-1"]),
-        Kind::Timestamp => pick(&["\"2024-01-01T00:00:00Z\"", "\"2024-01-01T00:00:00.123456789+02:00\"", "\"9999-12-31T23:59:59Z\"", "\"0001-01-01T00:00:00Z\"", "\"10000-01-01T00:00:00Z\"", "\"yesterday\"", "0"]),
-        Kind::Struct => pick(&["{}", "{\"k\":\"v\"}", "{\"n\":1e308,\"l\":[null,true,{\"x\":[]}]}", "{\"k\":null}", "[]", "\"s\""]),
+        Kind::Role => pick(&[
+            "\"ROLE_USER\"",
+            "\"ROLE_AGENT\"",
+            "\"ROLE_UNSPECIFIED\"",
+            "1",
+            "\"user\"",
+            "99",
+        ]),
+        Kind::State => pick(&[
+            "\"TASK_STATE_WORKING\"",
+            "\"TASK_STATE_COMPLETED\"",
+            "3",
+            "\"working\"",
+            "-1",
+        ]),
+        Kind::Timestamp => pick(&[
+            "\"2024-01-01T00:00:00Z\"",
+            "\"2024-01-01T00:00:00.123456789+02:00\"",
+            "\"9999-12-31T23:59:59Z\"",
+            "\"0001-01-01T00:00:00Z\"",
+            "\"10000-01-01T00:00:00Z\"",
+            "\"yesterday\"",
+            "0",
+        ]),
+        Kind::Struct => pick(&[
+            "{}",
+            "{\"k\":\"v\"}",
+            "{\"n\":1e308,\"l\":[null,true,{\"x\":[]}]}",
+            "{\"k\":null}",
+            "[]",
+            "\"s\"",
+        ]),
         Kind::Strings => pick(&["[]", "[\"text/plain\"]", "[\"\",\"\"]", "[1]", "\"a\""]),
         Kind::Message => {
             let role = typical(Kind::Role, n / 7);
@@ -513,7 +571,11 @@ fn typical(kind: Kind, n: u8) -> String {
             typical(Kind::Int, n / 3),
             typical(Kind::Bool, n / 5)
         ),
-        Kind::Authentication => pick(&["{\"scheme\":\"Bearer\",\"credentials\":\"x\"}", "{}", "null"]),
+        Kind::Authentication => pick(&[
+            "{\"scheme\":\"Bearer\",\"credentials\":\"x\"}",
+            "{}",
+            "null",
+        ]),
     }
 }
 
@@ -572,7 +634,9 @@ fn float(x: f64) -> String {
 
 fn big_integer(n: u8) -> String {
     let digits = 20 + usize::from(n);
-    (0..digits).map(|i| char::from(b'1' + (i % 9) as u8)).collect()
+    (0..digits)
+        .map(|i| char::from(b'1' + (i % 9) as u8))
+        .collect()
 }
 
 impl Text {

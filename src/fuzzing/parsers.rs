@@ -42,11 +42,17 @@ pub fn sse(body: &[u8]) {
         let bytes: Vec<&[u8]> = body.chunks(1).collect();
         assert_eq!(parse(&bytes, limit), whole, "byte by byte, limit {limit}");
         // Two cuts that move with the input, so that every split point gets tried.
-        let seed = body.iter().fold(7usize, |h, &b| h.wrapping_mul(31) ^ usize::from(b));
+        let seed = body
+            .iter()
+            .fold(7usize, |h, &b| h.wrapping_mul(31) ^ usize::from(b));
         let first = seed % (body.len() + 1);
         let second = first + (seed >> 8) % (body.len() - first + 1);
         let pieces = [&body[..first], &body[first..second], &body[second..]];
-        assert_eq!(parse(&pieces, limit), whole, "split at {first} and {second}");
+        assert_eq!(
+            parse(&pieces, limit),
+            whole,
+            "split at {first} and {second}"
+        );
     }
     let chunks: Vec<Result<Bytes, Infallible>> = body
         .chunks(body.len().div_ceil(3).max(1))
@@ -123,7 +129,10 @@ pub fn status_details(data: &[u8]) {
         assert_eq!(detail["@type"], type_url.as_str(), "{detail}");
     }
     let (code, message) = match data {
-        [code, rest @ ..] => (code.to_string(), rest.get(..rest.len().min(16)).unwrap_or(&[])),
+        [code, rest @ ..] => (
+            code.to_string(),
+            rest.get(..rest.len().min(16)).unwrap_or(&[]),
+        ),
         [] => ("2".to_owned(), &[][..]),
     };
     let encoded = [
