@@ -210,6 +210,21 @@ async fn a_stream_without_events_is_answered_with_an_error() {
     assert!(message.contains("ended before its first event"), "{reply}");
 }
 
+/// Finding of the `jsonrpc_model` target (fuzz/README.md): an id whose `\u` escape has no
+/// hex digits passed the fast envelope parser and was echoed into a response that was not
+/// JSON. It is a parse error now, as serde_json says.
+#[tokio::test]
+async fn an_id_with_a_broken_escape_is_a_parse_error() {
+    let (_backend, url) =
+        common::setup(|_| common::Answer::Error(tonic::Status::not_found("t"))).await;
+    let body = r#"{"jsonrpc":"2.0","id":"\u001W","method":"GetTask","params":{"id":"t"}}"#;
+    let (status, _, text) = common::post(&url, body).await;
+    assert_eq!(status, 200, "{text}");
+    let reply: serde_json::Value = serde_json::from_str(&text).expect("the answer is JSON");
+    assert_eq!(reply["id"], serde_json::Value::Null, "{reply}");
+    assert_eq!(reply["error"]["code"], -32700, "{reply}");
+}
+
 /// `fuzz/ci.sh`: every target under libFuzzer for a few seconds (stable toolchain with
 /// `RUSTC_BOOTSTRAP=1`, no sanitizer), when cargo-fuzz is installed.
 #[test]
