@@ -245,9 +245,20 @@ fn libfuzzer_targets_run_briefly() {
         return;
     }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/ci.sh");
-    let status = Command::new("bash")
-        .arg(&script)
-        .status()
-        .expect("bash runs fuzz/ci.sh");
+    let mut command = Command::new("bash");
+    command.arg(&script);
+    // This test's own cargo variables (CARGO_PKG_*, CARGO_MANIFEST_*, …) are not the fuzz
+    // workspace's; left in, they may make cargo rebuild the cached fuzz build.
+    for (name, _) in std::env::vars_os() {
+        let own = name.to_str().is_some_and(|n| {
+            (n == "CARGO" || n.starts_with("CARGO_"))
+                && n != "CARGO_HOME"
+                && n != "CARGO_TARGET_DIR"
+        });
+        if own {
+            command.env_remove(name);
+        }
+    }
+    let status = command.status().expect("bash runs fuzz/ci.sh");
     assert!(status.success(), "fuzz/ci.sh failed: {status}");
 }
