@@ -7,6 +7,8 @@ pub mod card;
 pub mod config;
 pub mod demo;
 pub mod front;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 pub mod lifecycle;
 pub mod proto;
 pub mod protocol;

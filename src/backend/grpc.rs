@@ -10,7 +10,7 @@
 
 mod connection;
 pub mod health;
-mod status;
+pub(crate) mod status;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -76,7 +76,7 @@ const EVENT_STREAM: &str = "text/event-stream";
 const DEBUG_INFO: &str = "type.googleapis.com/google.rpc.DebugInfo";
 /// Largest reply body or single stream event accepted unless `max_message` says otherwise
 /// (the default of `--backend-max-message`, the gRPC backend's limit too).
-const MAX_BODY: usize = 16 << 20;
+pub(crate) const MAX_BODY: usize = 16 << 20;
 /// Largest error body read; longer ones are not A2A errors.
 const MAX_ERROR_BODY: usize = 1 << 20;
 /// How much of an unusable body is quoted back in `DebugInfo.detail`.
@@ -408,7 +408,7 @@ async fn read_body(
 
 /// A non-2xx answer as an error: an A2A error body through the error table, anything else
 /// a bad response.
-async fn error_answer(response: reqwest::Response) -> A2aError {
+pub(crate) async fn error_answer(response: reqwest::Response) -> A2aError {
     let status = response.status();
     let content_type = content_type(response.headers());
     // Redirects are not followed (module doc); where one pointed tells people what to fix.
@@ -557,7 +557,7 @@ fn transport_error(error: &reqwest::Error) -> A2aError {
 type Body = BoxStream<'static, reqwest::Result<Bytes>>;
 
 /// The response body as `StreamResponse`s; the first error ends it.
-fn events(response: reqwest::Response, max_body: usize) -> EventStream {
+pub(crate) fn events(response: reqwest::Response, max_body: usize) -> EventStream {
     struct State {
         /// `None` once the stream has ended (dropping the body cancels the request).
         body: Option<Body>,

@@ -430,7 +430,13 @@ async fn stream(
         match events.next().await {
             Some(Ok(event)) => Ok((Some(event), events, answer.extensions)),
             Some(Err(err)) => Err((err, answer.extensions)),
-            None => Ok((None, events, answer.extensions)),
+            // An empty stream would leave the request without any answer (found by
+            // fuzzing, fuzz/README.md): the backend broke the stream's contract.
+            None => Err((
+                Fault::BadResponse("the backend's stream ended before its first event".into())
+                    .into(),
+                answer.extensions,
+            )),
         }
     };
     let started = match gateway.first_event_timeout {
