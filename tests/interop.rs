@@ -8,12 +8,11 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::peer::Peer;
 use common::*;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 /// The three ways to reach the agent.
 struct Paths {
@@ -118,100 +117,13 @@ fn task_id(reply: &Value) -> String {
         .to_owned()
 }
 
-/// Replaces generated ids (UUIDs anywhere in strings) with `<id-N>` by first appearance,
-/// timestamps with `<ts>`, numbers with their f64 value, and drops default-valued fields.
-fn normalise(value: &Value, ids: &mut BTreeMap<String, String>) -> Value {
-    match value {
-        Value::Object(map) => {
-            let mut out = Map::new();
-            for (key, v) in map {
-                let generated = matches!(key.as_str(), "timestamp" | "nextPageToken");
-                let v = match v.as_str() {
-                    // Timestamps, and page tokens that encode a generated id and timestamp.
-                    Some(text) if generated && !text.is_empty() => json!(format!("<{key}>")),
-                    _ => normalise(v, ids),
-                };
-                let default = matches!(&v, Value::Null | Value::Bool(false))
-                    || v.as_str() == Some("")
-                    || v.as_f64() == Some(0.0)
-                    || v.as_array().is_some_and(Vec::is_empty)
-                    || v.as_object().is_some_and(Map::is_empty);
-                if !default {
-                    out.insert(key.clone(), v);
-                }
-            }
-            Value::Object(out)
-        }
-        Value::Array(items) => Value::Array(items.iter().map(|v| normalise(v, ids)).collect()),
-        Value::Number(n) => json!(n.as_f64().unwrap()),
-        Value::String(s) => Value::String(replace_uuids(s, ids)),
-        other => other.clone(),
-    }
-}
-
-fn replace_uuids(text: &str, ids: &mut BTreeMap<String, String>) -> String {
-    let bytes = text.as_bytes();
-    let mut out = String::new();
-    let mut i = 0;
-    while i < text.len() {
-        if i + 36 <= text.len() && is_uuid(&bytes[i..i + 36]) {
-            let uuid = &text[i..i + 36];
-            let n = ids.len();
-            out.push_str(
-                ids.entry(uuid.to_owned())
-                    .or_insert_with(|| format!("<id-{n}>")),
-            );
-            i += 36;
-        } else {
-            let c = text[i..].chars().next().unwrap();
-            out.push(c);
-            i += c.len_utf8();
-        }
-    }
-    out
-}
-
-fn is_uuid(b: &[u8]) -> bool {
-    b.iter().enumerate().all(|(i, c)| match i {
-        8 | 13 | 18 | 23 => *c == b'-',
-        _ => c.is_ascii_hexdigit(),
-    })
-}
-
-/// Runs `scenario` on every path and asserts the normalised transcripts are equal.
 async fn differential<F, Fut>(name: &str, scenario: F)
 where
     F: Fn(String) -> Fut,
     Fut: std::future::Future<Output = Vec<Value>>,
 {
     let paths = paths().await;
-    let mut transcripts = Vec::new();
-    for (path, url) in &paths.paths {
-        let raw = scenario(url.clone()).await;
-        let mut ids = BTreeMap::new();
-        let normalised: Vec<Value> = raw
-            .iter()
-            .map(|v| known_sdk_differences(normalise(v, &mut ids)))
-            .collect();
-        transcripts.push((*path, raw, normalised));
-    }
-    let (reference, raw_reference, expected) = &transcripts[0];
-    for (path, raw, actual) in &transcripts[1..] {
-        for (i, (a, e)) in actual.iter().zip(expected).enumerate() {
-            assert_eq!(
-                a, e,
-                "{name}: step {i}: {path} differs from {reference}\n{path}: {}\n{reference}: {}",
-                raw[i], raw_reference[i]
-            );
-        }
-        assert_eq!(
-            actual.len(),
-            expected.len(),
-            "{name}: {path} has {} steps, {reference} {}",
-            actual.len(),
-            expected.len()
-        );
-    }
+    transcript::differential(name, &paths.paths, known_sdk_differences, scenario).await;
 }
 
 /// Normalises differences that are the SDK's own, not the gateway's.

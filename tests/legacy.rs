@@ -10,13 +10,12 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::peer::Peer;
 use common::process::{start, start_with, TempFile, BIN};
 use common::*;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 /// The agent's v0.3 endpoint and the gateway in front of each of its v1.0 bindings.
 struct Paths {
@@ -118,58 +117,6 @@ fn task_id(reply: &Value) -> String {
         .to_owned()
 }
 
-/// Generated ids (UUIDs) become `<id-N>` by first appearance, timestamps `<ts>`, numbers
-/// their f64 value; default values (`false`, `""`, `0`, empty, `null`) are dropped.
-fn normalise(value: &Value, ids: &mut BTreeMap<String, String>) -> Value {
-    match value {
-        Value::Object(map) => {
-            let mut out = Map::new();
-            for (key, v) in map {
-                let v = match v.as_str() {
-                    Some(text) if key == "timestamp" && !text.is_empty() => json!("<ts>"),
-                    _ => normalise(v, ids),
-                };
-                let default = matches!(&v, Value::Null | Value::Bool(false))
-                    || v.as_str() == Some("")
-                    || v.as_f64() == Some(0.0)
-                    || v.as_array().is_some_and(Vec::is_empty)
-                    || v.as_object().is_some_and(Map::is_empty);
-                if !default {
-                    out.insert(key.clone(), v);
-                }
-            }
-            Value::Object(out)
-        }
-        Value::Array(items) => Value::Array(items.iter().map(|v| normalise(v, ids)).collect()),
-        Value::Number(n) => json!(n.as_f64().unwrap()),
-        Value::String(s) => Value::String(replace_uuids(s, ids)),
-        other => other.clone(),
-    }
-}
-
-fn replace_uuids(text: &str, ids: &mut BTreeMap<String, String>) -> String {
-    let mut out = String::new();
-    let mut i = 0;
-    while i < text.len() {
-        let candidate = text
-            .get(i..i + 36)
-            .filter(|c| uuid::Uuid::parse_str(c).is_ok());
-        if let Some(id) = candidate {
-            let n = ids.len();
-            out.push_str(
-                ids.entry(id.to_owned())
-                    .or_insert_with(|| format!("<id-{n}>")),
-            );
-            i += 36;
-        } else {
-            let c = text[i..].chars().next().unwrap();
-            out.push(c);
-            i += c.len_utf8();
-        }
-    }
-    out
-}
-
 /// Differences that are the SDK's own, each with its reason.
 fn known_sdk_differences(mut value: Value) -> Value {
     // An uncaught exception in agent code is worded differently by each SDK binding (as in
@@ -195,31 +142,7 @@ where
     Fut: std::future::Future<Output = Vec<Value>>,
 {
     let paths = paths().await;
-    let mut transcripts = Vec::new();
-    for (path, url) in &paths.paths {
-        let raw = scenario(url.clone()).await;
-        let mut ids = BTreeMap::new();
-        let normalised: Vec<Value> = raw
-            .iter()
-            .map(|v| known_sdk_differences(normalise(v, &mut ids)))
-            .collect();
-        transcripts.push((*path, raw, normalised));
-    }
-    let (reference, raw_reference, expected) = &transcripts[0];
-    for (path, raw, actual) in &transcripts[1..] {
-        for (i, (a, e)) in actual.iter().zip(expected).enumerate() {
-            assert_eq!(
-                a, e,
-                "{name}: step {i}: {path} differs from {reference}\n{path}: {}\n{reference}: {}",
-                raw[i], raw_reference[i]
-            );
-        }
-        assert_eq!(
-            actual.len(),
-            expected.len(),
-            "{name}: {path} vs {reference}"
-        );
-    }
+    transcript::differential(name, &paths.paths, known_sdk_differences, scenario).await;
 }
 
 #[tokio::test]

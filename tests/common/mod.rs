@@ -9,6 +9,7 @@ pub mod dns;
 pub mod peer;
 pub mod pods;
 pub mod process;
+pub mod transcript;
 
 use std::net::SocketAddr;
 use std::pin::Pin;
