@@ -14,6 +14,8 @@ pub mod agents;
 #[path = "../hostile/gateway.rs"]
 mod gateway;
 mod runner;
+#[path = "../hostile/verdicts.rs"]
+mod verdicts;
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};

@@ -1,7 +1,8 @@
 //! The hostile-backend suite's machinery: the case table's types and one case run against
 //! the real gateway binary with every check. `runner.rs` runs the selected cases in
 //! parallel, `server.rs` is the scripted HTTP/2 server, `frames.rs` its frames and HPACK,
-//! `gateway.rs` the gateway process and the calls made to it.
+//! `gateway.rs` the gateway process and the calls made to it, `verdicts.rs` what the
+//! runner shares with the agent-fault suite's.
 
 // Each part is used by the one test binary, not every item by every case.
 #![allow(dead_code)]
@@ -10,6 +11,7 @@ pub mod frames;
 pub mod gateway;
 mod runner;
 pub mod server;
+pub mod verdicts;
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
