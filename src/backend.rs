@@ -9,6 +9,7 @@ pub mod affinity;
 pub mod endpoints;
 pub mod fault;
 pub mod grpc;
+pub mod observed;
 pub mod rest;
 
 use std::time::Duration;

@@ -24,11 +24,11 @@ use prost::Message as _;
 
 use super::fault::Fault;
 use super::{Answer, Backend, Call, EventStream};
+use crate::backend::observed::BackendCall;
 use crate::proto::StreamResponse;
 use crate::protocol::error::{A2aError, ErrorKind};
 use crate::protocol::ops::{Op, Reply, StreamRequest, TypedRequest, UnaryRequest};
 use crate::protocol::params::{response_extensions, SUPPORTED_VERSION, VERSION};
-use crate::telemetry::access::BackendCall;
 use crate::telemetry::trace::Hop;
 use connection::{Connector, InFlight, Keepalive, Pool, Tls};
 
@@ -312,7 +312,7 @@ impl Backend for GrpcBackend {
 }
 
 impl Client {
-    /// The call's client span and status (`telemetry::access::BackendCall`).
+    /// The call's client span and status (`backend::observed::BackendCall`).
     fn observe<R: TypedRequest>(&self, call: &mut Call<R>) -> BackendCall {
         let op = call.request.op();
         let authority = self.uris[op as usize]

@@ -63,11 +63,11 @@ use self::route::{layout, Outgoing};
 use self::sse::SseParser;
 use super::fault::Fault;
 use super::{Answer, Backend, Call, EventStream};
+use crate::backend::observed::BackendCall;
 use crate::proto::StreamResponse;
 use crate::protocol::error::{A2aError, ErrorKind, GatewayFault};
 use crate::protocol::ops::{HttpMethod, Op, Reply, StreamRequest, TypedRequest, UnaryRequest};
 use crate::protocol::params::{response_extensions, SUPPORTED_VERSION, VERSION};
-use crate::telemetry::access::BackendCall;
 use crate::telemetry::trace::Hop;
 
 /// Media type of A2A JSON bodies (spec 11.1).
@@ -235,7 +235,7 @@ impl Backend for RestBackend {
 }
 
 impl Shared {
-    /// The call's client span and status (`telemetry::access::BackendCall`).
+    /// The call's client span and status (`backend::observed::BackendCall`).
     fn observe<R: TypedRequest>(&self, call: &mut Call<R>) -> BackendCall {
         let op = call.request.op();
         let method = http_method(op.http_rule().method);

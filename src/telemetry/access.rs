@@ -1,7 +1,8 @@
 //! One call as the access log and the traces see it. The front keeps a `CallRecord` per
 //! JSON-RPC call (its server span and, when the access log is on, its line), finished when
 //! the reply is written or, for a stream, when the stream's body is dropped. Backends wrap
-//! each call in a `BackendCall` (its client span, and the backend's status for the line).
+//! each call in a `backend::observed::BackendCall` (its client span), which leaves the
+//! backend's status for the line here (`leave_backend_status`).
 //!
 //! The line is an INFO event of target `a2a_gateway::access` with fixed fields: route
 //! (the request path), method, JSON-RPC id, result code (0: success), backend status (gRPC
@@ -15,12 +16,9 @@ use std::cell::Cell;
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use futures::StreamExt;
 use http::{HeaderName, HeaderValue};
 
-use super::trace::{self, ClientSpan, Hop, ServerSpan};
-use crate::backend::fault;
-use crate::backend::{Answer, EventStream};
+use super::trace::{self, ServerSpan};
 use crate::proto::StreamResponse;
 use crate::protocol::error::{A2aError, ErrorKind};
 use crate::protocol::ops::{Op, Reply, Request};
@@ -29,24 +27,13 @@ use crate::protocol::ops::{Op, Reply, Request};
 pub const TARGET: &str = "a2a_gateway::access";
 
 tokio::task_local! {
-    /// The backend's status of the call being handled, set by `BackendCall`.
+    /// The backend's status of the call being handled (`leave_backend_status`).
     static BACKEND_STATUS: Cell<Option<u16>>;
 }
 
 /// The peer address of a request's connection, put in its extensions by the server.
 #[derive(Clone, Copy, Debug)]
 pub struct ClientAddr(pub SocketAddr);
-
-/// The status a backend answered with, as the error table reads it: for an agent's error
-/// its gRPC code or HTTP status, `None` when the gateway's path to the agent failed.
-pub fn backend_status(result: Result<(), &A2aError>, http: bool) -> Option<u16> {
-    match result {
-        Ok(()) => Some(if http { 200 } else { 0 }),
-        Err(err) if fault::reported(err).is_some() => None,
-        Err(err) if http => Some(err.kind.http()),
-        Err(err) => Some(err.kind.grpc() as u16),
-    }
-}
 
 /// The access log line of a call, filled in as it goes (kept only when the log is on).
 struct Line {
@@ -175,6 +162,12 @@ pub fn with_backend_status<F: std::future::Future>(handling: F) -> StatusScope<F
     BACKEND_STATUS.scope(Cell::new(None), handling)
 }
 
+/// Leaves the backend's `status` for the call being handled (`backend::observed`); a
+/// no-op outside `with_backend_status`.
+pub fn leave_backend_status(status: Option<u16>) {
+    let _ = BACKEND_STATUS.try_with(|cell| cell.set(status));
+}
+
 /// A future run by `with_backend_status`.
 pub type StatusScope<F> = tokio::task::futures::TaskLocalFuture<Cell<Option<u16>>, F>;
 
@@ -227,78 +220,5 @@ impl<T: std::fmt::Display> std::fmt::Display for Dash<T> {
             Some(value) => value.fmt(f),
             None => f.write_str("-"),
         }
-    }
-}
-
-/// One backend call: its client span and the status it answered with.
-pub struct BackendCall {
-    span: Option<Box<ClientSpan>>,
-    http: bool,
-}
-
-impl BackendCall {
-    /// A call of `op` over `hop`; with traces on, its span's context replaces the forwarded
-    /// `traceparent` (`trace::ClientSpan::start`).
-    pub fn start(op: Op, hop: Hop<'_>, forwarded: &mut Vec<(HeaderName, HeaderValue)>) -> Self {
-        let http = matches!(hop, Hop::Http { .. });
-        BackendCall {
-            span: ClientSpan::start(op, hop, forwarded).map(Box::new),
-            http,
-        }
-    }
-
-    fn answered(&mut self, result: Result<(), &A2aError>) {
-        let status = backend_status(result, self.http);
-        let _ = BACKEND_STATUS.try_with(|cell| cell.set(status));
-        if let Some(span) = &mut self.span {
-            span.answered(result);
-        }
-    }
-
-    /// A unary call's result, recorded.
-    pub fn unary<T>(mut self, result: Result<T, A2aError>) -> Result<T, A2aError> {
-        self.answered(result.as_ref().map(|_| ()));
-        result
-    }
-
-    /// A stream's start, recorded; its span (if any) lasts until the stream ends.
-    pub fn stream(
-        mut self,
-        result: Result<Answer<EventStream>, A2aError>,
-    ) -> Result<Answer<EventStream>, A2aError> {
-        self.answered(result.as_ref().map(|_| ()));
-        let Some(mut span) = self.span.take() else {
-            return result;
-        };
-        let mut answer = result?;
-        answer.value = answer
-            .value
-            .map(move |event| {
-                match &event {
-                    Ok(_) => span.event(),
-                    Err(err) => span.answered(Err(err)),
-                }
-                event
-            })
-            .boxed();
-        Ok(answer)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::backend::fault::Fault;
-
-    #[test]
-    fn backend_status_by_binding() {
-        let agent = A2aError::new(ErrorKind::TaskNotFound);
-        let fault: A2aError = Fault::Connect("refused".into()).into();
-        assert_eq!(backend_status(Ok(()), false), Some(0));
-        assert_eq!(backend_status(Ok(()), true), Some(200));
-        assert_eq!(backend_status(Err(&agent), false), Some(5), "NOT_FOUND");
-        assert_eq!(backend_status(Err(&agent), true), Some(404));
-        assert_eq!(backend_status(Err(&fault), false), None, "never reached");
-        assert_eq!(backend_status(Err(&fault), true), None);
     }
 }

@@ -672,9 +672,10 @@ impl ClientSpan {
         })
     }
 
-    /// Records the backend's answer: `Ok` or the error its status was read as.
-    pub fn answered(&mut self, result: Result<(), &A2aError>) {
-        self.status = super::access::backend_status(result, self.http);
+    /// Records the backend's answer: `Ok` or the error its `status` was read as
+    /// (`backend::observed::backend_status`).
+    pub fn answered(&mut self, result: Result<(), &A2aError>, status: Option<u16>) {
+        self.status = status;
         if let Err(err) = result {
             self.span.set_status(Status::error(format!(
                 "{}: {}",
