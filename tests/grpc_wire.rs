@@ -5,6 +5,10 @@
 //! and `https://`.
 
 mod common;
+// The HTTP/2 frames and HPACK of the hostile-backend suite; this file uses a few.
+#[allow(dead_code)]
+#[path = "hostile/frames.rs"]
+mod frames;
 
 use std::time::{Duration, Instant};
 
@@ -266,5 +270,83 @@ async fn replies_up_to_the_message_limit_pass_and_larger_ones_are_refused() {
     assert!(
         message.contains("1025 bytes exceeds the limit of 1024"),
         "{message}"
+    );
+}
+
+/// Per-call header values (request id, trace context, deadline) reach the backend as
+/// never-indexed literals (RFC 7541 §6.2.3), so after the first call no request head adds
+/// to the connection's HPACK table: the fixed headers stay indexed, one byte each.
+#[tokio::test]
+async fn per_call_headers_stay_out_of_the_hpack_table() {
+    use frames::hpack::{representations, Representation};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = listener().await;
+    let addr = listener.local_addr().unwrap();
+    let (blocks_tx, mut blocks) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut preface = [0u8; 24];
+        socket.read_exact(&mut preface).await.unwrap();
+        socket.write_all(&frames::settings(&[])).await.unwrap();
+        loop {
+            let mut head = [0u8; 9];
+            if socket.read_exact(&mut head).await.is_err() {
+                return;
+            }
+            let len = usize::from(head[0]) << 16 | usize::from(head[1]) << 8 | usize::from(head[2]);
+            let (kind, flags) = (head[3], head[4]);
+            let stream = u32::from_be_bytes(head[5..9].try_into().unwrap()) & 0x7fff_ffff;
+            let mut payload = vec![0u8; len];
+            socket.read_exact(&mut payload).await.unwrap();
+            let reply = match kind {
+                frames::SETTINGS if flags & frames::ACK == 0 => frames::settings_ack(),
+                frames::PING if flags & frames::ACK == 0 => frames::ping(frames::ACK, &payload),
+                frames::HEADERS => {
+                    assert_ne!(flags & 0x4, 0, "a request head in one frame (END_HEADERS)");
+                    let _ = blocks_tx.send(payload);
+                    frames::good_reply(stream)
+                }
+                _ => continue,
+            };
+            socket.write_all(&reply).await.unwrap();
+        }
+    });
+    let url = gateway(&format!("http://{addr}"), Settings::default()).await;
+    let client = reqwest::Client::new();
+    for call in 0..20 {
+        let body = request(json!(call), "SendMessage", message_params("hi"));
+        let response = client
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("a2a-version", "1.0")
+            .header("x-request-id", format!("request-{call:04}"))
+            .header(
+                "traceparent",
+                format!("00-{:032x}-{:016x}-01", call + 1, call + 1),
+            )
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let reply: serde_json::Value = response.json().await.unwrap();
+        assert!(reply["result"]["message"].is_object(), "{reply}");
+    }
+    let mut heads = Vec::new();
+    while let Ok(block) = blocks.try_recv() {
+        heads.push(representations(&block).expect("a well-formed header block"));
+    }
+    assert_eq!(heads.len(), 20);
+    for (call, head) in heads.iter().enumerate().skip(1) {
+        let count = |kind| head.iter().filter(|r| **r == kind).count();
+        // x-request-id, traceparent, grpc-timeout.
+        assert_eq!(count(Representation::NeverIndexed), 3, "call {call}: {head:?}");
+        assert_eq!(count(Representation::IncrementalIndexing), 0, "call {call}: {head:?}");
+        // `:path`: h2 never indexes its value.
+        assert_eq!(count(Representation::WithoutIndexing), 1, "call {call}: {head:?}");
+    }
+    assert!(
+        heads[0].contains(&Representation::IncrementalIndexing),
+        "the first head indexes the fixed headers: {:?}",
+        heads[0]
     );
 }

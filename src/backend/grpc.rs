@@ -28,7 +28,9 @@ use crate::backend::observed::BackendCall;
 use crate::proto::StreamResponse;
 use crate::protocol::error::{A2aError, ErrorKind};
 use crate::protocol::ops::{Op, Reply, StreamRequest, TypedRequest, UnaryRequest};
-use crate::protocol::params::{response_extensions, SUPPORTED_VERSION, VERSION};
+use crate::protocol::params::{
+    never_index_per_call, response_extensions, SUPPORTED_VERSION, VERSION,
+};
 use crate::telemetry::trace::Hop;
 use connection::{Connector, InFlight, Keepalive, Pool, Tls};
 
@@ -196,8 +198,10 @@ impl Client {
         );
         headers.insert(VERSION, HeaderValue::from_static(SUPPORTED_VERSION));
         if let Some(timeout) = call.timeout {
-            if let Ok(value) = HeaderValue::try_from(grpc_timeout(timeout)) {
-                headers.insert("grpc-timeout", value);
+            if let Ok(mut value) = HeaderValue::try_from(grpc_timeout(timeout)) {
+                let name = HeaderName::from_static("grpc-timeout");
+                never_index_per_call(&name, &mut value);
+                headers.insert(name, value);
             }
         }
         for (name, value) in &call.forwarded {

@@ -22,6 +22,19 @@ pub const DEFAULT_FORWARDED: &[&str] = &[
     "x-request-id",
 ];
 
+/// Request headers whose value is new on every call: correlation, trace context, the
+/// remaining deadline.
+const NEW_ON_EVERY_CALL: &[&str] = &["traceparent", "tracestate", "x-request-id", "grpc-timeout"];
+
+/// Marks `value` as an HPACK never-indexed literal when it is new on every call: indexing
+/// it would evict the fixed headers from the
+/// backend connection's table and make both ends search and update the table per call.
+pub fn never_index_per_call(name: &HeaderName, value: &mut HeaderValue) {
+    if NEW_ON_EVERY_CALL.contains(&name.as_str()) {
+        value.set_sensitive(true);
+    }
+}
+
 /// Hop-by-hop and framing headers that describe one connection, never the request
 /// (RFC 9110 7.6.1); they are never forwarded, even when configured.
 pub const NEVER_FORWARDED: &[&str] = &[
@@ -185,7 +198,9 @@ impl ForwardPolicy {
         let mut out = Vec::new();
         for name in &self.names {
             for value in headers.get_all(name) {
-                out.push((name.clone(), value.clone()));
+                let mut value = value.clone();
+                never_index_per_call(name, &mut value);
+                out.push((name.clone(), value));
             }
         }
         out

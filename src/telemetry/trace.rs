@@ -377,11 +377,12 @@ impl Extractor for Forwarded<'_> {
 
 impl Injector for Forwarded<'_> {
     fn set(&mut self, key: &str, value: String) {
-        let Ok(value) = HeaderValue::try_from(value) else {
+        let Ok(mut value) = HeaderValue::try_from(value) else {
             return;
         };
         self.0.retain(|(name, _)| name.as_str() != key);
         if let Ok(name) = HeaderName::try_from(key) {
+            crate::protocol::params::never_index_per_call(&name, &mut value);
             self.0.push((name, value));
         }
     }

@@ -159,6 +159,70 @@ pub mod hpack {
     pub fn size_update(out: &mut Vec<u8>, size: usize) {
         int(out, 5, 0x20, size);
     }
+
+    /// How a header field of a block is represented (§6), strings left undecoded.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    pub enum Representation {
+        Indexed,
+        IncrementalIndexing,
+        WithoutIndexing,
+        NeverIndexed,
+        SizeUpdate,
+    }
+
+    /// The representations of a header block, in order; `None` if it is malformed.
+    pub fn representations(block: &[u8]) -> Option<Vec<Representation>> {
+        let mut at = 0;
+        let mut out = Vec::new();
+        while at < block.len() {
+            let first = block[at];
+            let (kind, prefix_bits) = match first {
+                b if b & 0x80 != 0 => (Representation::Indexed, 7),
+                b if b & 0xc0 == 0x40 => (Representation::IncrementalIndexing, 6),
+                b if b & 0xe0 == 0x20 => (Representation::SizeUpdate, 5),
+                b if b & 0xf0 == 0x10 => (Representation::NeverIndexed, 4),
+                _ => (Representation::WithoutIndexing, 4),
+            };
+            let name_index = read_int(block, &mut at, prefix_bits)?;
+            if matches!(kind, Representation::Indexed | Representation::SizeUpdate) {
+                out.push(kind);
+                continue;
+            }
+            if name_index == 0 {
+                skip_string(block, &mut at)?;
+            }
+            skip_string(block, &mut at)?;
+            out.push(kind);
+        }
+        Some(out)
+    }
+
+    /// Reads an N-bit prefix integer (§5.1) at `at`, moving past it.
+    fn read_int(block: &[u8], at: &mut usize, prefix_bits: u8) -> Option<usize> {
+        let max = (1usize << prefix_bits) - 1;
+        let mut value = usize::from(*block.get(*at)?) & max;
+        *at += 1;
+        if value < max {
+            return Some(value);
+        }
+        let mut shift = 0;
+        loop {
+            let byte = *block.get(*at)?;
+            *at += 1;
+            value += usize::from(byte & 0x7f) << shift;
+            shift += 7;
+            if byte & 0x80 == 0 || shift > 28 {
+                return (byte & 0x80 == 0).then_some(value);
+            }
+        }
+    }
+
+    /// Moves past a string literal (§5.2), Huffman-coded or not.
+    fn skip_string(block: &[u8], at: &mut usize) -> Option<()> {
+        let len = read_int(block, at, 7)?;
+        *at = at.checked_add(len).filter(|end| *end <= block.len())?;
+        Some(())
+    }
 }
 
 /// The header block of a gRPC response head: `:status: 200`, `content-type`.
