@@ -1252,27 +1252,60 @@ async fn run(opts: Options) {
 
 fn added(gw: Summary, direct: Summary) -> String {
     format!(
-        "ratio {:.2}; adds p50 {:+.0} µs, p99 {:+.0} µs",
-        gw.rate / direct.rate,
+        "adds p50 {:+.0} µs, p99 {:+.0} µs",
         gw.p50 - direct.p50,
         gw.p99 - direct.p99
     )
 }
 
+/// The gateway path and the other path measured in A-B-A order, `reps` times: this VM's
+/// speed drifts by tens of percent within a minute, so a ratio of medians taken minutes
+/// apart moved by ±0.1 for one binary; each repetition's ratio (the mean of its two
+/// gateway windows over the window between them) cancels a drift that is linear over the
+/// repetition. Returns every gateway window, every other window and the paired ratios.
+async fn paired_windows(
+    reps: usize,
+    mut gateway: impl AsyncFnMut() -> Sample,
+    mut other: impl AsyncFnMut() -> Sample,
+) -> (Vec<Sample>, Vec<Sample>, Vec<f64>) {
+    let (mut gw, mut others, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..reps {
+        let before = gateway().await;
+        let between = other().await;
+        let after = gateway().await;
+        ratios.push((before.rate + after.rate) / 2.0 / between.rate);
+        gw.extend([before, after]);
+        others.push(between);
+    }
+    (gw, others, ratios)
+}
+
+/// "ratio M (lo–hi over N A-B-A pairs)", and the gateway's CPU per call over the backend's.
+fn paired_ratio(ratios: &[f64], gw: Summary) -> String {
+    let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = ratios.iter().copied().fold(0.0, f64::max);
+    format!(
+        "ratio {:.2} ({lo:.2}–{hi:.2} over {} A-B-A); gw cpu {:.2}× be",
+        median(ratios.to_vec()),
+        ratios.len(),
+        gw.cpu.gateway / gw.cpu.backend
+    )
+}
+
 async fn unary(setup: &Setup, opts: &Options, name: &str, kind: Kind, clients: usize) -> Vec<Row> {
-    let mut gw = Vec::new();
-    let mut direct = Vec::new();
     let gw_target = Target::Http(setup.gateway_addr, "/a2a/jsonrpc");
     let direct_target = Target::Grpc(setup.backend_addr);
-    for _ in 0..opts.reps {
-        let w = opts.warmup();
-        let win = opts.window();
-        gw.push(closed_loop(gw_target, kind, clients, setup.pids(true), w, win).await);
-        direct.push(closed_loop(direct_target, kind, clients, setup.pids(false), w, win).await);
-    }
+    let (w, win) = (opts.warmup(), opts.window());
+    let (gw, direct, ratios) = paired_windows(
+        opts.reps,
+        async || closed_loop(gw_target, kind, clients, setup.pids(true), w, win).await,
+        async || closed_loop(direct_target, kind, clients, setup.pids(false), w, win).await,
+    )
+    .await;
     let (g, d) = (summarize(&gw), summarize(&direct));
+    let note = format!("{}; {}", paired_ratio(&ratios, g), added(g, d));
     vec![
-        Row::from(name, "gateway", g, added(g, d)),
+        Row::from(name, "gateway", g, note),
         Row::from(name, "direct", d, String::new()),
     ]
 }
@@ -1605,13 +1638,24 @@ async fn sdk_rows(opts: &Options) -> Result<Vec<Row>, String> {
     let kind = Kind::Send(200);
     let clients = 32;
     let window = Duration::from_secs(if opts.quick { 2 } else { 5 });
-    let (mut gw, mut own) = (Vec::new(), Vec::new());
-    for _ in 0..opts.reps {
-        let target = Target::Http(gateway_addr, "/a2a/jsonrpc");
-        gw.push(closed_loop(target, kind, clients, pids(true), opts.warmup(), window).await);
-        let target = Target::Http(http, "/jsonrpc");
-        own.push(closed_loop(target, kind, clients, pids(false), opts.warmup(), window).await);
-    }
+    let gw_target = Target::Http(gateway_addr, "/a2a/jsonrpc");
+    let own_target = Target::Http(http, "/jsonrpc");
+    let (gw, own, ratios) = paired_windows(
+        opts.reps,
+        async || closed_loop(gw_target, kind, clients, pids(true), opts.warmup(), window).await,
+        async || {
+            closed_loop(
+                own_target,
+                kind,
+                clients,
+                pids(false),
+                opts.warmup(),
+                window,
+            )
+            .await
+        },
+    )
+    .await;
     let (g, o) = (summarize(&gw), summarize(&own));
     Ok(vec![
         Row::from(
@@ -1619,10 +1663,15 @@ async fn sdk_rows(opts: &Options) -> Result<Vec<Row>, String> {
             "gw+grpc",
             g,
             format!(
-                "a2a-sdk agent's gRPC behind the gateway; ratio {:.2} vs its own JSON-RPC; be = python",
-                g.rate / o.rate
+                "a2a-sdk agent's gRPC behind the gateway; {} vs its own JSON-RPC; be = python",
+                paired_ratio(&ratios, g)
             ),
         ),
-        Row::from("sdk", "sdk-json", o, "a2a-sdk's own JSON-RPC endpoint".to_owned()),
+        Row::from(
+            "sdk",
+            "sdk-json",
+            o,
+            "a2a-sdk's own JSON-RPC endpoint".to_owned(),
+        ),
     ])
 }

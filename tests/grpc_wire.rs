@@ -339,10 +339,22 @@ async fn per_call_headers_stay_out_of_the_hpack_table() {
     for (call, head) in heads.iter().enumerate().skip(1) {
         let count = |kind| head.iter().filter(|r| **r == kind).count();
         // x-request-id, traceparent, grpc-timeout.
-        assert_eq!(count(Representation::NeverIndexed), 3, "call {call}: {head:?}");
-        assert_eq!(count(Representation::IncrementalIndexing), 0, "call {call}: {head:?}");
+        assert_eq!(
+            count(Representation::NeverIndexed),
+            3,
+            "call {call}: {head:?}"
+        );
+        assert_eq!(
+            count(Representation::IncrementalIndexing),
+            0,
+            "call {call}: {head:?}"
+        );
         // `:path`: h2 never indexes its value.
-        assert_eq!(count(Representation::WithoutIndexing), 1, "call {call}: {head:?}");
+        assert_eq!(
+            count(Representation::WithoutIndexing),
+            1,
+            "call {call}: {head:?}"
+        );
     }
     assert!(
         heads[0].contains(&Representation::IncrementalIndexing),
