@@ -597,9 +597,14 @@ async fn serve_connection(
     match tls {
         None => serve_http(stream, connection, stop).await,
         Some(tls) => {
-            if let Some(session) = tls.accept(stream, &mut stop).await {
-                serve_http(session, connection, stop).await;
-            }
+            // Boxed: the TLS session and its connection state would otherwise size the task
+            // of every cleartext connection too.
+            Box::pin(async move {
+                if let Some(session) = tls.accept(stream, &mut stop).await {
+                    serve_http(session, connection, stop).await;
+                }
+            })
+            .await
         }
     }
 }

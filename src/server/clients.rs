@@ -245,10 +245,15 @@ where
 
     fn call(&mut self, request: http::Request<Incoming>) -> Self::Future {
         let limit = self.limits.body_timeout;
+        // Over HTTP/1.1 a client that stops reading stalls the connection's writes, which
+        // `SendStall` ends; only an HTTP/2 stream can stall alone (out of window) while
+        // the connection writes on, so only there is a stream read ahead by a task.
+        let read_ahead =
+            (request.version() == http::Version::HTTP_2).then_some(self.limits.send_timeout);
         let request = request.map(|body| axum::body::Body::new(DeadlineBody::new(body, limit)));
         TrackedFuture {
             in_flight: Some(self.activity.start()),
-            send_timeout: self.limits.send_timeout,
+            read_ahead,
             inner: self.inner.call(request),
         }
     }
@@ -260,7 +265,8 @@ pin_project_lite::pin_project! {
         #[pin]
         inner: F,
         in_flight: Option<InFlight>,
-        send_timeout: Duration,
+        // The send timeout of a stream read ahead (`Tracked::new`), for HTTP/2 requests.
+        read_ahead: Option<Duration>,
     }
 }
 
@@ -276,9 +282,9 @@ where
         let this = self.project();
         let response = std::task::ready!(this.inner.poll(cx))?;
         let in_flight = this.in_flight.take().expect("polled after completion");
-        let send_timeout = *this.send_timeout;
+        let read_ahead = *this.read_ahead;
         Poll::Ready(Ok(
-            response.map(|body| Tracked::new(body, in_flight, send_timeout))
+            response.map(|body| Tracked::new(body, in_flight, read_ahead))
         ))
     }
 }
@@ -292,11 +298,12 @@ const ENDED: u8 = 1;
 const DROPPED: u8 = 2;
 
 /// A response body that keeps its request in flight until it is done or dropped. A
-/// streaming one (no known length: SSE) is read by a task of its own into a small queue,
-/// so a client that stops taking it is noticed even where nothing polls the body (an
-/// HTTP/2 stream out of flow-control window): once the queue has had no room for the send
-/// timeout, the stream is dropped, which cancels its backend call, and the client's stream
-/// is reset (HTTP/2) or its connection closed (HTTP/1.1).
+/// streaming one (no known length: SSE) of an HTTP/2 request is read by a task of its own
+/// into a small queue, so a client that stops taking it is noticed although nothing polls
+/// the body (its stream out of flow-control window): once the queue has had no room for
+/// the send timeout, the stream is dropped, which cancels its backend call, and the
+/// client's stream is reset. (Over HTTP/1.1 the stalled writes of `SendStall` close the
+/// connection; the task and its queue, about 7 KiB per stream, would only cost memory.)
 pub struct Tracked<B> {
     inner: Inner<B>,
     _in_flight: InFlight,
@@ -316,14 +323,17 @@ where
     B: Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: Into<axum::BoxError> + Send,
 {
-    pub fn new(body: B, in_flight: InFlight, send_timeout: Duration) -> Self {
-        let inner = if body.is_end_stream() || body.size_hint().exact().is_some() {
-            Inner::Whole(body)
-        } else {
-            let (sender, queue) = tokio::sync::mpsc::channel(STREAM_QUEUE);
-            let state = Arc::new(AtomicU8::new(READING));
-            tokio::spawn(read_ahead(body, sender, state.clone(), send_timeout));
-            Inner::Streamed { queue, state }
+    /// `send_timeout`: read a stream ahead, dropping it after this long without room.
+    pub fn new(body: B, in_flight: InFlight, send_timeout: Option<Duration>) -> Self {
+        let streamed = !body.is_end_stream() && body.size_hint().exact().is_none();
+        let inner = match send_timeout {
+            Some(send_timeout) if streamed => {
+                let (sender, queue) = tokio::sync::mpsc::channel(STREAM_QUEUE);
+                let state = Arc::new(AtomicU8::new(READING));
+                tokio::spawn(read_ahead(body, sender, state.clone(), send_timeout));
+                Inner::Streamed { queue, state }
+            }
+            _ => Inner::Whole(body),
         };
         Tracked {
             inner,
