@@ -60,8 +60,7 @@ impl Default for GrpcSettings {
     }
 }
 
-/// A backend reached over gRPC: one pool of connections per instance (each worker has its
-/// own, `connection::Pool`).
+/// A backend reached over gRPC: one connection per instance (each worker has its own).
 pub struct GrpcBackend(Arc<Client>);
 
 struct Client {

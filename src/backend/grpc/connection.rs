@@ -1,9 +1,9 @@
-//! The HTTP/2 connections of one worker to one gRPC backend, on the `h2` crate, over TCP
+//! The HTTP/2 connection of one worker to one gRPC backend, on the `h2` crate, over TCP
 //! or TLS (tokio-rustls, ALPN `h2`).
 //!
-//! One connection is shared by the calls of a worker, and a few more (`Pool`) once many
-//! calls are in flight on it; each is made on first use (a backend that is down at start
-//! is not fatal) and replaced once it ends, receives GOAWAY or runs out of stream ids. Its driver is one spawned task, supervised: however it ends (error,
+//! One connection is shared by the calls of a worker; it is made on first use (a backend
+//! that is down at start is not fatal) and replaced once it ends, receives GOAWAY or runs
+//! out of stream ids. Its driver is one spawned task, supervised: however it ends (error,
 //! keepalive timeout, panic), the connection is marked closed with the reason, its calls
 //! fail at once with that reason, and the next call connects anew. Calls themselves run
 //! on their callers' tasks (no per-call task, no dispatch channel).
@@ -460,10 +460,6 @@ impl Drop for InFlight {
 }
 
 impl Connection {
-    fn in_flight(&self) -> usize {
-        self.state.in_flight.load(Ordering::Relaxed)
-    }
-
     fn usable(&self, max_streams: u32) -> bool {
         !self.state.closed.load(Ordering::Acquire)
             && self.state.opened.load(Ordering::Relaxed) < max_streams
@@ -496,26 +492,9 @@ impl Connection {
     }
 }
 
-/// Calls in flight on a connection past which a worker spreads new calls over another
-/// connection to the same backend. Measured against a tonic backend (benches/README.md,
-/// "Closing issue 8"): with 16 calls of 16 KiB multiplexed per connection the backend
-/// spent 15 % more CPU per call than with 8 (its streams' tasks and their connection's
-/// task meet on one lock from both of its threads); below this, one connection serves all.
-const SPILL_AT: usize = 8;
-/// Connections per worker and backend at most; past `SPILL_AT` on all of them, calls go to
-/// the least busy.
-const MAX_CONNECTIONS: usize = 4;
-
-/// A worker's connections to one backend: the first serves every call until `SPILL_AT`
-/// calls are in flight on it, then the next is used (and opened) as well.
+/// The worker's current connection to one backend.
 pub struct Pool {
     connector: Arc<Connector>,
-    slots: [Slot; MAX_CONNECTIONS],
-}
-
-/// One connection of a pool, replaced when it ends.
-#[derive(Default)]
-struct Slot {
     current: Mutex<Option<Connection>>,
     /// Serializes connecting, so a burst of calls makes one connection.
     connecting: tokio::sync::Mutex<()>,
@@ -525,7 +504,8 @@ impl Pool {
     pub fn new(connector: Arc<Connector>) -> Self {
         Pool {
             connector,
-            slots: Default::default(),
+            current: Mutex::new(None),
+            connecting: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -539,48 +519,27 @@ impl Pool {
         Pool::new(Arc::new(self.connector.at(address)))
     }
 
-    fn live(&self, slot: &Slot) -> Option<Connection> {
+    fn live(&self) -> Option<Connection> {
         let max = self.connector.max_streams;
-        slot.current
+        self.current
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
             .filter(|c| c.usable(max))
     }
 
-    /// A connection for the next call: the first live one with fewer than `SPILL_AT` calls
-    /// in flight, else a new one in the first free slot, else the least busy.
+    /// The live connection, or a new one.
     pub async fn connection(&self) -> Result<Connection, Fault> {
-        let mut least_busy = None::<Connection>;
-        for slot in &self.slots {
-            match self.live(slot) {
-                Some(live) if live.in_flight() < SPILL_AT => return Ok(live),
-                Some(live) => {
-                    if least_busy
-                        .as_ref()
-                        .is_none_or(|best| live.in_flight() < best.in_flight())
-                    {
-                        least_busy = Some(live);
-                    }
-                }
-                None => return self.connect(slot).await,
-            }
+        if let Some(live) = self.live() {
+            return Ok(live);
         }
-        match least_busy {
-            Some(connection) => Ok(connection),
-            None => self.connect(&self.slots[0]).await,
-        }
-    }
-
-    /// The live connection of `slot`, or a new one.
-    async fn connect(&self, slot: &Slot) -> Result<Connection, Fault> {
-        let _connecting = slot.connecting.lock().await;
-        if let Some(live) = self.live(slot) {
+        let _connecting = self.connecting.lock().await;
+        if let Some(live) = self.live() {
             return Ok(live);
         }
         // The replaced connection's driver finishes once its last stream has.
         let connection = self.connector.connect().await?;
-        *slot.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(connection.clone());
+        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(connection.clone());
         Ok(connection)
     }
 
@@ -588,14 +547,12 @@ impl Pool {
     /// Without handles and streams, h2 closes it.
     pub fn retire(&self, connection: &Connection) {
         connection.state.closed.store(true, Ordering::Release);
-        for slot in &self.slots {
-            let mut current = slot.current.lock().unwrap_or_else(|e| e.into_inner());
-            if current
-                .as_ref()
-                .is_some_and(|c| Arc::ptr_eq(&c.state, &connection.state))
-            {
-                *current = None;
-            }
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        if current
+            .as_ref()
+            .is_some_and(|c| Arc::ptr_eq(&c.state, &connection.state))
+        {
+            *current = None;
         }
     }
 }
@@ -620,12 +577,9 @@ impl Pool {
         }))
     }
 
-    /// The identity of the first connection (the address of its shared state).
+    /// The identity of the current connection (the address of its shared state).
     pub fn current_state(&self) -> Option<usize> {
-        let current = self.slots[0]
-            .current
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let current = self.current.lock().unwrap_or_else(|e| e.into_inner());
         current.as_ref().map(|c| Arc::as_ptr(&c.state) as usize)
     }
 }
