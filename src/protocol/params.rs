@@ -26,15 +26,19 @@ pub const DEFAULT_FORWARDED: &[&str] = &[
 /// remaining deadline.
 const NEW_ON_EVERY_CALL: &[&str] = &["traceparent", "tracestate", "x-request-id", "grpc-timeout"];
 
-/// Marks `value` as an HPACK never-indexed literal when it is new on every call: indexing
-/// it would evict the fixed headers from the
-/// backend connection's table and make both ends search and update the table per call.
+/// Whether `name`'s value is new on every call: sent as an HPACK never-indexed literal,
+/// since indexing it would evict the fixed headers from the backend connection's table and
+/// make both ends search and update the table per call.
+pub fn new_on_every_call(name: &HeaderName) -> bool {
+    NEW_ON_EVERY_CALL.contains(&name.as_str())
+}
+
+/// Marks `value` never-indexed when `name` is new on every call (`new_on_every_call`).
 pub fn never_index_per_call(name: &HeaderName, value: &mut HeaderValue) {
-    if NEW_ON_EVERY_CALL.contains(&name.as_str()) {
+    if new_on_every_call(name) {
         value.set_sensitive(true);
     }
 }
-
 /// Hop-by-hop and framing headers that describe one connection, never the request
 /// (RFC 9110 7.6.1); they are never forwarded, even when configured.
 pub const NEVER_FORWARDED: &[&str] = &[
@@ -160,7 +164,8 @@ pub fn response_extensions(headers: &HeaderMap) -> Option<HeaderValue> {
 /// Which request headers go to the backend.
 #[derive(Clone, Debug)]
 pub struct ForwardPolicy {
-    names: Vec<HeaderName>,
+    /// Each forwarded name, and whether its value is new on every call (decided once).
+    names: Vec<(HeaderName, bool)>,
 }
 
 /// A configured header that may not be forwarded.
@@ -190,16 +195,25 @@ impl ForwardPolicy {
                 names.push(header);
             }
         }
+        let names = names
+            .into_iter()
+            .map(|name| {
+                let per_call = new_on_every_call(&name);
+                (name, per_call)
+            })
+            .collect();
         Ok(Self { names })
     }
 
     /// The forwarded headers of one request, in policy order, all values kept.
     pub fn select(&self, headers: &HeaderMap) -> Vec<(HeaderName, HeaderValue)> {
         let mut out = Vec::new();
-        for name in &self.names {
+        for (name, per_call) in &self.names {
             for value in headers.get_all(name) {
                 let mut value = value.clone();
-                never_index_per_call(name, &mut value);
+                if *per_call {
+                    value.set_sensitive(true);
+                }
                 out.push((name.clone(), value));
             }
         }
