@@ -29,7 +29,7 @@ from a2a.types.a2a_pb2 import (
     ListTasksRequest, SubscribeToTaskRequest, TaskPushNotificationConfig, TaskState,
 )
 from a2a.utils.errors import A2AError, TaskNotCancelableError, TaskNotFoundError
-from conversation_helpers import StepFailed, check, collect, kind, request
+from conversation_helpers import StepFailed, check, collect, kind, request, run_steps
 
 EXT = 'https://a2a-gateway.test/ext/echo/v1'
 
@@ -157,14 +157,8 @@ async def main(url):
         unary = ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create(card)
         streaming = ClientFactory(ClientConfig(streaming=True, httpx_client=http)).create(card)
         steps = await conversation(unary, streaming)
-        for n, (name, step) in enumerate(steps, 1):
-            try:
-                await asyncio.wait_for(step(), 60)
-            except Exception as e:  # noqa: BLE001
-                reason = ' | '.join(str(e).splitlines())
-                print(f'FAIL step {n} ({name}): {type(e).__name__}: {reason}', file=sys.stderr)
-                return 1
-            print(f'step {n}: {name}: ok', flush=True)
+        if not await run_steps(steps):
+            return 1
     print(f'OK {len(steps)} steps')
     return 0
 

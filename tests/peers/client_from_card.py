@@ -34,7 +34,7 @@ import httpx
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.helpers import get_message_text
 from a2a.types.a2a_pb2 import CancelTaskRequest, GetTaskRequest, TaskState
-from conversation_helpers import check, collect, kind, request
+from conversation_helpers import check, collect, kind, request, run_steps
 
 
 def steps(unary, streaming, expected_tenant):
@@ -109,14 +109,8 @@ async def main(base_url, tenant):
         expected_tenant = chosen.tenant if tenant is None else tenant
         del sent[:]
         all_steps = steps(unary, streaming, expected_tenant)
-        for n, (name, step) in enumerate(all_steps, 1):
-            try:
-                await asyncio.wait_for(step(), 60)
-            except Exception as e:  # noqa: BLE001
-                reason = ' | '.join(str(e).splitlines())
-                print(f'FAIL step {n} ({name}): {type(e).__name__}: {reason}', file=sys.stderr)
-                return 1
-            print(f'step {n}: {name}: ok', flush=True)
+        if not await run_steps(all_steps):
+            return 1
         # The interface URL is what the client really used, not only what it announced.
         urls = sorted(set(sent))
         if urls != [chosen.url]:

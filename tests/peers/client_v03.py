@@ -19,6 +19,7 @@ import httpx
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.compat.v0_3.jsonrpc_transport import CompatJsonRpcTransport
 from client_conversation import conversation
+from conversation_helpers import run_steps
 
 NOT_IN_V03 = {'list tasks by context'}  # v0.3 has no tasks/list
 
@@ -38,14 +39,8 @@ async def main(base):
             return 1
         steps = [(name, step) for name, step in await conversation(unary, streaming)
                  if name not in NOT_IN_V03]
-        for n, (name, step) in enumerate(steps, 1):
-            try:
-                await asyncio.wait_for(step(), 60)
-            except Exception as e:  # noqa: BLE001
-                reason = ' | '.join(str(e).splitlines())
-                print(f'FAIL step {n} ({name}): {type(e).__name__}: {reason}', file=sys.stderr)
-                return 1
-            print(f'step {n}: {name}: ok', flush=True)
+        if not await run_steps(steps):
+            return 1
     print(f'OK {len(steps)} steps over {transport}')
     return 0
 
