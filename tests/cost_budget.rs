@@ -51,10 +51,12 @@ struct Budget {
 // the boxed value), the forward policy's list now holding that id 1, PropagateRequestId 3
 // (the same extension on the response), CatchPanic 1 (it boxes the response body again).
 // The sensitive-header layers and the trace layer (span disabled) allocate nothing.
+// Params the envelope's scan decodes are boxed until the call takes them (about 540 bytes,
+// one allocation, so the envelope stays small; the scan saves a pass over the params).
 const SEND_SMALL: Budget = Budget {
     what: "unary SendMessage, 200 B",
     allocations: 25.0,
-    bytes: 5900.0,
+    bytes: 6500.0,
 };
 const SEND_16K: Budget = Budget {
     what: "unary SendMessage, 16 KiB",
@@ -66,7 +68,7 @@ const SEND_16K: Budget = Budget {
 const GET_TASK: Budget = Budget {
     what: "unary GetTask",
     allocations: 42.0,
-    bytes: 7000.0,
+    bytes: 7500.0,
 };
 const SEND_SMALL_GRPC: Budget = Budget {
     what: "SendMessage, 200 B, over gRPC",

@@ -17,6 +17,7 @@ use serde_json::value::RawValue;
 use crate::protocol::error::{A2aError, ErrorKind};
 use crate::protocol::json::nesting_exceeds;
 use crate::protocol::legacy::{self, Method};
+use crate::protocol::ops::{Op, Request};
 use crate::protocol::params::EXTENSIONS;
 
 /// Past the limit, up to this much more body is read and discarded so the client gets
@@ -34,7 +35,15 @@ pub struct Envelope<'a> {
     pub jsonrpc: Option<Cow<'a, str>>,
     pub id: Option<Cow<'a, str>>,
     pub method: Option<Cow<'a, str>>,
-    pub params: Option<Cow<'a, str>>,
+    pub params: Option<Params<'a>>,
+}
+
+/// The `params` member: its text, or the request it decodes to when the parse decoded it
+/// on its way (`Envelope::parse`).
+pub enum Params<'a> {
+    Text(Cow<'a, str>),
+    /// The request of the v1.0 operation `method` names (so `params` was an object).
+    Decoded(Box<Request>),
 }
 
 impl<'a> Envelope<'a> {
@@ -56,19 +65,142 @@ impl<'a> Envelope<'a> {
     /// sonic-rs's parse, for requests it may see; `None` when it refuses. It gets text
     /// checked as UTF-8: it does not check the values it skips, and reading one back
     /// panicked on invalid bytes.
+    ///
+    /// When `method` (without escapes) names a v1.0 operation and `params` follow it, as
+    /// clients write them, `params` are decoded into the operation's request in this same
+    /// scan, exactly as `Request::decode`'s fast path decodes their text: skipping them
+    /// first to find their end was a sixth of a 16 KiB call's JSON work. Whatever that
+    /// decoding refuses refuses the fast parse, so the slow path decides and names the
+    /// error as before. The nesting bound here (16) is below `decode_params`' (48).
     fn parse_fast(bytes: &'a [u8]) -> Option<Self> {
         if nesting_exceeds(bytes, FAST_PATH_NESTING) {
             return None;
         }
         let text = std::str::from_utf8(bytes).ok()?;
-        let members = sonic_rs::from_str::<Members<sonic_rs::LazyValue<'a>>>(text).ok()?;
+        let members = sonic_rs::from_str::<FastMembers<'a>>(text).ok()?;
         // sonic-rs does not check the hex digits of `\u` escapes in the values it skips: a
         // broken one made an echoed id that was not JSON, or a body that is not JSON pass as
         // a notification (found by fuzzing, fuzz/README.md).
         if !unicode_escapes_complete(bytes) {
             return None;
         }
-        Some(members.into_envelope(|raw| raw.as_raw_cow()))
+        let text = |raw: sonic_rs::LazyValue<'a>| raw.as_raw_cow();
+        Some(Envelope {
+            jsonrpc: members.jsonrpc.map(text),
+            id: members.id.map(text),
+            method: members.method.map(text),
+            params: members.params.map(|params| match params {
+                FastParams::Raw(raw) => Params::Text(raw.as_raw_cow()),
+                FastParams::Decoded(request) => Params::Decoded(request),
+            }),
+        })
+    }
+}
+
+/// The envelope's members as sonic-rs scans them: raw values, but `params` decoded when
+/// `method` came first and names a v1.0 operation.
+struct FastMembers<'a> {
+    jsonrpc: Option<sonic_rs::LazyValue<'a>>,
+    id: Option<sonic_rs::LazyValue<'a>>,
+    method: Option<sonic_rs::LazyValue<'a>>,
+    params: Option<FastParams<'a>>,
+}
+
+enum FastParams<'a> {
+    Raw(sonic_rs::LazyValue<'a>),
+    Decoded(Box<Request>),
+}
+
+/// A member name of the envelope; others are ignored (as `Members` ignores them).
+#[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "lowercase")]
+enum Member {
+    Jsonrpc,
+    Id,
+    Method,
+    Params,
+    #[serde(other)]
+    Other,
+}
+
+impl<'de> Deserialize<'de> for FastMembers<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(FastVisitor)
+    }
+}
+
+struct FastVisitor;
+
+impl<'de> serde::de::Visitor<'de> for FastVisitor {
+    type Value = FastMembers<'de>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON-RPC request object")
+    }
+
+    /// Like `Members`' derived visitor: a repeated member is an error (the slow path then
+    /// gives serde_json's verdict).
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        use serde::de::Error;
+        let mut members = FastMembers {
+            jsonrpc: None,
+            id: None,
+            method: None,
+            params: None,
+        };
+        while let Some(member) = map.next_key::<Member>()? {
+            let (slot, name) = match member {
+                Member::Jsonrpc => (&mut members.jsonrpc, "jsonrpc"),
+                Member::Id => (&mut members.id, "id"),
+                Member::Method => (&mut members.method, "method"),
+                Member::Params => {
+                    if members.params.is_some() {
+                        return Err(A::Error::duplicate_field("params"));
+                    }
+                    let op = members
+                        .method
+                        .as_ref()
+                        .and_then(|m| plain_op(m.as_raw_str()));
+                    members.params = Some(match op {
+                        Some(op) => {
+                            FastParams::Decoded(Box::new(map.next_value_seed(ParamsOf(op))?))
+                        }
+                        None => FastParams::Raw(map.next_value()?),
+                    });
+                    continue;
+                }
+                Member::Other => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                    continue;
+                }
+            };
+            if slot.is_some() {
+                return Err(A::Error::duplicate_field(name));
+            }
+            *slot = Some(map.next_value()?);
+        }
+        Ok(members)
+    }
+}
+
+/// The v1.0 operation a raw `method` text names, if it is a string without escapes (an
+/// escaped name takes the slow path; v0.3 names are no operations).
+fn plain_op(raw: &str) -> Option<Op> {
+    let name = raw.strip_prefix('"')?.strip_suffix('"')?;
+    if name.contains('\\') {
+        return None;
+    }
+    Op::from_name(name)
+}
+
+/// Decodes `params` for one operation.
+struct ParamsOf(Op);
+
+impl<'de> serde::de::DeserializeSeed<'de> for ParamsOf {
+    type Value = Request;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Request, D::Error> {
+        Request::params_from(self.0, d)
     }
 }
 
@@ -113,7 +245,7 @@ impl<T> Members<T> {
             jsonrpc: self.jsonrpc.map(&text),
             id: self.id.map(&text),
             method: self.method.map(&text),
-            params: self.params.map(&text),
+            params: self.params.map(|raw| Params::Text(text(raw))),
         }
     }
 }
@@ -277,18 +409,43 @@ pub fn sse_response(events: Body, extensions: Option<HeaderValue>) -> Response {
 mod tests {
     use super::*;
 
-    /// What each parser makes of `bytes`: the members' raw texts, or `None` if refused.
-    fn fast(bytes: &[u8]) -> Option<[Option<String>; 4]> {
-        Envelope::parse_fast(bytes).map(texts)
+    /// What a parser made of `params`, made comparable: text the fast parse may have
+    /// decoded (a v1.0 method without escapes) is decoded as `Request::decode` decodes it.
+    #[derive(Debug, PartialEq)]
+    enum Seen {
+        Text(String),
+        Decoded(Box<Request>),
+        Refused(String),
     }
 
-    fn reference(bytes: &[u8]) -> Option<[Option<String>; 4]> {
+    /// What each parser makes of `bytes`: the members' raw texts and `params`, or `None`
+    /// if refused.
+    fn fast(bytes: &[u8]) -> Option<([Option<String>; 3], Option<Seen>)> {
+        Envelope::parse_fast(bytes).map(seen)
+    }
+
+    fn reference(bytes: &[u8]) -> Option<([Option<String>; 3], Option<Seen>)> {
         let members = serde_json::from_slice::<Members<&RawValue>>(bytes).ok()?;
-        Some(texts(members.into_envelope(|raw| Cow::Borrowed(raw.get()))))
+        Some(seen(members.into_envelope(|raw| Cow::Borrowed(raw.get()))))
     }
 
-    fn texts(e: Envelope) -> [Option<String>; 4] {
-        [e.jsonrpc, e.id, e.method, e.params].map(|m| m.map(Cow::into_owned))
+    fn seen(e: Envelope) -> ([Option<String>; 3], Option<Seen>) {
+        let op = e.method.as_deref().and_then(plain_op);
+        let params = e.params.map(|params| match (params, op) {
+            (Params::Decoded(request), _) => Seen::Decoded(request),
+            (Params::Text(text), Some(op)) => match Request::decode(op, Some(&text)) {
+                Ok(request) => Seen::Decoded(Box::new(request)),
+                Err(err) => Seen::Refused(err.to_string()),
+            },
+            (Params::Text(text), None) => Seen::Text(text.into_owned()),
+        });
+        let texts = [e.jsonrpc, e.id, e.method].map(|m| m.map(Cow::into_owned));
+        (texts, params)
+    }
+
+    /// Whether the fast parse decoded `params` on its way.
+    fn decoded(bytes: &[u8]) -> bool {
+        Envelope::parse_fast(bytes).is_some_and(|e| matches!(e.params, Some(Params::Decoded(_))))
     }
 
     /// sonic-rs may refuse more than serde_json (serde_json then decides), never less, and
@@ -327,6 +484,27 @@ mod tests {
             r#"{"id":"\u00e9\n","method":"GetTask"}"#,
             r#"{"Id":"\u001W","method":"GetTask"}"#,
             r#"{"x":"\\u001W","id":"\\\u00e9"}"#,
+            // params after a v1.0 method are decoded in the scan: good, bad, not objects.
+            r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"a \" \u00e9"}]}}}"#,
+            r#"{"method":"SendMessage","params":{"message":{"role":"ROLE_NOPE"}},"id":1}"#,
+            r#"{"method":"GetTask","params":{"id":"t","historyLength":"7"}}"#,
+            r#"{"method":"GetTask","params":{"id":"t","historyLength":1.5}}"#,
+            r#"{"method":"GetTask","params":{"id":"t","unknownField":[1,{"a":2}]}}"#,
+            r#"{"method":"GetTask","params":{"id":"t"},"params":{"id":"u"}}"#,
+            r#"{"method":"GetTask","params":{"id":"t"},"method":"GetTask"}"#,
+            r#"{"method":"GetTask","params":["t"]}"#,
+            r#"{"method":"GetTask","params":null}"#,
+            r#"{"method":"GetTask","params":"t"}"#,
+            r#"{"method":"GetTask","params":{"id":"lone \ud800"}}"#,
+            r#"{"method":"GetTask","params":{"id":"raw \u0001 escaped"}}"#,
+            "{\"method\":\"GetTask\",\"params\":{\"id\":\"raw \u{1} control\"}}",
+            r#"{"method":"GetTask","params":{"id":"t"} x}"#,
+            r#"{"params":{"id":"t"},"method":"GetTask"}"#,
+            r#"{"method":"Get\u0054ask","params":{"id":"t"}}"#,
+            r#"{"method":"message/send","params":{"message":{}}}"#,
+            r#"{"method":"NoSuchMethod","params":{"id":5}}"#,
+            r#"{"method":7,"params":{"id":"t"}}"#,
+            r#"{"method":"SubscribeToTask","params":{"id":"t","tenant":"a"}}"#,
         ]
         .iter()
         .map(|c| c.as_bytes().to_vec())
@@ -344,9 +522,19 @@ mod tests {
                 assert_eq!(Some(fast), reference(bytes), "{text}");
             }
         }
-        // The table holds both verdicts, so the comparison above is not vacuous.
+        // The table holds both verdicts and both forms of params, so the comparison above
+        // is not vacuous.
         assert!(fast(&cases[0]).is_some() && fast(&cases[4]).is_some());
         assert!(reference(&cases[5]).is_none() && reference(&cases[13]).is_none());
+        assert!(decoded(&cases[30]) && decoded(&cases[41]) && decoded(&cases[49]));
+        for refused in [31, 33, 35, 36, 37, 38, 39, 42, 43] {
+            let text = String::from_utf8_lossy(&cases[refused]);
+            assert!(fast(&cases[refused]).is_none(), "{text}");
+        }
+        for undecoded in [44, 45, 46, 47, 48] {
+            let text = String::from_utf8_lossy(&cases[undecoded]);
+            assert!(!decoded(&cases[undecoded]), "{text}");
+        }
     }
 
     #[test]

@@ -20,7 +20,7 @@ use crate::backend::fault::Fault;
 use crate::backend::Call;
 use crate::front::envelope::{
     envelope_error, error_bytes, error_bytes_in, invalid_request, json_response, parse_error,
-    read_body, sse_response, valid_id, write_response, Envelope,
+    read_body, sse_response, valid_id, write_response, Envelope, Params,
 };
 use crate::front::limits::{CallKind, Permit, Refusal, RouteLimits};
 use crate::front::sse::SseBody;
@@ -191,8 +191,12 @@ async fn handle_one(
     else {
         return reject(&mut record, id, invalid_request("method must be a string"));
     };
-    let params = envelope.params.as_deref();
-    if params.is_some_and(|p| !p.starts_with('{')) {
+    let (params, decoded) = match envelope.params {
+        Some(Params::Text(text)) => (Some(text), None),
+        Some(Params::Decoded(request)) => (None, Some(request)),
+        None => (None, None),
+    };
+    if params.as_deref().is_some_and(|p| !p.starts_with('{')) {
         return reject(&mut record, id, invalid_request("params must be an object"));
     }
     // A v0.3 client's call is served by a v1.0 operation (protocol/legacy.rs).
@@ -236,8 +240,14 @@ async fn handle_one(
             None => Handled::Nothing,
         }
     };
-    // One expression: a named result would keep its (large) slot in this future.
-    let mut request = match v03.map_or_else(|| Request::decode(op, params), |m| m.decode(params)) {
+    // Params the envelope's parse decoded were decoded for this same v1.0 operation (it
+    // read the same method name). One expression: a named result would keep its (large)
+    // slot in this future.
+    let params = params.as_deref();
+    let mut request = match decoded.map_or_else(
+        || v03.map_or_else(|| Request::decode(op, params), |m| m.decode(params)),
+        |request| Ok(*request),
+    ) {
         Ok(request) => request,
         Err(err) => return fail(&mut record, err),
     };

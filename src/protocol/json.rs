@@ -67,9 +67,23 @@ pub fn nesting_exceeds(text: &[u8], limit: usize) -> bool {
 /// sonic-rs (SIMD string scanning, several times serde_json's speed on long texts), no
 /// path tracking.
 fn decode_fast<T: serde::de::DeserializeOwned + RestoreNulls>(text: &str) -> Option<T> {
-    let mut request: T = sonic_rs::from_str(text).ok()?;
-    request.restore_nulls();
+    let mut de = sonic_rs::Deserializer::from_str(text);
+    let request = params_from(&mut de).ok()?;
+    de.end().ok()?;
     Some(request)
+}
+
+/// A request from `params` at the deserializer's position: the fast path's decoding,
+/// also used by the JSON-RPC envelope's own scan (`front::envelope`), so both decode
+/// alike.
+pub fn params_from<'de, T, D>(deserializer: D) -> Result<T, D::Error>
+where
+    T: serde::de::DeserializeOwned + RestoreNulls,
+    D: serde::Deserializer<'de>,
+{
+    let mut request = T::deserialize(deserializer)?;
+    request.restore_nulls();
+    Ok(request)
 }
 
 /// serde_json with the failing field's path in the error.

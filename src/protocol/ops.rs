@@ -18,7 +18,7 @@ use bytes::BufMut;
 
 use crate::proto::*;
 use crate::protocol::error::A2aError;
-use crate::protocol::json::{decode_params, write_json, ResultJson};
+use crate::protocol::json::{decode_params, params_from, write_json, ResultJson};
 
 /// An HTTP+JSON rule: method and path template with `{field}` placeholders (proto names).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -181,6 +181,18 @@ macro_rules! declare_operations {
                 Ok(match op {
                     $( Op::$u => Request::Unary(UnaryRequest::$u(decode_params(text)?)), )*
                     $( Op::$s => Request::Stream(StreamRequest::$s(decode_params(text)?)), )*
+                })
+            }
+
+            /// Deserializes `params` straight into `op`'s request type from a deserializer
+            /// positioned at them, as `decode`'s fast path does (for the envelope's own scan).
+            pub fn params_from<'de, D: serde::Deserializer<'de>>(
+                op: Op,
+                params: D,
+            ) -> Result<Request, D::Error> {
+                Ok(match op {
+                    $( Op::$u => Request::Unary(UnaryRequest::$u(params_from(params)?)), )*
+                    $( Op::$s => Request::Stream(StreamRequest::$s(params_from(params)?)), )*
                 })
             }
         }
