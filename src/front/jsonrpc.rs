@@ -330,7 +330,7 @@ async fn handle_one(
             Ok((reply, ext)) => {
                 record.reply(&reply);
                 // The response is written once, straight into the body's buffer.
-                let mut out = Vec::with_capacity(reply.json_size_hint() + id.len() + 40);
+                let mut out = Vec::with_capacity(reply.json_capacity() + id.len() + 40);
                 let written = match (&reply, &gateway.card) {
                     (Reply::GetExtendedAgentCard(card), _) if v03.is_some() => {
                         match extended_card_v03(card, gateway, ctx.request) {
