@@ -88,9 +88,10 @@ async fn calls_beyond_the_servers_stream_limit_wait_for_a_slot(scheme: Scheme) {
             "{reply}"
         );
     }
-    // Twelve 50 ms calls, two at a time: at least six rounds.
+    // Twelve 50 ms calls: the first connection carries eight of them (the worker spills
+    // onto a second connection past eight in flight), two at a time: at least four rounds.
     assert!(
-        started.elapsed() >= Duration::from_millis(290),
+        started.elapsed() >= Duration::from_millis(190),
         "{:?}: the stream limit was not honoured",
         started.elapsed()
     );
@@ -360,5 +361,73 @@ async fn per_call_headers_stay_out_of_the_hpack_table() {
         heads[0].contains(&Representation::IncrementalIndexing),
         "the first head indexes the fixed headers: {:?}",
         heads[0]
+    );
+}
+
+/// A worker serves calls on one connection per backend until 8 are in flight on it, then
+/// spreads them over more (at most 4): a burst of 20 held calls, started one after the
+/// other, uses three connections (8 + 8 + 4); 8 calls at a time stay on one; the extra
+/// connections close once idle.
+#[tokio::test]
+async fn busy_connections_spill_calls_onto_a_few_more() {
+    use a2a_gateway::proto::a2a_service_server::A2aServiceServer;
+    use futures::StreamExt;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let backend = TestBackend::new(|request| {
+        Answer::After(Duration::from_millis(600), Box::new(echo(request)))
+    });
+    let listener = listener().await;
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counted = accepted.clone();
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener).inspect(move |_| {
+        counted.fetch_add(1, Ordering::SeqCst);
+    });
+    tokio::spawn(
+        Server::builder()
+            .add_service(A2aServiceServer::new(backend.clone()))
+            .serve_with_incoming(incoming),
+    );
+    let url = gateway(&format!("http://{addr}"), Settings::default()).await;
+    let burst = |calls: usize| {
+        let url = url.clone();
+        async move {
+            let calls = (0..calls).map(|i| {
+                let url = url.clone();
+                async move {
+                    // One after the other, so each call sees those before it in flight.
+                    tokio::time::sleep(Duration::from_millis(20 * i as u64)).await;
+                    let body = request(json!(i), "SendMessage", message_params("x"));
+                    rpc(&url, &body).await
+                }
+            });
+            for reply in futures::future::join_all(calls).await {
+                assert!(reply["result"]["message"].is_object(), "{reply}");
+            }
+        }
+    };
+    burst(8).await;
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        1,
+        "8 calls in flight share one connection"
+    );
+    burst(20).await;
+    assert_eq!(accepted.load(Ordering::SeqCst), 3, "20 calls: 8 + 8 + 4");
+    burst(40).await;
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        4,
+        "never more than 4 connections"
+    );
+    // Idle for longer than spares live (2 to 4 s): the three spares closed, the first
+    // connection stayed; 20 calls open two spares again.
+    tokio::time::sleep(Duration::from_millis(4500)).await;
+    burst(20).await;
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        6,
+        "idle spares closed, the first connection kept"
     );
 }

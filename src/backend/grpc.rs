@@ -60,7 +60,8 @@ impl Default for GrpcSettings {
     }
 }
 
-/// A backend reached over gRPC: one connection per instance (each worker has its own).
+/// A backend reached over gRPC: one pool of connections per instance (each worker has its
+/// own, `connection::Pool`).
 pub struct GrpcBackend(Arc<Client>);
 
 struct Client {

@@ -1,12 +1,13 @@
-//! The HTTP/2 connection of one worker to one gRPC backend, on the `h2` crate, over TCP
+//! The HTTP/2 connections of one worker to one gRPC backend, on the `h2` crate, over TCP
 //! or TLS (tokio-rustls, ALPN `h2`).
 //!
-//! One connection is shared by the calls of a worker; it is made on first use (a backend
-//! that is down at start is not fatal) and replaced once it ends, receives GOAWAY or runs
-//! out of stream ids. Its driver is one spawned task, supervised: however it ends (error,
-//! keepalive timeout, panic), the connection is marked closed with the reason, its calls
-//! fail at once with that reason, and the next call connects anew. Calls themselves run
-//! on their callers' tasks (no per-call task, no dispatch channel).
+//! One connection is shared by the calls of a worker, and a few spares (`Pool`) while many
+//! calls are in flight on it; each is made on first use (a backend that is down at start
+//! is not fatal) and replaced once it ends, receives GOAWAY or runs out of stream ids;
+//! spares close themselves once idle. Its driver is one spawned task, supervised: however
+//! it ends (error, keepalive timeout, panic), the connection is marked closed with the
+//! reason, its calls fail at once with that reason, and the next call connects anew. Calls
+//! themselves run on their callers' tasks (no per-call task, no dispatch channel).
 //!
 //! Keepalive, as gRPC servers accept it (gRPC proposal A8; grpc C-core, grpc-go and
 //! grpc-java punish pings more often than every 5 minutes without data, two strikes and
@@ -159,8 +160,9 @@ impl Connector {
     }
 
     /// Connects (TCP, TLS, HTTP/2 handshake) within the connect timeout and spawns the
-    /// connection's supervised driver on the current runtime.
-    async fn connect(self: &Arc<Self>) -> Result<Connection, Fault> {
+    /// connection's supervised driver on the current runtime. A `spare` connection closes
+    /// itself once idle (`SPARE_IDLE`).
+    async fn connect(self: &Arc<Self>, spare: bool) -> Result<Connection, Fault> {
         let timeout = self.connect_timeout;
         let connecting = async {
             let tcp = TcpStream::connect(&self.authority)
@@ -169,7 +171,7 @@ impl Connector {
             // Small request heads and messages must not wait for Nagle's algorithm.
             let _ = tcp.set_nodelay(true);
             match &self.tls {
-                None => self.handshake(tcp).await,
+                None => self.handshake(tcp, spare).await,
                 Some((tls, name)) => {
                     let stream = tls
                         .connect(name.clone(), tcp)
@@ -179,7 +181,7 @@ impl Connector {
                     if alpn.is_some_and(|p| p != b"h2") {
                         return Err(Fault::Connect("TLS peer did not agree to HTTP/2".into()));
                     }
-                    self.handshake(stream).await
+                    self.handshake(stream, spare).await
                 }
             }
         };
@@ -191,11 +193,11 @@ impl Connector {
         }
     }
 
-    async fn handshake<T>(self: &Arc<Self>, io: T) -> Result<Connection, Fault>
+    async fn handshake<T>(self: &Arc<Self>, io: T, spare: bool) -> Result<Connection, Fault>
     where
         T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        let state = Arc::new(State::new());
+        let state = Arc::new(State::new(spare));
         let io = ReadTap {
             inner: tokio::io::BufReader::with_capacity(READ_BUFFER, io),
             state: state.clone(),
@@ -249,11 +251,14 @@ struct State {
     last_read_ms: AtomicU64,
     /// Wakes the driver when the first call starts after an idle time.
     activity: tokio::sync::Notify,
+    /// A connection a busy pool added (`Pool`): it closes itself once idle.
+    spare: bool,
 }
 
 impl State {
-    fn new() -> Self {
+    fn new(spare: bool) -> Self {
         State {
+            spare,
             origin: Instant::now(),
             closed: AtomicBool::new(false),
             end: Mutex::new(None),
@@ -379,6 +384,10 @@ where
     // Quiet time is counted from the later of the last read and the end of an idle spell,
     // so the first call after a long idle time is not greeted by a ping.
     let mut busy_since = Instant::now();
+    // A spare connection's idleness is checked every `SPARE_IDLE`: no call in flight and
+    // none opened since the last check.
+    let mut spare_check = Instant::now() + SPARE_IDLE;
+    let mut opened_at_check = state.opened.load(Ordering::Relaxed);
     loop {
         let interval = keepalive.interval();
         let quiet_since = state.last_read().max(busy_since);
@@ -413,6 +422,17 @@ where
                 }
             }
             () = state.activity.notified(), if idle => busy_since = Instant::now(),
+            () = tokio::time::sleep_until(spare_check), if state.spare => {
+                let opened = state.opened.load(Ordering::Relaxed);
+                if opened == opened_at_check && state.in_flight.load(Ordering::Relaxed) == 0 {
+                    // Calls run on this worker's thread, as this driver does, and take a
+                    // connection and open their stream without yielding in between while it
+                    // has free stream slots; a call refused anyway is sent on a fresh one.
+                    return Fault::Lost("idle spare connection closed".into());
+                }
+                opened_at_check = opened;
+                spare_check = Instant::now() + SPARE_IDLE;
+            }
         }
     }
 }
@@ -460,6 +480,10 @@ impl Drop for InFlight {
 }
 
 impl Connection {
+    fn in_flight(&self) -> usize {
+        self.state.in_flight.load(Ordering::Relaxed)
+    }
+
     fn usable(&self, max_streams: u32) -> bool {
         !self.state.closed.load(Ordering::Acquire)
             && self.state.opened.load(Ordering::Relaxed) < max_streams
@@ -492,9 +516,32 @@ impl Connection {
     }
 }
 
-/// The worker's current connection to one backend.
+/// How long a spare connection (`Pool`) stays open without calls, at least; at most twice
+/// this. Long enough that steady load keeps its connections, short enough that a burst's
+/// extra connections (and their descriptors and tasks) are gone within seconds.
+const SPARE_IDLE: Duration = Duration::from_secs(2);
+
+/// Calls in flight on a connection past which a worker spreads new calls over another
+/// connection to the same backend. Measured against a tonic backend (benches/README.md,
+/// "Closing issue 8"): with 16 calls of 16 KiB multiplexed per connection the backend
+/// spent 15 % more CPU per call than with 8 (its streams' tasks and their connection's
+/// task meet on one lock from both of its threads); below this, one connection serves all.
+const SPILL_AT: usize = 8;
+/// Connections per worker and backend at most; past `SPILL_AT` on all of them, calls go to
+/// the least busy.
+const MAX_CONNECTIONS: usize = 4;
+
+/// A worker's connections to one backend: the first serves every call until `SPILL_AT`
+/// calls are in flight on it, then the next is used (and opened) as well. The first stays;
+/// the others are spares, which close themselves once idle (`SPARE_IDLE`).
 pub struct Pool {
     connector: Arc<Connector>,
+    slots: [Slot; MAX_CONNECTIONS],
+}
+
+/// One connection of a pool, replaced when it ends.
+#[derive(Default)]
+struct Slot {
     current: Mutex<Option<Connection>>,
     /// Serializes connecting, so a burst of calls makes one connection.
     connecting: tokio::sync::Mutex<()>,
@@ -504,8 +551,7 @@ impl Pool {
     pub fn new(connector: Arc<Connector>) -> Self {
         Pool {
             connector,
-            current: Mutex::new(None),
-            connecting: tokio::sync::Mutex::new(()),
+            slots: Default::default(),
         }
     }
 
@@ -519,27 +565,49 @@ impl Pool {
         Pool::new(Arc::new(self.connector.at(address)))
     }
 
-    fn live(&self) -> Option<Connection> {
+    fn live(&self, slot: &Slot) -> Option<Connection> {
         let max = self.connector.max_streams;
-        self.current
+        slot.current
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
             .filter(|c| c.usable(max))
     }
 
-    /// The live connection, or a new one.
+    /// A connection for the next call: the first live one with fewer than `SPILL_AT` calls
+    /// in flight, else a new one in the first free slot, else the least busy.
     pub async fn connection(&self) -> Result<Connection, Fault> {
-        if let Some(live) = self.live() {
-            return Ok(live);
+        let mut least_busy = None::<Connection>;
+        for slot in &self.slots {
+            match self.live(slot) {
+                Some(live) if live.in_flight() < SPILL_AT => return Ok(live),
+                Some(live) => {
+                    if least_busy
+                        .as_ref()
+                        .is_none_or(|best| live.in_flight() < best.in_flight())
+                    {
+                        least_busy = Some(live);
+                    }
+                }
+                None => return self.connect(slot).await,
+            }
         }
-        let _connecting = self.connecting.lock().await;
-        if let Some(live) = self.live() {
+        match least_busy {
+            Some(connection) => Ok(connection),
+            None => self.connect(&self.slots[0]).await,
+        }
+    }
+
+    /// The live connection of `slot`, or a new one.
+    async fn connect(&self, slot: &Slot) -> Result<Connection, Fault> {
+        let _connecting = slot.connecting.lock().await;
+        if let Some(live) = self.live(slot) {
             return Ok(live);
         }
         // The replaced connection's driver finishes once its last stream has.
-        let connection = self.connector.connect().await?;
-        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(connection.clone());
+        let spare = !std::ptr::eq(slot, &self.slots[0]);
+        let connection = self.connector.connect(spare).await?;
+        *slot.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(connection.clone());
         Ok(connection)
     }
 
@@ -547,12 +615,14 @@ impl Pool {
     /// Without handles and streams, h2 closes it.
     pub fn retire(&self, connection: &Connection) {
         connection.state.closed.store(true, Ordering::Release);
-        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
-        if current
-            .as_ref()
-            .is_some_and(|c| Arc::ptr_eq(&c.state, &connection.state))
-        {
-            *current = None;
+        for slot in &self.slots {
+            let mut current = slot.current.lock().unwrap_or_else(|e| e.into_inner());
+            if current
+                .as_ref()
+                .is_some_and(|c| Arc::ptr_eq(&c.state, &connection.state))
+            {
+                *current = None;
+            }
         }
     }
 }
@@ -577,9 +647,12 @@ impl Pool {
         }))
     }
 
-    /// The identity of the current connection (the address of its shared state).
+    /// The identity of the first connection (the address of its shared state).
     pub fn current_state(&self) -> Option<usize> {
-        let current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        let current = self.slots[0]
+            .current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         current.as_ref().map(|c| Arc::as_ptr(&c.state) as usize)
     }
 }
