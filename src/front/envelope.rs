@@ -77,39 +77,20 @@ impl<'a> Envelope<'a> {
             return None;
         }
         let text = std::str::from_utf8(bytes).ok()?;
-        let members = sonic_rs::from_str::<FastMembers<'a>>(text).ok()?;
+        let Fast(envelope) = sonic_rs::from_str::<Fast<'a>>(text).ok()?;
         // sonic-rs does not check the hex digits of `\u` escapes in the values it skips: a
         // broken one made an echoed id that was not JSON, or a body that is not JSON pass as
         // a notification (found by fuzzing, fuzz/README.md).
         if !unicode_escapes_complete(bytes) {
             return None;
         }
-        let text = |raw: sonic_rs::LazyValue<'a>| raw.as_raw_cow();
-        Some(Envelope {
-            jsonrpc: members.jsonrpc.map(text),
-            id: members.id.map(text),
-            method: members.method.map(text),
-            params: members.params.map(|params| match params {
-                FastParams::Raw(raw) => Params::Text(raw.as_raw_cow()),
-                FastParams::Decoded(request) => Params::Decoded(request),
-            }),
-        })
+        Some(envelope)
     }
 }
 
-/// The envelope's members as sonic-rs scans them: raw values, but `params` decoded when
-/// `method` came first and names a v1.0 operation.
-struct FastMembers<'a> {
-    jsonrpc: Option<sonic_rs::LazyValue<'a>>,
-    id: Option<sonic_rs::LazyValue<'a>>,
-    method: Option<sonic_rs::LazyValue<'a>>,
-    params: Option<FastParams<'a>>,
-}
-
-enum FastParams<'a> {
-    Raw(sonic_rs::LazyValue<'a>),
-    Decoded(Box<Request>),
-}
+/// The envelope as sonic-rs scans it: raw texts of the members (`LazyValue`s), but
+/// `params` decoded when `method` came first and names a v1.0 operation.
+struct Fast<'a>(Envelope<'a>);
 
 /// A member name of the envelope; others are ignored (as `Members` ignores them).
 #[derive(Deserialize)]
@@ -123,7 +104,7 @@ enum Member {
     Other,
 }
 
-impl<'de> Deserialize<'de> for FastMembers<'de> {
+impl<'de> Deserialize<'de> for Fast<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_map(FastVisitor)
     }
@@ -132,7 +113,7 @@ impl<'de> Deserialize<'de> for FastMembers<'de> {
 struct FastVisitor;
 
 impl<'de> serde::de::Visitor<'de> for FastVisitor {
-    type Value = FastMembers<'de>;
+    type Value = Fast<'de>;
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str("a JSON-RPC request object")
@@ -142,7 +123,8 @@ impl<'de> serde::de::Visitor<'de> for FastVisitor {
     /// gives serde_json's verdict).
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         use serde::de::Error;
-        let mut members = FastMembers {
+        let raw = |map: &mut A| Ok(map.next_value::<sonic_rs::LazyValue<'de>>()?.as_raw_cow());
+        let mut envelope = Envelope {
             jsonrpc: None,
             id: None,
             method: None,
@@ -150,22 +132,17 @@ impl<'de> serde::de::Visitor<'de> for FastVisitor {
         };
         while let Some(member) = map.next_key::<Member>()? {
             let (slot, name) = match member {
-                Member::Jsonrpc => (&mut members.jsonrpc, "jsonrpc"),
-                Member::Id => (&mut members.id, "id"),
-                Member::Method => (&mut members.method, "method"),
+                Member::Jsonrpc => (&mut envelope.jsonrpc, "jsonrpc"),
+                Member::Id => (&mut envelope.id, "id"),
+                Member::Method => (&mut envelope.method, "method"),
                 Member::Params => {
-                    if members.params.is_some() {
+                    if envelope.params.is_some() {
                         return Err(A::Error::duplicate_field("params"));
                     }
-                    let op = members
-                        .method
-                        .as_ref()
-                        .and_then(|m| plain_op(m.as_raw_str()));
-                    members.params = Some(match op {
-                        Some(op) => {
-                            FastParams::Decoded(Box::new(map.next_value_seed(ParamsOf(op))?))
-                        }
-                        None => FastParams::Raw(map.next_value()?),
+                    let op = envelope.method.as_deref().and_then(plain_op);
+                    envelope.params = Some(match op {
+                        Some(op) => Params::Decoded(Box::new(map.next_value_seed(op)?)),
+                        None => Params::Text(raw(&mut map)?),
                     });
                     continue;
                 }
@@ -177,9 +154,9 @@ impl<'de> serde::de::Visitor<'de> for FastVisitor {
             if slot.is_some() {
                 return Err(A::Error::duplicate_field(name));
             }
-            *slot = Some(map.next_value()?);
+            *slot = Some(raw(&mut map)?);
         }
-        Ok(members)
+        Ok(Fast(envelope))
     }
 }
 
@@ -191,17 +168,6 @@ fn plain_op(raw: &str) -> Option<Op> {
         return None;
     }
     Op::from_name(name)
-}
-
-/// Decodes `params` for one operation.
-struct ParamsOf(Op);
-
-impl<'de> serde::de::DeserializeSeed<'de> for ParamsOf {
-    type Value = Request;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Request, D::Error> {
-        Request::params_from(self.0, d)
-    }
 }
 
 /// Whether every `\u` escape in the JSON `text` has four hex digits (a backslash outside

@@ -4,6 +4,7 @@
 
 use crate::proto::{ListTasksResponse, RestoreNulls};
 use crate::protocol::error::A2aError;
+use serde::de::DeserializeSeed;
 
 /// Deepest nesting of arrays and objects accepted in params. Both parsers recurse per
 /// level (sonic-rs also when it skips unknown members, without a limit of its own: 100,000
@@ -13,10 +14,12 @@ use crate::protocol::error::A2aError;
 /// levels (`Value`, then `ListValue` or `Struct`): 48 is about the deepest an agent decodes.
 pub const MAX_NESTING: usize = 48;
 
-/// Decodes `params` text into a request. Errors name the failing field path.
-pub fn decode_params<T: serde::de::DeserializeOwned + RestoreNulls>(
-    text: &str,
-) -> Result<T, A2aError> {
+/// Decodes `params` text into the request `seed` makes of them (an `Op` makes its
+/// operation's request). Errors name the failing field path.
+pub fn decode_params<S, V>(seed: S, text: &str) -> Result<V, A2aError>
+where
+    S: Copy + for<'de> DeserializeSeed<'de, Value = V>,
+{
     if nesting_exceeds(text.as_bytes(), MAX_NESTING) {
         let why = format!("arrays and objects nested deeper than {MAX_NESTING} levels");
         return Err(A2aError::invalid_params("", &why));
@@ -24,9 +27,9 @@ pub fn decode_params<T: serde::de::DeserializeOwned + RestoreNulls>(
     // Only to describe an error is the text decoded again, by serde_json with the field's
     // path; both refuse the same inputs (tested below), so the fast path never accepts
     // what the error path would reject.
-    match decode_fast(text) {
+    match decode_fast(seed, text) {
         Some(request) => Ok(request),
-        None => decode_tracked(text),
+        None => decode_tracked(seed, text),
     }
 }
 
@@ -66,16 +69,19 @@ pub fn nesting_exceeds(text: &[u8], limit: usize) -> bool {
 
 /// sonic-rs (SIMD string scanning, several times serde_json's speed on long texts), no
 /// path tracking.
-fn decode_fast<T: serde::de::DeserializeOwned + RestoreNulls>(text: &str) -> Option<T> {
+fn decode_fast<S, V>(seed: S, text: &str) -> Option<V>
+where
+    S: for<'de> DeserializeSeed<'de, Value = V>,
+{
     let mut de = sonic_rs::Deserializer::from_str(text);
-    let request = params_from(&mut de).ok()?;
+    let request = seed.deserialize(&mut de).ok()?;
     de.end().ok()?;
     Some(request)
 }
 
-/// A request from `params` at the deserializer's position: the fast path's decoding,
-/// also used by the JSON-RPC envelope's own scan (`front::envelope`), so both decode
-/// alike.
+/// A request of type `T` from `params` at the deserializer's position, nulls restored:
+/// what every decoding of params ends in (`Op` as a seed, for the text here and for the
+/// JSON-RPC envelope's own scan in `front::envelope`).
 pub fn params_from<'de, T, D>(deserializer: D) -> Result<T, D::Error>
 where
     T: serde::de::DeserializeOwned + RestoreNulls,
@@ -87,14 +93,17 @@ where
 }
 
 /// serde_json with the failing field's path in the error.
-fn decode_tracked<T: serde::de::DeserializeOwned + RestoreNulls>(
-    text: &str,
-) -> Result<T, A2aError> {
+fn decode_tracked<S, V>(seed: S, text: &str) -> Result<V, A2aError>
+where
+    S: for<'de> DeserializeSeed<'de, Value = V>,
+{
     let mut de = serde_json::Deserializer::from_str(text);
-    let mut request: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
+    let mut track = serde_path_to_error::Track::new();
+    let tracked = serde_path_to_error::Deserializer::new(&mut de, &mut track);
+    let request = seed.deserialize(tracked).map_err(|e| {
+        let path = track.path().to_string();
         // The path names the field; serde_json's "at line 1 column 30" adds nothing.
-        let text = e.inner().to_string();
+        let text = e.to_string();
         let description = match text.rfind(" at line ") {
             Some(at) => &text[..at],
             None => &text,
@@ -103,7 +112,6 @@ fn decode_tracked<T: serde::de::DeserializeOwned + RestoreNulls>(
     })?;
     de.end()
         .map_err(|e| A2aError::invalid_params("", &e.to_string()))?;
-    request.restore_nulls();
     Ok(request)
 }
 
@@ -181,7 +189,7 @@ impl ResultJson for ::pbjson_types::Empty {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::{GetTaskRequest, SendMessageRequest};
+    use crate::protocol::ops::Op;
 
     #[test]
     fn nesting_is_measured_outside_strings() {
@@ -227,17 +235,17 @@ mod tests {
             r#"{"configuration":{"historyLength":4294967296}}"#.to_owned(),
         ];
         for text in &cases {
-            let fast = decode_fast::<SendMessageRequest>(text);
-            let tracked = decode_tracked::<SendMessageRequest>(text).ok();
+            let fast = decode_fast(Op::SendMessage, text);
+            let tracked = decode_tracked(Op::SendMessage, text).ok();
             assert_eq!(fast, tracked, "{text}");
         }
         // The table holds both kinds, so the comparison above is not vacuous.
-        assert!(decode_fast::<SendMessageRequest>(&cases[0]).is_some());
-        assert!(decode_fast::<SendMessageRequest>(&cases[11]).is_some());
-        assert!(decode_fast::<SendMessageRequest>(&cases[15]).is_none());
+        assert!(decode_fast(Op::SendMessage, &cases[0]).is_some());
+        assert!(decode_fast(Op::SendMessage, &cases[11]).is_some());
+        assert!(decode_fast(Op::SendMessage, &cases[15]).is_none());
         for text in [r#"{"id":"t","historyLength":-1}"#, r#"{"id":5}"#, "{}"] {
-            let fast = decode_fast::<GetTaskRequest>(text);
-            let tracked = decode_tracked::<GetTaskRequest>(text).ok();
+            let fast = decode_fast(Op::GetTask, text);
+            let tracked = decode_tracked(Op::GetTask, text).ok();
             assert_eq!(fast, tracked, "{text}");
         }
     }

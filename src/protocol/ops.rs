@@ -173,24 +173,14 @@ macro_rules! declare_operations {
         typed_request!(UnaryRequest, $( $u ),*);
         typed_request!(StreamRequest, $( $s ),*);
 
-        impl Request {
-            /// Decodes JSON-RPC `params` (ProtoJSON) straight into the operation's request type.
-            /// Absent params mean `{}`; errors name the failing field path.
-            pub fn decode(op: Op, params: Option<&str>) -> Result<Request, A2aError> {
-                let text = params.unwrap_or("{}");
-                Ok(match op {
-                    $( Op::$u => Request::Unary(UnaryRequest::$u(decode_params(text)?)), )*
-                    $( Op::$s => Request::Stream(StreamRequest::$s(decode_params(text)?)), )*
-                })
-            }
+        /// Decodes `params` at a deserializer's position straight into this operation's
+        /// request type (`json::decode_params` for their text, and the JSON-RPC envelope's
+        /// own scan).
+        impl<'de> serde::de::DeserializeSeed<'de> for Op {
+            type Value = Request;
 
-            /// Deserializes `params` straight into `op`'s request type from a deserializer
-            /// positioned at them, as `decode`'s fast path does (for the envelope's own scan).
-            pub fn params_from<'de, D: serde::Deserializer<'de>>(
-                op: Op,
-                params: D,
-            ) -> Result<Request, D::Error> {
-                Ok(match op {
+            fn deserialize<D: serde::Deserializer<'de>>(self, params: D) -> Result<Request, D::Error> {
+                Ok(match self {
                     $( Op::$u => Request::Unary(UnaryRequest::$u(params_from(params)?)), )*
                     $( Op::$s => Request::Stream(StreamRequest::$s(params_from(params)?)), )*
                 })
@@ -268,6 +258,12 @@ pub enum Request {
 }
 
 impl Request {
+    /// Decodes JSON-RPC `params` (ProtoJSON) straight into the operation's request type.
+    /// Absent params mean `{}`; errors name the failing field path.
+    pub fn decode(op: Op, params: Option<&str>) -> Result<Request, A2aError> {
+        decode_params(op, params.unwrap_or("{}"))
+    }
+
     /// The operation this request is for.
     pub fn op(&self) -> Op {
         match self {
