@@ -39,6 +39,7 @@ pub fn never_index_per_call(name: &HeaderName, value: &mut HeaderValue) {
         value.set_sensitive(true);
     }
 }
+
 /// Hop-by-hop and framing headers that describe one connection, never the request
 /// (RFC 9110 7.6.1); they are never forwarded, even when configured.
 pub const NEVER_FORWARDED: &[&str] = &[

@@ -578,7 +578,7 @@ impl Pool {
     /// in flight, else a new one in the first free slot, else the least busy.
     pub async fn connection(&self) -> Result<Connection, Fault> {
         let mut least_busy = None::<Connection>;
-        for slot in &self.slots {
+        for (index, slot) in self.slots.iter().enumerate() {
             match self.live(slot) {
                 Some(live) if live.in_flight() < SPILL_AT => return Ok(live),
                 Some(live) => {
@@ -589,26 +589,27 @@ impl Pool {
                         least_busy = Some(live);
                     }
                 }
-                None => return Box::pin(self.connect(slot)).await,
+                None => return Box::pin(self.connect(index)).await,
             }
         }
         match least_busy {
             Some(connection) => Ok(connection),
-            None => Box::pin(self.connect(&self.slots[0])).await,
+            None => Box::pin(self.connect(0)).await,
         }
     }
 
-    /// The live connection of `slot`, or a new one. Callers box it: connecting (TCP, TLS,
-    /// HTTP/2) is a future of about 5 KB, which every call's future carried although only
-    /// a call that connects runs it (10,000 streams opened at once: 256 -> 242 MiB).
-    async fn connect(&self, slot: &Slot) -> Result<Connection, Fault> {
+    /// The live connection of slot `index`, or a new one (a spare, but in the first slot).
+    /// Callers box it: connecting (TCP, TLS, HTTP/2) is a future of about 5 KB, which every
+    /// call's future carried although only a call that connects runs it (10,000 streams
+    /// opened at once: 256 -> 242 MiB).
+    async fn connect(&self, index: usize) -> Result<Connection, Fault> {
+        let slot = &self.slots[index];
         let _connecting = slot.connecting.lock().await;
         if let Some(live) = self.live(slot) {
             return Ok(live);
         }
         // The replaced connection's driver finishes once its last stream has.
-        let spare = !std::ptr::eq(slot, &self.slots[0]);
-        let connection = self.connector.connect(spare).await?;
+        let connection = self.connector.connect(index > 0).await?;
         *slot.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(connection.clone());
         Ok(connection)
     }
