@@ -132,8 +132,16 @@ pub struct RouteCard {
     /// `https://x.example/gw`); the interface URL is this plus `jsonrpc_path`.
     pub public_url: Option<String>,
     /// Without `public_url`: take scheme and host from `Forwarded` or
-    /// `X-Forwarded-Proto`/`X-Forwarded-Host` only if true; else `Host` and `http`.
+    /// `X-Forwarded-Proto`/`X-Forwarded-Host` only if true; else `Host` and the listener's
+    /// scheme.
     pub trust_forwarded: bool,
+    /// With `trust_forwarded`: the element this far from the end of a forwarded header is
+    /// the one read (each trusted proxy appends one).
+    pub trusted_proxy_hops: usize,
+    /// The hosts (`host[:port]`) requests may name; empty: any.
+    pub allowed_hosts: Vec<String>,
+    /// The listener serves TLS: interfaces taken from the request are `https://`.
+    pub tls: bool,
     /// The tenant the route injects; then the gateway's interface carries no tenant.
     pub fixed_tenant: Option<String>,
     /// The backend's binding.
@@ -160,12 +168,14 @@ impl CardConfigError {
     }
 }
 
-/// One route's agent card: its source, refresh, rewriting and HTTP answers. Shared by all
-/// serving threads.
+/// One route's agent card: its source, refresh, rewriting and HTTP answers, and the
+/// rewriting of the extended cards GetExtendedAgentCard returns (every route has one, with
+/// or without a card source of its own). Shared by all serving threads.
 pub struct CardService {
     route: String,
     card_path: String,
-    source: Source,
+    /// None: the route serves no well-known card.
+    source: Option<Source>,
     rewriter: Rewriter,
     store: Store,
     refresh: Duration,
@@ -173,7 +183,8 @@ pub struct CardService {
 
 impl CardService {
     /// Checks `settings` for `route`; a file source is read (and its card checked) now, so a
-    /// bad file fails the start. `backend` is the route's backend client, used by
+    /// bad file fails the start. Without `settings.source` the service only rewrites
+    /// extended cards and checks hosts. `backend` is the route's backend client, used by
     /// `source = "backend"`; it must be usable on the runtime `start` runs on.
     pub fn new(
         settings: &CardSettings,
@@ -191,8 +202,19 @@ impl CardService {
         let rewriter = Rewriter::new(settings, &route, treatment)?;
         let credential = Credential::from_settings(settings)?;
         let tenant = route.fixed_tenant.clone().unwrap_or_default();
-        let source = Source::from_settings(settings, credential, backend, tenant, fetch_timeout)?;
-        let store = Store::new(max_age, rewriter.vary());
+        let source = match settings.source.as_deref() {
+            Some(text) => Some(Source::from_settings(
+                text,
+                settings,
+                credential,
+                backend,
+                tenant,
+                fetch_timeout,
+            )?),
+            None => None,
+        };
+        let vouched = rewriter.origins().vouched_count();
+        let store = Store::new(max_age, rewriter.vary(), vouched);
         let service = CardService {
             route: route.route,
             card_path: route.card_path,
@@ -201,7 +223,7 @@ impl CardService {
             store,
             refresh,
         };
-        if let Source::File(path) = &service.source {
+        if let Some(Source::File(path)) = &service.source {
             let card = source::read_file(path)
                 .map_err(|e| CardConfigError::new("source", e.to_string()))?;
             let card = service
@@ -216,7 +238,25 @@ impl CardService {
     /// Starts the background fetch and refresh on the current tokio runtime; it ends when
     /// the service is dropped.
     pub fn start(self: &Arc<Self>) {
-        tokio::spawn(refresh::run(Arc::downgrade(self)));
+        if self.source.is_some() {
+            tokio::spawn(refresh::run(Arc::downgrade(self)));
+        }
+    }
+
+    /// Whether the route serves a well-known card (it has a source).
+    pub fn serves_card(&self) -> bool {
+        self.source.is_some()
+    }
+
+    /// The `allowed-hosts` check of every request of the route: the refusal says why.
+    pub fn admit(&self, uri: &http::Uri, headers: &http::HeaderMap) -> Result<(), String> {
+        let origins = self.rewriter.origins();
+        origins.admit(uri, headers).map_err(|r| r.to_string())
+    }
+
+    /// Card answers served from a kept render and rendered anew, since the start.
+    pub fn renders(&self) -> (u64, u64) {
+        self.store.renders()
     }
 
     /// Answers GET or HEAD of the well-known card: 200 `application/json` with a strong
@@ -254,8 +294,10 @@ impl CardService {
 
     /// The gateway's JSON-RPC endpoint as the extended card names it for `request`.
     pub fn endpoint_url(&self, request: &http::request::Parts) -> String {
-        let url = self.rewriter.interface_url(request);
-        url.unwrap_or_else(|| self.rewriter.jsonrpc_path().to_owned())
+        match self.rewriter.interface_url(request) {
+            Ok(url) => url.as_str().to_owned(),
+            Err(_) => self.rewriter.jsonrpc_path().to_owned(),
+        }
     }
 }
 
@@ -285,6 +327,9 @@ mod tests {
             card_path: "/.well-known/agent-card.json".to_owned(),
             public_url: public_url.map(str::to_owned),
             trust_forwarded: false,
+            trusted_proxy_hops: 1,
+            allowed_hosts: Vec::new(),
+            tls: false,
             fixed_tenant: None,
             binding: Binding::Grpc,
             legacy: false,
@@ -446,7 +491,6 @@ mod tests {
             source: Some(s.to_owned()),
             ..Default::default()
         };
-        assert!(error(CardSettings::default()).starts_with("card.source:"));
         assert!(error(source("/nonexistent/card.json")).starts_with("card.source:"));
         assert!(error(source("backend")).starts_with("card.source:"));
         assert!(error(source("https://u:p@cards.example/c.json")).starts_with("card.source:"));

@@ -379,6 +379,19 @@ pub struct Cli {
     #[arg(long, env = "A2A_GATEWAY_TRUST_FORWARDED")]
     pub trust_forwarded: bool,
 
+    /// With --trust-forwarded: how many proxies in front of the gateway append to
+    /// `Forwarded`/`X-Forwarded-*`; the element this far from the end is read (what the
+    /// outermost trusted proxy wrote), never the client's own elements before it.
+    #[arg(long, env = "A2A_GATEWAY_TRUSTED_PROXY_HOPS", default_value_t = 1)]
+    pub trusted_proxy_hops: usize,
+
+    /// The hosts (`host` or `host:port`, compared exactly; comma-separated or repeated) the
+    /// gateway answers for: a route or catalog request whose `Host` (or trusted forwarded
+    /// host) is another gets 400. Without --public-url, cards name the host the request
+    /// used among these. Default: any host.
+    #[arg(long, env = "A2A_GATEWAY_ALLOWED_HOSTS", value_delimiter = ',')]
+    pub allowed_hosts: Vec<String>,
+
     /// Where the agent's card comes from: a JSON file, an `http(s)://` URL (e.g. the agent's
     /// own well-known card), or `backend` (the agent's GetExtendedAgentCard). The card is
     /// served at `/.well-known/agent-card.json` with the gateway as its interface.
@@ -539,6 +552,10 @@ pub enum ConfigError {
     Tenant,
     #[error("--public-url {0}")]
     PublicUrl(String),
+    #[error("--allowed-hosts {0}")]
+    AllowedHosts(String),
+    #[error("--trusted-proxy-hops must be at least 1")]
+    TrustedProxyHops,
     #[error("`{0}` is a per-route setting: with [[route]] tables, set it in each route")]
     PerRoute(&'static str),
     #[error("--{0}: {1}")]
@@ -640,6 +657,12 @@ impl Cli {
         }
         if let Some(url) = &self.public_url {
             crate::card::origin::check_public_url(url).map_err(ConfigError::PublicUrl)?;
+        }
+        for host in &self.allowed_hosts {
+            crate::card::origin::check_allowed_host(host).map_err(ConfigError::AllowedHosts)?;
+        }
+        if self.trusted_proxy_hops == 0 {
+            return Err(ConfigError::TrustedProxyHops);
         }
         self.check_limits()?;
         crate::front::cors::layer(self)?;

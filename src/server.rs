@@ -212,9 +212,8 @@ impl GatewayTemplate {
 pub struct FrontendTemplate {
     routes: Vec<RouteTemplate>,
     lifecycle: Arc<Lifecycle>,
-    /// The global public URL (normalised) and forwarded-header trust, for the catalog.
-    public_url: Option<String>,
-    trust_forwarded: bool,
+    /// The global public URL, forwarded-header trust and allowed hosts, for the catalog.
+    origins: crate::card::origin::Origins,
     /// Every route's limits, shared by all workers, and the CORS layer.
     limits: Option<Arc<Limits>>,
     cors: Option<CorsLayer>,
@@ -258,17 +257,17 @@ impl FrontendTemplate {
         let cli = &config.cli;
         let readiness =
             readiness::Readiness::new(checks, cli.readiness_cache, cli.readiness_timeout);
-        let public_url = match &config.cli.public_url {
-            Some(url) => {
-                Some(crate::card::origin::check_public_url(url).map_err(ConfigError::PublicUrl)?)
-            }
-            None => None,
-        };
+        let origins = crate::card::origin::Origins::new(&crate::card::origin::OriginSettings {
+            public_url: cli.public_url.as_deref(),
+            trust_forwarded: cli.trust_forwarded,
+            trusted_proxy_hops: cli.trusted_proxy_hops,
+            allowed_hosts: &cli.allowed_hosts,
+            tls: cli.tls_cert.is_some(),
+        })?;
         Ok(FrontendTemplate {
             routes,
             lifecycle: Arc::default(),
-            public_url,
-            trust_forwarded: config.cli.trust_forwarded,
+            origins,
             limits: Limits::new(config),
             cors: crate::front::cors::layer(&config.cli)?,
             readiness: Arc::new(readiness),
@@ -313,7 +312,7 @@ impl FrontendTemplate {
         };
         Ok(
             Frontend::new(served, metrics.clone(), self.lifecycle.clone())
-                .with_origin(self.public_url.clone(), self.trust_forwarded)
+                .with_origin(self.origins.clone())
                 .with_limits(self.limits.clone())
                 .with_cors(self.cors.clone())
                 .with_readiness(self.readiness.clone(), surface),
@@ -357,32 +356,37 @@ impl RouteTemplate {
         if demo_backend.is_some() && settings.source.is_none() {
             settings.source = Some(BACKEND_CARD_SOURCE.to_owned());
         }
-        let card = match &settings.source {
-            None => None,
-            Some(source) => {
-                let backend = match source.as_str() {
-                    BACKEND_CARD_SOURCE => Some(gateway.backend()?),
-                    _ => None,
-                };
-                let cli = &route.settings;
-                let place = RouteCard {
-                    route: route.name.clone(),
-                    jsonrpc_path: route.jsonrpc_path(),
-                    card_path: route.card_path(),
-                    public_url: cli.public_url.clone(),
-                    trust_forwarded: cli.trust_forwarded,
-                    fixed_tenant: cli.tenant.clone(),
-                    binding: cli.binding,
-                    legacy: cli.legacy == crate::config::Legacy::V03,
-                };
-                Some(Arc::new(CardService::new(&settings, place, backend)?))
-            }
+        // Every route has a card service: without a source of its own it still rewrites
+        // the extended cards of GetExtendedAgentCard and checks the request's host.
+        let backend = match settings.source.as_deref() {
+            Some(BACKEND_CARD_SOURCE) => Some(gateway.backend()?),
+            _ => None,
         };
+        let place = route_card(route);
+        let card = Some(Arc::new(CardService::new(&settings, place, backend)?));
         Ok(RouteTemplate {
             config: route.clone(),
             gateway,
             card,
         })
+    }
+}
+
+/// What the card service of `route` must know about it.
+fn route_card(route: &RouteConfig) -> RouteCard {
+    let cli = &route.settings;
+    RouteCard {
+        route: route.name.clone(),
+        jsonrpc_path: route.jsonrpc_path(),
+        card_path: route.card_path(),
+        public_url: cli.public_url.clone(),
+        trust_forwarded: cli.trust_forwarded,
+        trusted_proxy_hops: cli.trusted_proxy_hops,
+        allowed_hosts: cli.allowed_hosts.clone(),
+        tls: cli.tls_cert.is_some(),
+        fixed_tenant: cli.tenant.clone(),
+        binding: cli.binding,
+        legacy: cli.legacy == crate::config::Legacy::V03,
     }
 }
 

@@ -1,35 +1,187 @@
-//! The origin the gateway is public at, for the card's interface URL: the route's
-//! `public_url` (checked at start), or what the request names.
+//! The origin the gateway is public at, for the card's interface URL and the catalog: the
+//! route's `public_url` (checked at start), or what the request names — and whether the
+//! configuration vouches for that origin (`Origin::Vouched`: only such an origin is signed
+//! or cached, so a client cannot have the gateway sign, or keep, a URL it made up).
 //!
 //! Host validation: a request's `Host` (or `:authority`), and with `trust_forwarded` the
-//! `Forwarded` (RFC 7239, its first element: what the client used) or
-//! `X-Forwarded-Host`/`X-Forwarded-Proto` values, must each be a plain URI authority (no
-//! user info, path or stray characters, a numeric port) and a scheme of `http` or `https`.
-//! An invalid forwarded value is ignored (the next source applies: `X-Forwarded-*`, then
-//! `Host`, then `http`); without any valid host there is no origin — the well-known answer
-//! is a 400, never a card pointing somewhere a header made up.
+//! `Forwarded` (RFC 7239) or `X-Forwarded-Host`/`X-Forwarded-Proto` values, must each be a
+//! plain URI authority (no user info, path or stray characters, a numeric port) and a
+//! scheme of `http` or `https`. Forwarded headers are read from their end: each trusted
+//! proxy appends one element, so the element `trusted_proxy_hops` from the end is the one
+//! the outermost trusted proxy wrote, and anything before it is the client's own. An
+//! invalid or missing forwarded value is ignored (the next source applies: `X-Forwarded-*`,
+//! then `Host`); without any valid host there is no origin — the well-known answer is a
+//! 400, never a card pointing somewhere a header made up. Without a forwarded scheme the
+//! listener's own applies (`https` on a TLS listener).
+//!
+//! `allowed_hosts`, when set, lists the authorities (`host` or `host:port`, compared
+//! exactly) the gateway answers for: the host a request names (forwarded or `Host`) must
+//! be one of them, else the request is refused.
 
 use http::request::Parts;
-use http::{header, HeaderMap};
+use http::{header, HeaderMap, Uri};
 
 use super::CardConfigError;
 
-/// The origin (`scheme://authority`) a request names; none without a valid host.
-pub(crate) fn request_origin(request: &Parts, trust_forwarded: bool) -> Option<String> {
-    let (scheme, host) = if trust_forwarded {
-        forwarded_origin(&request.headers)
-    } else {
-        (None, None)
-    };
-    let host = host
-        .or_else(|| {
-            request
-                .uri
-                .authority()
-                .and_then(|a| valid_authority(a.as_str()))
+/// How a route finds its public origin; built once at start.
+#[derive(Clone, Debug)]
+pub(crate) struct Origins {
+    /// Normalised: no trailing slash.
+    public_url: Option<String>,
+    /// With `trust_forwarded`: which element from the end of a forwarded header is read.
+    forwarded_hops: Option<usize>,
+    /// Lowercase authorities; empty: any host.
+    allowed: Vec<String>,
+    /// The scheme without a forwarded one: the listener's.
+    scheme: &'static str,
+}
+
+/// Any host, from `Host` only, over plain HTTP: what a bare frontend (tests) serves.
+impl Default for Origins {
+    fn default() -> Origins {
+        Origins {
+            public_url: None,
+            forwarded_hops: None,
+            allowed: Vec::new(),
+            scheme: "http",
+        }
+    }
+}
+
+/// Where the settings of `Origins` come from.
+pub(crate) struct OriginSettings<'a> {
+    pub public_url: Option<&'a str>,
+    pub trust_forwarded: bool,
+    pub trusted_proxy_hops: usize,
+    pub allowed_hosts: &'a [String],
+    /// The listener serves TLS.
+    pub tls: bool,
+}
+
+/// The origin of a request's card.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// The configuration names it (the public URL, or an allowed host): it may be signed
+    /// and its render kept.
+    Vouched(String),
+    /// Taken from the request with nothing to vouch for it.
+    Named(String),
+}
+
+impl Origin {
+    pub(crate) fn as_str(&self) -> &str {
+        match self {
+            Origin::Vouched(text) | Origin::Named(text) => text,
+        }
+    }
+}
+
+/// Why a request has no origin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Refusal {
+    #[error("the request names no valid Host, so the card's interface URL is unknown")]
+    NoHost,
+    /// The host is not quoted back: it is the client's text.
+    #[error("the request's host is not one this gateway answers for (allowed-hosts)")]
+    NotAllowed,
+}
+
+impl Origins {
+    /// Checks the settings; the error names the setting.
+    pub(crate) fn new(settings: &OriginSettings<'_>) -> Result<Origins, CardConfigError> {
+        let public_url = settings.public_url.map(public_url).transpose()?;
+        if settings.trusted_proxy_hops == 0 {
+            return Err(CardConfigError::new(
+                "trusted-proxy-hops",
+                "must be at least 1",
+            ));
+        }
+        let allowed = settings
+            .allowed_hosts
+            .iter()
+            .map(|h| check_allowed_host(h).map_err(|e| CardConfigError::new("allowed-hosts", e)))
+            .collect::<Result<_, _>>()?;
+        Ok(Origins {
+            public_url,
+            forwarded_hops: settings
+                .trust_forwarded
+                .then_some(settings.trusted_proxy_hops),
+            allowed,
+            scheme: if settings.tls { "https" } else { "http" },
         })
-        .or_else(|| first_value(&request.headers, header::HOST).and_then(valid_authority))?;
-    Some(format!("{}://{host}", scheme.unwrap_or("http")))
+    }
+
+    /// The route's public URL, if configured.
+    pub(crate) fn public_url(&self) -> Option<&str> {
+        self.public_url.as_deref()
+    }
+
+    /// Whether every origin a request is served is vouched for by the configuration, so
+    /// that signing never signs a URL taken from the request.
+    pub(crate) fn all_vouched(&self) -> bool {
+        self.public_url.is_some() || !self.allowed.is_empty()
+    }
+
+    /// Whether the card depends on the request's host headers.
+    pub(crate) fn from_request(&self) -> bool {
+        self.public_url.is_none()
+    }
+
+    /// Whether forwarded headers are read.
+    pub(crate) fn trusts_forwarded(&self) -> bool {
+        self.forwarded_hops.is_some()
+    }
+
+    /// How many origins can be vouched for: the bound of a cache of renders.
+    pub(crate) fn vouched_count(&self) -> usize {
+        match self.public_url {
+            Some(_) => 1,
+            // Each allowed host under either scheme.
+            None => 2 * self.allowed.len(),
+        }
+    }
+
+    /// The allow-list check alone (every request of a route, not only cards).
+    pub(crate) fn admit(&self, uri: &Uri, headers: &HeaderMap) -> Result<(), Refusal> {
+        match self.allowed.is_empty() {
+            true => Ok(()),
+            false => self.origin_of(uri, headers).map(drop),
+        }
+    }
+
+    /// The origin `request` is served.
+    pub(crate) fn origin(&self, request: &Parts) -> Result<Origin, Refusal> {
+        self.origin_of(&request.uri, &request.headers)
+    }
+
+    fn origin_of(&self, uri: &Uri, headers: &HeaderMap) -> Result<Origin, Refusal> {
+        let (scheme, host) = match self.forwarded_hops {
+            Some(hops) => forwarded_origin(headers, hops),
+            None => (None, None),
+        };
+        let host = host
+            .or_else(|| uri.authority().and_then(|a| valid_authority(a.as_str())))
+            .or_else(|| {
+                let host = headers.get(header::HOST)?.to_str().ok()?;
+                valid_authority(host)
+            });
+        if !self.allowed.is_empty() {
+            match &host {
+                Some(host) if self.allowed.contains(host) => {}
+                Some(_) => return Err(Refusal::NotAllowed),
+                None => return Err(Refusal::NoHost),
+            }
+        }
+        if let Some(url) = &self.public_url {
+            return Ok(Origin::Vouched(url.clone()));
+        }
+        let host = host.ok_or(Refusal::NoHost)?;
+        let text = format!("{}://{host}", scheme.unwrap_or(self.scheme));
+        Ok(match self.allowed.is_empty() {
+            true => Origin::Named(text),
+            false => Origin::Vouched(text),
+        })
+    }
 }
 
 /// `origin` (`scheme://authority`) with `host` in place of its host, its port kept.
@@ -46,7 +198,7 @@ pub(super) fn with_host(origin: &str, host: &str) -> String {
 }
 
 /// Checks and normalises the route's public URL: `http(s)://authority[/path]`.
-pub(super) fn public_url(text: &str) -> Result<String, CardConfigError> {
+fn public_url(text: &str) -> Result<String, CardConfigError> {
     check_public_url(text).map_err(|why| CardConfigError::new("public-url", why))
 }
 
@@ -66,6 +218,14 @@ pub(crate) fn check_public_url(text: &str) -> Result<String, String> {
         return Err(fail("a query or fragment cannot be part of it"));
     }
     Ok(text.trim_end_matches('/').to_owned())
+}
+
+/// One `allowed-hosts` entry, lowercased: a plain `host[:port]`.
+pub(crate) fn check_allowed_host(text: &str) -> Result<String, String> {
+    match valid_authority(text) {
+        Some(host) if host == text.trim().to_ascii_lowercase() => Ok(host),
+        _ => Err(format!("{text:?}: not a plain host[:port]")),
+    }
 }
 
 /// `text` as a URI authority `host[:port]` (no user info, a numeric port), lowercased; none
@@ -96,31 +256,331 @@ fn scheme(text: &str) -> Option<&'static str> {
     }
 }
 
-/// The first comma-separated element of a header's first line.
-fn first_value(headers: &HeaderMap, name: impl header::AsHeaderName) -> Option<&str> {
-    let value = headers.get(name)?.to_str().ok()?;
-    value.split(',').next().map(str::trim)
+/// The comma-separated elements of every line of a header, in order (commas inside
+/// quoted strings do not split).
+fn elements(headers: &HeaderMap, name: impl header::AsHeaderName) -> Option<Vec<&str>> {
+    let mut all = Vec::new();
+    for line in headers.get_all(name) {
+        all.extend(split_unquoted(line.to_str().ok()?, ','));
+    }
+    Some(all)
 }
 
-/// Scheme and host from `Forwarded` (its first element), else from `X-Forwarded-Proto` and
-/// `X-Forwarded-Host`; invalid values are ignored.
-fn forwarded_origin(headers: &HeaderMap) -> (Option<&'static str>, Option<String>) {
+/// `text` split at `separator` outside double-quoted strings, each piece trimmed.
+fn split_unquoted(text: &str, separator: char) -> impl Iterator<Item = &str> {
+    let mut quoted = false;
+    let mut escaped = false;
+    text.split(move |c: char| {
+        match (escaped, quoted, c) {
+            (true, _, _) => escaped = false,
+            (false, true, '\\') => escaped = true,
+            (false, _, '"') => quoted = !quoted,
+            _ => {}
+        }
+        c == separator && !quoted
+    })
+    .map(str::trim)
+}
+
+/// The element `hops` from the end of a header's elements: what the outermost trusted
+/// proxy appended. None when the header is absent, unreadable or shorter than `hops`.
+fn trusted_element(
+    headers: &HeaderMap,
+    name: impl header::AsHeaderName,
+    hops: usize,
+) -> Option<&str> {
+    let elements = elements(headers, name)?;
+    let index = elements.len().checked_sub(hops)?;
+    Some(elements[index]).filter(|e| !e.is_empty())
+}
+
+/// The `proto` and `host` of one `Forwarded` element; none if any of its pairs is
+/// malformed or its `proto`/`host` invalid (the element is then ignored whole).
+fn forwarded_element(element: &str) -> Option<(Option<&'static str>, Option<String>)> {
     let (mut proto, mut host) = (None, None);
-    for pair in first_value(headers, header::FORWARDED)
-        .unwrap_or_default()
-        .split(';')
-    {
-        let Some((name, value)) = pair.split_once('=') else {
-            continue;
+    for pair in split_unquoted(element, ';').filter(|p| !p.is_empty()) {
+        let (name, value) = pair.split_once('=')?;
+        let value = value.trim();
+        let value = match value.strip_prefix('"') {
+            Some(rest) => rest.strip_suffix('"')?,
+            None => value,
         };
-        let value = value.trim().trim_matches('"');
         match name.trim().to_ascii_lowercase().as_str() {
-            "proto" => proto = scheme(value),
-            "host" => host = valid_authority(value),
+            "proto" => proto = Some(scheme(value)?),
+            "host" => host = Some(valid_authority(value)?),
             _ => {}
         }
     }
-    let proto = proto.or_else(|| first_value(headers, "x-forwarded-proto").and_then(scheme));
-    let host = host.or_else(|| first_value(headers, "x-forwarded-host").and_then(valid_authority));
+    Some((proto, host))
+}
+
+/// Scheme and host from the trusted element of `Forwarded`, else from that of
+/// `X-Forwarded-Proto` and `X-Forwarded-Host`; invalid values are ignored.
+fn forwarded_origin(headers: &HeaderMap, hops: usize) -> (Option<&'static str>, Option<String>) {
+    let (proto, host) = trusted_element(headers, header::FORWARDED, hops)
+        .and_then(forwarded_element)
+        .unwrap_or_default();
+    let proto =
+        proto.or_else(|| trusted_element(headers, "x-forwarded-proto", hops).and_then(scheme));
+    let host = host
+        .or_else(|| trusted_element(headers, "x-forwarded-host", hops).and_then(valid_authority));
     (proto, host)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn origins(trust_forwarded: bool, hops: usize, allowed: &[&str], tls: bool) -> Origins {
+        let allowed: Vec<String> = allowed.iter().map(|h| h.to_string()).collect();
+        Origins::new(&OriginSettings {
+            public_url: None,
+            trust_forwarded,
+            trusted_proxy_hops: hops,
+            allowed_hosts: &allowed,
+            tls,
+        })
+        .unwrap()
+    }
+
+    fn request(headers: &[(&str, &str)]) -> Parts {
+        let mut builder = http::Request::get("/.well-known/agent-card.json");
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        builder.body(()).unwrap().into_parts().0
+    }
+
+    /// One row per header form: the headers, the trusted hops, the origin.
+    #[test]
+    fn forwarded_headers_are_read_from_the_trusted_end() {
+        let host = ("host", "gw.internal:8080");
+        let rows: &[(&[(&str, &str)], usize, &str)] = &[
+            // Forwarded: the proxy's element after the client's forged one.
+            (
+                &[
+                    host,
+                    (
+                        "forwarded",
+                        "host=evil.example;proto=http, host=gw.example;proto=https",
+                    ),
+                ],
+                1,
+                "https://gw.example",
+            ),
+            // The same over two header lines.
+            (
+                &[
+                    host,
+                    ("forwarded", "host=evil.example"),
+                    ("forwarded", "proto=https;host=gw.example"),
+                ],
+                1,
+                "https://gw.example",
+            ),
+            // Two trusted hops: the second from the end; the last is the inner proxy's.
+            (
+                &[
+                    host,
+                    (
+                        "forwarded",
+                        "host=evil.example, host=gw.example;proto=https, host=lb.internal",
+                    ),
+                ],
+                2,
+                "https://gw.example",
+            ),
+            // Quoted values, a comma inside quotes, any case.
+            (
+                &[
+                    host,
+                    (
+                        "forwarded",
+                        "for=\"[::1],x\";Host=\"GW.example:8443\";PROTO=HTTPS",
+                    ),
+                ],
+                1,
+                "https://gw.example:8443",
+            ),
+            // Fewer elements than trusted hops: the client's element alone is never read.
+            (
+                &[host, ("forwarded", "host=evil.example;proto=https")],
+                2,
+                "http://gw.internal:8080",
+            ),
+            // A malformed trusted element is ignored whole (its valid proto too).
+            (
+                &[
+                    host,
+                    ("forwarded", "host=gw.example, proto=https;host=\"a@b\""),
+                ],
+                1,
+                "http://gw.internal:8080",
+            ),
+            (
+                &[host, ("forwarded", "proto=https;junk")],
+                1,
+                "http://gw.internal:8080",
+            ),
+            (
+                &[host, ("forwarded", "proto=gopher;host=gw.example")],
+                1,
+                "http://gw.internal:8080",
+            ),
+            (
+                &[host, ("forwarded", "host=\"gw.example")],
+                1,
+                "http://gw.internal:8080",
+            ),
+            // X-Forwarded-*: the last element of each, per header.
+            (
+                &[
+                    host,
+                    ("x-forwarded-host", "evil.example, gw.example"),
+                    ("x-forwarded-proto", "http, https"),
+                ],
+                1,
+                "https://gw.example",
+            ),
+            (
+                &[
+                    host,
+                    ("x-forwarded-host", "evil.example"),
+                    ("x-forwarded-host", "gw.example"),
+                ],
+                1,
+                "http://gw.example",
+            ),
+            (
+                &[
+                    host,
+                    ("x-forwarded-host", "evil.example, gw.example, lb"),
+                    ("x-forwarded-proto", "https, http"),
+                ],
+                2,
+                "https://gw.example",
+            ),
+            (
+                &[host, ("x-forwarded-host", "evil.example, gw.example/x")],
+                1,
+                "http://gw.internal:8080",
+            ),
+            (
+                &[host, ("x-forwarded-proto", "https, gopher")],
+                1,
+                "http://gw.internal:8080",
+            ),
+            // A Forwarded element without host: the host from X-Forwarded-Host.
+            (
+                &[
+                    host,
+                    ("forwarded", "proto=https"),
+                    ("x-forwarded-host", "gw.example"),
+                ],
+                1,
+                "https://gw.example",
+            ),
+            // Nothing forwarded.
+            (&[host], 1, "http://gw.internal:8080"),
+        ];
+        for (headers, hops, expected) in rows {
+            let origin = origins(true, *hops, &[], false)
+                .origin(&request(headers))
+                .unwrap();
+            assert_eq!(
+                origin,
+                Origin::Named(expected.to_string()),
+                "{headers:?} hops {hops}"
+            );
+        }
+        // Untrusted: forwarded headers are never read.
+        let forged = request(&[host, ("forwarded", "host=gw.example;proto=https")]);
+        let origin = origins(false, 1, &[], false).origin(&forged).unwrap();
+        assert_eq!(origin.as_str(), "http://gw.internal:8080");
+    }
+
+    #[test]
+    fn a_tls_listener_names_https() {
+        let origin = origins(false, 1, &[], true).origin(&request(&[("host", "gw.example")]));
+        assert_eq!(origin.unwrap().as_str(), "https://gw.example");
+        // A trusted proxy's proto wins over the listener's.
+        let proxied = request(&[("host", "gw.example"), ("x-forwarded-proto", "http")]);
+        let origin = origins(true, 1, &[], true).origin(&proxied).unwrap();
+        assert_eq!(origin.as_str(), "http://gw.example");
+    }
+
+    #[test]
+    fn allowed_hosts_vouch_or_refuse() {
+        let allow = origins(true, 1, &["gw.example", "gw.example:8443"], false);
+        for (headers, expected) in [
+            (
+                &[("host", "gw.example")][..],
+                Ok(Origin::Vouched("http://gw.example".into())),
+            ),
+            (
+                &[("host", "GW.EXAMPLE:8443")],
+                Ok(Origin::Vouched("http://gw.example:8443".into())),
+            ),
+            (&[("host", "gw.example:8080")], Err(Refusal::NotAllowed)),
+            (&[("host", "evil.example")], Err(Refusal::NotAllowed)),
+            (&[("host", "a@gw.example")], Err(Refusal::NoHost)),
+            (&[], Err(Refusal::NoHost)),
+            // The trusted forwarded host is the one checked.
+            (
+                &[("host", "gw.example"), ("x-forwarded-host", "evil.example")],
+                Err(Refusal::NotAllowed),
+            ),
+            (
+                &[
+                    ("host", "pod:8080"),
+                    ("x-forwarded-host", "evil.example, gw.example"),
+                ],
+                Ok(Origin::Vouched("http://gw.example".into())),
+            ),
+        ] {
+            let parts = request(headers);
+            assert_eq!(allow.origin(&parts), expected, "{headers:?}");
+            assert_eq!(
+                allow.admit(&parts.uri, &parts.headers),
+                expected.map(drop),
+                "{headers:?}"
+            );
+        }
+        assert!(allow.all_vouched());
+        assert_eq!(allow.vouched_count(), 4);
+        let open = origins(false, 1, &[], false);
+        assert!(!open.all_vouched());
+        let parts = request(&[]);
+        assert_eq!(open.admit(&parts.uri, &parts.headers), Ok(()));
+    }
+
+    #[test]
+    fn settings_are_checked() {
+        let error = |hops: usize, allowed: &[&str]| {
+            let allowed: Vec<String> = allowed.iter().map(|h| h.to_string()).collect();
+            Origins::new(&OriginSettings {
+                public_url: None,
+                trust_forwarded: true,
+                trusted_proxy_hops: hops,
+                allowed_hosts: &allowed,
+                tls: false,
+            })
+            .err()
+            .map(|e| e.to_string())
+        };
+        assert_eq!(error(1, &["gw.example", "10.0.0.1:443", "[::1]:80"]), None);
+        assert!(error(0, &[])
+            .unwrap()
+            .starts_with("card.trusted-proxy-hops:"));
+        for bad in [
+            "https://gw.example",
+            "gw.example/x",
+            "u@gw.example",
+            "gw.example:x",
+            "",
+        ] {
+            let e = error(1, &[bad]).unwrap();
+            assert!(e.starts_with("card.allowed-hosts:"), "{bad}: {e}");
+        }
+    }
 }

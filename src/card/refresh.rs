@@ -92,7 +92,11 @@ impl Refresh {
 
     /// Fetches and stores a card; returns the source's `max-age`.
     async fn attempt(&mut self, service: &CardService) -> Result<Option<Duration>, Failure> {
-        let fetched = service.source.fetch(self.etag.as_ref()).await;
+        // `CardService::start` runs the refresh only for a route with a source.
+        let Some(source) = &service.source else {
+            return Ok(None);
+        };
+        let fetched = source.fetch(self.etag.as_ref()).await;
         let fetched = fetched.map_err(|e| match e {
             // The source answered, with something that is not a card.
             FetchError::Json(e) => Failure::Invalid(format!("not JSON: {e}")),

@@ -11,7 +11,8 @@ use http::HeaderValue;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::{origin, CardConfigError, CardSettings, RouteCard, SignaturePolicy};
+use super::origin::{self, Origin, Refusal};
+use super::{CardConfigError, CardSettings, RouteCard, SignaturePolicy};
 use crate::config::Binding;
 use crate::proto::AgentCard;
 use crate::protocol::{legacy, params};
@@ -107,9 +108,8 @@ fn signer(settings: &CardSettings) -> Result<CardSigner, CardConfigError> {
 pub(super) struct Rewriter {
     route: String,
     jsonrpc_path: String,
-    /// Normalised: no trailing slash.
-    public_url: Option<String>,
-    trust_forwarded: bool,
+    /// The public origin: configured, or from the request.
+    origins: origin::Origins,
     fixed_tenant: bool,
     binding: &'static str,
     keep_interfaces: bool,
@@ -159,28 +159,38 @@ impl Rewriter {
         route: &RouteCard,
         treatment: Treatment,
     ) -> Result<Rewriter, CardConfigError> {
-        let public_url = route
-            .public_url
-            .as_deref()
-            .map(origin::public_url)
-            .transpose()?;
+        let origins = origin::Origins::new(&origin::OriginSettings {
+            public_url: route.public_url.as_deref(),
+            trust_forwarded: route.trust_forwarded,
+            trusted_proxy_hops: route.trusted_proxy_hops,
+            allowed_hosts: &route.allowed_hosts,
+            tls: route.tls,
+        })?;
         if !route.jsonrpc_path.starts_with('/') {
             return Err(CardConfigError::new(
                 "jsonrpc-path",
                 format!("must start with '/': {:?}", route.jsonrpc_path),
             ));
         }
-        if matches!(treatment, Treatment::Preserve) && public_url.is_none() {
+        if matches!(treatment, Treatment::Preserve) && origins.public_url().is_none() {
             return Err(CardConfigError::new(
                 "signatures",
                 "\"preserve\" needs the route's public URL, which the unchanged card must name",
             ));
         }
+        // A signature says "this card is the operator's": its URL must never be one a
+        // client named.
+        if matches!(treatment, Treatment::Resign(_)) && !origins.all_vouched() {
+            return Err(CardConfigError::new(
+                "signatures",
+                "\"resign\" (--card-sign-key) needs public-url or allowed-hosts, so that the \
+                 signed interface URL never comes from the request",
+            ));
+        }
         Ok(Rewriter {
             route: route.route.clone(),
             jsonrpc_path: route.jsonrpc_path.clone(),
-            public_url,
-            trust_forwarded: route.trust_forwarded,
+            origins,
             fixed_tenant: route.fixed_tenant.is_some(),
             binding: match route.binding {
                 Binding::Grpc => "GRPC",
@@ -196,10 +206,10 @@ impl Rewriter {
 
     /// The request headers the served card depends on (`Vary`), none with a public URL.
     pub(super) fn vary(&self) -> Option<HeaderValue> {
-        let origin = match (&self.public_url, self.trust_forwarded) {
-            (Some(_), _) => None,
-            (None, false) => Some("host"),
-            (None, true) => Some("host, forwarded, x-forwarded-host, x-forwarded-proto"),
+        let origin = match (self.origins.from_request(), self.origins.trusts_forwarded()) {
+            (false, _) => None,
+            (true, false) => Some("host"),
+            (true, true) => Some("host, forwarded, x-forwarded-host, x-forwarded-proto"),
         };
         match (origin, self.legacy) {
             (None, false) => None,
@@ -248,7 +258,7 @@ impl Rewriter {
         let Value::Object(card) = card else {
             return Err("not an AgentCard: not a JSON object".to_owned());
         };
-        if let (Treatment::Preserve, Some(base)) = (&self.treatment, &self.public_url) {
+        if let (Treatment::Preserve, Some(base)) = (&self.treatment, self.origins.public_url()) {
             let url = format!("{base}{}", self.jsonrpc_path);
             let names_gateway = interfaces(&card)
                 .iter()
@@ -264,23 +274,31 @@ impl Rewriter {
     }
 
     /// The URL of the gateway's interface for `request`: the public URL, or the origin the
-    /// request names (see the module doc), plus the JSON-RPC path.
-    pub(super) fn interface_url(&self, request: &Parts) -> Option<String> {
-        let origin = self.origin(request, None)?;
-        Some(format!("{origin}{}", self.jsonrpc_path))
+    /// request names (see `origin`), plus the JSON-RPC path; vouched for or not as the
+    /// origin is.
+    pub(super) fn interface_url(&self, request: &Parts) -> Result<Origin, Refusal> {
+        Ok(match self.origins.origin(request)? {
+            Origin::Vouched(origin) => Origin::Vouched(origin + &self.jsonrpc_path),
+            Origin::Named(origin) => Origin::Named(origin + &self.jsonrpc_path),
+        })
     }
 
     /// The origin the route is public at for `request`: the public URL, or the origin the
     /// request names, with `route_host` (keeping the request's port) in place of its host.
     pub(super) fn origin(&self, request: &Parts, route_host: Option<&str>) -> Option<String> {
-        if let Some(url) = &self.public_url {
-            return Some(url.clone());
+        if let Some(url) = self.origins.public_url() {
+            return Some(url.to_owned());
         }
-        let origin = origin::request_origin(request, self.trust_forwarded)?;
+        let origin = self.origins.origin(request).ok()?;
         Some(match route_host {
-            Some(host) => origin::with_host(&origin, host),
-            None => origin,
+            Some(host) => origin::with_host(origin.as_str(), host),
+            None => origin.as_str().to_owned(),
         })
+    }
+
+    /// How the route finds its public origin.
+    pub(super) fn origins(&self) -> &origin::Origins {
+        &self.origins
     }
 
     /// The JSON-RPC path: a relative reference to the gateway's interface.
@@ -461,6 +479,9 @@ mod tests {
             card_path: "/.well-known/agent-card.json".to_owned(),
             public_url: public_url.map(str::to_owned),
             trust_forwarded,
+            trusted_proxy_hops: 1,
+            allowed_hosts: Vec::new(),
+            tls: false,
             fixed_tenant: fixed_tenant.then(|| "acme".to_owned()),
             binding: Binding::Grpc,
             legacy: false,
@@ -508,7 +529,7 @@ mod tests {
     fn served(rewriter: &Rewriter, request: &Parts) -> Value {
         let card = rewriter.check(card()).unwrap();
         let url = rewriter.interface_url(request).unwrap();
-        rewriter.render(&rewriter.prepare(card), &url)
+        rewriter.render(&rewriter.prepare(card), url.as_str())
     }
 
     #[test]
@@ -586,7 +607,10 @@ mod tests {
     #[test]
     fn host_without_public_url() {
         let rewriter = rewriter(&CardSettings::default(), &route(None, false, false));
-        let url = |headers: &[(&str, &str)]| rewriter.interface_url(&request(headers));
+        let url = |headers: &[(&str, &str)]| {
+            let url = rewriter.interface_url(&request(headers)).ok();
+            url.map(|u| u.as_str().to_owned())
+        };
         assert_eq!(
             url(&[("host", "GW.example:8080")]).as_deref(),
             Some("http://gw.example:8080/agents/billing/a2a/jsonrpc")
@@ -620,45 +644,25 @@ mod tests {
         );
     }
 
+    /// The rows of every header form are `origin`'s; here, that the interface URL follows.
     #[test]
     fn trusted_forwarded_headers() {
         let rewriter = rewriter(&CardSettings::default(), &route(None, true, false));
         let url = |headers: &[(&str, &str)]| rewriter.interface_url(&request(headers)).unwrap();
         let path = "/agents/billing/a2a/jsonrpc";
+        // The client's forged first element is ignored: the proxy's last one counts.
+        let forwarded =
+            "proto=https;host=\"evil.example\", for=192.0.2.1;proto=https;host=gw.example";
         assert_eq!(
-            url(&[
-                ("host", "internal:8080"),
-                (
-                    "forwarded",
-                    "for=192.0.2.1;proto=https;host=\"gw.example\", proto=http;host=proxy"
-                )
-            ]),
-            format!("https://gw.example{path}")
+            url(&[("host", "internal:8080"), ("forwarded", forwarded)]),
+            Origin::Named(format!("https://gw.example{path}"))
         );
         assert_eq!(
             url(&[
                 ("host", "internal:8080"),
-                ("x-forwarded-proto", "HTTPS, http"),
-                ("x-forwarded-host", "gw.example, proxy")
+                ("x-forwarded-host", "gw.example/x")
             ]),
-            format!("https://gw.example{path}")
-        );
-        // Invalid forwarded values fall back to the next source.
-        assert_eq!(
-            url(&[
-                ("host", "internal:8080"),
-                ("forwarded", "proto=gopher;host=\"a@b\""),
-                ("x-forwarded-host", "gw.example")
-            ]),
-            format!("http://gw.example{path}")
-        );
-        assert_eq!(
-            url(&[
-                ("host", "internal:8080"),
-                ("x-forwarded-host", "evil.example/x"),
-                ("x-forwarded-proto", "https")
-            ]),
-            format!("https://internal:8080{path}")
+            Origin::Named(format!("http://internal:8080{path}"))
         );
     }
 

@@ -143,8 +143,9 @@ fn header_value(text: &str) -> Result<HeaderValue, String> {
 }
 
 impl Source {
-    /// The source named by `settings.source`, checked.
+    /// The source named by `text` (`settings.source`), checked.
     pub(super) fn from_settings(
+        text: &str,
         settings: &CardSettings,
         credential: Option<Credential>,
         backend: Option<Arc<dyn Backend>>,
@@ -152,11 +153,6 @@ impl Source {
         timeout: Duration,
     ) -> Result<Source, CardConfigError> {
         let fail = |reason: String| CardConfigError::new("source", reason);
-        let Some(text) = settings.source.as_deref() else {
-            return Err(fail(
-                "required: a file path, an http(s):// URL or \"backend\"".into(),
-            ));
-        };
         if text == super::BACKEND_CARD_SOURCE {
             let backend = backend
                 .ok_or_else(|| fail("\"backend\" needs the route's backend client".into()))?;

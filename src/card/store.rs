@@ -1,7 +1,9 @@
 //! A route's current card and its HTTP answer (spec 8.6). The card's rendered bytes are
-//! kept per interface URL (a few: one with a public URL, one per host clients use
-//! otherwise), so serving a card is a lookup; a new card replaces them all, and the strong
-//! ETag is a hash of the exact bytes, so it changes whenever they do.
+//! kept per interface URL the configuration vouches for (the public URL, or each allowed
+//! host), so serving a card is a lookup; a card for a URL only the request names is
+//! rendered for that request and not kept, so varying `Host` cannot churn the cache (nor
+//! is such a card ever signed: signing needs vouched URLs). A new card replaces them all,
+//! and the strong ETag is a hash of the exact bytes, so it changes whenever they do.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
@@ -15,11 +17,11 @@ use http::request::Parts;
 use http::{header, HeaderMap, HeaderValue, Method, Response, StatusCode};
 use serde_json::{Map, Value};
 
+use super::origin::Origin;
 use super::rewrite::{CardForm, Prepared, Rewriter};
 
-/// Rendered cards kept per current card; past this, the oldest is dropped (requests naming
-/// ever new hosts only cost a render each).
-const RENDERED: usize = 8;
+/// The card forms (`CardForm`) a URL may be rendered in.
+const FORMS: usize = 3;
 
 /// The current card, once one was obtained.
 pub(super) struct Store {
@@ -28,6 +30,11 @@ pub(super) struct Store {
     retry_after: AtomicU64,
     cache_control: HeaderValue,
     vary: Option<HeaderValue>,
+    /// Renders kept per card: every vouched URL in every form.
+    capacity: usize,
+    /// Answers served from a kept render, and rendered anew (`/metrics`).
+    hits: AtomicU64,
+    misses: AtomicU64,
 }
 
 struct Current {
@@ -46,8 +53,12 @@ struct Rendered {
 }
 
 impl Store {
-    pub(super) fn new(max_age: Duration, vary: Option<HeaderValue>) -> Store {
+    /// `vouched`: how many interface URLs the configuration vouches for.
+    pub(super) fn new(max_age: Duration, vary: Option<HeaderValue>, vouched: usize) -> Store {
         Store {
+            capacity: vouched * FORMS,
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
             current: RwLock::new(None),
             retry_after: AtomicU64::new(1),
             cache_control: HeaderValue::from_str(&format!("max-age={}", max_age.as_secs()))
@@ -104,11 +115,20 @@ impl Store {
                 .insert(header::RETRY_AFTER, self.retry_after.load(Relaxed).into());
             return response;
         };
-        let Some(url) = rewriter.interface_url(request) else {
-            let message = "the request names no valid Host, so the card's interface URL is unknown";
-            return error(request, StatusCode::BAD_REQUEST, message);
+        let url = match rewriter.interface_url(request) {
+            Ok(url) => url,
+            Err(refusal) => {
+                return error(request, StatusCode::BAD_REQUEST, &refusal.to_string());
+            }
         };
-        let rendered = current.rendered(rewriter, (url, rewriter.form(request)));
+        let form = rewriter.form(request);
+        let rendered = match url {
+            Origin::Vouched(url) => self.kept(&current, rewriter, (url, form)),
+            Origin::Named(url) => {
+                self.misses.fetch_add(1, Relaxed);
+                Arc::new(render(rewriter, &current.prepared, &url, form))
+            }
+        };
         let mut response = if none_match(&request.headers, &rendered.etag) {
             let mut response = Response::new(Body::empty());
             *response.status_mut() = StatusCode::NOT_MODIFIED;
@@ -132,35 +152,51 @@ impl Store {
     }
 }
 
-impl Current {
-    /// The card rendered for `url` in its form, from the cache or rendered now.
-    fn rendered(&self, rewriter: &Rewriter, key: RenderKey) -> Arc<Rendered> {
-        let cached = self
+impl Store {
+    /// The card rendered for a vouched `url` in its form, kept or rendered now and kept.
+    fn kept(&self, current: &Current, rewriter: &Rewriter, key: RenderKey) -> Arc<Rendered> {
+        let cached = current
             .cache()
             .iter()
             .find(|(k, _)| *k == key)
             .map(|(_, r)| r.clone());
         if let Some(rendered) = cached {
+            self.hits.fetch_add(1, Relaxed);
             return rendered;
         }
+        self.misses.fetch_add(1, Relaxed);
         // Rendered outside the lock: signing may take a while, and two threads rendering
         // the same URL at once only waste one render.
-        let card = rewriter.render_form(&self.prepared, &key.0, key.1);
-        let body = Bytes::from(serde_json::to_vec(&card).expect("a JSON value always serializes"));
-        let rendered = Arc::new(Rendered {
-            etag: etag(&body),
-            body,
-        });
-        let mut cache = self.cache();
-        if cache.len() == RENDERED {
+        let rendered = Arc::new(render(rewriter, &current.prepared, &key.0, key.1));
+        let mut cache = current.cache();
+        // Only a new card's first renders fill it: the vouched keys are as many as the
+        // capacity; the check keeps the bound whatever a route's configuration says.
+        if cache.len() >= self.capacity.max(1) {
             cache.remove(0);
         }
         cache.push((key, rendered.clone()));
         rendered
     }
 
+    /// Answers served from a kept render and rendered anew, since the start.
+    pub(super) fn renders(&self) -> (u64, u64) {
+        (self.hits.load(Relaxed), self.misses.load(Relaxed))
+    }
+}
+
+impl Current {
     fn cache(&self) -> std::sync::MutexGuard<'_, Vec<(RenderKey, Arc<Rendered>)>> {
         self.rendered.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The card rendered for `url` in `form`, with its ETag.
+fn render(rewriter: &Rewriter, prepared: &Prepared, url: &str, form: CardForm) -> Rendered {
+    let card = rewriter.render_form(prepared, url, form);
+    let body = Bytes::from(serde_json::to_vec(&card).expect("a JSON value always serializes"));
+    Rendered {
+        etag: etag(&body),
+        body,
     }
 }
 
@@ -220,60 +256,88 @@ mod tests {
     use crate::card::{CardSettings, RouteCard};
     use crate::config::Binding;
 
-    #[test]
-    fn rendered_cards_are_bounded_and_reused() {
+    fn store(allowed: &[&str]) -> (Store, Rewriter) {
         let route = RouteCard {
             route: "r".to_owned(),
             jsonrpc_path: "/a2a".to_owned(),
             card_path: "/.well-known/agent-card.json".to_owned(),
             public_url: None,
             trust_forwarded: false,
+            trusted_proxy_hops: 1,
+            allowed_hosts: allowed.iter().map(|h| h.to_string()).collect(),
+            tls: false,
             fixed_tenant: None,
             binding: Binding::Grpc,
-            legacy: false,
+            legacy: true,
         };
         let settings = CardSettings::default();
         let rewriter = Rewriter::new(&settings, &route, Treatment::Strip).unwrap();
-        let store = Store::new(Duration::from_secs(1), rewriter.vary());
+        let store = Store::new(
+            Duration::from_secs(1),
+            rewriter.vary(),
+            rewriter.origins().vouched_count(),
+        );
         let card = serde_json::json!({"name": "n"});
         assert!(store.update(card.as_object().unwrap().clone(), &rewriter));
         assert!(
             !store.update(card.as_object().unwrap().clone(), &rewriter),
             "same card"
         );
-        let etag = |host: &str| {
-            let request = http::Request::get("/")
-                .header("host", host)
-                .body(())
-                .unwrap();
-            let response = store.respond("r", &rewriter, &request.into_parts().0);
+        (store, rewriter)
+    }
+
+    fn get(store: &Store, rewriter: &Rewriter, headers: &[(&str, &str)]) -> Response<Body> {
+        let mut request = http::Request::get("/");
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        store.respond("r", rewriter, &request.body(()).unwrap().into_parts().0)
+    }
+
+    #[test]
+    fn hosts_only_the_request_names_are_never_kept() {
+        let (store, rewriter) = store(&[]);
+        let first = get(&store, &rewriter, &[("host", "h0.example")]);
+        for n in 0..1000 {
+            let host = format!("h{n}.example");
+            let response = get(&store, &rewriter, &[("host", &host)]);
+            assert_eq!(response.status(), StatusCode::OK);
+        }
+        assert!(store.current().unwrap().cache().is_empty());
+        assert_eq!(store.renders(), (0, 1001));
+        // The same bytes each time all the same.
+        let again = get(&store, &rewriter, &[("host", "h0.example")]);
+        assert_eq!(again.headers()[header::ETAG], first.headers()[header::ETAG]);
+    }
+
+    #[test]
+    fn vouched_renders_are_kept_and_bounded() {
+        let (store, rewriter) = store(&["a.example", "b.example"]);
+        let etag = |headers: &[(&str, &str)]| {
+            let response = get(&store, &rewriter, headers);
+            assert_eq!(response.status(), StatusCode::OK, "{headers:?}");
             response.headers()[header::ETAG].clone()
         };
-        let first = etag("h0.example");
-        let current = store.current().unwrap();
-        let rendered = |host: &str| {
-            let cache = current.cache();
-            cache
-                .iter()
-                .find(|((url, _), _)| url.contains(host))
-                .map(|(_, r)| r.clone())
-        };
-        let first_render = rendered("//h0.example/").unwrap();
-        for n in 1..3 * RENDERED {
-            etag(&format!("h{n}.example"));
+        let first = etag(&[("host", "a.example")]);
+        assert_eq!(etag(&[("host", "a.example")]), first);
+        assert_eq!(store.renders(), (1, 1));
+        // Every vouched URL in every form: 2 hosts, one scheme here, 3 forms.
+        for host in ["a.example", "b.example"] {
+            etag(&[("host", host)]);
+            etag(&[("host", host), ("a2a-version", "0.3")]);
+            etag(&[("host", host), ("a2a-version", "1.0")]);
         }
-        assert_eq!(current.cache().len(), RENDERED);
-        assert!(
-            rendered("//h0.example/").is_none(),
-            "the oldest was dropped"
-        );
-        assert_eq!(etag("h0.example"), first, "rendered again: the same bytes");
-        let again = rendered("//h0.example/").unwrap();
-        assert!(!Arc::ptr_eq(&first_render, &again));
-        etag("h0.example");
-        assert!(
-            Arc::ptr_eq(&again, &rendered("//h0.example/").unwrap()),
-            "reused"
-        );
+        let kept = store.current().unwrap().cache().len();
+        assert_eq!(kept, 6);
+        let (hits, misses) = store.renders();
+        assert_eq!((hits, misses), (2, 6));
+        // 1000 other hosts are refused and keep nothing.
+        for n in 0..1000 {
+            let host = format!("h{n}.example");
+            let response = get(&store, &rewriter, &[("host", &host)]);
+            assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+        }
+        assert_eq!(store.current().unwrap().cache().len(), kept);
+        assert_eq!(store.renders(), (hits, misses));
     }
 }

@@ -40,6 +40,7 @@ macro_rules! file_config {
             global_rate_limit: Option<f64>,
             global_rate_burst: Option<u32>,
             cors_origin: Option<Vec<String>>,
+            allowed_hosts: Option<Vec<String>>,
             cors_allow_header: Option<Vec<String>>,
             cors_allow_method: Option<Vec<String>>,
             #[serde(default, deserialize_with = "duration_text")]
@@ -136,6 +137,7 @@ macro_rules! file_config {
                     global_rate_limit: self.global_rate_limit,
                     global_rate_burst: self.global_rate_burst,
                     cors_origin: self.cors_origin,
+                    allowed_hosts: self.allowed_hosts,
                     cors_allow_header: self.cors_allow_header,
                     cors_allow_method: self.cors_allow_method,
                     cors_max_age: self.cors_max_age,
@@ -209,6 +211,7 @@ file_config! {
         #[serde(default, deserialize_with = "size_text")]
         max_body: usize,
         trust_forwarded: bool,
+        trusted_proxy_hops: usize,
         #[serde(default, deserialize_with = "one_or_many")]
         backend: Vec<String>,
         backend_tls: bool,
@@ -270,6 +273,7 @@ struct Globals {
     global_rate_limit: Option<f64>,
     global_rate_burst: Option<u32>,
     cors_origin: Option<Vec<String>>,
+    allowed_hosts: Option<Vec<String>>,
     cors_allow_header: Option<Vec<String>>,
     cors_allow_method: Option<Vec<String>>,
     cors_max_age: Option<Duration>,
@@ -370,7 +374,8 @@ impl FileConfig {
             cors_origin,
             cors_allow_header,
             cors_allow_method,
-            cors_max_age
+            cors_max_age,
+            allowed_hosts
         );
         take!(readiness_cache, readiness_timeout);
         take!(tls_client_auth, tls_handshake_timeout);

@@ -25,6 +25,9 @@ use crate::card::{CardService, CardSettings, RouteCard, SignaturePolicy};
 use crate::config::Binding;
 use crate::signing::{canonical_json, signing_payload, CardSigner};
 
+/// The host a re-signing route without a public URL allows.
+const ALLOWED: &str = "gateway.example";
+
 /// The route's JSON-RPC path.
 const PATH: &str = "/agents/fuzz/a2a/jsonrpc";
 
@@ -78,7 +81,7 @@ pub fn card(data: &[u8]) {
     let (knobs, rest) = data.split_first().unwrap_or((&0, &[]));
     let (host, card) = match rest.iter().position(|&b| b == b'\n') {
         Some(end) => (&rest[..end], &rest[end + 1..]),
-        None => (&b"gateway.example"[..], rest),
+        None => (ALLOWED.as_bytes(), rest),
     };
     let bit = |n: u8| knobs & (1 << n) != 0;
     let policy = match knobs & 3 {
@@ -108,6 +111,13 @@ pub fn card(data: &[u8]) {
         card_path: "/agents/fuzz/.well-known/agent-card.json".to_owned(),
         public_url: bit(5).then(|| "https://gw.example/base".to_owned()),
         trust_forwarded: bit(6),
+        trusted_proxy_hops: 1,
+        // Signing needs vouched URLs: without a public URL, the one allowed host.
+        allowed_hosts: match resign && !bit(5) {
+            true => vec![ALLOWED.to_owned()],
+            false => Vec::new(),
+        },
+        tls: false,
         fixed_tenant: bit(4).then(|| "acme".to_owned()),
         binding: if bit(7) {
             Binding::HttpJson
@@ -135,6 +145,14 @@ pub fn card(data: &[u8]) {
         StatusCode::OK => {
             let served: Value = serde_json::from_slice(&body).expect("a served card is JSON");
             check_served(&served, &source, policy);
+            if resign {
+                let url = served["supportedInterfaces"][0]["url"].as_str();
+                let vouched = ["https://gw.example/base/", &format!("://{ALLOWED}/")];
+                assert!(
+                    url.is_some_and(|u| vouched.iter().any(|v| u.contains(v))),
+                    "a signed card names only a vouched origin: {url:?}"
+                );
+            }
         }
         // No public URL and no usable host: the card's URL cannot be known.
         StatusCode::BAD_REQUEST => assert!(!bit(5), "a public URL needs no host"),

@@ -198,6 +198,9 @@ fn card_service(backend: Arc<dyn Backend>) -> CardService {
         card_path: "/.well-known/agent-card.json".to_owned(),
         public_url: None,
         trust_forwarded: false,
+        trusted_proxy_hops: 1,
+        allowed_hosts: Vec::new(),
+        tls: false,
         fixed_tenant: None,
         binding: Binding::Grpc,
     };

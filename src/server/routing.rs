@@ -23,6 +23,7 @@ use http::{HeaderValue, Method, StatusCode};
 use tower_http::cors::CorsLayer;
 
 use crate::backend::endpoints::RouteEndpoints;
+use crate::card::origin::Origins;
 use crate::config::routes::DEFAULT_ROUTE;
 use crate::front::jsonrpc::refused_response;
 use crate::front::limits::Limits;
@@ -63,10 +64,9 @@ pub struct Frontend {
     metrics: Arc<Metrics>,
     /// `/readyz` follows it.
     lifecycle: Arc<Lifecycle>,
-    /// The gateway's public URL, else the catalog's own URL comes from the request.
-    public_url: Option<String>,
-    /// Whether the catalog's URL may come from forwarded headers.
-    trust_forwarded: bool,
+    /// Where the catalog is public: the gateway's public URL, else from the request
+    /// (forwarded headers if trusted), within the allowed hosts.
+    origins: Origins,
     /// The routes' limits (in route order), shared by every worker; `None`: no limits.
     limits: Option<Arc<Limits>>,
     /// The CORS layer the connections serve this frontend behind (`layers::with_cors`).
@@ -100,8 +100,7 @@ impl Frontend {
             routes: routes.into(),
             metrics,
             lifecycle,
-            public_url: None,
-            trust_forwarded: false,
+            origins: Origins::default(),
             limits: None,
             cors: None,
             readiness: None,
@@ -146,28 +145,24 @@ impl Frontend {
         &self.lifecycle
     }
 
-    /// Where the gateway is public, for the catalog's own URL: the global `public-url`
-    /// (normalised), and whether forwarded headers are trusted without it.
-    pub fn with_origin(mut self, public_url: Option<String>, trust_forwarded: bool) -> Frontend {
-        self.public_url = public_url;
-        self.trust_forwarded = trust_forwarded;
+    /// Where the gateway is public, for the catalog's own URL and host check.
+    pub(crate) fn with_origin(mut self, origins: Origins) -> Frontend {
+        self.origins = origins;
         self
     }
 
     /// RFC 9727's catalog: one linkset whose `item` links are the routes' card URLs.
     fn catalog(&self, request: &http::request::Parts) -> Response {
-        let origin = match &self.public_url {
-            Some(url) => Some(url.clone()),
-            None => crate::card::origin::request_origin(request, self.trust_forwarded),
+        let origin = match self.origins.origin(request) {
+            Ok(origin) => origin,
+            Err(refusal) => return json_error(StatusCode::BAD_REQUEST, &refusal.to_string()),
         };
-        let Some(origin) = origin else {
-            return json_error(StatusCode::BAD_REQUEST, "the request names no valid host");
-        };
+        let origin = origin.as_str();
         let items: Vec<_> = self
             .routes
             .iter()
             .filter_map(|route| {
-                let card = route.gateway.card.as_ref()?;
+                let card = route.gateway.card.as_ref().filter(|c| c.serves_card())?;
                 let href = card.card_url(request, route.host.as_deref())?;
                 Some(serde_json::json!({
                     "href": href,
@@ -343,6 +338,15 @@ impl tower::Service<http::Request<Body>> for Frontend {
             if let Some(Err(refusal)) = limits.map(|l| l.check_headers(request.headers())) {
                 return ready(refused_response(&refusal, refusal.body(None)));
             }
+            // A Host allow-list holds for every request of a route, not only its card.
+            if let Some(Err(why)) = route
+                .gateway
+                .card
+                .as_ref()
+                .map(|c| c.admit(request.uri(), request.headers()))
+            {
+                return ready(json_error(StatusCode::BAD_REQUEST, &why));
+            }
             let below = &path[route.prefix.len()..];
             if below == route.jsonrpc_path {
                 if request.method() != Method::POST {
@@ -354,7 +358,8 @@ impl tower::Service<http::Request<Body>> for Frontend {
                     Ok(jsonrpc::handle(State(gateway), limits, request).await)
                 });
             }
-            if let (CARD_PATH, Some(card)) = (below, &route.gateway.card) {
+            let card = route.gateway.card.as_ref().filter(|c| c.serves_card());
+            if let (CARD_PATH, Some(card)) = (below, card) {
                 if !is_read(request.method()) {
                     return ready(wrong_method("GET, HEAD"));
                 }
