@@ -254,8 +254,9 @@ impl CardService {
         origins.admit(uri, headers).map_err(|r| r.to_string())
     }
 
-    /// Card answers served from a kept render and rendered anew, since the start.
-    pub fn renders(&self) -> (u64, u64) {
+    /// Card answers served from a kept render and rendered anew since the start, and the
+    /// renders kept now (`/metrics`).
+    pub fn renders(&self) -> (u64, u64, usize) {
         self.store.renders()
     }
 

@@ -291,6 +291,33 @@ pub fn render_route_ready(out: &mut String, routes: &[(&str, bool)]) {
     }
 }
 
+/// The card answers of each route serving a card, `(route name, (served from a kept
+/// render, rendered anew, renders kept))`: only vouched origins are kept, so the kept
+/// count stays within the configuration however many hosts clients name.
+pub fn render_card_renders(out: &mut String, routes: &[(&str, (u64, u64, usize))]) {
+    if routes.is_empty() {
+        return;
+    }
+    out.push_str("# HELP a2a_gateway_card_answers_total Agent card answers by whether a kept render served them.\n");
+    out.push_str("# TYPE a2a_gateway_card_answers_total counter\n");
+    for (route, (hits, misses, _)) in routes {
+        for (render, n) in [("kept", hits), ("new", misses)] {
+            let _ = writeln!(
+                out,
+                "a2a_gateway_card_answers_total{{route=\"{route}\",render=\"{render}\"}} {n}"
+            );
+        }
+    }
+    out.push_str("# HELP a2a_gateway_card_renders_kept Rendered agent cards kept for reuse.\n");
+    out.push_str("# TYPE a2a_gateway_card_renders_kept gauge\n");
+    for (route, (_, _, kept)) in routes {
+        let _ = writeln!(
+            out,
+            "a2a_gateway_card_renders_kept{{route=\"{route}\"}} {kept}"
+        );
+    }
+}
+
 /// The endpoint metrics of balanced routes, each `(route name, its endpoints)`, in the
 /// text exposition format. Written at scrape time from the endpoints' own counters.
 pub fn render_endpoints(out: &mut String, routes: &[(&str, Vec<EndpointStats>)]) {

@@ -178,9 +178,11 @@ impl Store {
         rendered
     }
 
-    /// Answers served from a kept render and rendered anew, since the start.
-    pub(super) fn renders(&self) -> (u64, u64) {
-        (self.hits.load(Relaxed), self.misses.load(Relaxed))
+    /// Answers served from a kept render and rendered anew since the start, and the
+    /// renders kept now.
+    pub(super) fn renders(&self) -> (u64, u64, usize) {
+        let kept = self.current().map_or(0, |c| c.cache().len());
+        (self.hits.load(Relaxed), self.misses.load(Relaxed), kept)
     }
 }
 
@@ -304,7 +306,7 @@ mod tests {
             assert_eq!(response.status(), StatusCode::OK);
         }
         assert!(store.current().unwrap().cache().is_empty());
-        assert_eq!(store.renders(), (0, 1001));
+        assert_eq!(store.renders(), (0, 1001, 0));
         // The same bytes each time all the same.
         let again = get(&store, &rewriter, &[("host", "h0.example")]);
         assert_eq!(again.headers()[header::ETAG], first.headers()[header::ETAG]);
@@ -320,7 +322,7 @@ mod tests {
         };
         let first = etag(&[("host", "a.example")]);
         assert_eq!(etag(&[("host", "a.example")]), first);
-        assert_eq!(store.renders(), (1, 1));
+        assert_eq!(store.renders(), (1, 1, 1));
         // Every vouched URL in every form: 2 hosts, one scheme here, 3 forms.
         for host in ["a.example", "b.example"] {
             etag(&[("host", host)]);
@@ -329,7 +331,7 @@ mod tests {
         }
         let kept = store.current().unwrap().cache().len();
         assert_eq!(kept, 6);
-        let (hits, misses) = store.renders();
+        let (hits, misses, _) = store.renders();
         assert_eq!((hits, misses), (2, 6));
         // 1000 other hosts are refused and keep nothing.
         for n in 0..1000 {
@@ -338,6 +340,6 @@ mod tests {
             assert_eq!(response.status(), StatusCode::BAD_REQUEST);
         }
         assert_eq!(store.current().unwrap().cache().len(), kept);
-        assert_eq!(store.renders(), (hits, misses));
+        assert_eq!(store.renders(), (hits, misses, kept));
     }
 }

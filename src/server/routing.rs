@@ -252,6 +252,15 @@ impl Frontend {
             .filter_map(|r| Some((r.name.as_str(), r.endpoints.as_ref()?.stats())))
             .collect();
         crate::telemetry::render_endpoints(&mut text, &endpoints);
+        let cards: Vec<_> = self
+            .routes
+            .iter()
+            .filter_map(|r| {
+                let card = r.gateway.card.as_ref().filter(|c| c.serves_card())?;
+                Some((r.name.as_str(), card.renders()))
+            })
+            .collect();
+        crate::telemetry::render_card_renders(&mut text, &cards);
         text
     }
 
