@@ -357,3 +357,300 @@ async fn extended_cards_get_the_public_cards_treatment() {
         "Bearer caller-token"
     );
 }
+
+/// GETs `path` of `origin` with `headers` (a `Host` among them replaces the real one).
+async fn get(origin: &str, path: &str, headers: &[(&str, &str)]) -> (u16, Value) {
+    let mut request = client().get(format!("{origin}{path}"));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// A signing gateway names only the configured origin, whatever the request's host
+/// headers say: the public URL, or (`--allowed-hosts`) the allowed host the request used;
+/// any other host is refused on every route path and the catalog, not on the probes.
+#[tokio::test]
+async fn signed_cards_name_only_the_vouched_origin() {
+    let source = CardSource::start().await;
+    source.set(Some(agent_card("signed")));
+    let key = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/card-signing/p256.sec1.pem");
+    let key = key.to_str().unwrap();
+    let signing = [
+        "--card",
+        &source.url,
+        "--card-sign-key",
+        key,
+        "--card-sign-kid",
+        "ec-key",
+    ];
+    let with = |more: &[&'static str]| {
+        let mut args = vec!["--backend", "http://127.0.0.1:9"];
+        args.extend(signing);
+        args.extend(more);
+        args
+    };
+    let public = start(&with(&[
+        "--public-url",
+        "https://agents.example.com",
+        "--trust-forwarded",
+    ]))
+    .await;
+    let origin = public.1.trim_end_matches("/a2a/jsonrpc").to_owned();
+    until(&format!("{origin}{CARD}"), |s, _| s == 200).await;
+    let mut cards = Vec::new();
+    for headers in [
+        &[("host", "evil.example")][..],
+        &[
+            ("host", "evil.example"),
+            ("forwarded", "host=evil.example;proto=http"),
+            ("x-forwarded-host", "evil.example"),
+            ("x-forwarded-proto", "http"),
+        ],
+    ] {
+        let (status, card) = get(&origin, CARD, headers).await;
+        assert_eq!(status, 200, "{headers:?}");
+        assert_eq!(
+            card["supportedInterfaces"][0]["url"], "https://agents.example.com/a2a/jsonrpc",
+            "{headers:?}"
+        );
+        assert!(!card.to_string().contains("evil"), "{card}");
+        cards.push(card);
+    }
+
+    let allowed = start(&with(&["--allowed-hosts", "gw.example,gw.example:8443"])).await;
+    let origin = allowed.1.trim_end_matches("/a2a/jsonrpc").to_owned();
+    let started = Instant::now();
+    while get(&origin, CARD, &[("host", "gw.example")]).await.0 != 200 {
+        assert!(started.elapsed() < Duration::from_secs(5), "no card");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for (host, url) in [
+        ("gw.example", "http://gw.example/a2a/jsonrpc"),
+        ("GW.example:8443", "http://gw.example:8443/a2a/jsonrpc"),
+    ] {
+        let (status, card) = get(&origin, CARD, &[("host", host)]).await;
+        assert_eq!(status, 200, "{host}: {card}");
+        assert_eq!(card["supportedInterfaces"][0]["url"], url);
+        cards.push(card);
+    }
+    let verdicts = peer::sdk_verify(
+        &[("ec-key", &std::fs::read_to_string(key).unwrap())],
+        &cards,
+    );
+    assert_eq!(verdicts.verdicts, ["valid"; 4], "{cards:?}");
+
+    // Any other host (the listener's own address included) is refused everywhere but the
+    // probes; the refusal does not quote the host.
+    for host in ["evil.example", "gw.example:80", &origin["http://".len()..]] {
+        let (status, body) = get(&origin, CARD, &[("host", host)]).await;
+        assert_eq!(status, 400, "{host}");
+        let why = body["error"].as_str().unwrap();
+        assert!(
+            why.contains("allowed-hosts") && !why.contains(host),
+            "{why}"
+        );
+        let (status, _) = get(&origin, "/.well-known/api-catalog", &[("host", host)]).await;
+        assert_eq!(status, 400, "catalog, {host}");
+        let rpc = client()
+            .post(format!("{origin}/a2a/jsonrpc"))
+            .header("host", host)
+            .header("content-type", "application/json")
+            .body(request(json!(1), "GetTask", json!({"id": "t"})))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(rpc.status(), 400, "JSON-RPC, {host}");
+        for probe in ["/healthz", "/metrics"] {
+            let response = client()
+                .get(format!("{origin}{probe}"))
+                .header("host", host)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), 200, "{probe}, {host}");
+        }
+    }
+}
+
+const CARD: &str = "/.well-known/agent-card.json";
+
+/// With `--trust-forwarded` the origin is what the trusted proxies appended (the last
+/// element, or `--trusted-proxy-hops` from the end), never the client's forged first one;
+/// a malformed trusted element leaves the `Host`.
+#[tokio::test]
+async fn forwarded_origins_come_from_the_trusted_end() {
+    let file = TempFile::new("json", &agent_card("forwarded").to_string());
+    let base = [
+        "--backend",
+        "http://127.0.0.1:9",
+        "--card",
+        file.path(),
+        "--trust-forwarded",
+    ];
+    let one = start(&base).await;
+    let two = start(&[&base[..], &["--trusted-proxy-hops", "2"]].concat()).await;
+    let host = ("host", "pod.internal:8080");
+    let rows: &[(&Running, &[(&str, &str)], &str)] = &[
+        (
+            &one,
+            &[
+                host,
+                (
+                    "forwarded",
+                    "host=evil.example;proto=http, host=gw.example;proto=https",
+                ),
+            ],
+            "https://gw.example",
+        ),
+        (
+            &one,
+            &[
+                host,
+                ("forwarded", "host=evil.example"),
+                ("forwarded", "host=gw.example;proto=https"),
+            ],
+            "https://gw.example",
+        ),
+        (
+            &one,
+            &[
+                host,
+                ("x-forwarded-host", "evil.example, gw.example"),
+                ("x-forwarded-proto", "http, https"),
+            ],
+            "https://gw.example",
+        ),
+        (
+            &one,
+            &[host, ("forwarded", "host=evil.example, host=\"a@b\"")],
+            "http://pod.internal:8080",
+        ),
+        (
+            &one,
+            &[host, ("x-forwarded-host", "evil.example, gw.example/x")],
+            "http://pod.internal:8080",
+        ),
+        (
+            &two,
+            &[
+                host,
+                (
+                    "forwarded",
+                    "host=evil.example, host=gw.example;proto=https, host=lb",
+                ),
+            ],
+            "https://gw.example",
+        ),
+        (
+            &two,
+            &[host, ("x-forwarded-host", "evil.example, gw.example, lb")],
+            "http://gw.example",
+        ),
+        // Fewer elements than trusted hops: none is the proxies'.
+        (
+            &two,
+            &[host, ("forwarded", "host=evil.example")],
+            "http://pod.internal:8080",
+        ),
+    ];
+    for (gateway, headers, expected) in rows {
+        let origin = gateway.1.trim_end_matches("/a2a/jsonrpc");
+        let (status, card) = get(origin, CARD, headers).await;
+        assert_eq!(status, 200, "{headers:?}");
+        assert_eq!(
+            card["supportedInterfaces"][0]["url"],
+            format!("{expected}/a2a/jsonrpc"),
+            "{headers:?}"
+        );
+    }
+}
+
+/// Cards for hosts only the request names are rendered for that request and not kept:
+/// 1000 distinct `Host`s leave the kept renders as they were (`/metrics`).
+#[tokio::test]
+async fn distinct_hosts_do_not_grow_the_card_cache() {
+    let file = TempFile::new("json", &agent_card("hosts").to_string());
+    let gateway = start(&["--backend", "http://127.0.0.1:9", "--card", file.path()]).await;
+    let origin = gateway.1.trim_end_matches("/a2a/jsonrpc").to_owned();
+    for n in 0..1000 {
+        let host = format!("h{n}.example");
+        let (status, card) = get(&origin, CARD, &[("host", &host)]).await;
+        assert_eq!(status, 200);
+        assert_eq!(
+            card["supportedInterfaces"][0]["url"],
+            format!("http://{host}/a2a/jsonrpc")
+        );
+    }
+    let metrics = client()
+        .get(format!("{origin}/metrics"))
+        .send()
+        .await
+        .unwrap();
+    let metrics = metrics.text().await.unwrap();
+    for line in [
+        "a2a_gateway_card_renders_kept{route=\"default\"} 0\n",
+        "a2a_gateway_card_answers_total{route=\"default\",render=\"new\"} 1000\n",
+        "a2a_gateway_card_answers_total{route=\"default\",render=\"kept\"} 0\n",
+    ] {
+        assert!(metrics.contains(line), "{line}: {metrics}");
+    }
+}
+
+/// GetExtendedAgentCard through a route that configures no card: the agent's internal
+/// addresses never reach the client, in the v1.0 and in the v0.3 form.
+#[tokio::test]
+async fn extended_cards_name_the_gateway_on_every_route() {
+    use a2a_gateway::proto::{AgentCard, AgentInterface};
+    use a2a_gateway::protocol::ops::{Reply, Request, UnaryRequest};
+    let extended = AgentCard {
+        name: "extended".to_owned(),
+        description: "d".to_owned(),
+        version: "1.0.0".to_owned(),
+        supported_interfaces: vec![AgentInterface {
+            url: "http://10.0.0.7:50051".to_owned(),
+            protocol_binding: "GRPC".to_owned(),
+            protocol_version: "1.0".to_owned(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let backend = TestBackend::new(move |request| match request {
+        Request::Unary(UnaryRequest::GetExtendedAgentCard(_)) => {
+            Answer::Reply(Reply::GetExtendedAgentCard(extended.clone()))
+        }
+        _ => Answer::Error(tonic::Status::unimplemented("cards only")),
+    });
+    let addr = backend.spawn().await;
+    let gateway = start(&["--backend", &format!("http://{addr}")]).await;
+    let endpoint = gateway.1.clone();
+    let call = |version: Option<&'static str>, method: &'static str| {
+        let mut post = client()
+            .post(&endpoint)
+            .header("content-type", "application/json")
+            .body(request(json!(1), method, json!({})));
+        if let Some(version) = version {
+            post = post.header("a2a-version", version);
+        }
+        async move { post.send().await.unwrap().json::<Value>().await.unwrap() }
+    };
+    let v1 = call(Some("1.0"), "GetExtendedAgentCard").await;
+    assert_eq!(
+        v1["result"]["supportedInterfaces"],
+        json!([{"url": endpoint, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}]),
+        "{v1}"
+    );
+    let v03 = call(None, "agent/getAuthenticatedExtendedCard").await;
+    let card = &v03["result"];
+    assert_eq!(card["url"], endpoint, "{v03}");
+    assert_eq!(card["preferredTransport"], "JSONRPC", "{v03}");
+    for reply in [&v1, &v03] {
+        assert!(!reply.to_string().contains("10.0.0.7"), "{reply}");
+    }
+    // The well-known card stays unserved: the route configures none.
+    let origin = endpoint.trim_end_matches("/a2a/jsonrpc");
+    assert_eq!(get(origin, CARD, &[]).await.0, 404);
+}

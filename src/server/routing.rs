@@ -347,16 +347,18 @@ impl tower::Service<http::Request<Body>> for Frontend {
             if let Some(Err(refusal)) = limits.map(|l| l.check_headers(request.headers())) {
                 return ready(refused_response(&refusal, refusal.body(None)));
             }
-            // A Host allow-list holds for every request of a route, not only its card.
-            if let Some(Err(why)) = route
-                .gateway
-                .card
-                .as_ref()
-                .map(|c| c.admit(request.uri(), request.headers()))
-            {
+            let below = &path[route.prefix.len()..];
+            let card = route.gateway.card.as_ref();
+            let serves = below == route.jsonrpc_path
+                || (below == CARD_PATH && card.is_some_and(|c| c.serves_card()));
+            // A Host allow-list holds for the JSON-RPC endpoint too, not only the card;
+            // the probes (a kubelet names the pod's address) stay reachable.
+            if let (true, Some(Err(why))) = (
+                serves,
+                card.map(|c| c.admit(request.uri(), request.headers())),
+            ) {
                 return ready(json_error(StatusCode::BAD_REQUEST, &why));
             }
-            let below = &path[route.prefix.len()..];
             if below == route.jsonrpc_path {
                 if request.method() != Method::POST {
                     return ready(wrong_method("POST"));
@@ -367,8 +369,7 @@ impl tower::Service<http::Request<Body>> for Frontend {
                     Ok(jsonrpc::handle(State(gateway), limits, request).await)
                 });
             }
-            let card = route.gateway.card.as_ref().filter(|c| c.serves_card());
-            if let (CARD_PATH, Some(card)) = (below, card) {
+            if let (CARD_PATH, Some(card)) = (below, card.filter(|c| c.serves_card())) {
                 if !is_read(request.method()) {
                     return ready(wrong_method("GET, HEAD"));
                 }
