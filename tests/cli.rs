@@ -527,3 +527,42 @@ async fn credentials_never_reach_the_log_even_at_trace_level() {
         leaks.join("\n")
     );
 }
+
+/// Re-signing without a configured origin would sign whatever host a client names: the
+/// start fails, naming both settings that would vouch for the origin.
+#[test]
+fn resigning_needs_a_public_url_or_allowed_hosts() {
+    let key = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/card-signing/p256.sec1.pem"
+    );
+    let card = "https://cards.example/c.json";
+    let out = run(&[
+        "--backend",
+        "http://127.0.0.1:9",
+        "--listen",
+        "127.0.0.1:0",
+        "--card",
+        card,
+        "--card-sign-key",
+        key,
+        "--card-sign-kid",
+        "k",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("public-url") && stderr.contains("allowed-hosts"),
+        "{stderr}"
+    );
+    for bad in [
+        ["--allowed-hosts", "https://gw.example"],
+        ["--trusted-proxy-hops", "0"],
+    ] {
+        let out = run(&["--backend", "http://127.0.0.1:9", bad[0], bad[1]]);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(stderr.contains(bad[0]), "{bad:?}: {stderr}");
+    }
+}
