@@ -478,6 +478,9 @@ async fn signed_cards_name_only_the_vouched_origin() {
 
 const CARD: &str = "/.well-known/agent-card.json";
 
+/// A request's extra headers.
+type Headers<'a> = &'a [(&'a str, &'a str)];
+
 /// With `--trust-forwarded` the origin is what the trusted proxies appended (the last
 /// element, or `--trusted-proxy-hops` from the end), never the client's forged first one;
 /// a malformed trusted element leaves the `Host`.
@@ -494,7 +497,7 @@ async fn forwarded_origins_come_from_the_trusted_end() {
     let one = start(&base).await;
     let two = start(&[&base[..], &["--trusted-proxy-hops", "2"]].concat()).await;
     let host = ("host", "pod.internal:8080");
-    let rows: &[(&Running, &[(&str, &str)], &str)] = &[
+    let rows: &[(&Running, Headers, &str)] = &[
         (
             &one,
             &[

@@ -123,7 +123,7 @@ impl Origins {
     }
 
     /// Whether the card depends on the request's host headers.
-    pub(crate) fn from_request(&self) -> bool {
+    pub(crate) fn request_dependent(&self) -> bool {
         self.public_url.is_none()
     }
 
@@ -351,11 +351,13 @@ mod tests {
         builder.body(()).unwrap().into_parts().0
     }
 
+    type Headers<'a> = &'a [(&'a str, &'a str)];
+
     /// One row per header form: the headers, the trusted hops, the origin.
     #[test]
     fn forwarded_headers_are_read_from_the_trusted_end() {
         let host = ("host", "gw.internal:8080");
-        let rows: &[(&[(&str, &str)], usize, &str)] = &[
+        let rows: &[(Headers, usize, &str)] = &[
             // Forwarded: the proxy's element after the client's forged one.
             (
                 &[

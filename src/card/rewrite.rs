@@ -206,7 +206,10 @@ impl Rewriter {
 
     /// The request headers the served card depends on (`Vary`), none with a public URL.
     pub(super) fn vary(&self) -> Option<HeaderValue> {
-        let origin = match (self.origins.from_request(), self.origins.trusts_forwarded()) {
+        let origin = match (
+            self.origins.request_dependent(),
+            self.origins.trusts_forwarded(),
+        ) {
             (false, _) => None,
             (true, false) => Some("host"),
             (true, true) => Some("host, forwarded, x-forwarded-host, x-forwarded-proto"),
