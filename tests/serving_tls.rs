@@ -505,3 +505,40 @@ fn check_config_names_the_tls_flag_at_fault() {
         "{stderr}"
     );
 }
+
+/// Without --public-url, a TLS listener's cards name `https://` interfaces: a client
+/// following the card never sends its credentials in cleartext.
+#[tokio::test]
+async fn a_tls_listeners_card_names_https() {
+    let ca = Ca::new("listener CA");
+    let dir = Dir::new("card-https");
+    let gateway = start(
+        &args(&["--demo"], &tls_flags(&dir, &ca.server("gateway", 1))),
+        None,
+    )
+    .await;
+    let client = https_client(&ca, true, None);
+    let card_url = format!("https://{}/.well-known/agent-card.json", gateway.listen);
+    let started = Instant::now();
+    let card: Value = loop {
+        let response = client.get(&card_url).send().await.unwrap();
+        if response.status() == 200 {
+            break response.json().await.unwrap();
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "no card");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(card["supportedInterfaces"][0]["url"], gateway.url, "{card}");
+    let extended = client
+        .post(&gateway.url)
+        .header("content-type", "application/json")
+        .header("a2a-version", "1.0")
+        .body(request(json!(1), "GetExtendedAgentCard", json!({})))
+        .send()
+        .await
+        .unwrap();
+    let extended: Value = extended.json().await.unwrap();
+    // The extended card through the route names the gateway's https interface too.
+    let url = &extended["result"]["supportedInterfaces"][0]["url"];
+    assert_eq!(url, &json!(gateway.url), "{extended}");
+}
