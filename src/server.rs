@@ -90,7 +90,8 @@ impl GatewayTemplate {
     /// Checks `cli` and builds the backend's shared parts for `backends` (one URL, a
     /// list, or a `dns:///` name). A `dns:///` name is resolved by a task on the current
     /// runtime from now on.
-    pub fn new(cli: &Cli, backends: &[String]) -> Result<Self, BackendError> {
+    /// `route` names the route, whose affinity ids are its own.
+    pub fn new(cli: &Cli, backends: &[String], route: &str) -> Result<Self, BackendError> {
         let forward = cli.validate()?;
         let ca = match &cli.backend_ca {
             Some(path) => Some(read_ca(path)?),
@@ -102,7 +103,7 @@ impl GatewayTemplate {
             Affinity::None => None,
             Affinity::Task => {
                 let file = cli.affinity_key_file.as_deref();
-                let codec = load_codec(cli.affinity_key.as_ref(), file)
+                let codec = load_codec(cli.affinity_key.as_ref(), file, route)
                     .map_err(ConfigError::AffinityKey)?;
                 Some(Arc::new(codec))
             }
@@ -130,12 +131,12 @@ impl GatewayTemplate {
             Targets::List(urls) => {
                 let endpoints = urls
                     .iter()
-                    .map(|url| listed_endpoint(cli, url, ca.clone(), id.clone()))
+                    .map(|url| listed_endpoint(cli, url, ca.clone(), id.clone(), codec.as_deref()))
                     .collect::<Result<_, _>>()?;
                 BackendTemplate::Balanced(RouteEndpoints::fixed(endpoints, policy(cli)), codec)
             }
             Targets::Dns(target) => {
-                let at = dns_endpoints(cli, &target.url(), ca, id)?;
+                let at = dns_endpoints(cli, &target.url(), ca, id, codec.clone())?;
                 let resolution = Resolution {
                     interval: cli.backend_resolve_interval,
                     server: cli.backend_resolver,
@@ -351,7 +352,7 @@ impl RouteTemplate {
         if backends.is_empty() {
             return Err(ConfigError::NoBackend.into());
         }
-        let gateway = GatewayTemplate::new(&route.settings, &backends)?;
+        let gateway = GatewayTemplate::new(&route.settings, &backends, &route.name)?;
         let mut settings = route.card();
         if demo_backend.is_some() && settings.source.is_none() {
             settings.source = Some(BACKEND_CARD_SOURCE.to_owned());
@@ -396,7 +397,11 @@ pub fn gateway(
     backends: &[String],
     metrics: Arc<Metrics>,
 ) -> Result<Arc<Gateway>, BackendError> {
-    GatewayTemplate::new(cli, backends)?.gateway(metrics, None, Arc::default())
+    GatewayTemplate::new(cli, backends, crate::config::routes::DEFAULT_ROUTE)?.gateway(
+        metrics,
+        None,
+        Arc::default(),
+    )
 }
 
 fn grpc_backend(
@@ -430,6 +435,7 @@ fn listed_endpoint(
     url: &str,
     ca: Option<Vec<u8>>,
     id: Option<Vec<u8>>,
+    codec: Option<&IdCodec>,
 ) -> Result<Endpoint, BackendError> {
     let probe = probe_address(url)
         .ok_or_else(|| ConfigError::BackendUrl(format!("{url:?} has no host")))?;
@@ -449,7 +455,7 @@ fn listed_endpoint(
             })
         }
     };
-    Ok(Endpoint::new(url.to_owned(), probe, new_client))
+    Ok(Endpoint::new(url.to_owned(), probe, new_client, codec))
 }
 
 /// How the endpoint at each address of a `dns:///` backend is made: the client of `url`
@@ -460,6 +466,7 @@ fn dns_endpoints(
     url: &str,
     ca: Option<Vec<u8>>,
     id: Option<Vec<u8>>,
+    codec: Option<Arc<IdCodec>>,
 ) -> Result<AtAddress, BackendError> {
     Ok(match cli.binding {
         Binding::Grpc => {
@@ -468,7 +475,8 @@ fn dns_endpoints(
                 let pod = grpc.at(address);
                 let new_client: NewClient =
                     Box::new(move || Ok(Arc::new(pod.for_worker()) as Arc<dyn Backend>));
-                Endpoint::new(address.to_string(), address.to_string(), new_client)
+                let label = address.to_string();
+                Endpoint::new(label.clone(), label, new_client, codec.as_deref())
             })
         }
         Binding::HttpJson => {
@@ -488,7 +496,8 @@ fn dns_endpoints(
                             .map_err(|e| e.to_string())?;
                     Ok(Arc::new(rest.max_message(max_message)) as Arc<dyn Backend>)
                 });
-                Endpoint::new(address.to_string(), address.to_string(), new_client)
+                let label = address.to_string();
+                Endpoint::new(label.clone(), label, new_client, codec.as_deref())
             })
         }
     })

@@ -64,18 +64,22 @@ impl std::str::FromStr for AffinityKey {
     }
 }
 
-/// The route's id codec from `affinity-key` or the file of `affinity-key-file` (its
-/// trailing whitespace, such as the newline `echo` leaves, is not part of the key).
+/// Route `route`'s id codec from `affinity-key` or the file of `affinity-key-file`. The
+/// key is its bytes as written (a base64 text such as `openssl rand -base64 32` prints
+/// is used as those characters, not decoded); a file's trailing whitespace, such as the
+/// newline `echo` leaves, is not part of it.
 pub fn load_codec(
     key: Option<&AffinityKey>,
     file: Option<&std::path::Path>,
+    route: &str,
 ) -> Result<IdCodec, String> {
     match (key, file) {
-        (Some(key), None) => IdCodec::new(key.0.as_bytes()),
+        (Some(key), None) => IdCodec::new(key.0.as_bytes(), route),
         (None, Some(path)) => {
-            let bytes = std::fs::read(path).map_err(|e| format!("{path:?}: {e}"))?;
+            let bytes = read_key_file(path).map_err(|e| format!("{path:?}: {e}"))?;
             let end = bytes.iter().rposition(|b| !b.is_ascii_whitespace());
-            IdCodec::new(&bytes[..end.map_or(0, |e| e + 1)]).map_err(|e| format!("{path:?}: {e}"))
+            IdCodec::new(&bytes[..end.map_or(0, |e| e + 1)], route)
+                .map_err(|e| format!("{path:?}: {e}"))
         }
         (Some(_), Some(_)) => Err("set affinity-key or affinity-key-file, not both".into()),
         (None, None) => Err(
@@ -85,6 +89,27 @@ pub fn load_codec(
         ),
     }
 }
+
+/// A key file's bytes, reading no more than a key may hold (plus trailing whitespace),
+/// so a wrong path such as a device or a large file is refused without reading it all.
+fn read_key_file(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    let limit = (codec::MAX_KEY_LEN + KEY_FILE_SLACK) as u64;
+    std::fs::File::open(path)?
+        .take(limit + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(std::io::Error::other(format!(
+            "more than {limit} bytes; a key has at most {} bytes",
+            codec::MAX_KEY_LEN
+        )));
+    }
+    Ok(bytes)
+}
+
+/// Trailing whitespace a key file may have beyond the longest key (newlines, CRLF).
+const KEY_FILE_SLACK: usize = 16;
 
 /// A balanced route's backend with task affinity, for one worker.
 pub struct Affine {
@@ -98,11 +123,19 @@ impl Affine {
     }
 }
 
+/// How many characters of a client's id an error message repeats.
+const ECHOED_ID_CHARS: usize = 64;
+
 /// The error of an id the route cannot serve: the agent's own for a task it does not know.
+/// The id is repeated up to `ECHOED_ID_CHARS` characters: a client's id is unbounded.
 fn unknown_id(id: &str) -> A2aError {
+    let shown = match id.char_indices().nth(ECHOED_ID_CHARS) {
+        Some((end, _)) => format!("{:?}…", &id[..end]),
+        None => format!("{id:?}"),
+    };
     A2aError::with_message(
         ErrorKind::TaskNotFound,
-        format!("Task not found: {id:?} is not a task or context of this agent"),
+        format!("Task not found: {shown} is not a task or context of this agent"),
     )
 }
 
@@ -220,20 +253,43 @@ mod tests {
     fn the_key_comes_from_the_setting_or_a_file() {
         let path = std::env::temp_dir().join(format!("a2a-affinity-key-{}", std::process::id()));
         std::fs::write(&path, "a key of sixteen bytes\n").unwrap();
-        let from_file = load_codec(None, Some(&path)).unwrap();
+        let from_file = load_codec(None, Some(&path), "r").unwrap();
         let key = AffinityKey("a key of sixteen bytes".into());
-        let from_setting = load_codec(Some(&key), None).unwrap();
-        let tag = EndpointTag::of("10.0.0.1:50051");
+        let from_setting = load_codec(Some(&key), None, "r").unwrap();
+        let tag = from_setting.tag("10.0.0.1:50051");
         // The file's newline is not part of the key: both verify each other's ids.
         assert!(from_setting.unwrap(&from_file.wrap(tag, "t")).is_ok());
-        assert!(load_codec(Some(&key), Some(&path)).is_err());
+        assert!(load_codec(Some(&key), Some(&path), "r").is_err());
         std::fs::write(&path, "short\n").unwrap();
-        assert!(load_codec(None, Some(&path))
-            .unwrap_err()
-            .contains("at least"));
+        let err = load_codec(None, Some(&path), "r").unwrap_err();
+        assert!(err.contains("16 to 1024"), "{err}");
+        // The longest key with its slack of whitespace is read; one byte more is not.
+        let longest = "k".repeat(codec::MAX_KEY_LEN) + &"\n".repeat(KEY_FILE_SLACK);
+        std::fs::write(&path, &longest).unwrap();
+        assert!(load_codec(None, Some(&path), "r").is_ok());
+        std::fs::write(&path, longest + "\n").unwrap();
+        let err = load_codec(None, Some(&path), "r").unwrap_err();
+        assert!(err.contains("at most 1024"), "{err}");
         std::fs::remove_file(&path).unwrap();
-        assert!(load_codec(None, Some(&path)).is_err());
-        assert!(load_codec(None, None).is_err());
+        assert!(load_codec(None, Some(&path), "r").is_err());
+        let err = load_codec(None, None, "r").unwrap_err();
+        assert!(err.contains("A2A_GATEWAY_AFFINITY_KEY"), "{err}");
         assert_eq!(format!("{key:?}"), "AffinityKey(<redacted>)");
+    }
+
+    #[test]
+    fn an_unknown_id_is_repeated_only_so_far() {
+        for (id, shown) in [
+            ("t".repeat(ECHOED_ID_CHARS), format!("{:?}", "t".repeat(64))),
+            (
+                "ü".repeat(ECHOED_ID_CHARS + 1),
+                format!("{:?}…", "ü".repeat(64)),
+            ),
+            ("x".repeat(100_000), format!("{:?}…", "x".repeat(64))),
+        ] {
+            let text = unknown_id(&id).message;
+            assert!(text.contains(&shown), "{text}");
+            assert!(text.len() < 64 * 2 + 100, "{}", text.len());
+        }
     }
 }

@@ -40,6 +40,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use tokio::sync::{watch, Notify};
 
+use super::affinity::IdCodec;
 use super::Backend;
 use crate::telemetry::EndpointStats;
 pub use health::MAX_EJECTION;
@@ -180,20 +181,16 @@ pub type NewClient = Box<dyn Fn() -> Result<Arc<dyn Backend>, String> + Send + S
 pub type AtAddress = Box<dyn Fn(SocketAddr) -> Endpoint + Send + Sync>;
 
 /// How task affinity names an endpoint inside the ids clients see (`backend::affinity`):
-/// the first 8 bytes of SHA-256 over its label. Every gateway replica with the same
-/// configuration sees the same labels (pod addresses, or listed URLs), so any replica
-/// finds the endpoint an id names without sharing anything.
+/// keyed by the route's affinity key (`IdCodec::tag`), so every gateway replica with the
+/// same configuration and key names an endpoint alike without sharing anything, and no
+/// one without the key can tell which pod an id names. A route without affinity names
+/// none (every tag is `UNTAGGED`: nothing looks endpoints up by tag there).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct EndpointTag(pub [u8; 8]);
 
 impl EndpointTag {
-    /// The tag of the endpoint labelled `label`.
-    pub fn of(label: &str) -> EndpointTag {
-        let digest = ring::digest::digest(&ring::digest::SHA256, label.as_bytes());
-        let mut tag = [0; 8];
-        tag.copy_from_slice(&digest.as_ref()[..8]);
-        EndpointTag(tag)
-    }
+    /// The tag of every endpoint of a route without affinity.
+    pub const UNTAGGED: EndpointTag = EndpointTag([0; 8]);
 }
 
 /// One endpoint of a route, shared by every worker.
@@ -209,9 +206,15 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    pub fn new(label: String, probe: String, new_client: NewClient) -> Endpoint {
+    /// The endpoint labelled `label`, tagged by its route's id codec (task affinity).
+    pub fn new(
+        label: String,
+        probe: String,
+        new_client: NewClient,
+        codec: Option<&IdCodec>,
+    ) -> Endpoint {
         Endpoint {
-            tag: EndpointTag::of(&label),
+            tag: codec.map_or(EndpointTag::UNTAGGED, |codec| codec.tag(&label)),
             label,
             probe,
             new_client,

@@ -2,12 +2,19 @@
 //! own ids behind a prefix naming the endpoint that owns them, authenticated with a key
 //! every gateway replica shares, so any replica routes any id without shared state.
 //!
-//! Format: `base64url(tag ‖ mac) "." agent-id`, where `tag` is the endpoint's
-//! `EndpointTag` (8 bytes) and `mac` the first 10 bytes of HMAC-SHA-256 over a version
-//! label, the tag and the agent's id. The prefix is 24 characters plus the dot. The MAC
-//! stops a client from sending a task id to an endpoint it did not come from (an agent
-//! that trusts ids it issued never sees one it did not), and keeps clients from making
-//! ids up: an id that does not verify is a task the gateway never returned (-32001).
+//! Everything is keyed by the route's key: HMAC-SHA-256 with `affinity-key` over a label
+//! and the route's name, so two routes never share tags, MACs or page tokens.
+//!
+//! Format: `base64url(tag ‖ mac) "." agent-id`. `tag` (8 bytes) is HMAC-SHA-256 with the
+//! route's key over the endpoint's label: only someone with the key can tell which pod
+//! an id names. `mac` is the first 10 bytes of HMAC-SHA-256 with the route's key over a
+//! version label, the tag and the agent's id. The prefix is 24 characters plus the dot.
+//! The MAC stops a client from sending a task id to an endpoint it did not come from (an
+//! agent that trusts ids it issued never sees one it did not), from carrying an id to
+//! another route, and from making ids up: an id that does not verify is a task the
+//! gateway never returned (-32001).
+//!
+//! The same route key seals the page tokens of a fan-out `ListTasks` (`seal`, `open`).
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -17,6 +24,8 @@ use crate::backend::endpoints::EndpointTag;
 
 /// The shortest key accepted: 128 bits.
 pub const MIN_KEY_LEN: usize = 16;
+/// The longest key accepted (HMAC hashes longer keys anyway; this bounds what is read).
+pub const MAX_KEY_LEN: usize = 1024;
 
 const TAG_LEN: usize = 8;
 const MAC_LEN: usize = 10;
@@ -25,6 +34,12 @@ const PREFIX_LEN: usize = 24;
 const SEPARATOR: u8 = b'.';
 /// Bound into every MAC, so a later format never verifies under this one.
 const VERSION: &[u8] = b"a2a-gateway task affinity v1\0";
+/// Labels of the route key's uses, so a tag is never a valid MAC or seal and back.
+const ROUTE_LABEL: &[u8] = b"a2a-gateway affinity route v1\0";
+const TAG_LABEL: &[u8] = b"endpoint tag\0";
+const SEAL_LABEL: &[u8] = b"list page token v1\0";
+/// The bytes of a sealed value's MAC.
+pub const SEAL_LEN: usize = 16;
 
 /// Wraps and unwraps ids with the route's key.
 pub struct IdCodec {
@@ -42,28 +57,68 @@ impl std::fmt::Debug for IdCodec {
 #[derive(Debug, PartialEq, Eq)]
 pub struct ForeignId;
 
+/// Checks a configured key's length (`MIN_KEY_LEN..=MAX_KEY_LEN` bytes).
+pub fn check_key(secret: &[u8]) -> Result<(), String> {
+    if (MIN_KEY_LEN..=MAX_KEY_LEN).contains(&secret.len()) {
+        return Ok(());
+    }
+    Err(format!(
+        "the affinity key has {} bytes; {MIN_KEY_LEN} to {MAX_KEY_LEN} are needed",
+        secret.len()
+    ))
+}
+
 impl IdCodec {
-    /// A codec for `secret`; refused when shorter than `MIN_KEY_LEN` bytes.
-    pub fn new(secret: &[u8]) -> Result<IdCodec, String> {
-        if secret.len() < MIN_KEY_LEN {
-            return Err(format!(
-                "the affinity key has {} bytes; at least {MIN_KEY_LEN} are needed",
-                secret.len()
-            ));
-        }
+    /// The codec of route `route` for `secret` (checked by `check_key`).
+    pub fn new(secret: &[u8], route: &str) -> Result<IdCodec, String> {
+        check_key(secret)?;
+        let master = hmac::Key::new(hmac::HMAC_SHA256, secret);
+        let mut context = hmac::Context::with_key(&master);
+        context.update(ROUTE_LABEL);
+        context.update(route.as_bytes());
         Ok(IdCodec {
-            key: hmac::Key::new(hmac::HMAC_SHA256, secret),
+            key: hmac::Key::new(hmac::HMAC_SHA256, context.sign().as_ref()),
         })
     }
 
-    fn mac(&self, tag: EndpointTag, id: &str) -> [u8; MAC_LEN] {
+    /// The tag of the endpoint labelled `label` (its address, or its URL in a list).
+    pub fn tag(&self, label: &str) -> EndpointTag {
         let mut context = hmac::Context::with_key(&self.key);
-        context.update(VERSION);
-        context.update(&tag.0);
-        context.update(id.as_bytes());
+        context.update(TAG_LABEL);
+        context.update(label.as_bytes());
+        let mut tag = EndpointTag([0; TAG_LEN]);
+        tag.0.copy_from_slice(&context.sign().as_ref()[..TAG_LEN]);
+        tag
+    }
+
+    /// The MAC of `parts` under `label`, each part length-prefixed so that no two
+    /// different part lists hash alike.
+    fn sign(&self, label: &[u8], parts: &[&[u8]]) -> hmac::Tag {
+        let mut context = hmac::Context::with_key(&self.key);
+        context.update(label);
+        for part in parts {
+            context.update(&(part.len() as u64).to_be_bytes());
+            context.update(part);
+        }
+        context.sign()
+    }
+
+    fn mac(&self, tag: EndpointTag, id: &str) -> [u8; MAC_LEN] {
         let mut mac = [0; MAC_LEN];
-        mac.copy_from_slice(&context.sign().as_ref()[..MAC_LEN]);
+        mac.copy_from_slice(&self.sign(VERSION, &[&tag.0, id.as_bytes()]).as_ref()[..MAC_LEN]);
         mac
+    }
+
+    /// The MAC sealing `state` to `context` (a page token to its listing's filters).
+    pub fn seal(&self, context: &[u8], state: &[u8]) -> [u8; SEAL_LEN] {
+        let mut seal = [0; SEAL_LEN];
+        seal.copy_from_slice(&self.sign(SEAL_LABEL, &[context, state]).as_ref()[..SEAL_LEN]);
+        seal
+    }
+
+    /// Whether `seal` is `seal(context, state)`, compared in constant time.
+    pub fn opens(&self, seal: &[u8], context: &[u8], state: &[u8]) -> bool {
+        equal(&self.seal(context, state), seal)
     }
 
     /// The id clients see for the agent's `id` on the endpoint `tag`.
@@ -92,17 +147,17 @@ impl IdCodec {
         let mut tag = EndpointTag([0; TAG_LEN]);
         tag.0.copy_from_slice(&raw[..TAG_LEN]);
         let agent_id = &id[PREFIX_LEN + 1..];
-        // Compared without an early exit, so timing does not tell how much of a MAC is right.
-        let expected = self.mac(tag, agent_id);
-        let differ = expected
-            .iter()
-            .zip(&raw[TAG_LEN..])
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b));
-        if differ != 0 {
+        if !equal(&self.mac(tag, agent_id), &raw[TAG_LEN..]) {
             return Err(ForeignId);
         }
         Ok((tag, agent_id))
     }
+}
+
+/// Compared without an early exit, so timing does not tell how much of a MAC is right.
+fn equal(a: &[u8], b: &[u8]) -> bool {
+    use subtle::ConstantTimeEq;
+    a.ct_eq(b).into()
 }
 
 #[cfg(test)]
@@ -110,12 +165,12 @@ mod tests {
     use super::*;
 
     fn codec() -> IdCodec {
-        IdCodec::new(b"0123456789abcdef-shared-key").unwrap()
+        IdCodec::new(b"0123456789abcdef-shared-key", "route-a").unwrap()
     }
 
     #[test]
     fn wraps_and_unwraps() {
-        let tag = EndpointTag::of("10.0.0.7:50051");
+        let tag = codec().tag("10.0.0.7:50051");
         for id in ["task-1", "a", "uuid-with.dots.and/slashes", "ünïcode"] {
             let wrapped = codec().wrap(tag, id);
             assert_eq!(wrapped.len(), PREFIX_LEN + 1 + id.len());
@@ -124,8 +179,23 @@ mod tests {
     }
 
     #[test]
+    fn tags_are_keyed_by_the_key_and_the_route() {
+        let label = "10.0.0.7:50051";
+        let tag = codec().tag(label);
+        assert_eq!(tag, codec().tag(label), "the same on every replica");
+        assert_ne!(tag, codec().tag("10.0.0.8:50051"));
+        let other_route = IdCodec::new(b"0123456789abcdef-shared-key", "route-b").unwrap();
+        assert_ne!(tag, other_route.tag(label));
+        let other_key = IdCodec::new(b"0123456789abcdef-other-key!", "route-a").unwrap();
+        assert_ne!(tag, other_key.tag(label));
+        // Not the unkeyed hash of the address anyone could compute.
+        let digest = ring::digest::digest(&ring::digest::SHA256, label.as_bytes());
+        assert_ne!(&tag.0[..], &digest.as_ref()[..TAG_LEN]);
+    }
+
+    #[test]
     fn tampering_is_refused() {
-        let tag = EndpointTag::of("10.0.0.7:50051");
+        let tag = codec().tag("10.0.0.7:50051");
         let wrapped = codec().wrap(tag, "task-1");
         // Every single-character change of the prefix, and of the agent's id.
         for at in (0..wrapped.len()).filter(|&i| i != PREFIX_LEN) {
@@ -134,12 +204,14 @@ mod tests {
             let tampered = String::from_utf8(bytes).unwrap();
             assert_eq!(codec().unwrap(&tampered), Err(ForeignId), "{tampered}");
         }
-        // The prefix moved onto another endpoint's tag, another key, plain ids.
-        let other = codec().wrap(EndpointTag::of("10.0.0.8:50051"), "task-1");
+        // The prefix moved onto another endpoint's tag, another key, another route, plain ids.
+        let other = codec().wrap(codec().tag("10.0.0.8:50051"), "task-1");
         let spliced = format!("{}{}", &other[..PREFIX_LEN + 1], "task-2");
         assert_eq!(codec().unwrap(&spliced), Err(ForeignId));
-        let stranger = IdCodec::new(b"another key, also long").unwrap();
+        let stranger = IdCodec::new(b"another key, also long", "route-a").unwrap();
         assert_eq!(stranger.unwrap(&wrapped), Err(ForeignId));
+        let sibling = IdCodec::new(b"0123456789abcdef-shared-key", "route-b").unwrap();
+        assert_eq!(sibling.unwrap(&wrapped), Err(ForeignId));
         for plain in [
             "",
             "task-1",
@@ -151,8 +223,29 @@ mod tests {
     }
 
     #[test]
-    fn short_keys_are_refused() {
-        assert!(IdCodec::new(b"short").is_err());
-        assert!(IdCodec::new(&[7; MIN_KEY_LEN]).is_ok());
+    fn seals_bind_their_context() {
+        let seal = codec().seal(b"filters", b"state");
+        assert!(codec().opens(&seal, b"filters", b"state"));
+        assert!(!codec().opens(&seal, b"other filters", b"state"));
+        assert!(!codec().opens(&seal, b"filters", b"other state"));
+        // Length-prefixed parts: moving a byte across the boundary changes the MAC.
+        assert!(!codec().opens(&seal, b"filter", b"sstate"));
+        assert!(!codec().opens(&seal[..SEAL_LEN - 1], b"filters", b"state"));
+        let sibling = IdCodec::new(b"0123456789abcdef-shared-key", "route-b").unwrap();
+        assert!(!sibling.opens(&seal, b"filters", b"state"));
+    }
+
+    #[test]
+    fn keys_have_bounded_lengths() {
+        for (len, ok) in [
+            (0, false),
+            (MIN_KEY_LEN - 1, false),
+            (MIN_KEY_LEN, true),
+            (MAX_KEY_LEN, true),
+            (MAX_KEY_LEN + 1, false),
+        ] {
+            assert_eq!(check_key(&vec![7; len]).is_ok(), ok, "{len}");
+            assert_eq!(IdCodec::new(&vec![7; len], "r").is_ok(), ok, "{len}");
+        }
     }
 }

@@ -187,7 +187,6 @@ mod tests {
 
     use super::*;
     use crate::backend::affinity::{restore_in, rewrite_out, IdCodec};
-    use crate::backend::endpoints::EndpointTag;
     use crate::protocol::error::ErrorKind;
     use crate::protocol::ops::{Op, Request, TypedRequest};
 
@@ -256,7 +255,7 @@ mod tests {
     }
 
     fn codec() -> IdCodec {
-        IdCodec::new(b"a key of sixteen bytes or more").unwrap()
+        IdCodec::new(b"a key of sixteen bytes or more", "r").unwrap()
     }
 
     /// One row both ways; `json` is how the value appears on the wire.
@@ -266,7 +265,8 @@ mod tests {
         issued: usize,
         json: impl Fn(&T) -> String,
     ) {
-        let (codec, tag) = (codec(), EndpointTag::of("10.1.2.3:50051"));
+        let codec = codec();
+        let tag = codec.tag("10.1.2.3:50051");
         let mut out = value.clone();
         rewrite_out(&mut out, &codec, tag);
         let text = json(&out);
@@ -429,7 +429,7 @@ mod tests {
     #[test]
     fn foreign_and_mixed_ids_are_tasks_not_found() {
         let codec = codec();
-        let (a, b) = (EndpointTag::of("10.0.0.1:1"), EndpointTag::of("10.0.0.2:1"));
+        let (a, b) = (codec.tag("10.0.0.1:1"), codec.tag("10.0.0.2:1"));
         let mut get = UnaryRequest::GetTask(GetTaskRequest {
             id: "made-up".into(),
             ..Default::default()
