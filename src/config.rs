@@ -12,7 +12,7 @@ use serde::Deserialize;
 use crate::backend::affinity::{Affinity, AffinityKey};
 use crate::backend::endpoints::{Balance, Targets};
 use crate::card::CardSettings;
-use crate::protocol::params::{ForwardPolicy, ForwardPolicyError};
+use crate::protocol::params::{ForwardPolicy, ForwardPolicyError, HeaderRules};
 use crate::telemetry::trace::{OtlpProtocol, TraceConfigError, TraceFlags, TraceSettings};
 
 mod file;
@@ -278,6 +278,26 @@ pub struct Cli {
     )]
     pub forward_headers: Vec<String>,
 
+    /// Header set on every call to the agent, `NAME=VALUE` (repeatable); the client's
+    /// header of that name is not forwarded.
+    #[arg(long, env = "A2A_GATEWAY_SET_HEADER", value_name = "NAME=VALUE")]
+    pub set_header: Vec<String>,
+
+    /// Header never sent to the agent, even a default-forwarded one (repeatable).
+    #[arg(long, env = "A2A_GATEWAY_REMOVE_HEADER", value_delimiter = ',')]
+    pub remove_header: Vec<String>,
+
+    /// Header carrying the caller's identity or tenant (repeatable): with `--tenant`, the
+    /// client's value is never forwarded, even when `--forward-header` names it.
+    #[arg(long, env = "A2A_GATEWAY_IDENTITY_HEADER", value_delimiter = ',')]
+    pub identity_header: Vec<String>,
+
+    /// Header carrying a credential (repeatable), besides Authorization,
+    /// Proxy-Authorization, Cookie and X-Api-Key: never logged, and sent to the agent
+    /// HPACK never-indexed.
+    #[arg(long, env = "A2A_GATEWAY_SENSITIVE_HEADER", value_delimiter = ',')]
+    pub sensitive_header: Vec<String>,
+
     /// After SIGTERM, how long the gateway keeps serving everything (also new connections)
     /// while `/readyz` already answers 503, so load balancers stop sending first. Ctrl-C
     /// skips it.
@@ -516,8 +536,8 @@ pub enum ConfigError {
     AffinityKey(String),
     #[error("--affinity task needs several endpoints (a list of backends or a dns:/// name)")]
     AffinityOneBackend,
-    #[error("--forward-header: {0}")]
-    ForwardHeader(#[from] ForwardPolicyError),
+    #[error(transparent)]
+    Headers(#[from] ForwardPolicyError),
     #[error("--keepalive must be greater than 0")]
     Keepalive,
     #[error("--backend-keepalive must be greater than 0")]
@@ -667,7 +687,14 @@ impl Cli {
         }
         self.check_limits()?;
         crate::front::cors::layer(self)?;
-        Ok(ForwardPolicy::new(&self.forward_headers)?)
+        Ok(ForwardPolicy::with_rules(&HeaderRules {
+            forward: &self.forward_headers,
+            set: &self.set_header,
+            remove: &self.remove_header,
+            identity: &self.identity_header,
+            sensitive: &self.sensitive_header,
+            fixed_tenant: self.tenant.is_some(),
+        })?)
     }
 }
 

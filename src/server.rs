@@ -311,8 +311,14 @@ impl FrontendTemplate {
             true => routing::Surface::Public,
             false => routing::Surface::All,
         };
+        let extra: Vec<String> = self
+            .routes
+            .iter()
+            .flat_map(|route| route.config.settings.sensitive_header.iter().cloned())
+            .collect();
         Ok(
             Frontend::new(served, metrics.clone(), self.lifecycle.clone())
+                .with_sensitive(crate::protocol::params::sensitive_names(&extra))
                 .with_origin(self.origins.clone())
                 .with_limits(self.limits.clone())
                 .with_cors(self.cors.clone())
@@ -543,7 +549,8 @@ pub async fn serve_connections(
     let lifecycle = router.lifecycle().clone();
     let max_header_size = router.max_header_size();
     let cors = router.cors();
-    let edge = layers::stack(layers::with_cors(router, cors));
+    let sensitive = router.sensitive();
+    let edge = layers::stack(layers::with_cors(router, cors), sensitive.iter().cloned());
     let (stop_tx, stop) = watch::channel(false);
     let mut connections = JoinSet::new();
     let mut incoming = std::pin::pin!(incoming);

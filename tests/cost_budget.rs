@@ -224,10 +224,10 @@ fn router() -> Edge {
         metrics: Default::default(),
         legacy: true,
     };
-    a2a_gateway::front::layers::stack(a2a_gateway::server::router(
-        Arc::new(gateway),
-        "/a2a/jsonrpc",
-    ))
+    a2a_gateway::front::layers::stack(
+        a2a_gateway::server::router(Arc::new(gateway), "/a2a/jsonrpc"),
+        a2a_gateway::protocol::params::sensitive_names(&[]),
+    )
 }
 
 /// The router in front of the real gRPC client (on h2, over `http://`) and an in-process
@@ -266,10 +266,10 @@ async fn grpc_router() -> Edge {
         metrics: Default::default(),
         legacy: true,
     };
-    a2a_gateway::front::layers::stack(a2a_gateway::server::router(
-        Arc::new(gateway),
-        "/a2a/jsonrpc",
-    ))
+    a2a_gateway::front::layers::stack(
+        a2a_gateway::server::router(Arc::new(gateway), "/a2a/jsonrpc"),
+        a2a_gateway::protocol::params::sensitive_names(&[]),
+    )
 }
 
 fn send_body(text: &str) -> String {

@@ -230,6 +230,10 @@ file_config! {
         stream_idle_timeout: Duration,
         health_service: String,
         legacy: super::Legacy,
+        set_header: Vec<String>,
+        remove_header: Vec<String>,
+        identity_header: Vec<String>,
+        sensitive_header: Vec<String>,
     }
     optional {
         backend_resolver: SocketAddr,

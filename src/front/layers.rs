@@ -11,8 +11,8 @@ use std::convert::Infallible;
 
 use axum::body::Body;
 use bytes::Bytes;
-use http::header::{AUTHORIZATION, COOKIE, PROXY_AUTHORIZATION, SET_COOKIE};
-use http::{HeaderValue, Request, Response};
+use http::header::SET_COOKIE;
+use http::{HeaderName, HeaderValue, Request, Response};
 use tower::ServiceBuilder;
 use tower_http::catch_panic::{CatchPanic, CatchPanicLayer, ResponseForPanic};
 use tower_http::classify::{ServerErrorsAsFailures, SharedClassifier};
@@ -51,7 +51,7 @@ pub type Edge<S> = SetSensitiveRequestHeaders<
 >;
 
 /// Wraps the routes in the edge stack. Requests pass the layers top to bottom.
-pub fn stack<S>(routes: S) -> Edge<S>
+pub fn stack<S>(routes: S, sensitive: impl IntoIterator<Item = HeaderName>) -> Edge<S>
 where
     S: tower::Service<Request<Body>, Response = Response<Body>, Error = Infallible>,
 {
@@ -60,12 +60,9 @@ where
     // the limit fails mid-read; the handler's own reading (`envelope::read_body`) gives the
     // JSON-RPC -32600 naming the limit and drains the rest so the connection stays usable.
     ServiceBuilder::new()
-        // Credentials are marked first, so no layer or log below can print them.
-        .layer(SetSensitiveRequestHeadersLayer::new([
-            AUTHORIZATION,
-            PROXY_AUTHORIZATION,
-            COOKIE,
-        ]))
+        // Credentials (`params::sensitive_names`, the table the forward policy marks
+        // never-indexed by) are marked first, so no layer or log below can print them.
+        .layer(SetSensitiveRequestHeadersLayer::new(sensitive))
         // Every request has an `x-request-id` before anything sees it: the span names it and
         // the forward policy sends the same id (the client's or a new one) to the backend.
         .layer(SetRequestIdLayer::x_request_id(NewRequestId))

@@ -40,23 +40,53 @@ pub fn never_index_per_call(name: &HeaderName, value: &mut HeaderValue) {
     }
 }
 
-/// Hop-by-hop and framing headers that describe one connection, never the request
-/// (RFC 9110 7.6.1); they are never forwarded, even when configured.
-pub const NEVER_FORWARDED: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-authenticate",
+/// Request headers the gateway owns toward the agent, with why: a client's value never
+/// replaces the gateway's, so no setting (`forward-header`, `set-header`, `remove-header`)
+/// may name them, and `ForwardPolicy` refuses them at load. A name ending in `*` is a
+/// prefix. `a2a-version` is owned because the gateway speaks 1.0 to every agent whatever
+/// the client asked for (it negotiates the client's version itself); `host` because the
+/// agent's authority is the backend URL's.
+pub const OWNED: &[(&str, &str)] = &[
+    ("grpc-*", "gRPC framing and deadline, set by the gateway"),
+    ("te", "set by the gateway for gRPC trailers"),
+    ("user-agent", "the gateway names itself to the agent"),
+    ("content-type", "framing of the backend call"),
+    ("content-length", "framing of the backend call"),
+    ("content-encoding", "framing of the backend call"),
+    ("accept-encoding", "framing of the backend call"),
+    ("a2a-version", "the gateway speaks A2A 1.0 to every agent"),
+    ("host", "the agent's authority is the backend URL's"),
+    ("connection", "hop-by-hop (RFC 9110 7.6.1)"),
+    ("keep-alive", "hop-by-hop (RFC 9110 7.6.1)"),
+    ("proxy-*", "hop-by-hop: meant for the proxy, not the agent"),
+    ("transfer-encoding", "hop-by-hop (RFC 9110 7.6.1)"),
+    ("upgrade", "hop-by-hop (RFC 9110 7.6.1)"),
+    ("trailer", "hop-by-hop (RFC 9110 7.6.1)"),
+];
+
+/// Why the gateway owns `name` (lowercase), if it does (`OWNED`); pseudo-headers (`:path`…)
+/// are HTTP/2 framing and owned too.
+pub fn owned(name: &str) -> Option<&'static str> {
+    if name.starts_with(':') {
+        return Some("a pseudo-header, HTTP/2 framing");
+    }
+    OWNED.iter().find_map(|(owned, why)| {
+        let hit = match owned.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix),
+            None => name == *owned,
+        };
+        hit.then_some(*why)
+    })
+}
+
+/// Credentials: marked sensitive at the edge (no log or debug output shows them) and sent
+/// to the agent as HPACK never-indexed literals, so no shared table on the way keeps them.
+/// `--sensitive-header` adds to it.
+pub const SENSITIVE: &[&str] = &[
+    "authorization",
     "proxy-authorization",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "host",
-    "content-length",
-    "content-type",
-    "accept-encoding",
-    "content-encoding",
+    "cookie",
+    "x-api-key",
 ];
 
 /// Checks the client's `A2A-Version` (header, else query parameter). Empty or missing
@@ -162,64 +192,143 @@ pub fn response_extensions(headers: &HeaderMap) -> Option<HeaderValue> {
     )
 }
 
-/// Which request headers go to the backend.
-#[derive(Clone, Debug)]
-pub struct ForwardPolicy {
-    /// Each forwarded name, and whether its value is new on every call (decided once).
-    names: Vec<(HeaderName, bool)>,
+/// One route's header settings, as configured (each named by its flag in errors).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HeaderRules<'a> {
+    /// `--forward-header`: forwarded besides `DEFAULT_FORWARDED`.
+    pub forward: &'a [String],
+    /// `--set-header NAME=VALUE`: sent to the agent on every call, the client's dropped.
+    pub set: &'a [String],
+    /// `--remove-header`: never sent to the agent (also a default-forwarded name).
+    pub remove: &'a [String],
+    /// `--identity-header`: carries the caller's identity or tenant; on a fixed-tenant
+    /// route the client's value is never forwarded (the route, not the client, says whose
+    /// call it is).
+    pub identity: &'a [String],
+    /// `--sensitive-header`: credentials besides `SENSITIVE`.
+    pub sensitive: &'a [String],
+    /// The route pins a tenant (`--tenant`).
+    pub fixed_tenant: bool,
 }
 
-/// A configured header that may not be forwarded.
+/// Which request headers go to the backend, and which the route sets itself.
+#[derive(Clone, Debug)]
+pub struct ForwardPolicy {
+    /// Each forwarded name, and whether its value is sent never-indexed (new on every call,
+    /// or a credential; decided once).
+    names: Vec<(HeaderName, bool)>,
+    /// `set-header` values, sent on every call instead of the client's.
+    set: Vec<(HeaderName, HeaderValue)>,
+}
+
+/// A configured header that may not be used; each names its setting.
 #[derive(Debug, thiserror::Error)]
 pub enum ForwardPolicyError {
-    #[error("invalid header name {0:?}")]
-    InvalidName(String),
-    #[error("header {0:?} is hop-by-hop or framing and is never forwarded")]
-    HopByHop(String),
+    #[error("--{0}: invalid header name {1:?}")]
+    InvalidName(&'static str, String),
+    #[error("--{0}: header {1:?} is owned by the gateway ({2}) and cannot be configured")]
+    Owned(&'static str, String, &'static str),
+    #[error("--set-header: {0:?} is not NAME=VALUE with a valid header value")]
+    SetValue(String),
+    #[error("--set-header and --remove-header both name {0:?}")]
+    SetAndRemoved(String),
 }
 
 impl ForwardPolicy {
-    /// The default headers plus `extra` (validated).
+    /// The default headers plus `extra` (validated), no other rule.
     pub fn new<S: AsRef<str>>(extra: &[S]) -> Result<Self, ForwardPolicyError> {
-        let mut names: Vec<HeaderName> = DEFAULT_FORWARDED
-            .iter()
-            .map(|n| HeaderName::from_static(n))
-            .collect();
-        for name in extra {
-            let name = name.as_ref();
-            let header = HeaderName::from_bytes(name.trim().as_bytes())
-                .map_err(|_| ForwardPolicyError::InvalidName(name.to_owned()))?;
-            if NEVER_FORWARDED.contains(&header.as_str()) || header.as_str() == VERSION {
-                return Err(ForwardPolicyError::HopByHop(name.to_owned()));
+        let forward: Vec<String> = extra.iter().map(|s| s.as_ref().to_owned()).collect();
+        Self::with_rules(&HeaderRules {
+            forward: &forward,
+            ..HeaderRules::default()
+        })
+    }
+
+    /// The policy of `rules`, every name checked against `OWNED`.
+    pub fn with_rules(rules: &HeaderRules<'_>) -> Result<Self, ForwardPolicyError> {
+        let names_of = |flag, list: &[String]| -> Result<Vec<HeaderName>, ForwardPolicyError> {
+            list.iter().map(|name| header_name(flag, name)).collect()
+        };
+        let extra = names_of("forward-header", rules.forward)?;
+        let removed = names_of("remove-header", rules.remove)?;
+        let identity = names_of("identity-header", rules.identity)?;
+        let sensitive = names_of("sensitive-header", rules.sensitive)?;
+        let is_sensitive =
+            |name: &HeaderName| SENSITIVE.contains(&name.as_str()) || sensitive.contains(name);
+        let mut set = Vec::with_capacity(rules.set.len());
+        for pair in rules.set {
+            let (name, value) = pair
+                .split_once('=')
+                .ok_or_else(|| ForwardPolicyError::SetValue(pair.clone()))?;
+            let name = header_name("set-header", name)?;
+            let mut value = HeaderValue::from_str(value.trim())
+                .map_err(|_| ForwardPolicyError::SetValue(pair.clone()))?;
+            if removed.contains(&name) {
+                return Err(ForwardPolicyError::SetAndRemoved(name.to_string()));
             }
-            if !names.contains(&header) {
-                names.push(header);
+            value.set_sensitive(is_sensitive(&name));
+            set.push((name, value));
+        }
+        let mut names: Vec<HeaderName> = Vec::new();
+        let defaults = DEFAULT_FORWARDED.iter().map(|n| HeaderName::from_static(n));
+        for name in defaults.chain(extra) {
+            let dropped = names.contains(&name)
+                || removed.contains(&name)
+                || set.iter().any(|(set, _)| *set == name)
+                || (rules.fixed_tenant && identity.contains(&name));
+            if !dropped {
+                names.push(name);
             }
         }
         let names = names
             .into_iter()
             .map(|name| {
-                let per_call = new_on_every_call(&name);
-                (name, per_call)
+                let never_indexed = new_on_every_call(&name) || is_sensitive(&name);
+                (name, never_indexed)
             })
             .collect();
-        Ok(Self { names })
+        Ok(Self { names, set })
     }
 
-    /// The forwarded headers of one request, in policy order, all values kept.
+    /// The forwarded headers of one request, in policy order, all values kept, then the
+    /// route's own (`set-header`).
     pub fn select(&self, headers: &HeaderMap) -> Vec<(HeaderName, HeaderValue)> {
-        let mut out = Vec::new();
-        for (name, per_call) in &self.names {
+        let mut out = Vec::with_capacity(self.set.len());
+        for (name, never_indexed) in &self.names {
             for value in headers.get_all(name) {
                 let mut value = value.clone();
-                if *per_call {
+                if *never_indexed {
                     value.set_sensitive(true);
                 }
                 out.push((name.clone(), value));
             }
         }
+        out.extend(self.set.iter().cloned());
         out
     }
+}
+
+/// `name` as a header name a setting (`flag`) may use: valid and not owned by the gateway.
+fn header_name(flag: &'static str, name: &str) -> Result<HeaderName, ForwardPolicyError> {
+    let trimmed = name.trim().to_ascii_lowercase();
+    if let Some(why) = owned(&trimmed) {
+        return Err(ForwardPolicyError::Owned(flag, name.to_owned(), why));
+    }
+    HeaderName::from_bytes(trimmed.as_bytes())
+        .map_err(|_| ForwardPolicyError::InvalidName(flag, name.to_owned()))
+}
+
+/// The names marked sensitive at the edge: `SENSITIVE` plus `extra` (`--sensitive-header`,
+/// checked by `ForwardPolicy::with_rules`; an invalid one is skipped here).
+pub fn sensitive_names(extra: &[String]) -> Vec<HeaderName> {
+    let extra = extra.iter().filter_map(|name| {
+        HeaderName::from_bytes(name.trim().to_ascii_lowercase().as_bytes()).ok()
+    });
+    SENSITIVE
+        .iter()
+        .map(|name| HeaderName::from_static(name))
+        .chain(extra)
+        .collect()
 }
 
 impl Default for ForwardPolicy {
@@ -327,14 +436,166 @@ mod tests {
         headers.insert("connection", HeaderValue::from_static("close"));
         headers.append("a2a-extensions", HeaderValue::from_static("u1"));
         headers.append("a2a-extensions", HeaderValue::from_static("u2"));
-        let names: Vec<_> = policy
-            .select(&headers)
-            .into_iter()
-            .map(|(n, v)| format!("{n}={}", v.to_str().unwrap()))
-            .collect();
         assert_eq!(
-            names,
+            shown(&policy.select(&headers)),
             ["a2a-extensions=u1", "a2a-extensions=u2", "x-tenant=t1"]
         );
+    }
+
+    fn shown(forwarded: &[(HeaderName, HeaderValue)]) -> Vec<String> {
+        forwarded
+            .iter()
+            .map(|(n, v)| format!("{n}={}", v.to_str().unwrap()))
+            .collect()
+    }
+
+    /// Every row of `OWNED` is refused by every setting that names headers, a prefix row
+    /// by a name under it, whatever the case; pseudo-headers too.
+    #[test]
+    fn every_owned_name_is_refused_by_every_setting() {
+        let mut names: Vec<String> = OWNED
+            .iter()
+            .map(|(name, _)| name.replace('*', "anything"))
+            .collect();
+        names.extend([":path".into(), ":authority".into(), "GRPC-Timeout".into()]);
+        for name in &names {
+            let one = [name.clone()];
+            let pair = [format!("{name}=v")];
+            for rules in [
+                HeaderRules {
+                    forward: &one,
+                    ..HeaderRules::default()
+                },
+                HeaderRules {
+                    set: &pair,
+                    ..HeaderRules::default()
+                },
+                HeaderRules {
+                    remove: &one,
+                    ..HeaderRules::default()
+                },
+                HeaderRules {
+                    identity: &one,
+                    ..HeaderRules::default()
+                },
+                HeaderRules {
+                    sensitive: &one,
+                    ..HeaderRules::default()
+                },
+            ] {
+                let err = ForwardPolicy::with_rules(&rules).unwrap_err();
+                assert!(
+                    matches!(err, ForwardPolicyError::Owned(..)),
+                    "{name}: {err}"
+                );
+                assert!(err.to_string().contains(name.as_str()), "{err}");
+            }
+        }
+        for fine in ["x-tenant", "grpcx", "proxied-by", "tea", "authorization"] {
+            ForwardPolicy::new(&[fine]).unwrap();
+        }
+    }
+
+    #[test]
+    fn routes_set_remove_and_keep_identity_from_clients_on_fixed_tenants() {
+        let strings = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let (forward, set) = (
+            strings(&["x-tenant", "x-user"]),
+            strings(&["x-route=billing"]),
+        );
+        let (remove, identity) = (strings(&["authorization"]), strings(&["x-tenant"]));
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("x-tenant", "evil"),
+            ("x-user", "u1"),
+            ("x-route", "forged"),
+            ("authorization", "Bearer t"),
+        ] {
+            headers.insert(name, HeaderValue::from_static(value));
+        }
+        let rules = HeaderRules {
+            forward: &forward,
+            set: &set,
+            remove: &remove,
+            identity: &identity,
+            ..HeaderRules::default()
+        };
+        let open = ForwardPolicy::with_rules(&rules).unwrap();
+        assert_eq!(
+            shown(&open.select(&headers)),
+            ["x-tenant=evil", "x-user=u1", "x-route=billing"]
+        );
+        let fixed = HeaderRules {
+            fixed_tenant: true,
+            ..rules
+        };
+        let fixed = ForwardPolicy::with_rules(&fixed).unwrap();
+        assert_eq!(
+            shown(&fixed.select(&headers)),
+            ["x-user=u1", "x-route=billing"]
+        );
+        let both = strings(&["x-route"]);
+        let conflict = HeaderRules {
+            remove: &both,
+            ..rules
+        };
+        assert!(matches!(
+            ForwardPolicy::with_rules(&conflict),
+            Err(ForwardPolicyError::SetAndRemoved(_))
+        ));
+        for bad in ["x-route", "x-route=a\nb", "=v"] {
+            let bad = strings(&[bad]);
+            let rules = HeaderRules {
+                set: &bad,
+                ..HeaderRules::default()
+            };
+            assert!(ForwardPolicy::with_rules(&rules).is_err(), "{bad:?}");
+        }
+    }
+
+    /// Credentials, default and configured, leave marked sensitive (HPACK never-indexed),
+    /// as do per-call values; other headers do not.
+    #[test]
+    fn credentials_are_sent_never_indexed() {
+        let (forward, sensitive) = (
+            vec![
+                "x-api-key".to_owned(),
+                "x-secret".to_owned(),
+                "x-plain".to_owned(),
+            ],
+            vec!["X-Secret".to_owned()],
+        );
+        let policy = ForwardPolicy::with_rules(&HeaderRules {
+            forward: &forward,
+            sensitive: &sensitive,
+            ..HeaderRules::default()
+        })
+        .unwrap();
+        let mut headers = HeaderMap::new();
+        for name in [
+            "authorization",
+            "x-api-key",
+            "x-secret",
+            "x-plain",
+            "x-request-id",
+        ] {
+            headers.insert(name, HeaderValue::from_static("v"));
+        }
+        let marked: Vec<_> = policy
+            .select(&headers)
+            .into_iter()
+            .map(|(n, v)| (n.to_string(), v.is_sensitive()))
+            .collect();
+        let expected = [
+            ("authorization", true),
+            ("x-request-id", true),
+            ("x-api-key", true),
+            ("x-secret", true),
+            ("x-plain", false),
+        ];
+        let expected: Vec<_> = expected.iter().map(|(n, s)| (n.to_string(), *s)).collect();
+        assert_eq!(marked, expected);
+        let edge = sensitive_names(&sensitive);
+        assert!(edge.iter().any(|n| n == "x-secret") && edge.iter().any(|n| n == "cookie"));
     }
 }

@@ -71,6 +71,8 @@ pub struct Frontend {
     limits: Option<Arc<Limits>>,
     /// The CORS layer the connections serve this frontend behind (`layers::with_cors`).
     cors: Option<CorsLayer>,
+    /// The headers the edge marks sensitive (`params::sensitive_names`, every route's).
+    sensitive: Arc<[http::HeaderName]>,
     /// The agents' checks behind `/readyz`; without them only the endpoints' ejection
     /// state counts.
     readiness: Option<Arc<Readiness>>,
@@ -103,6 +105,7 @@ impl Frontend {
             origins: Origins::default(),
             limits: None,
             cors: None,
+            sensitive: crate::protocol::params::sensitive_names(&[]).into(),
             readiness: None,
             surface: Surface::All,
         }
@@ -118,6 +121,18 @@ impl Frontend {
     pub fn with_cors(mut self, cors: Option<CorsLayer>) -> Frontend {
         self.cors = cors;
         self
+    }
+
+    /// The headers the edge marks sensitive: `SENSITIVE` and every route's
+    /// `--sensitive-header` names.
+    pub fn with_sensitive(mut self, names: Vec<http::HeaderName>) -> Frontend {
+        self.sensitive = names.into();
+        self
+    }
+
+    /// The headers the edge stack marks sensitive before any layer sees them.
+    pub fn sensitive(&self) -> Arc<[http::HeaderName]> {
+        self.sensitive.clone()
     }
 
     /// The CORS layer to serve this frontend behind, if CORS is configured.
