@@ -227,6 +227,9 @@ file_config! {
         stream_idle_timeout: Duration,
         health_service: String,
         legacy: super::Legacy,
+        push_guard: bool,
+        push_allow_http: bool,
+        push_allow: Vec<String>,
     }
     optional {
         backend_resolver: SocketAddr,
