@@ -427,6 +427,27 @@ pub struct Cli {
     #[arg(long, env = "A2A_GATEWAY_CARD_SIGN_KID", value_name = "KID")]
     pub card_sign_kid: Option<String>,
 
+    /// Check the push-notification URLs clients hand the agent (README "Push
+    /// notifications"): a URL that is not `https`, or whose host is or resolves to a
+    /// loopback, private, link-local, metadata… address, is refused (-32602). `false`
+    /// turns the guard off.
+    #[arg(long, env = "A2A_GATEWAY_PUSH_GUARD", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub push_guard: bool,
+
+    /// Admit `http://` push URLs too (their host is checked all the same).
+    #[arg(long, env = "A2A_GATEWAY_PUSH_ALLOW_HTTP")]
+    pub push_allow_http: bool,
+
+    /// A push URL host the guard admits (repeatable): a name, `*.name` (names under it),
+    /// an address or a CIDR.
+    #[arg(
+        long = "push-allow",
+        env = "A2A_GATEWAY_PUSH_ALLOW",
+        value_delimiter = ',',
+        value_name = "HOST|CIDR"
+    )]
+    pub push_allow: Vec<String>,
+
     /// `v0.3`: v0.3 JSON-RPC clients (no `A2A-Version`, v0.3 method names) are served,
     /// their calls translated to v1.0 and the answers back (README "v0.3 clients");
     /// `off`: they get -32601 as before.
@@ -601,6 +622,10 @@ pub enum ConfigError {
     OverlappingRoutes { route: String, earlier: String },
     #[error(transparent)]
     Traces(#[from] TraceConfigError),
+    #[error(transparent)]
+    PushAllow(#[from] crate::push::PushAllowError),
+    #[error("--push-guard: {0}")]
+    PushResolver(String),
 }
 
 /// The configuration could not be assembled from flags, environment and file.
@@ -686,6 +711,7 @@ impl Cli {
             return Err(ConfigError::TrustedProxyHops);
         }
         self.check_limits()?;
+        crate::push::PushPolicy::of(self)?;
         crate::front::cors::layer(self)?;
         Ok(ForwardPolicy::with_rules(&HeaderRules {
             forward: &self.forward_headers,

@@ -41,4 +41,6 @@ pub struct Gateway {
     pub metrics: Arc<Metrics>,
     /// Whether v0.3 clients are served (`--legacy v0.3`).
     pub legacy: bool,
+    /// The route's push URL guard (`None`: `push-guard = false`).
+    pub push: Option<crate::push::PushGuard>,
 }

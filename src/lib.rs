@@ -12,6 +12,7 @@ pub mod fuzzing;
 pub mod lifecycle;
 pub mod proto;
 pub mod protocol;
+pub mod push;
 pub mod server;
 pub mod signing;
 pub mod telemetry;

@@ -70,6 +70,8 @@ pub enum BackendError {
 pub struct GatewayTemplate {
     cli: Cli,
     forward: ForwardPolicy,
+    /// The route's push URL policy (`None`: the guard is off).
+    push: Option<crate::push::PushPolicy>,
     backend: BackendTemplate,
 }
 
@@ -93,6 +95,7 @@ impl GatewayTemplate {
     /// `route` names the route, whose affinity ids are its own.
     pub fn new(cli: &Cli, backends: &[String], route: &str) -> Result<Self, BackendError> {
         let forward = cli.validate()?;
+        let push = crate::push::PushPolicy::of(cli).map_err(ConfigError::from)?;
         let ca = match &cli.backend_ca {
             Some(path) => Some(read_ca(path)?),
             None => None,
@@ -149,6 +152,7 @@ impl GatewayTemplate {
         Ok(GatewayTemplate {
             cli: cli.clone(),
             forward,
+            push,
             backend,
         })
     }
@@ -171,6 +175,16 @@ impl GatewayTemplate {
                 Arc::new(Affine::new(Balanced::new(route.clone()), codec.clone()))
             }
         })
+    }
+
+    /// The route's push guard, resolving on the runtime this is called on.
+    fn push_guard(&self) -> Result<Option<crate::push::PushGuard>, BackendError> {
+        let Some(policy) = &self.push else {
+            return Ok(None);
+        };
+        crate::push::PushGuard::new(policy.clone(), self.cli.backend_resolver)
+            .map(Some)
+            .map_err(|e| ConfigError::PushResolver(e).into())
     }
 
     /// The route's endpoints, when it balances over many (readiness and metrics).
@@ -203,6 +217,7 @@ impl GatewayTemplate {
             lifecycle,
             metrics,
             legacy: cli.legacy == crate::config::Legacy::V03,
+            push: self.push_guard()?,
         }))
     }
 }

@@ -223,6 +223,7 @@ fn router() -> Edge {
         lifecycle: Default::default(),
         metrics: Default::default(),
         legacy: true,
+        push: None,
     };
     a2a_gateway::front::layers::stack(
         a2a_gateway::server::router(Arc::new(gateway), "/a2a/jsonrpc"),
@@ -265,6 +266,7 @@ async fn grpc_router() -> Edge {
         lifecycle: Default::default(),
         metrics: Default::default(),
         legacy: true,
+        push: None,
     };
     a2a_gateway::front::layers::stack(
         a2a_gateway::server::router(Arc::new(gateway), "/a2a/jsonrpc"),

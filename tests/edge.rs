@@ -104,6 +104,7 @@ async fn a_panicking_handler_gets_a_jsonrpc_internal_error_and_serving_goes_on()
         lifecycle: Default::default(),
         metrics: Default::default(),
         legacy: true,
+        push: None,
     });
     let url = serve(gateway, "/a2a/jsonrpc").await;
     // One client with one connection: the panic must not cost the connection either.

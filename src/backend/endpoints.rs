@@ -31,7 +31,7 @@
 
 pub mod balance;
 mod health;
-mod resolve;
+pub(crate) mod resolve;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -234,6 +234,9 @@ file_config! {
         remove_header: Vec<String>,
         identity_header: Vec<String>,
         sensitive_header: Vec<String>,
+        push_guard: bool,
+        push_allow_http: bool,
+        push_allow: Vec<String>,
     }
     optional {
         backend_resolver: SocketAddr,

@@ -262,6 +262,12 @@ async fn handle_one(
             return fail(&mut record, err);
         }
     }
+    // Last of the checks (it may ask DNS): a refused push URL never reaches the agent.
+    if let Some(guard) = &gateway.push {
+        if let Err(err) = guard.check_request(&request, v03.is_some()).await {
+            return fail(&mut record, err);
+        }
+    }
     let mut forwarded = gateway.forward.select(&ctx.request.headers);
     if v03.is_some() {
         legacy_extensions(&ctx.request.headers, &mut forwarded);

@@ -133,6 +133,8 @@ impl Exchange {
             tenant: self.fixed_tenant.then(|| "fuzz-tenant".to_owned()),
             card,
             legacy: true,
+            // Fuzz inputs must not query DNS; the guard's parsing has unit tests.
+            push: None,
             lifecycle: Default::default(),
             metrics: Default::default(),
         };

@@ -442,6 +442,8 @@ pub struct Settings {
     pub keepalive: Duration,
     pub max_body: usize,
     pub forward: ForwardPolicy,
+    /// The push URL guard (`None`: off).
+    pub push: Option<a2a_gateway::push::PushGuard>,
 }
 
 impl Default for Settings {
@@ -452,8 +454,19 @@ impl Default for Settings {
             keepalive: Duration::from_secs(15),
             max_body: 4 << 20,
             forward: ForwardPolicy::default(),
+            // On, as by default; the wire suites' push URLs name these hosts, which do
+            // not resolve here.
+            push: Some(push_guard(&["hooks.example", "example.com"], None)),
         }
     }
+}
+
+/// A push URL guard admitting `allow` (https only), resolving names with `dns` or the
+/// system's resolver.
+pub fn push_guard(allow: &[&str], dns: Option<SocketAddr>) -> a2a_gateway::push::PushGuard {
+    let allow: Vec<String> = allow.iter().map(|s| s.to_string()).collect();
+    let policy = a2a_gateway::push::PushPolicy::new(false, &allow).unwrap();
+    a2a_gateway::push::PushGuard::new(policy, dns).unwrap()
 }
 
 /// The gateway in front of the gRPC backend at `backend`, served on 127.0.0.1:0; an
@@ -480,6 +493,7 @@ pub async fn gateway(backend: &str, settings: Settings) -> String {
         lifecycle: Default::default(),
         metrics: Default::default(),
         legacy: true,
+        push: settings.push,
     });
     serve(state, "/a2a/jsonrpc").await
 }
