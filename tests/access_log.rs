@@ -46,7 +46,15 @@ async fn start(agent: &TestBackend, args: &[&str], env: &[(&str, &str)]) -> (Run
     let backend_url = format!("http://{addr}");
     let log = TempFile::new("log", "");
     let file = std::fs::File::create(log.path()).unwrap();
-    let mut all = vec!["--backend", &backend_url, "--drain-delay", "0"];
+    // The push hook of the logged calls names a host that does not resolve here.
+    let mut all = vec![
+        "--backend",
+        &backend_url,
+        "--drain-delay",
+        "0",
+        "--push-allow",
+        "hooks.example",
+    ];
     all.extend_from_slice(args);
     let gateway = start_with(&all, env, Stdio::from(file)).await;
     (gateway, log)

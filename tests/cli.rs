@@ -314,7 +314,7 @@ fn result(reply: &Value) -> &Value {
 
 #[tokio::test]
 async fn demo_answers_every_operation() {
-    let gateway = start(&["--demo"]).await;
+    let gateway = start(&["--demo", "--push-allow", "hooks.example"]).await;
     let url = gateway.1.as_str();
     let send = |text: &str| request(json!(1), "SendMessage", message_params(text));
 

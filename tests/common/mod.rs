@@ -537,8 +537,13 @@ pub async fn serve(state: Arc<Gateway>, jsonrpc_path: &str) -> String {
 /// program name), served on 127.0.0.1:0. Returns the JSON-RPC endpoint URL.
 pub async fn gateway_from_flags(args: &[&str]) -> String {
     use clap::Parser;
+    // The SDK peers' conversations register push hooks on loopback (`http://127.0.0.1:9/…`),
+    // which the push guard refuses unless admitted.
+    let admit_loopback_hooks = ["--push-allow-http", "--push-allow", "127.0.0.1"];
     let cli = a2a_gateway::config::Cli::try_parse_from(
-        std::iter::once("a2a-gateway").chain(args.iter().copied()),
+        std::iter::once("a2a-gateway")
+            .chain(args.iter().copied())
+            .chain(admit_loopback_hooks),
     )
     .unwrap();
     let state = a2a_gateway::server::gateway(&cli, &cli.backend, Default::default()).unwrap();
