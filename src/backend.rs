@@ -55,4 +55,9 @@ pub trait Backend: Send + Sync + 'static {
         &self,
         call: Call<StreamRequest>,
     ) -> BoxFuture<'static, Result<Answer<EventStream>, A2aError>>;
+    /// How many backend calls `request` makes at once, as the concurrency limits charge
+    /// it (`front::limits`): one, but a call asked of every endpoint counts each.
+    fn width(&self, _request: &UnaryRequest) -> usize {
+        1
+    }
 }

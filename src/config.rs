@@ -197,6 +197,17 @@ pub struct Cli {
     #[arg(long, env = "A2A_GATEWAY_MAX_BODY", default_value = "4MiB", value_parser = parse_size)]
     pub max_body: usize,
 
+    /// Largest number of members of a JSON-RPC batch (notifications included); a larger
+    /// batch is refused whole with one `-32600` error before any member is decoded or
+    /// called. At least 1 (`1`: one call per request).
+    #[arg(long, env = "A2A_GATEWAY_MAX_BATCH_SIZE", default_value_t = 100)]
+    pub max_batch_size: usize,
+
+    /// Largest JSON-RPC batch reply; members whose replies would take it past this get a
+    /// `-32603` error `GATEWAY_REPLY_TOO_LARGE` (with their id) in their place.
+    #[arg(long, env = "A2A_GATEWAY_MAX_BATCH_REPLY", default_value = "4MiB", value_parser = parse_size)]
+    pub max_batch_reply: usize,
+
     /// Unary calls of a route (of each route, in a config file's top level) in flight at
     /// once; one more gets HTTP 503 with `Retry-After` and never reaches the agent. `0`:
     /// no limit.
@@ -227,11 +238,12 @@ pub struct Cli {
     #[arg(long, env = "A2A_GATEWAY_STREAM_IDLE_TIMEOUT", default_value = "0", value_parser = parse_duration)]
     pub stream_idle_timeout: Duration,
 
-    /// Unary calls in flight at once across all routes; `0`: no limit.
+    /// Unary calls in flight at once across all routes (a call to every endpoint of an
+    /// affinity route counts once per endpoint); `0`: no limit.
     #[arg(
         long,
         env = "A2A_GATEWAY_GLOBAL_MAX_CONCURRENT_CALLS",
-        default_value_t = 0
+        default_value_t = 1000
     )]
     pub global_max_concurrent_calls: usize,
 
@@ -239,9 +251,20 @@ pub struct Cli {
     #[arg(
         long,
         env = "A2A_GATEWAY_GLOBAL_MAX_CONCURRENT_STREAMS",
-        default_value_t = 0
+        default_value_t = 1000
     )]
     pub global_max_concurrent_streams: usize,
+
+    /// Request body bytes held at once across all routes while bodies are read and
+    /// handled (a body's Content-Length is reserved when it starts; a chunked body is
+    /// charged as it grows); a request past it gets HTTP 503. `0`: no limit.
+    #[arg(
+        long,
+        env = "A2A_GATEWAY_GLOBAL_MAX_BODY_BYTES_IN_FLIGHT",
+        default_value = "64MiB",
+        value_parser = parse_size
+    )]
+    pub global_max_body_bytes_in_flight: usize,
 
     /// Calls per second across all routes; `0`: no limit.
     #[arg(long, env = "A2A_GATEWAY_GLOBAL_RATE_LIMIT", default_value_t = 0.0)]
@@ -725,8 +748,13 @@ impl Cli {
 }
 
 impl Cli {
-    /// A rate is a finite number of calls per second; a burst needs its rate.
+    /// A batch has room for a member; a rate is a finite number of calls per second; a
+    /// burst needs its rate.
     fn check_limits(&self) -> Result<(), ConfigError> {
+        if self.max_batch_size == 0 {
+            let why = "must be at least 1 (1: one call per request)".to_owned();
+            return Err(ConfigError::Limit("max-batch-size", why));
+        }
         for (flag, rate, burst) in [
             ("rate-limit", self.rate_limit, self.rate_burst),
             (

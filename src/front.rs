@@ -31,6 +31,8 @@ pub struct Gateway {
     pub keepalive: Duration,
     /// Largest accepted request body, in bytes.
     pub max_body: usize,
+    /// The bounds of a JSON-RPC batch.
+    pub batch: BatchLimits,
     /// The route's fixed tenant: set on requests without one; others are refused.
     pub tenant: Option<String>,
     /// The route's card service: it also rewrites GetExtendedAgentCard replies.
@@ -43,4 +45,24 @@ pub struct Gateway {
     pub legacy: bool,
     /// The route's push URL guard (`None`: `push-guard = false`).
     pub push: Option<crate::push::PushGuard>,
+}
+
+/// How large a JSON-RPC batch may be (`--max-batch-size`) and its reply
+/// (`--max-batch-reply`).
+#[derive(Clone, Copy, Debug)]
+pub struct BatchLimits {
+    /// Members, notifications included.
+    pub size: usize,
+    /// Bytes of the reply's array.
+    pub reply: usize,
+}
+
+impl Default for BatchLimits {
+    /// The flags' defaults.
+    fn default() -> Self {
+        BatchLimits {
+            size: 100,
+            reply: 4 << 20,
+        }
+    }
 }

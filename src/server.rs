@@ -212,6 +212,10 @@ impl GatewayTemplate {
             first_event_timeout: cli.first_event_deadline(),
             keepalive: cli.keepalive,
             max_body: cli.max_body,
+            batch: crate::front::BatchLimits {
+                size: cli.max_batch_size,
+                reply: cli.max_batch_reply,
+            },
             tenant: cli.tenant.clone(),
             card,
             lifecycle,

@@ -99,6 +99,7 @@ async fn a_panicking_handler_gets_a_jsonrpc_internal_error_and_serving_goes_on()
         first_event_timeout: Some(Duration::from_secs(5)),
         keepalive: Duration::from_secs(15),
         max_body: 1 << 20,
+        batch: Default::default(),
         tenant: None,
         card: None,
         lifecycle: Default::default(),

@@ -243,6 +243,14 @@ impl Backend for Affine {
         let this = Affine::new(self.balanced.clone(), self.codec.clone());
         async move { this.stream_call(call).await }.boxed()
     }
+
+    /// An unfiltered `ListTasks` asks every endpoint (`list::every_endpoint`).
+    fn width(&self, request: &UnaryRequest) -> usize {
+        match request {
+            UnaryRequest::ListTasks(list) if list.context_id.is_empty() => self.balanced.width(),
+            _ => 1,
+        }
+    }
 }
 
 #[cfg(test)]

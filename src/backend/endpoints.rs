@@ -312,6 +312,11 @@ impl RouteEndpoints {
         self.set.subscribe()
     }
 
+    /// How many endpoints the route has now.
+    pub fn endpoint_count(&self) -> usize {
+        self.set.borrow().endpoints.len()
+    }
+
     pub fn policy(&self) -> &Policy {
         &self.policy
     }
@@ -358,8 +363,9 @@ impl RouteEndpoints {
             }
             // The agent answered, badly; or the gateway stops: neither is the path's health.
             Some(BackendBadResponse | ShuttingDown) => false,
-            // Refused by the gateway's own limits before any call left (`front::limits`).
-            Some(RateLimited | Overloaded | HeadersTooLarge) => false,
+            // Refused by the gateway's own limits before any call left (`front::limits`), or
+            // a reply the batch bound dropped after it came back.
+            Some(RateLimited | Overloaded | HeadersTooLarge | ReplyTooLarge) => false,
         };
         if ejected {
             tracing::warn!(endpoint = %endpoint.label, fault = ?fault, "endpoint ejected");

@@ -37,6 +37,8 @@ macro_rules! file_config {
             log_format: Option<LogFormat>,
             global_max_concurrent_calls: Option<usize>,
             global_max_concurrent_streams: Option<usize>,
+            #[serde(default, deserialize_with = "size_text")]
+            global_max_body_bytes_in_flight: Option<usize>,
             global_rate_limit: Option<f64>,
             global_rate_burst: Option<u32>,
             cors_origin: Option<Vec<String>>,
@@ -134,6 +136,7 @@ macro_rules! file_config {
                     log_format: self.log_format,
                     global_max_concurrent_calls: self.global_max_concurrent_calls,
                     global_max_concurrent_streams: self.global_max_concurrent_streams,
+                    global_max_body_bytes_in_flight: self.global_max_body_bytes_in_flight,
                     global_rate_limit: self.global_rate_limit,
                     global_rate_burst: self.global_rate_burst,
                     cors_origin: self.cors_origin,
@@ -210,6 +213,9 @@ file_config! {
         connect_timeout: Duration,
         #[serde(default, deserialize_with = "size_text")]
         max_body: usize,
+        max_batch_size: usize,
+        #[serde(default, deserialize_with = "size_text")]
+        max_batch_reply: usize,
         trust_forwarded: bool,
         trusted_proxy_hops: usize,
         #[serde(default, deserialize_with = "one_or_many")]
@@ -277,6 +283,7 @@ struct Globals {
     log_format: Option<LogFormat>,
     global_max_concurrent_calls: Option<usize>,
     global_max_concurrent_streams: Option<usize>,
+    global_max_body_bytes_in_flight: Option<usize>,
     global_rate_limit: Option<f64>,
     global_rate_burst: Option<u32>,
     cors_origin: Option<Vec<String>>,
@@ -376,6 +383,7 @@ impl FileConfig {
         take!(
             global_max_concurrent_calls,
             global_max_concurrent_streams,
+            global_max_body_bytes_in_flight,
             global_rate_limit,
             global_rate_burst,
             cors_origin,

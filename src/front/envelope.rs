@@ -2,7 +2,8 @@
 //! and invalid-request errors), the request body read within its limit, and the writers
 //! of response objects and of the HTTP responses that carry them (JSON or SSE).
 //!
-//! Used by `jsonrpc.rs` (dispatch) and `sse.rs` (streams); it depends on neither.
+//! Used by `jsonrpc.rs` (dispatch) and `sse.rs` (streams); it depends on neither (only
+//! on `limits`, which charges the body's bytes).
 
 use std::borrow::Cow;
 
@@ -10,10 +11,12 @@ use axum::body::Body;
 use axum::response::Response;
 use bytes::{Bytes, BytesMut};
 use http::{header, HeaderValue};
+use axum::body::HttpBody as _;
 use http_body_util::BodyExt;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
+use crate::front::limits::{BodyCharge, Refusal};
 use crate::protocol::error::{A2aError, ErrorKind};
 use crate::protocol::json::nesting_exceeds;
 use crate::protocol::legacy::{self, Method};
@@ -301,20 +304,44 @@ pub fn valid_id(text: &str) -> bool {
     }
 }
 
-/// Reads the body up to `limit` bytes. A larger body is drained (bounded) and refused with
-/// a JSON-RPC error naming the limit. A body that arrives in one piece is not copied.
-pub async fn read_body(mut body: Body, limit: usize) -> Result<Bytes, A2aError> {
+/// Why a body was not read: an error to answer as JSON-RPC, or the gateway's limit of
+/// body bytes in flight.
+pub enum BodyError {
+    Invalid(A2aError),
+    Refused(Box<Refusal>),
+}
+
+/// Reads the body up to `limit` bytes, charging what it holds to `charge`: its length up
+/// front when the request declares it (`Content-Length`), else as it grows. A larger body
+/// is drained (bounded, not held, not charged) and refused with a JSON-RPC error naming
+/// the limit. A body that arrives in one piece is not copied.
+pub async fn read_body(
+    mut body: Body,
+    limit: usize,
+    mut charge: Option<&mut BodyCharge>,
+) -> Result<Bytes, BodyError> {
+    let mut grow = |total: usize| match charge.as_mut() {
+        Some(charge) => charge.grow_to(total.min(limit)).map_err(Box::new),
+        None => Ok(()),
+    };
+    if let Some(declared) = body.size_hint().exact() {
+        grow(usize::try_from(declared).unwrap_or(usize::MAX)).map_err(BodyError::Refused)?;
+    }
     let mut first = Bytes::new();
     let mut rest = BytesMut::new();
     let mut seen = 0usize;
     while let Some(frame) = body.frame().await {
-        let frame =
-            frame.map_err(|e| invalid_request(&format!("request body could not be read: {e}")))?;
+        let frame = frame.map_err(|e| {
+            BodyError::Invalid(invalid_request(&format!(
+                "request body could not be read: {e}"
+            )))
+        })?;
         let Ok(data) = frame.into_data() else {
             continue;
         };
         seen = seen.saturating_add(data.len());
         if seen <= limit {
+            grow(seen).map_err(BodyError::Refused)?;
             if first.is_empty() {
                 first = data;
             } else {
@@ -328,9 +355,9 @@ pub async fn read_body(mut body: Body, limit: usize) -> Result<Bytes, A2aError> 
         }
     }
     if seen > limit {
-        return Err(invalid_request(&format!(
+        return Err(BodyError::Invalid(invalid_request(&format!(
             "request body exceeds the limit of {limit} bytes"
-        )));
+        ))));
     }
     Ok(if rest.is_empty() {
         first

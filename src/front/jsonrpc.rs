@@ -4,8 +4,14 @@
 //!
 //! The envelope is parsed with borrowed `RawValue`s: the id is echoed byte for byte (a
 //! 30-digit integer keeps its digits) and params go straight into the protobuf type.
+//!
+//! A request's work is bounded whatever it holds: a batch has at most `max-batch-size`
+//! members (counted before any is decoded) and its reply at most `max-batch-reply` bytes
+//! of results; the body's bytes count against `global-max-body-bytes-in-flight` while it
+//! is read and handled.
 
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,18 +20,20 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use http::{HeaderValue, StatusCode};
+use serde::de::{DeserializeSeed, IgnoredAny, SeqAccess, Visitor};
+use serde_json::json;
 use serde_json::value::RawValue;
 
 use crate::backend::fault::Fault;
 use crate::backend::Call;
 use crate::front::envelope::{
     envelope_error, error_bytes, error_bytes_in, invalid_request, json_response, parse_error,
-    read_body, sse_response, valid_id, write_response, Envelope, Params,
+    read_body, sse_response, valid_id, write_error, write_response, BodyError, Envelope, Params,
 };
 use crate::front::limits::{CallKind, Permit, Refusal, RouteLimits};
 use crate::front::sse::SseBody;
 use crate::front::Gateway;
-use crate::protocol::error::{A2aError, ErrorKind};
+use crate::protocol::error::{A2aError, ErrorKind, GatewayFault};
 use crate::protocol::legacy::{self, Dialect, Method};
 use crate::protocol::ops::{Op, Reply, Request, StreamRequest, UnaryRequest};
 use crate::protocol::params::{legacy_extensions, legacy_requested, negotiate_version};
@@ -63,9 +71,20 @@ pub async fn handle(
 ) -> Response {
     // The request is taken whole: extracting `HeaderMap` and `Uri` would clone them.
     let (parts, body) = request.into_parts();
-    let bytes = match read_body(body, gateway.max_body).await {
+    // Held until the request is answered: the body is kept that long.
+    let mut charge = limits.as_ref().map(|limits| limits.body_charge());
+    let bytes = match read_body(body, gateway.max_body, charge.as_mut()).await {
         Ok(bytes) => bytes,
-        Err(err) => return rejected_response(&gateway, &parts, 0, &err),
+        Err(BodyError::Invalid(err)) => return rejected_response(&gateway, &parts, 0, &err),
+        Err(BodyError::Refused(refusal)) => {
+            let mut response = rejected_response(&gateway, &parts, 0, &refusal.error);
+            *response.status_mut() = refusal.status;
+            if let Some(seconds) = refusal.retry_after {
+                let retry = HeaderValue::from(seconds);
+                response.headers_mut().insert(http::header::RETRY_AFTER, retry);
+            }
+            return response;
+        }
     };
     let ctx = Context {
         request: &parts,
@@ -98,8 +117,21 @@ pub async fn handle(
 }
 
 async fn handle_batch(gateway: &Gateway, ctx: &Context<'_>, bytes: &[u8]) -> Response {
-    let elements = match serde_json::from_slice::<Vec<&RawValue>>(bytes) {
+    let max = gateway.batch.size;
+    let over = Cell::new(false);
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let parsed = BatchMembers { max, over: &over }
+        .deserialize(&mut de)
+        .and_then(|elements| de.end().map(|()| elements));
+    let elements = match parsed {
         Ok(elements) => elements,
+        Err(_) if over.get() => {
+            let why = format!(
+                "the batch has more than {max} members, the limit of this endpoint \
+                 (max-batch-size); no member was called"
+            );
+            return rejected_response(gateway, ctx.request, bytes.len(), &invalid_request(&why));
+        }
         Err(e) => return rejected_response(gateway, ctx.request, bytes.len(), &parse_error(&e)),
     };
     if elements.is_empty() {
@@ -107,25 +139,40 @@ async fn handle_batch(gateway: &Gateway, ctx: &Context<'_>, bytes: &[u8]) -> Res
         return rejected_response(gateway, ctx.request, bytes.len(), &err);
     }
     // Members run concurrently, but boundedly: one request must not open a backend call per
-    // element at once. `buffered` keeps the answers in request order.
+    // element at once. `buffered` keeps the answers in request order, and each is added to
+    // the reply (or dropped) as it comes, so at most the bound and the members in flight
+    // are held.
+    // Collected first (at most `max-batch-size` futures): a lazy map here makes the
+    // handler's future not `Send` for every lifetime, as axum needs.
     let members: Vec<_> = elements
         .iter()
         .map(|raw| batch_member(gateway, ctx, raw))
         .collect();
-    let handled: Vec<Handled> = futures::stream::iter(members)
-        .buffered(BATCH_CONCURRENCY)
-        .collect()
-        .await;
+    let mut answers = futures::stream::iter(members).buffered(BATCH_CONCURRENCY);
     let mut body = Vec::new();
-    for member in handled {
+    let mut full = false;
+    while let Some((id, member)) = answers.next().await {
         // A member a limit refused answers in the batch; the batch itself is answered.
-        if let Handled::Json(response, _) | Handled::Refused(_, response) = member {
-            if response.is_empty() {
-                continue;
-            }
-            body.push(if body.is_empty() { b'[' } else { b',' });
-            body.extend_from_slice(&response);
+        let (Handled::Json(mut response, _) | Handled::Refused(_, mut response)) = member else {
+            continue;
+        };
+        if response.is_empty() {
+            continue;
         }
+        // From the first reply that does not fit on, replies are replaced by an error: the
+        // client gets a prefix of results and knows which calls' results it lacks.
+        full = full || body.len() + response.len() + 2 > gateway.batch.reply;
+        if full {
+            response = reply_too_large(id.as_deref(), response.len(), gateway.batch.reply);
+        }
+        body.push(if body.is_empty() { b'[' } else { b',' });
+        body.extend_from_slice(&response);
+    }
+    if full {
+        tracing::debug!(
+            limit = gateway.batch.reply,
+            "batch reply bound reached (max-batch-reply)"
+        );
     }
     if body.is_empty() {
         return StatusCode::NO_CONTENT.into_response();
@@ -134,7 +181,66 @@ async fn handle_batch(gateway: &Gateway, ctx: &Context<'_>, bytes: &[u8]) -> Res
     json_response(body, None)
 }
 
-async fn batch_member(gateway: &Gateway, ctx: &Context<'_>, raw: &RawValue) -> Handled {
+/// The top-level array of a batch as its members' raw texts, at most `max` of them: the
+/// first member past `max` is skipped, sets `over` and stops the parse, so a batch of
+/// millions costs a scan of `max + 1` members and no more than `max` slices.
+struct BatchMembers<'a> {
+    max: usize,
+    over: &'a Cell<bool>,
+}
+
+impl<'de> DeserializeSeed<'de> for BatchMembers<'_> {
+    type Value = Vec<&'de RawValue>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for BatchMembers<'_> {
+    type Value = Vec<&'de RawValue>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON-RPC batch")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut members = Vec::new();
+        while members.len() < self.max {
+            match seq.next_element::<&'de RawValue>()? {
+                Some(member) => members.push(member),
+                None => return Ok(members),
+            }
+        }
+        if seq.next_element::<IgnoredAny>()?.is_some() {
+            self.over.set(true);
+            return Err(serde::de::Error::custom("too many batch members"));
+        }
+        Ok(members)
+    }
+}
+
+/// The error in place of a member's `bytes`-long reply past the batch reply's bound.
+fn reply_too_large(id: Option<&str>, bytes: usize, max: usize) -> Vec<u8> {
+    let message = format!(
+        "the call was made, but its reply ({bytes} bytes) does not fit in the batch reply's \
+         limit of {max} bytes (max-batch-reply); send it alone or in a smaller batch"
+    );
+    let mut error = A2aError::gateway(GatewayFault::ReplyTooLarge, message);
+    if let Some(info) = error.data.first_mut() {
+        info["metadata"] = json!({"limit": "max-batch-reply", "value": max.to_string()});
+    }
+    let mut out = Vec::with_capacity(320);
+    write_error(&mut out, id, &error);
+    out
+}
+
+/// One batch member: its id (for an error in place of its reply) and what handling it gave.
+async fn batch_member(
+    gateway: &Gateway,
+    ctx: &Context<'_>,
+    raw: &RawValue,
+) -> (Option<Box<str>>, Handled) {
     let rejected = |err: A2aError| {
         gateway.metrics.rejected(err.kind);
         let mut record = CallRecord::start(ctx.request, raw.get().len(), None);
@@ -144,11 +250,16 @@ async fn batch_member(gateway: &Gateway, ctx: &Context<'_>, raw: &RawValue) -> H
         Handled::Json(out, None)
     };
     if !raw.get().starts_with('{') {
-        return rejected(invalid_request("each batch element must be a JSON object"));
+        let err = invalid_request("each batch element must be a JSON object");
+        return (None, rejected(err));
     }
     match Envelope::parse(raw.get().as_bytes()) {
-        Ok(envelope) => handle_one(gateway, ctx, envelope, true, raw.get().len()).await,
-        Err(e) => rejected(envelope_error(&e)),
+        Ok(envelope) => {
+            let id = envelope.id.as_deref().filter(|id| valid_id(id)).map(Box::from);
+            let handled = handle_one(gateway, ctx, envelope, true, raw.get().len()).await;
+            (id, handled)
+        }
+        Err(e) => (None, rejected(envelope_error(&e))),
     }
 }
 
@@ -290,7 +401,7 @@ async fn handle_one(
             let Some(id) = id else {
                 return Handled::Nothing;
             };
-            let permit = match ctx.limits.map(|l| l.admit(CallKind::Stream)).transpose() {
+            let permit = match ctx.limits.map(|l| l.admit(CallKind::Stream, 1)).transpose() {
                 Ok(permit) => permit,
                 Err(refusal) => return refused(&mut record, refusal),
             };
@@ -314,7 +425,8 @@ async fn handle_one(
         timeout: gateway.unary_timeout,
     };
     // Held until the answer is in: the call counts against the concurrency limits.
-    let _permit = match ctx.limits.map(|l| l.admit(CallKind::Unary)).transpose() {
+    let width = gateway.backend.width(&call.request);
+    let _permit = match ctx.limits.map(|l| l.admit(CallKind::Unary, width)).transpose() {
         Ok(permit) => permit,
         Err(refusal) => return refused(&mut record, refusal),
     };

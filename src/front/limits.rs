@@ -1,7 +1,8 @@
 //! Limits that protect the agents (and the gateway): concurrent unary calls, concurrent
 //! streams and a call rate, each per route and across all routes (`global-*`), checked
-//! right before a call would go to its backend; and the size of a request's header fields,
-//! checked when the request has found its route. A call over a load limit never reaches
+//! right before a call would go to its backend (a call to N endpoints counts N); the size
+//! of a request's header fields, checked when the request has found its route; and the
+//! request body bytes held across all routes, charged while a body is read. A call over a load limit never reaches
 //! the agent: it gets HTTP 429 (rate) or 503 (concurrency) with `Retry-After` and a
 //! JSON-RPC error whose `ErrorInfo` (domain `a2a-gateway`) names the limit.
 //!
@@ -31,10 +32,11 @@ pub enum Limit {
     GlobalStreams,
     GlobalRate,
     HeaderSize,
+    GlobalBodyBytes,
 }
 
 impl Limit {
-    const ALL: [Limit; 7] = [
+    const ALL: [Limit; 8] = [
         Limit::Calls,
         Limit::Streams,
         Limit::Rate,
@@ -42,6 +44,7 @@ impl Limit {
         Limit::GlobalStreams,
         Limit::GlobalRate,
         Limit::HeaderSize,
+        Limit::GlobalBodyBytes,
     ];
 
     /// The limit table: setting name, gateway fault (the `ErrorInfo.reason`), HTTP status.
@@ -61,6 +64,7 @@ impl Limit {
                 HeadersTooLarge,
                 StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ),
+            Limit::GlobalBodyBytes => ("global-max-body-bytes-in-flight", Overloaded, BUSY),
         }
     }
 
@@ -91,14 +95,17 @@ impl Concurrency {
         })
     }
 
-    fn try_acquire(&self) -> bool {
+    /// Takes `n` units; `n` is at most `max` (a wider call needs the whole limit).
+    fn try_acquire(&self, n: usize) -> bool {
         self.in_use
-            .fetch_update(Relaxed, Relaxed, |n| (n < self.max).then_some(n + 1))
+            .fetch_update(Relaxed, Relaxed, |used| {
+                (used + n <= self.max).then_some(used + n)
+            })
             .is_ok()
     }
 
-    fn release(&self) {
-        self.in_use.fetch_sub(1, Relaxed);
+    fn release(&self, n: usize) {
+        self.in_use.fetch_sub(n, Relaxed);
     }
 }
 
@@ -158,6 +165,8 @@ struct Scope {
     calls: Option<Concurrency>,
     streams: Option<Concurrency>,
     rate: Option<Rate>,
+    /// Request body bytes held (the gateway's scope only).
+    body_bytes: Option<Concurrency>,
 }
 
 impl Scope {
@@ -166,11 +175,15 @@ impl Scope {
             calls: Concurrency::new(calls),
             streams: Concurrency::new(streams),
             rate: Rate::new(rate, burst),
+            body_bytes: None,
         }
     }
 
     fn is_empty(&self) -> bool {
-        self.calls.is_none() && self.streams.is_none() && self.rate.is_none()
+        self.calls.is_none()
+            && self.streams.is_none()
+            && self.rate.is_none()
+            && self.body_bytes.is_none()
     }
 
     fn concurrency(&self, kind: CallKind) -> Option<&Concurrency> {
@@ -196,6 +209,14 @@ impl Scope {
                     in_use: Some(c.in_use.load(Relaxed) as u64),
                 });
             }
+        }
+        if let Some(bytes) = &self.body_bytes {
+            rows.push(LimitRow {
+                route,
+                limit: Limit::GlobalBodyBytes.name(),
+                value: bytes.max as f64,
+                in_use: Some(bytes.in_use.load(Relaxed) as u64),
+            });
         }
         if let Some(rate) = &self.rate {
             let limit = pick(Limit::Rate, Limit::GlobalRate).name();
@@ -253,9 +274,10 @@ impl Refusal {
 }
 
 impl RouteLimits {
-    /// Admits a call of `kind` under the route's and the gateway's limits: the rate, then
-    /// concurrency. The permit holds the call's concurrency until dropped.
-    pub fn admit(self: &Arc<Self>, kind: CallKind) -> Result<Permit, Refusal> {
+    /// Admits a call of `kind` that goes to `width` endpoints under the route's and the
+    /// gateway's limits: the rate (one token), then concurrency (`width` units of each
+    /// limit, at most the whole limit). The permit holds them until dropped.
+    pub fn admit(self: &Arc<Self>, kind: CallKind, width: usize) -> Result<Permit, Refusal> {
         let scopes = [(&self.own, false), (&*self.global, true)];
         for (i, &(scope, global)) in scopes.iter().enumerate() {
             let Some(rate) = &scope.rate else { continue };
@@ -273,12 +295,17 @@ impl RouteLimits {
                 return Err(self.refuse(limit, &message, wait));
             }
         }
+        let mut taken = [0; 2];
         for (i, &(scope, global)) in scopes.iter().enumerate() {
             let Some(concurrency) = scope.concurrency(kind) else {
                 continue;
             };
-            if !concurrency.try_acquire() {
-                scopes[..i].iter().for_each(|(s, _)| release(s, kind));
+            taken[i] = width.clamp(1, concurrency.max);
+            if !concurrency.try_acquire(taken[i]) {
+                scopes[..i]
+                    .iter()
+                    .zip(taken)
+                    .for_each(|((s, _), n)| release(s, kind, n));
                 scopes.iter().for_each(|(s, _)| refund(s));
                 let (what, limit) = match (kind, global) {
                     (CallKind::Unary, false) => ("unary calls", Limit::Calls),
@@ -293,7 +320,16 @@ impl RouteLimits {
         Ok(Permit {
             limits: self.clone(),
             kind,
+            taken,
         })
+    }
+
+    /// The body charge of one request: nothing held yet.
+    pub fn body_charge(self: &Arc<Self>) -> BodyCharge {
+        BodyCharge {
+            limits: self.clone(),
+            held: 0,
+        }
     }
 
     /// Refuses a request whose header fields are larger than the route's limit, counted
@@ -326,7 +362,10 @@ impl RouteLimits {
     fn refuse(&self, limit: Limit, what: &str, wait: Duration) -> Refusal {
         self.rejections[limit as usize].fetch_add(1, Relaxed);
         let scope = match limit {
-            Limit::GlobalCalls | Limit::GlobalStreams | Limit::GlobalRate => "the gateway's",
+            Limit::GlobalCalls
+            | Limit::GlobalStreams
+            | Limit::GlobalRate
+            | Limit::GlobalBodyBytes => "the gateway's",
             _ => "this route's",
         };
         let message = format!(
@@ -338,6 +377,7 @@ impl RouteLimits {
             Limit::Streams => self.own.streams.as_ref().map(|c| c.max),
             Limit::GlobalCalls => self.global.calls.as_ref().map(|c| c.max),
             Limit::GlobalStreams => self.global.streams.as_ref().map(|c| c.max),
+            Limit::GlobalBodyBytes => self.global.body_bytes.as_ref().map(|c| c.max),
             _ => None,
         };
         let value = match (limit, value) {
@@ -376,6 +416,7 @@ impl RouteLimits {
             Limit::GlobalStreams => self.global.streams.is_some(),
             Limit::GlobalRate => self.global.rate.is_some(),
             Limit::HeaderSize => self.max_header_size.is_some(),
+            Limit::GlobalBodyBytes => self.global.body_bytes.is_some(),
         };
         Limit::ALL
             .into_iter()
@@ -395,9 +436,9 @@ fn refund(scope: &Scope) {
     }
 }
 
-fn release(scope: &Scope, kind: CallKind) {
+fn release(scope: &Scope, kind: CallKind, n: usize) {
     if let Some(concurrency) = scope.concurrency(kind) {
-        concurrency.release();
+        concurrency.release(n);
     }
 }
 
@@ -406,12 +447,49 @@ fn release(scope: &Scope, kind: CallKind) {
 pub struct Permit {
     limits: Arc<RouteLimits>,
     kind: CallKind,
+    /// Units taken of the route's and of the gateway's limit.
+    taken: [usize; 2],
 }
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        release(&self.limits.own, self.kind);
-        release(&self.limits.global, self.kind);
+        release(&self.limits.own, self.kind, self.taken[0]);
+        release(&self.limits.global, self.kind, self.taken[1]);
+    }
+}
+
+/// The body bytes one request holds against `global-max-body-bytes-in-flight`, given
+/// back when dropped (when the request's handler is done with the body).
+pub struct BodyCharge {
+    limits: Arc<RouteLimits>,
+    held: usize,
+}
+
+impl BodyCharge {
+    /// Raises the charge to `total` bytes; refused (nothing more held) when the gateway's
+    /// bodies would then hold more than the limit.
+    pub fn grow_to(&mut self, total: usize) -> Result<(), Refusal> {
+        let Some(bytes) = &self.limits.global.body_bytes else {
+            return Ok(());
+        };
+        if total <= self.held {
+            return Ok(());
+        }
+        if !bytes.try_acquire(total - self.held) {
+            let what = format!("{} request body bytes in flight", bytes.max);
+            let limit = Limit::GlobalBodyBytes;
+            return Err(self.limits.refuse(limit, &what, Duration::from_secs(1)));
+        }
+        self.held = total;
+        Ok(())
+    }
+}
+
+impl Drop for BodyCharge {
+    fn drop(&mut self) {
+        if let Some(bytes) = &self.limits.global.body_bytes {
+            bytes.release(self.held);
+        }
     }
 }
 
@@ -426,12 +504,15 @@ impl Limits {
     /// The limits of `config`; `None` when it sets none (then nothing is checked).
     pub fn new(config: &Config) -> Option<Arc<Limits>> {
         let cli = &config.cli;
-        let global = Arc::new(Scope::new(
-            cli.global_max_concurrent_calls,
-            cli.global_max_concurrent_streams,
-            cli.global_rate_limit,
-            cli.global_rate_burst,
-        ));
+        let global = Arc::new(Scope {
+            body_bytes: Concurrency::new(cli.global_max_body_bytes_in_flight),
+            ..Scope::new(
+                cli.global_max_concurrent_calls,
+                cli.global_max_concurrent_streams,
+                cli.global_rate_limit,
+                cli.global_rate_burst,
+            )
+        });
         let routes: Vec<_> = config
             .routes
             .iter()
@@ -559,17 +640,17 @@ mod tests {
             })
         };
         let (a, b) = (route("a"), route("b"));
-        let held = a.admit(CallKind::Unary).unwrap();
-        let Err(refused) = b.admit(CallKind::Unary) else {
+        let held = a.admit(CallKind::Unary, 1).unwrap();
+        let Err(refused) = b.admit(CallKind::Unary, 1) else {
             panic!("admitted over the global limit");
         };
         assert_eq!(refused.limit, Limit::GlobalCalls);
         assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(b.own.calls.as_ref().unwrap().in_use.load(Relaxed), 0);
         // Streams have their own limits; the global one is for unary calls only.
-        let stream = b.admit(CallKind::Stream).unwrap();
+        let stream = b.admit(CallKind::Stream, 1).unwrap();
         drop(held);
-        let _again = b.admit(CallKind::Unary).unwrap();
+        let _again = b.admit(CallKind::Unary, 1).unwrap();
         drop(stream);
         assert_eq!(a.rejection_rows()[0].count, 0);
         let rows = b.rejection_rows();

@@ -130,6 +130,7 @@ impl Exchange {
             first_event_timeout: Some(BOUND),
             keepalive: BOUND,
             max_body: self.max_body,
+            batch: Default::default(),
             tenant: self.fixed_tenant.then(|| "fuzz-tenant".to_owned()),
             card,
             legacy: true,

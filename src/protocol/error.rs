@@ -118,6 +118,9 @@ pub enum GatewayFault {
     Overloaded,
     /// The request's header fields are larger than the route allows.
     HeadersTooLarge,
+    /// A batch member's reply did not fit in the batch reply's bound (`max-batch-reply`):
+    /// the call was made, its result is not sent.
+    ReplyTooLarge,
 }
 
 impl GatewayFault {
@@ -132,6 +135,7 @@ impl GatewayFault {
             GatewayFault::RateLimited => "GATEWAY_RATE_LIMITED",
             GatewayFault::Overloaded => "GATEWAY_OVERLOADED",
             GatewayFault::HeadersTooLarge => "GATEWAY_HEADERS_TOO_LARGE",
+            GatewayFault::ReplyTooLarge => "GATEWAY_REPLY_TOO_LARGE",
         }
     }
 }

@@ -488,6 +488,7 @@ pub async fn gateway(backend: &str, settings: Settings) -> String {
         first_event_timeout: settings.unary_timeout,
         keepalive: settings.keepalive,
         max_body: settings.max_body,
+        batch: Default::default(),
         tenant: None,
         card: None,
         lifecycle: Default::default(),

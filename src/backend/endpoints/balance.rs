@@ -363,6 +363,11 @@ impl Balanced {
         })
     }
 
+    /// How many endpoints the route has now (what `every` would return, at least one).
+    pub fn width(&self) -> usize {
+        self.0.route.endpoint_count().max(1)
+    }
+
     /// Every endpoint of the route now.
     pub async fn every(&self) -> Vec<Pinned> {
         let picks = self.0.every().await;
