@@ -8,10 +8,10 @@
 use std::borrow::Cow;
 
 use axum::body::Body;
+use axum::body::HttpBody as _;
 use axum::response::Response;
 use bytes::{Bytes, BytesMut};
 use http::{header, HeaderValue};
-use axum::body::HttpBody as _;
 use http_body_util::BodyExt;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;

@@ -81,7 +81,9 @@ pub async fn handle(
             *response.status_mut() = refusal.status;
             if let Some(seconds) = refusal.retry_after {
                 let retry = HeaderValue::from(seconds);
-                response.headers_mut().insert(http::header::RETRY_AFTER, retry);
+                response
+                    .headers_mut()
+                    .insert(http::header::RETRY_AFTER, retry);
             }
             return response;
         }
@@ -255,7 +257,11 @@ async fn batch_member(
     }
     match Envelope::parse(raw.get().as_bytes()) {
         Ok(envelope) => {
-            let id = envelope.id.as_deref().filter(|id| valid_id(id)).map(Box::from);
+            let id = envelope
+                .id
+                .as_deref()
+                .filter(|id| valid_id(id))
+                .map(Box::from);
             let handled = handle_one(gateway, ctx, envelope, true, raw.get().len()).await;
             (id, handled)
         }
@@ -426,7 +432,11 @@ async fn handle_one(
     };
     // Held until the answer is in: the call counts against the concurrency limits.
     let width = gateway.backend.width(&call.request);
-    let _permit = match ctx.limits.map(|l| l.admit(CallKind::Unary, width)).transpose() {
+    let _permit = match ctx
+        .limits
+        .map(|l| l.admit(CallKind::Unary, width))
+        .transpose()
+    {
         Ok(permit) => permit,
         Err(refusal) => return refused(&mut record, refusal),
     };
