@@ -342,7 +342,9 @@ async fn the_sdks_v03_client_completes_a_conversation_through_the_gateway() {
         vec!["--backend", &peer.grpc],
         vec!["--backend", &peer.rest, "--binding", "HTTP+JSON"],
     ] {
-        let gateway = start(&[&backend[..], &["--card", &source]].concat()).await;
+        // The SDK's conversation registers its push hook on loopback.
+        let hooks = ["--push-allow-http", "--push-allow", "127.0.0.1"];
+        let gateway = start(&[&backend[..], &["--card", &source], &hooks].concat()).await;
         let origin = gateway.1.trim_end_matches("/a2a/jsonrpc").to_owned();
         card(&origin, None).await;
         let (python, script) = (python.clone(), script.clone());
