@@ -76,20 +76,33 @@ async fn inside_urls_in_every_spelling_are_refused_before_the_agent() {
         let reply = create(&url, hook).await;
         assert_eq!(reply["error"]["code"], -32602, "{hook}: {reply}");
         let message = reply["error"]["message"].as_str().unwrap().to_lowercase();
-        assert!(message.contains("url"), "{hook}: names the field: {message}");
+        assert!(
+            message.contains("url"),
+            "{hook}: names the field: {message}"
+        );
         assert!(message.contains(reason), "{hook}: says {reason}: {message}");
     }
     assert_eq!(backend.calls(), 0, "no refused URL reached the agent");
 
     // What the operator admits is forwarded unchanged, and the next call is served.
     let reply = create(&url, "https://hooks.example/a2a").await;
-    assert_eq!(reply["result"]["url"], "https://hooks.example/a2a", "{reply}");
+    assert_eq!(
+        reply["result"]["url"], "https://hooks.example/a2a",
+        "{reply}"
+    );
     assert_eq!(backend.calls(), 1);
 
     // The agent's configs are its own: passed through as they are.
     let params = json!({"taskId": "t-1", "id": "cfg-1"});
-    let reply = rpc(&url, &request(json!(2), "GetTaskPushNotificationConfig", params)).await;
-    assert_eq!(reply["result"]["url"], "http://127.0.0.1:9/stored", "{reply}");
+    let reply = rpc(
+        &url,
+        &request(json!(2), "GetTaskPushNotificationConfig", params),
+    )
+    .await;
+    assert_eq!(
+        reply["result"]["url"], "http://127.0.0.1:9/stored",
+        "{reply}"
+    );
 }
 
 #[tokio::test]
@@ -103,7 +116,10 @@ async fn a_name_is_resolved_and_every_address_checked() {
     let reply = create(&url, "https://hooks.a2a.test/a").await;
     assert_eq!(reply["error"]["code"], -32602, "{reply}");
     assert!(
-        reply["error"]["message"].as_str().unwrap().contains("10.0.0.7"),
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("10.0.0.7"),
         "{reply}"
     );
     assert!(dns.queries() >= 1, "the name was looked up");
@@ -111,7 +127,10 @@ async fn a_name_is_resolved_and_every_address_checked() {
     // A public address passes; a name that does not resolve is refused (fail closed).
     dns.set(&[std::net::Ipv4Addr::new(93, 184, 215, 14)]);
     let reply = create(&url, "https://hooks.a2a.test/a").await;
-    assert_eq!(reply["result"]["url"], "https://hooks.a2a.test/a", "{reply}");
+    assert_eq!(
+        reply["result"]["url"], "https://hooks.a2a.test/a",
+        "{reply}"
+    );
     let reply = create(&url, "https://nowhere.a2a.test/a").await;
     assert_eq!(reply["error"]["code"], -32602, "{reply}");
     assert_eq!(backend.calls(), 1);
