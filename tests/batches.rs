@@ -103,10 +103,10 @@ async fn a_batch_at_the_limit_is_answered_and_one_more_member_is_refused_whole()
     assert_batch_refused(&text);
     // Notifications count as members too, though they get no answer.
     let notification = r#"{"jsonrpc":"2.0","method":"GetTask","params":{"id":"n"}}"#;
-    let (_, _, text) = post(&url, format!("[{}]", vec![notification; 6].join(","))).await;
+    let (_, _, text) = post(&url, format!("[{}]", [notification; 6].join(","))).await;
     assert_batch_refused(&text);
     // Members that are not even requests are counted, not decoded.
-    let (_, _, text) = post(&url, format!("[{}]", vec!["1"; 6].join(","))).await;
+    let (_, _, text) = post(&url, format!("[{}]", ["1"; 6].join(","))).await;
     assert_batch_refused(&text);
     assert_eq!(
         agent.calls(),
