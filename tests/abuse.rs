@@ -1112,6 +1112,7 @@ async fn accepting_survives_running_out_of_descriptors() {
     let call = |client: reqwest::Client, url: String| async move {
         client
             .post(&url)
+            .header("content-type", "application/json")
             .header("a2a-version", "1.0")
             .body(vitals::PROBE_CALL)
             .timeout(Duration::from_secs(10))

@@ -247,7 +247,10 @@ async fn planted_credentials_appear_in_no_log_line_and_no_span() {
         assert_eq!(status, 200, "{text}");
     }
     let stream = request(json!(5), "SendStreamingMessage", message_params("go"));
-    let mut request = common::client().post(&url).body(stream);
+    let mut request = common::client()
+        .post(&url)
+        .header("content-type", "application/json")
+        .body(stream);
     for (name, value) in headers {
         request = request.header(name, value);
     }

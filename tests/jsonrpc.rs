@@ -426,3 +426,55 @@ async fn deeply_nested_params_get_an_answer() {
     let reply = rpc(&url, &call(format!(r#"{{"message":{message}}}"#))).await;
     assert_eq!(reply["result"]["message"]["messageId"], "m", "{reply}");
 }
+
+/// Only JSON is a JSON-RPC request: a cross-site form post (text/plain, urlencoded,
+/// multipart, which browsers send without a preflight) or a body without a Content-Type
+/// gets 415 and a JSON-RPC error, and never reaches the agent.
+#[tokio::test]
+async fn a_post_that_is_not_json_gets_415_and_reaches_no_agent() {
+    let (backend, url) = common::setup(|_| {
+        common::Answer::Reply(a2a_gateway::protocol::ops::Reply::GetTask(common::task(
+            "t-1",
+            a2a_gateway::proto::TaskState::Working,
+        )))
+    })
+    .await;
+    let body = common::request(
+        serde_json::json!(1),
+        "GetTask",
+        serde_json::json!({"id": "t-1"}),
+    );
+    let client = common::client();
+    for content_type in [
+        Some("text/plain"),
+        Some("application/x-www-form-urlencoded"),
+        Some("multipart/form-data; boundary=x"),
+        Some("application/jsonp"),
+        None,
+    ] {
+        let mut post = client
+            .post(&url)
+            .header("a2a-version", "1.0")
+            .body(body.clone());
+        if let Some(value) = content_type {
+            post = post.header("content-type", value);
+        }
+        let reply = post.send().await.unwrap();
+        assert_eq!(reply.status(), 415, "{content_type:?}");
+        let error: serde_json::Value = reply.json().await.unwrap();
+        assert_eq!(error["error"]["code"], -32600, "{content_type:?}: {error}");
+    }
+    assert_eq!(backend.calls(), 0);
+    for content_type in ["application/json; charset=utf-8", "application/a2a+json"] {
+        let reply = client
+            .post(&url)
+            .header("a2a-version", "1.0")
+            .header("content-type", content_type)
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(reply.status(), 200, "{content_type}");
+    }
+    assert_eq!(backend.calls(), 2);
+}

@@ -582,6 +582,7 @@ async fn the_admin_listener_takes_metrics_off_the_main_one() {
     let call = request(json!(1), "SendMessage", message_params("hello"));
     let status = reqwest::Client::new()
         .post(format!("{admin}/a2a/jsonrpc"))
+        .header("content-type", "application/json")
         .body(call.clone())
         .send()
         .await

@@ -62,6 +62,22 @@ struct Context<'a> {
     limits: Option<&'a Arc<RouteLimits>>,
 }
 
+/// Whether a Content-Type names JSON: `application/json` or `application/*+json`, with
+/// any parameters.
+fn is_json(content_type: Option<&HeaderValue>) -> bool {
+    let Some(essence) = content_type
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+    else {
+        return false;
+    };
+    let essence = essence.trim().to_ascii_lowercase();
+    essence == "application/json"
+        || essence
+            .strip_prefix("application/")
+            .is_some_and(|subtype| subtype.ends_with("+json"))
+}
+
 /// `POST` handler of the JSON-RPC endpoint, under the route's `limits`. Every failure
 /// becomes a JSON-RPC error.
 pub async fn handle(
@@ -71,6 +87,14 @@ pub async fn handle(
 ) -> Response {
     // The request is taken whole: extracting `HeaderMap` and `Uri` would clone them.
     let (parts, body) = request.into_parts();
+    // A browser sends a cross-site form post (text/plain, urlencoded, multipart) without a
+    // CORS preflight; only JSON is a JSON-RPC request, so nothing else is read.
+    if !is_json(parts.headers.get(http::header::CONTENT_TYPE)) {
+        let err = invalid_request("the Content-Type must be application/json");
+        let mut response = rejected_response(&gateway, &parts, 0, &err);
+        *response.status_mut() = StatusCode::UNSUPPORTED_MEDIA_TYPE;
+        return response;
+    }
     // Held until the request is answered: the body is kept that long.
     let mut charge = limits.as_ref().map(|limits| limits.body_charge());
     let bytes = match read_body(body, gateway.max_body, charge.as_mut()).await {

@@ -135,6 +135,7 @@ pub async fn warm_up(url: &str) {
     for _ in 0..8 {
         let text = reqwest::Client::new()
             .post(url)
+            .header("content-type", "application/json")
             .header("a2a-version", "1.0")
             .body(PROBE_CALL)
             .send()
