@@ -8,28 +8,16 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use a2a_gateway::config::Config;
 use a2a_gateway::proto::*;
 use a2a_gateway::protocol::ops::{Reply, Request, UnaryRequest};
-use a2a_gateway::server::workers::Workers;
-use a2a_gateway::server::FrontendTemplate;
 use common::*;
 use serde_json::{json, Value};
 
 /// The gateway of `args`, served on two workers; returns its JSON-RPC URL.
 async fn serve(args: &[&str]) -> String {
-    let mut argv = vec!["a2a-gateway"];
-    argv.extend_from_slice(args);
-    let config = Config::load(argv).unwrap();
-    let template = Arc::new(FrontendTemplate::new(&config, None).unwrap());
-    let workers = Workers::start(&template, &Arc::default(), 2, Duration::from_secs(1)).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(workers.serve(listener, std::future::pending()));
-    format!("http://{addr}/a2a/jsonrpc")
+    format!("{}/a2a/jsonrpc", serve_on_workers(args, None).await)
 }
 
 /// A backend answering `GetTask` at once, and holding it 3 s when the id is `slow`;

@@ -9,14 +9,11 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use a2a_gateway::config::Config;
 use a2a_gateway::proto::*;
 use a2a_gateway::protocol::ops::{Reply, Request, UnaryRequest};
-use a2a_gateway::server::workers::Workers;
-use a2a_gateway::server::FrontendTemplate;
 use common::process::TempFile;
 use common::*;
 use serde_json::{json, Value};
@@ -27,19 +24,7 @@ const HOLD: Duration = Duration::from_secs(3);
 
 /// The gateway of `args` (and the TOML `file`, if any) on two workers; returns its origin.
 async fn serve(args: &[&str], file: Option<&str>) -> String {
-    let file = file.map(|text| TempFile::new("toml", text));
-    let mut argv = vec!["a2a-gateway"];
-    argv.extend_from_slice(args);
-    if let Some(file) = &file {
-        argv.extend(["--config", file.path()]);
-    }
-    let config = Config::load(argv).unwrap();
-    let template = Arc::new(FrontendTemplate::new(&config, None).unwrap());
-    let workers = Workers::start(&template, &Arc::default(), 2, Duration::from_secs(1)).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(workers.serve(listener, std::future::pending()));
-    format!("http://{addr}")
+    serve_on_workers(args, file).await
 }
 
 /// A backend whose unary calls take `HOLD` and whose streams send one event and hang.

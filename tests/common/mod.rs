@@ -726,3 +726,22 @@ pub async fn await_serving(listen: &str) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// The gateway of `args` (and the TOML `file`, if any) built as the binary builds it, served
+/// on two worker threads (whose counters must be shared); returns its origin.
+pub async fn serve_on_workers(args: &[&str], file: Option<&str>) -> String {
+    use a2a_gateway::server::{workers::Workers, FrontendTemplate};
+    let file = file.map(|text| process::TempFile::new("toml", text));
+    let mut argv = vec!["a2a-gateway"];
+    argv.extend_from_slice(args);
+    if let Some(file) = &file {
+        argv.extend(["--config", file.path()]);
+    }
+    let config = a2a_gateway::config::Config::load(argv).unwrap();
+    let template = Arc::new(FrontendTemplate::new(&config, None).unwrap());
+    let workers = Workers::start(&template, &Arc::default(), 2, Duration::from_secs(1)).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(workers.serve(listener, std::future::pending()));
+    format!("http://{addr}")
+}
