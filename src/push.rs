@@ -62,6 +62,17 @@ const FIELDS: [(Op, UrlOf, &str, &str); 3] = [
     ),
 ];
 
+/// The push URL `request` hands the agent, if any, with the field that carries it as the
+/// client's dialect (`v03`) names it. Checked without awaiting, so the calls that carry no
+/// push URL (nearly all) never hold the resolver's future.
+pub fn pushed_url(request: &Request, v03: bool) -> Option<(&str, &'static str)> {
+    let op = request.op();
+    FIELDS.iter().find_map(|&(row, url_of, path, v03_path)| {
+        let url = (row == op).then(|| url_of(request)).flatten()?;
+        Some((url, if v03 { v03_path } else { path }))
+    })
+}
+
 fn created_url(request: &Request) -> Option<&str> {
     match request {
         Request::Unary(UnaryRequest::CreateTaskPushNotificationConfig(config)) => Some(&config.url),
@@ -245,20 +256,12 @@ impl PushGuard {
         Ok(PushGuard { policy, resolver })
     }
 
-    /// Refuses a request whose push URL is refused: -32602 naming the field as the
-    /// client wrote it (`v03`: a v0.3 client) and the reason.
-    pub async fn check_request(&self, request: &Request, v03: bool) -> Result<(), A2aError> {
-        let op = request.op();
-        for (row, url_of, path, v03_path) in FIELDS {
-            let Some(url) = (row == op).then(|| url_of(request)).flatten() else {
-                continue;
-            };
-            if let Err(refusal) = self.check(url).await {
-                let field = if v03 { v03_path } else { path };
-                return Err(A2aError::invalid_params(field, &refusal.to_string()));
-            }
-        }
-        Ok(())
+    /// Checks the push URL `request` hands the agent (`pushed_url`), naming its field as the
+    /// client's dialect does (`v03`).
+    pub async fn check_pushed(&self, url: &str, field: &str) -> Result<(), A2aError> {
+        self.check(url)
+            .await
+            .map_err(|refusal| A2aError::invalid_params(field, &refusal.to_string()))
     }
 
     /// Whether the agent may be given `url` as a push URL.

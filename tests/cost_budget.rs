@@ -56,13 +56,13 @@ struct Budget {
 // The reply's buffer has room for sonic-rs's reservation of 6 × a string's length
 // (worst-case escaping) from the start (`Reply::json_capacity`), so it never grows and is
 // copied: reserved address space, of which only the written part is touched.
-// Issue 20 raised the bytes, not the count (22 and 38 allocations, as before): the
-// per-call state now carries the body charge and the batch bounds (+~560 B) and the
-// sensitive-header and push-guard settings (+~250 B).
+// Issue 20 raised the bytes (6,496 -> 7,096 for this call): the per-call state carries
+// the body charge and the batch bounds (+~560 B); the push guard's resolver future is
+// boxed and built only for calls that carry a push URL.
 const SEND_SMALL: Budget = Budget {
     what: "unary SendMessage, 200 B",
     allocations: 25.0,
-    bytes: 7500.0,
+    bytes: 7300.0,
 };
 const SEND_16K: Budget = Budget {
     what: "unary SendMessage, 16 KiB",
@@ -72,7 +72,7 @@ const SEND_16K: Budget = Budget {
 const GET_TASK: Budget = Budget {
     what: "unary GetTask",
     allocations: 42.0,
-    bytes: 9400.0,
+    bytes: 9200.0,
 };
 const SEND_SMALL_GRPC: Budget = Budget {
     what: "SendMessage, 200 B, over gRPC",

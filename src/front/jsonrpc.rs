@@ -37,6 +37,7 @@ use crate::protocol::error::{A2aError, ErrorKind, GatewayFault};
 use crate::protocol::legacy::{self, Dialect, Method};
 use crate::protocol::ops::{Op, Reply, Request, StreamRequest, UnaryRequest};
 use crate::protocol::params::{legacy_extensions, legacy_requested, negotiate_version};
+use crate::push::pushed_url;
 use crate::telemetry::access::{backend_status_left, with_backend_status, CallRecord};
 use crate::telemetry::{Meter, Outcome};
 
@@ -404,8 +405,10 @@ async fn handle_one(
         }
     }
     // Last of the checks (it may ask DNS): a refused push URL never reaches the agent.
-    if let Some(guard) = &gateway.push {
-        if let Err(err) = guard.check_request(&request, v03.is_some()).await {
+    // Boxed: only a call that carries a push URL pays for the resolver's (large) future.
+    if let (Some(guard), Some((url, field))) = (&gateway.push, pushed_url(&request, v03.is_some()))
+    {
+        if let Err(err) = Box::pin(guard.check_pushed(url, field)).await {
             return fail(&mut record, err);
         }
     }
