@@ -72,11 +72,12 @@ fn is_json(content_type: Option<&HeaderValue>) -> bool {
     else {
         return false;
     };
-    let essence = essence.trim().to_ascii_lowercase();
-    essence == "application/json"
-        || essence
-            .strip_prefix("application/")
-            .is_some_and(|subtype| subtype.ends_with("+json"))
+    // Compared without lowering a copy: this runs on every call.
+    let essence = essence.trim().as_bytes();
+    let (kind, subtype) = essence.split_at(essence.len().min("application/".len()));
+    kind.eq_ignore_ascii_case(b"application/")
+        && (subtype.eq_ignore_ascii_case(b"json")
+            || (subtype.len() > 5 && subtype[subtype.len() - 5..].eq_ignore_ascii_case(b"+json")))
 }
 
 /// `POST` handler of the JSON-RPC endpoint, under the route's `limits`. Every failure
