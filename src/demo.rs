@@ -31,6 +31,7 @@ use tonic_types::{ErrorDetails, StatusExt};
 use crate::proto::a2a_service_server::{A2aService, A2aServiceServer};
 use crate::proto::*;
 use crate::protocol::error::A2A_DOMAIN;
+use crate::telemetry::untrusted::echoed;
 
 use self::script::{agent_message, first_text, new_id, script, status, status_event, Scenario};
 
@@ -81,12 +82,15 @@ fn a2a_error(code: Code, reason: &str, message: String, task_id: &str) -> Status
     )
 }
 
+/// A task this agent does not know. The id is repeated only so far: a client's is unbounded,
+/// and one repeated whole in `grpc-message` and the details would not fit a header block.
 fn not_found(task_id: &str) -> Status {
+    let shown = echoed(task_id);
     a2a_error(
         Code::NotFound,
         "TASK_NOT_FOUND",
-        format!("task {task_id:?} not found"),
-        task_id,
+        format!("task {shown:?} not found"),
+        &shown,
     )
 }
 
@@ -289,9 +293,9 @@ fn page<T>(items: Vec<T>, token: &str, size: usize) -> Result<(Vec<T>, String), 
     let start: usize = if token.is_empty() {
         0
     } else {
-        token
-            .parse()
-            .map_err(|_| Status::invalid_argument(format!("invalid page token {token:?}")))?
+        token.parse().map_err(|_| {
+            Status::invalid_argument(format!("invalid page token {:?}", echoed(token)))
+        })?
     };
     let end = (start + size).min(items.len());
     let next = if end < items.len() {
@@ -528,7 +532,7 @@ impl A2aService for DemoAgent {
             .ok_or_else(|| {
                 Status::not_found(format!(
                     "push notification config {:?} not found",
-                    request.id
+                    echoed(&request.id)
                 ))
             })
     }

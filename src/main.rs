@@ -7,6 +7,7 @@ use std::sync::Arc;
 use a2a_gateway::config::{Command, Config, LoadError, LogFormat};
 use a2a_gateway::server::FrontendTemplate;
 use a2a_gateway::telemetry::trace::Tracing;
+use a2a_gateway::telemetry::untrusted::without_credentials;
 use a2a_gateway::{demo, server};
 
 /// mimalloc instead of glibc's allocator: about 5 % fewer instructions per call. Without
@@ -54,7 +55,7 @@ fn main() -> ExitCode {
         Err(e) => return fail(&e),
     };
     if let Some(settings) = &traces {
-        tracing::info!(endpoint = %settings.endpoint, protocol = ?settings.protocol, sampler = ?settings.sampler, "exporting traces over OTLP");
+        tracing::info!(endpoint = %without_credentials(&settings.endpoint), protocol = ?settings.protocol, sampler = ?settings.sampler, "exporting traces over OTLP");
     }
     let code = runtime.block_on(run(config));
     if let Some(tracing) = tracing {
@@ -226,8 +227,11 @@ fn init_logging(format: LogFormat, access_log: bool) {
             filter = filter.add_directive(off);
         }
     }
+    // Colours only for a person at a terminal: in a file or a collector they are bytes.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),

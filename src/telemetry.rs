@@ -8,10 +8,12 @@
 //! and error tables, so the request path takes no lock and allocates nothing; the text
 //! exposition format is written only when `/metrics` is scraped.
 //!
-//! Traces (`trace`) and the access log (`access`) are submodules.
+//! Traces (`trace`) and the access log (`access`) are submodules; `untrusted` bounds and
+//! escapes the peer-chosen strings both write.
 
 pub mod access;
 pub mod trace;
+pub mod untrusted;
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};

@@ -293,3 +293,101 @@ async fn planted_credentials_appear_in_no_log_line_and_no_span() {
         "a span holds a credential: {exported}"
     );
 }
+
+/// Ids, request ids and message ids are the client's: in the text log and the spans each
+/// is bounded and escaped, so 40 KB ids make short lines and an id that looks like log
+/// fields forges none; a request id that is not a plausible id is replaced by a fresh one,
+/// the same in the reply and toward the agent.
+#[tokio::test]
+async fn client_strings_are_bounded_and_escaped_in_log_and_spans() {
+    let (collector, endpoint) = Collector::grpc().await;
+    let agent = backend();
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+    ];
+    let (gateway, log) = start(&agent, &[], &env).await;
+    let url = gateway.1.clone();
+    let huge = |c: &str| c.repeat(40_000);
+    let forged = "x code=0 method=Forged";
+
+    // Request ids: too long, fields with spaces, two of them; then one that is kept.
+    let mut fresh = Vec::new();
+    for values in [
+        vec![huge("r")],
+        vec![forged.to_owned()],
+        vec!["a".into(), "b".into()],
+    ] {
+        let mut call = common::client()
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("a2a-version", "1.0")
+            .body(request(json!(1), "SendMessage", message_params("hi")));
+        for value in &values {
+            call = call.header("x-request-id", value);
+        }
+        let reply = call.send().await.unwrap();
+        let id = reply.headers()["x-request-id"].to_str().unwrap().to_owned();
+        assert!(
+            uuid_like(&id),
+            "{values:?} replaced by a fresh id, got {id}"
+        );
+        fresh.push(id);
+    }
+    let kept = "req-7:trace/span+a=@b_c.d";
+    let headers = [("a2a-version", "1.0"), ("x-request-id", kept)];
+    let send = request(json!(1), "SendMessage", message_params("hi"));
+    let (_, reply_headers, _) = common::post_with(&url, send, &headers).await;
+    assert_eq!(reply_headers["x-request-id"], kept);
+    let toward_agent: Vec<String> = agent
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            s.metadata
+                .get("x-request-id")
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(toward_agent[..3], fresh[..], "the agent got the fresh ids");
+    assert_eq!(toward_agent[3], kept);
+
+    // JSON-RPC ids, task ids and message ids of 40 KB, and an id that looks like fields.
+    let headers = [("a2a-version", "1.0")];
+    let mut message = message_params("hi");
+    message["message"]["messageId"] = json!(huge("m"));
+    message["message"]["taskId"] = json!(huge("t"));
+    for body in [
+        request(json!(huge("i")), "GetTask", json!({"id": huge("t")})),
+        request(json!(forged), "GetTask", json!({"id": "t-1"})),
+        request(json!(2), "SendMessage", message),
+    ] {
+        let (status, _, _) = common::post_with(&url, body, &headers).await;
+        assert_eq!(status, 200);
+    }
+
+    let log = stop(gateway, &log).await;
+    let spans = collector.wait_for(7, Duration::from_secs(5)).await;
+    assert!(spans.len() >= 7, "{spans:#?}");
+    assert_eq!(log.matches("a2a_gateway::access").count(), 7, "{log}");
+    let longest = log.lines().map(str::len).max().unwrap();
+    assert!(longest < 1024, "a log line of {longest} bytes: {log}");
+    assert!(!log.contains("\u{1b}["), "no colours in a log file: {log}");
+    for (line_no, line) in log.lines().enumerate() {
+        assert!(!line.contains(" method=Forged"), "line {line_no}: {line}");
+        assert!(!line.contains(&"r".repeat(200)), "line {line_no}: {line}");
+    }
+    assert!(log.contains("…(+"), "cut values say so: {log}");
+    let exported = collector.dump();
+    for c in ["i", "m", "t", "r"] {
+        assert!(
+            !exported.contains(&c.repeat(200)),
+            "a span attribute holds a whole {c} id"
+        );
+    }
+    assert!(exported.contains("…(+"), "{exported}");
+}

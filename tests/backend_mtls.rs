@@ -16,6 +16,7 @@ use a2a_gateway::proto::AgentCard;
 use a2a_gateway::protocol::ops::Reply;
 use common::dns::TestDns;
 use common::process::BIN;
+use common::process::{OutputWithin, EXITS_WITHIN};
 use common::{gateway_from_flags, message_params, request, rpc, Answer, TestBackend};
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -298,8 +299,7 @@ fn check_config_names_the_client_certificate_flag_at_fault() {
         let file = dir.write("gateway.toml", &text);
         let out = std::process::Command::new(BIN)
             .args(["check-config", &file])
-            .output()
-            .unwrap();
+            .output_within(EXITS_WITHIN);
         (out.status.code(), String::from_utf8(out.stderr).unwrap())
     };
     let pair =

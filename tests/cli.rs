@@ -11,7 +11,7 @@ use common::*;
 use serde_json::{json, Value};
 
 fn run(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().unwrap()
+    Command::new(BIN).args(args).output_within(EXITS_WITHIN)
 }
 
 #[test]
@@ -98,8 +98,7 @@ fn every_example_config_loads() {
             let out = Command::new(BIN)
                 .args(["check-config", path.to_str().unwrap()])
                 .env("SEARCH_CARD_TOKEN", "Bearer example")
-                .output()
-                .unwrap();
+                .output_within(EXITS_WITHIN);
             let stderr = String::from_utf8_lossy(&out.stderr);
             assert_eq!(out.status.code(), Some(0), "{}: {stderr}", path.display());
             seen += 1;
@@ -300,8 +299,7 @@ fn workers_come_from_the_flag_the_environment_or_the_config_file() {
     let out = Command::new(BIN)
         .arg("--demo")
         .env("A2A_GATEWAY_WORKERS", "many")
-        .output()
-        .unwrap();
+        .output_within(EXITS_WITHIN);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8(out.stderr).unwrap().contains("--workers"));
 }
@@ -564,5 +562,56 @@ fn resigning_needs_a_public_url_or_allowed_hosts() {
         assert_eq!(out.status.code(), Some(2), "{bad:?}");
         let stderr = String::from_utf8(out.stderr).unwrap();
         assert!(stderr.contains(bad[0]), "{bad:?}: {stderr}");
+    }
+}
+
+/// A URL with a user name or password is refused at load, from a flag or the file, and
+/// the error shows it without them.
+#[test]
+fn urls_with_credentials_are_refused_without_showing_them() {
+    const SECRET: &str = "s3cret-pw";
+    let file = TempFile::new(
+        "toml",
+        &format!(
+            "[[route]]\nname = \"a\"\npath = \"/a\"\nbackend = \"https://agent:{SECRET}@agent.example:443\"\n"
+        ),
+    );
+    let backend_in_list = format!("http://u:{SECRET}@b:2");
+    let flags: Vec<Vec<String>> = vec![
+        vec!["--backend".into(), format!("http://user:{SECRET}@agent:1")],
+        vec!["--backend".into(), format!("https://{SECRET}@agent:1")],
+        vec![
+            "--backend".into(),
+            format!("dns:///u:{SECRET}@agents.ns:50051"),
+        ],
+        vec![
+            "--backend".into(),
+            "http://a:1".into(),
+            "--backend".into(),
+            backend_in_list,
+        ],
+        vec![
+            "--backend".into(),
+            "http://a:1".into(),
+            "--public-url".into(),
+            format!("https://u:{SECRET}@gw.example"),
+        ],
+        vec![
+            "--backend".into(),
+            "http://a:1".into(),
+            "--card".into(),
+            format!("https://u:{SECRET}@cards.example/card.json"),
+        ],
+        vec!["--config".into(), file.path().into()],
+    ];
+    for args in flags {
+        let mut all: Vec<&str> = args.iter().map(String::as_str).collect();
+        all.extend(["--listen", "127.0.0.1:0"]);
+        let out = run(&all);
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(!stderr.contains(SECRET), "{args:?}: {stderr}");
+        assert!(stderr.contains("***@"), "{args:?}: {stderr}");
     }
 }

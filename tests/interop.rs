@@ -11,6 +11,7 @@ mod common;
 use std::time::Duration;
 
 use common::peer::Peer;
+use common::process::{OutputWithin, SDK_CLIENT_WITHIN};
 use common::*;
 use serde_json::{json, Value};
 
@@ -373,8 +374,7 @@ async fn the_sdk_client_completes_a_conversation_through_the_gateway() {
             std::process::Command::new(python)
                 .arg(script)
                 .arg(url)
-                .output()
-                .unwrap()
+                .output_within(SDK_CLIENT_WITHIN)
         })
         .await
         .unwrap();

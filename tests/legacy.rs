@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use common::peer::Peer;
 use common::process::{start, start_with, TempFile, BIN};
+use common::process::{OutputWithin, EXITS_WITHIN, SDK_CLIENT_WITHIN};
 use common::*;
 use serde_json::{json, Value};
 
@@ -352,8 +353,7 @@ async fn the_sdks_v03_client_completes_a_conversation_through_the_gateway() {
             std::process::Command::new(python)
                 .arg(script)
                 .arg(origin)
-                .output()
-                .unwrap()
+                .output_within(SDK_CLIENT_WITHIN)
         })
         .await
         .unwrap();
@@ -584,8 +584,7 @@ async fn legacy_is_set_per_route_in_the_config_file() {
     );
     let out = std::process::Command::new(BIN)
         .args(["check-config", bad.path()])
-        .output()
-        .unwrap();
+        .output_within(EXITS_WITHIN);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("legacy"), "{stderr}");

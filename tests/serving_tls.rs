@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::process::{OutputWithin, EXITS_WITHIN};
 use common::process::{Running, BIN};
 use common::{free_listen_address, message_params, request};
 use http::Version;
@@ -436,8 +437,7 @@ fn check_config_names_the_tls_flag_at_fault() {
         let out = Command::new(BIN)
             .args(["check-config", &file])
             .envs(env.iter().copied())
-            .output()
-            .unwrap();
+            .output_within(EXITS_WITHIN);
         (out.status.code(), String::from_utf8(out.stderr).unwrap())
     };
     let pair = |c: &str, k: &str| format!("tls-cert = {c:?}\ntls-key = {k:?}\n");

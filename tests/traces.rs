@@ -14,6 +14,7 @@ use std::time::Duration;
 use a2a_gateway::proto::*;
 use a2a_gateway::protocol::ops::{Reply, Request, StreamRequest, UnaryRequest};
 use common::process::{start_with, Running};
+use common::process::{OutputWithin, EXITS_WITHIN};
 use common::{message_params, request, status_update, task, Answer, SseReader, Step, TestBackend};
 use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
 use otlp::{attr, hex, Collector, Received};
@@ -411,8 +412,7 @@ async fn bad_trace_settings_stop_the_start_naming_their_source() {
             .args(["--backend", "http://127.0.0.1:1"])
             .args(*args)
             .envs(env.iter().copied())
-            .output()
-            .unwrap();
+            .output_within(EXITS_WITHIN);
         assert_eq!(output.status.code(), Some(2), "{args:?} {env:?}");
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.contains(named), "{named} in {stderr}");
@@ -445,8 +445,7 @@ async fn trace_settings_from_the_config_file() {
     );
     let output = std::process::Command::new(common::process::BIN)
         .args(["check-config", bad.path()])
-        .output()
-        .unwrap();
+        .output_within(EXITS_WITHIN);
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("--trace-sampler-arg"), "{stderr}");

@@ -32,6 +32,7 @@ use super::endpoints::EndpointTag;
 use super::{Answer, Backend, Call, EventStream};
 use crate::protocol::error::{A2aError, ErrorKind};
 use crate::protocol::ops::{Reply, StreamRequest, UnaryRequest};
+use crate::telemetry::untrusted::echoed;
 
 /// Whether a route keeps tasks on the endpoint that created them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
@@ -123,19 +124,15 @@ impl Affine {
     }
 }
 
-/// How many characters of a client's id an error message repeats.
-const ECHOED_ID_CHARS: usize = 64;
-
 /// The error of an id the route cannot serve: the agent's own for a task it does not know.
-/// The id is repeated up to `ECHOED_ID_CHARS` characters: a client's id is unbounded.
+/// The id is repeated only so far (`untrusted::echoed`): a client's id is unbounded.
 fn unknown_id(id: &str) -> A2aError {
-    let shown = match id.char_indices().nth(ECHOED_ID_CHARS) {
-        Some((end, _)) => format!("{:?}…", &id[..end]),
-        None => format!("{id:?}"),
-    };
     A2aError::with_message(
         ErrorKind::TaskNotFound,
-        format!("Task not found: {shown} is not a task or context of this agent"),
+        format!(
+            "Task not found: {:?} is not a task or context of this agent",
+            echoed(id)
+        ),
     )
 }
 
@@ -256,6 +253,7 @@ impl Backend for Affine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::telemetry::untrusted::ECHO_CHARS;
 
     #[test]
     fn the_key_comes_from_the_setting_or_a_file() {
@@ -288,12 +286,15 @@ mod tests {
     #[test]
     fn an_unknown_id_is_repeated_only_so_far() {
         for (id, shown) in [
-            ("t".repeat(ECHOED_ID_CHARS), format!("{:?}", "t".repeat(64))),
+            ("t".repeat(ECHO_CHARS), format!("{:?}", "t".repeat(64))),
             (
-                "ü".repeat(ECHOED_ID_CHARS + 1),
-                format!("{:?}…", "ü".repeat(64)),
+                "ü".repeat(ECHO_CHARS + 1),
+                format!("\"{}…(+2 bytes)\"", "ü".repeat(64)),
             ),
-            ("x".repeat(100_000), format!("{:?}…", "x".repeat(64))),
+            (
+                "x".repeat(100_000),
+                format!("\"{}…(+99936 bytes)\"", "x".repeat(64)),
+            ),
         ] {
             let text = unknown_id(&id).message;
             assert!(text.contains(&shown), "{text}");

@@ -42,6 +42,7 @@ use tokio::sync::{watch, Notify};
 
 use super::affinity::IdCodec;
 use super::Backend;
+use crate::telemetry::untrusted::{has_credentials, without_credentials};
 use crate::telemetry::EndpointStats;
 pub use health::MAX_EJECTION;
 
@@ -97,6 +98,14 @@ impl Targets {
     /// Reads the `backend` setting. `tls` is `backend-tls`, which only `dns:///` needs (an
     /// `http(s)://` URL says it itself). The error says what is wrong with which URL.
     pub fn parse(backends: &[String], tls: bool) -> Result<Targets, String> {
+        // Credentials would be logged with the URL and sent to every endpoint it resolves
+        // to; the error shows the URL without them.
+        if let Some(url) = backends.iter().find(|url| has_credentials(url)) {
+            return Err(format!(
+                "{:?}: a user name or password cannot be part of a backend URL (forward Authorization or use set-header)",
+                without_credentials(url)
+            ));
+        }
         let dns = backends.iter().filter(|b| b.starts_with("dns:")).count();
         match backends {
             [] => Err("no backend".into()),

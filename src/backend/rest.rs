@@ -69,6 +69,7 @@ use crate::protocol::error::{A2aError, ErrorKind, GatewayFault};
 use crate::protocol::ops::{HttpMethod, Op, Reply, StreamRequest, TypedRequest, UnaryRequest};
 use crate::protocol::params::{response_extensions, SUPPORTED_VERSION, VERSION};
 use crate::telemetry::trace::Hop;
+use crate::telemetry::untrusted::{clip, without_credentials};
 
 /// Media type of A2A JSON bodies (spec 11.1).
 const A2A_JSON: &str = "application/a2a+json";
@@ -151,7 +152,7 @@ impl RestBackend {
         address: Option<std::net::SocketAddr>,
     ) -> Result<Self, RestConfigError> {
         let err = |reason: String| RestConfigError {
-            url: url.to_owned(),
+            url: without_credentials(url).into_owned(),
             reason,
         };
         let parsed = reqwest::Url::parse(url).map_err(|e| err(e.to_string()))?;
@@ -627,7 +628,7 @@ fn decode_event(event: &str, data: &str) -> Option<Result<StreamResponse, A2aErr
             ),
         })),
         other => {
-            tracing::debug!(event = other, "ignoring backend SSE event");
+            tracing::debug!(event = %clip(other), "ignoring backend SSE event");
             None
         }
     }

@@ -22,6 +22,7 @@ use http::request::Parts;
 use http::{header, HeaderMap, Uri};
 
 use super::CardConfigError;
+use crate::telemetry::untrusted::{has_credentials, without_credentials};
 
 /// How a route finds its public origin; built once at start.
 #[derive(Clone, Debug)]
@@ -205,7 +206,10 @@ fn public_url(text: &str) -> Result<String, CardConfigError> {
 /// `public_url` for the configuration's own check (`config::Cli::validate`); the error
 /// says why.
 pub(crate) fn check_public_url(text: &str) -> Result<String, String> {
-    let fail = |why: &str| format!("{text:?}: {why}");
+    let fail = |why: &str| format!("{:?}: {why}", without_credentials(text));
+    if has_credentials(text) {
+        return Err(fail("a user name or password cannot be part of it"));
+    }
     let uri: http::Uri = text.parse().map_err(|_| fail("not a URL"))?;
     if !matches!(uri.scheme_str(), Some("http" | "https")) {
         return Err(fail("expected http:// or https://"));

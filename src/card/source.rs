@@ -16,6 +16,7 @@ use crate::backend::{Backend, Call};
 use crate::proto::GetExtendedAgentCardRequest;
 use crate::protocol::error::A2aError;
 use crate::protocol::ops::UnaryRequest;
+use crate::telemetry::untrusted::{has_credentials, without_credentials};
 
 /// A configured card source.
 pub(super) enum Source {
@@ -164,12 +165,13 @@ impl Source {
             });
         }
         if text.starts_with("http://") || text.starts_with("https://") {
-            let url = reqwest::Url::parse(text).map_err(|e| fail(format!("{text:?}: {e}")))?;
-            if !url.username().is_empty() || url.password().is_some() {
+            if has_credentials(text) {
                 return Err(fail(format!(
-                    "{text:?}: credentials in the URL are not supported (use authorization-env or authorization-file)"
+                    "{:?}: credentials in the URL are not supported (use authorization-env or authorization-file)",
+                    without_credentials(text)
                 )));
             }
+            let url = reqwest::Url::parse(text).map_err(|e| fail(format!("{text:?}: {e}")))?;
             let client = reqwest::Client::builder()
                 .timeout(timeout)
                 .connect_timeout(timeout)

@@ -22,6 +22,7 @@ use crate::protocol::json::nesting_exceeds;
 use crate::protocol::legacy::{self, Method};
 use crate::protocol::ops::{Op, Request};
 use crate::protocol::params::EXTENSIONS;
+use crate::telemetry::untrusted::clip_message;
 
 /// Past the limit, up to this much more body is read and discarded so the client gets
 /// its JSON-RPC error instead of a reset connection.
@@ -267,7 +268,7 @@ pub fn error_bytes(id: Option<&str>, err: &A2aError) -> Vec<u8> {
 /// `error_bytes` in the call's dialect (see `write_error_in`).
 pub fn error_bytes_in(id: Option<&str>, err: &A2aError, v03: Option<Method>) -> Vec<u8> {
     if err.kind == ErrorKind::Internal {
-        tracing::warn!(%err, "request failed");
+        tracing::warn!(code = err.kind.code(), message = %clip_message(&err.message), "request failed");
     }
     let mut out = Vec::with_capacity(128);
     write_error_in(&mut out, id, err, v03);

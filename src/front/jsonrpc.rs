@@ -39,6 +39,7 @@ use crate::protocol::ops::{Op, Reply, Request, StreamRequest, UnaryRequest};
 use crate::protocol::params::{legacy_extensions, legacy_requested, negotiate_version};
 use crate::push::pushed_url;
 use crate::telemetry::access::{backend_status_left, with_backend_status, CallRecord};
+use crate::telemetry::untrusted::{clip, clip_message};
 use crate::telemetry::{Meter, Outcome};
 
 /// Batch members in flight at once.
@@ -355,7 +356,7 @@ async fn handle_one(
         };
     };
     let version = v03.map_or(Dialect::V1_0, |_| Dialect::V0_3).label();
-    tracing::debug!(a2a_version = version, method = %name, "call");
+    tracing::debug!(a2a_version = version, method = %clip(&name), "call");
     let meter = Meter::start(&gateway.metrics, op, started).in_v03(v03);
     record.method(op, ctx.request, id);
     let refused = |record: &mut CallRecord, refusal: Refusal| {
@@ -475,7 +476,8 @@ async fn handle_one(
             match answer {
                 Ok(_) => meter.record(Outcome::Ok),
                 Err(err) => {
-                    tracing::debug!(method = op.name(), %err, "notification failed");
+                    let message = clip_message(&err.message);
+                    tracing::debug!(method = op.name(), %message, "notification failed");
                     meter.record(Outcome::Error(err.kind));
                     record.failed(err.kind);
                 }

@@ -1,6 +1,7 @@
 //! The edge stack: the tower-http layers every HTTP request passes through before it
 //! reaches the routes (`server::Frontend`), assembled once in `stack`, one concern per
-//! layer: sensitive headers, request ids, a trace span per request, panics.
+//! layer: sensitive headers, request ids (a client's kept only when it is a plausible
+//! id), a trace span per request, panics.
 //!
 //! The request body limit is not a layer: it stays in the JSON-RPC handler's own reading
 //! (`envelope::read_body`); `stack` says why.
@@ -13,6 +14,7 @@ use axum::body::Body;
 use bytes::Bytes;
 use http::header::SET_COOKIE;
 use http::{HeaderName, HeaderValue, Request, Response};
+use tower::util::MapRequest;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::{CatchPanic, CatchPanicLayer, ResponseForPanic};
 use tower_http::classify::{ServerErrorsAsFailures, SharedClassifier};
@@ -32,23 +34,33 @@ use tower_http::trace::{
 
 use crate::front::envelope::{json_response, write_error};
 use crate::protocol::error::{A2aError, ErrorKind};
+use crate::telemetry::untrusted::clip;
+
+/// The request id header (tower-http's `x_request_id` layers use the same name).
+const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// `S` (the routes) inside the edge stack, outermost layer first.
 pub type Edge<S> = SetSensitiveRequestHeaders<
-    SetRequestId<
-        Trace<
-            PropagateRequestId<SetSensitiveResponseHeaders<CatchPanic<S, PanicReply>>>,
-            SharedClassifier<ServerErrorsAsFailures>,
-            RequestSpan,
-            DefaultOnRequest,
-            DefaultOnResponse,
-            DefaultOnBodyChunk,
-            DefaultOnEos,
-            DefaultOnFailure,
+    MapRequest<
+        SetRequestId<
+            Trace<
+                PropagateRequestId<SetSensitiveResponseHeaders<CatchPanic<S, PanicReply>>>,
+                SharedClassifier<ServerErrorsAsFailures>,
+                RequestSpan,
+                DefaultOnRequest,
+                DefaultOnResponse,
+                DefaultOnBodyChunk,
+                DefaultOnEos,
+                DefaultOnFailure,
+            >,
+            NewRequestId,
         >,
-        NewRequestId,
+        fn(Request<Body>) -> Request<Body>,
     >,
 >;
+
+/// The longest client `x-request-id` kept.
+pub const MAX_REQUEST_ID: usize = 128;
 
 /// Wraps the routes in the edge stack. Requests pass the layers top to bottom.
 pub fn stack<S>(routes: S, sensitive: impl IntoIterator<Item = HeaderName>) -> Edge<S>
@@ -63,6 +75,9 @@ where
         // Credentials (`params::sensitive_names`, the table the forward policy marks
         // never-indexed by) are marked first, so no layer or log below can print them.
         .layer(SetSensitiveRequestHeadersLayer::new(sensitive))
+        // A client's request id goes into the log, the span and the agent's request: one
+        // that is not a plausible id is dropped here, so the next layer makes a new one.
+        .map_request(client_request_id as fn(Request<Body>) -> Request<Body>)
         // Every request has an `x-request-id` before anything sees it: the span names it and
         // the forward policy sends the same id (the client's or a new one) to the backend.
         .layer(SetRequestIdLayer::x_request_id(NewRequestId))
@@ -88,7 +103,31 @@ pub fn with_cors<S>(routes: S, cors: Option<CorsLayer>) -> MaybeCors<S> {
     ServiceBuilder::new().option_layer(cors).service(routes)
 }
 
-/// The span of one request: method, path and request id (the query may carry secrets).
+/// Keeps a client's `x-request-id` only when it sent exactly one, of 1 to `MAX_REQUEST_ID`
+/// bytes of `[A-Za-z0-9-_.:/+=@]` (UUIDs, trace ids, ULIDs and base64 fit); drops any other.
+pub fn client_request_id<B>(mut request: Request<B>) -> Request<B> {
+    let headers = request.headers_mut();
+    let mut values = headers.get_all(X_REQUEST_ID).iter();
+    let keep = match (values.next(), values.next()) {
+        (None, _) => return request,
+        (Some(one), None) => is_request_id(one.as_bytes()),
+        (Some(_), Some(_)) => false,
+    };
+    if !keep {
+        headers.remove(X_REQUEST_ID);
+    }
+    request
+}
+
+fn is_request_id(id: &[u8]) -> bool {
+    (1..=MAX_REQUEST_ID).contains(&id.len())
+        && id
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.:/+=@".contains(b))
+}
+
+/// The span of one request: method, path and request id (the query may carry secrets);
+/// the path is the client's, so it is bounded and escaped.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RequestSpan;
 
@@ -98,10 +137,10 @@ impl<B> MakeSpan<B> for RequestSpan {
         tracing::debug_span!(
             "request",
             method = %request.method(),
-            path = request.uri().path(),
+            path = %clip(request.uri().path()),
             request_id = request
                 .headers()
-                .get("x-request-id")
+                .get(X_REQUEST_ID)
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or_default(),
         )
@@ -160,6 +199,39 @@ impl ResponseForPanic for PanicReply {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_one_plausible_client_request_id_is_kept() {
+        let with = |values: &[&[u8]]| {
+            let mut request = Request::new(());
+            for v in values {
+                let value = HeaderValue::from_bytes(v).unwrap();
+                request.headers_mut().append(X_REQUEST_ID, value);
+            }
+            let kept = client_request_id(request);
+            kept.headers()
+                .get(X_REQUEST_ID)
+                .map(|v| v.as_bytes().to_vec())
+        };
+        let at_limit = vec![b'a'; MAX_REQUEST_ID];
+        for good in [&b"0f8e9c1a-44"[..], b"01HZX:trace/span+x=@y_z.", &at_limit] {
+            assert_eq!(with(&[good]).as_deref(), Some(good));
+        }
+        let past_limit = vec![b'a'; MAX_REQUEST_ID + 1];
+        for bad in [
+            &b""[..],
+            b"a b",
+            b"id=1 code=0",
+            b"caf\xc3\xa9",
+            b"a\tb",
+            b"\"x\"",
+            &past_limit,
+        ] {
+            assert_eq!(with(&[bad]), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+        assert_eq!(with(&[b"one", b"two"]), None);
+        assert_eq!(with(&[]), None);
+    }
 
     #[test]
     fn request_ids_are_distinct_uuids_v4() {

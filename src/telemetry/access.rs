@@ -8,7 +8,8 @@
 //! (the request path), method, JSON-RPC id, result code (0: success), backend status (gRPC
 //! status code or HTTP status, `-` when the backend was not reached), duration, bytes in and
 //! out, SSE frames, client address, request id and trace id. No header value and no param
-//! other than the id is ever logged, so credentials cannot appear in it.
+//! other than the id is ever logged, so credentials cannot appear in it; the path, the ids
+//! and the request id are bounded and escaped (`untrusted::clip`).
 //! `--access-log false` turns the target off in the log filter; then `CallRecord::start`
 //! sees it disabled and keeps nothing.
 
@@ -19,6 +20,7 @@ use std::time::Instant;
 use http::{HeaderName, HeaderValue};
 
 use super::trace::{self, ServerSpan};
+use super::untrusted::{clip, clipped};
 use crate::proto::StreamResponse;
 use crate::protocol::error::{A2aError, ErrorKind};
 use crate::protocol::ops::{Op, Reply, Request};
@@ -66,8 +68,8 @@ impl CallRecord {
         let line = tracing::enabled!(target: TARGET, tracing::Level::INFO).then(|| {
             Box::new(Line {
                 started: Instant::now(),
-                path: request.uri.path().into(),
-                id: id.map(Into::into),
+                path: clipped(request.uri.path()).into(),
+                id: id.map(|id| clipped(id).into()),
                 method: "",
                 bytes_in,
                 bytes_out: 0,
@@ -204,7 +206,7 @@ impl Drop for CallRecord {
             bytes_out = line.bytes_out,
             frames = line.frames,
             client = %Dash(line.client),
-            request_id = %Dash(line.request_id.as_ref().and_then(|v| v.to_str().ok())),
+            request_id = %Dash(line.request_id.as_ref().and_then(|v| v.to_str().ok()).map(clip)),
             trace_id = %trace_id,
             "access"
         );

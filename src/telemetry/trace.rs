@@ -32,6 +32,7 @@ use opentelemetry_sdk::trace::{Sampler, SdkTracer, SdkTracerProvider, Span, Span
 use opentelemetry_sdk::Resource;
 use serde::Deserialize;
 
+use super::untrusted::{clip_message, clipped, without_credentials};
 use crate::proto::{send_message_response, stream_response, Message, Task, TaskState};
 use crate::protocol::error::A2aError;
 use crate::protocol::ops::{Op, Reply, Request, StreamRequest, UnaryRequest};
@@ -280,7 +281,10 @@ impl Tracing {
                     .with_headers(Default::default())
                     .build(),
             };
-            built.map_err(|e| format!("--otlp-endpoint {}: {e}", settings.endpoint))?
+            built.map_err(|e| {
+                let endpoint = without_credentials(&settings.endpoint);
+                format!("--otlp-endpoint {endpoint}: {e}")
+            })?
         };
         let exporter = OnRuntime {
             exporter: Arc::new(exporter),
@@ -420,7 +424,7 @@ impl ServerSpan {
             KeyValue::new("rpc.method", op.name()),
             KeyValue::new("rpc.jsonrpc.version", "2.0"),
             KeyValue::new("http.request.method", request.method.as_str().to_owned()),
-            KeyValue::new("url.path", request.uri.path().to_owned()),
+            KeyValue::new("url.path", clipped(request.uri.path()).into_owned()),
         ];
         if let Some(client) = request.extensions.get::<super::access::ClientAddr>() {
             attributes.push(KeyValue::new("client.address", client.0.ip().to_string()));
@@ -429,7 +433,7 @@ impl ServerSpan {
         if let Some(id) = id {
             attributes.push(KeyValue::new(
                 "rpc.jsonrpc.request_id",
-                id.trim_matches('"').to_owned(),
+                clipped(id.trim_matches('"')).into_owned(),
             ));
         }
         let span = tracer
@@ -456,7 +460,7 @@ impl ServerSpan {
         let tenant = request.tenant();
         if !tenant.is_empty() {
             self.span
-                .set_attribute(KeyValue::new("a2a.tenant", tenant.to_owned()));
+                .set_attribute(KeyValue::new("a2a.tenant", clipped(tenant).into_owned()));
         }
         let (task, message) = request_ids(request);
         self.ids(task, message);
@@ -514,7 +518,7 @@ impl ServerSpan {
         self.span.set_status(Status::error(format!(
             "{}: {}",
             err.kind.code(),
-            err.message
+            clip_message(&err.message)
         )));
     }
 
@@ -538,9 +542,9 @@ impl ServerSpan {
 
     fn ids(&mut self, task: Option<&str>, message: Option<&str>) {
         for (field, value) in [(&mut self.task, task), (&mut self.message, message)] {
-            if let Some(value) = value.filter(|v| !v.is_empty()) {
-                if field.as_deref() != Some(value) {
-                    *field = Some(value.to_owned());
+            if let Some(value) = value.filter(|v| !v.is_empty()).map(clipped) {
+                if field.as_deref() != Some(&*value) {
+                    *field = Some(value.into_owned());
                 }
             }
         }
@@ -681,7 +685,7 @@ impl ClientSpan {
             self.span.set_status(Status::error(format!(
                 "{}: {}",
                 err.kind.code(),
-                err.message
+                clip_message(&err.message)
             )));
         }
     }

@@ -87,3 +87,57 @@ impl Drop for TempFile {
         std::fs::remove_file(&self.0).ok();
     }
 }
+
+/// A child process run to its end within a time bound: a binary that hangs (a start that
+/// should have failed, a peer that waits forever) fails its test instead of stalling it.
+pub trait OutputWithin {
+    /// The process's status and output, which must come within `limit`; past it the
+    /// process is killed and the test fails, showing what it wrote so far.
+    fn output_within(&mut self, limit: Duration) -> std::process::Output;
+}
+
+impl OutputWithin for Command {
+    fn output_within(&mut self, limit: Duration) -> std::process::Output {
+        let mut child = self
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut bytes = Vec::new();
+                if let Some(mut pipe) = pipe {
+                    let _ = pipe.read_to_end(&mut bytes);
+                }
+                bytes
+            })
+        };
+        let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
+        let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
+        let started = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if started.elapsed() > limit {
+                let _ = child.kill();
+                let _ = child.wait();
+                let stderr = String::from_utf8_lossy(&stderr.join().unwrap()).into_owned();
+                panic!("{self:?} did not end within {limit:?}; its stderr: {stderr}");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        std::process::Output {
+            status,
+            stdout: stdout.join().unwrap(),
+            stderr: stderr.join().unwrap(),
+        }
+    }
+}
+
+/// How long a run of the gateway binary that is expected to end may take.
+pub const EXITS_WITHIN: Duration = Duration::from_secs(30);
+
+/// How long one run of a reference-SDK client script may take.
+pub const SDK_CLIENT_WITHIN: Duration = Duration::from_secs(120);
