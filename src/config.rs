@@ -229,9 +229,10 @@ pub struct Cli {
     pub rate_burst: u32,
 
     /// Largest request header fields a route accepts (name + value + 32 bytes per field,
-    /// as HTTP/2 counts); larger ones get HTTP 431. Default: hyper's bounds only.
-    #[arg(long, env = "A2A_GATEWAY_MAX_HEADER_SIZE", value_parser = parse_size)]
-    pub max_header_size: Option<usize>,
+    /// as HTTP/2 counts); larger ones get HTTP 431 (Envoy's default is 60 KiB). `0`: only
+    /// hyper's own bounds.
+    #[arg(long, env = "A2A_GATEWAY_MAX_HEADER_SIZE", default_value = "64KiB", value_parser = parse_size)]
+    pub max_header_size: usize,
 
     /// A stream without an event from the agent for this long ends with a final error
     /// event and its upstream call is cancelled; `0` (default): streams may stay quiet.
@@ -751,6 +752,16 @@ impl Cli {
     /// A batch has room for a member; a rate is a finite number of calls per second; a
     /// burst needs its rate.
     fn check_limits(&self) -> Result<(), ConfigError> {
+        for (setting, size) in [
+            ("max-body", self.max_body),
+            ("max-batch-reply", self.max_batch_reply),
+            ("backend-max-message", self.backend_max_message),
+        ] {
+            if size == 0 {
+                let why = "must be at least 1 byte".to_owned();
+                return Err(ConfigError::Limit(setting, why));
+            }
+        }
         if self.max_batch_size == 0 {
             let why = "must be at least 1 (1: one call per request)".to_owned();
             return Err(ConfigError::Limit("max-batch-size", why));
@@ -919,9 +930,9 @@ pub fn parse_size(text: &str) -> Result<usize, String> {
         "gb" => 1_000_000_000,
         other => return Err(format!("unknown size unit {other:?} (use KiB, MiB or GiB)")),
     };
+    // `0` turns a limit off where its setting says so; the others refuse it at load.
     value
         .checked_mul(factor)
-        .filter(|n| *n > 0)
         .ok_or_else(|| format!("{text:?} is out of range"))
 }
 

@@ -57,6 +57,9 @@ fn bad_flags_give_one_line_and_exit_code_2() {
         vec!["--backend", "http://x:1", "--backend-keepalive", "0"],
         vec!["--backend", "http://x:1", "--jsonrpc-path", "rpc"],
         vec!["--backend", "http://x:1", "--forward-header", "Connection"],
+        vec!["--backend", "http://x:1", "--max-body", "0"],
+        vec!["--backend", "http://x:1", "--max-batch-reply", "0"],
+        vec!["--backend", "http://x:1", "--backend-max-message", "0"],
         vec!["--backend", "http://x:1", "--listen", "nowhere"],
         vec![
             "--backend",
@@ -614,4 +617,20 @@ fn urls_with_credentials_are_refused_without_showing_them() {
         assert!(!stderr.contains(SECRET), "{args:?}: {stderr}");
         assert!(stderr.contains("***@"), "{args:?}: {stderr}");
     }
+}
+
+/// A 40 KB task id the demo agent does not know gets its -32001 with a bounded echo of the
+/// id: the agent's whole-id `grpc-message` and error details used to overflow the HTTP/2
+/// header block, which the gateway then reported as a bad backend answer.
+#[tokio::test]
+async fn the_demo_answers_an_unknown_huge_id_with_a_small_error() {
+    let gateway = start(&["--demo"]).await;
+    let id = "q".repeat(40_000);
+    let reply = rpc(&gateway.1, &request(json!(1), "GetTask", json!({"id": id}))).await;
+    let error = &reply["error"];
+    assert_eq!(error["code"], -32001, "{error}");
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains(&"q".repeat(64)), "{message}");
+    assert!(message.len() < 200, "{message}");
+    assert!(reply.to_string().len() < 2000, "{reply}");
 }

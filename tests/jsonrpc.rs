@@ -464,6 +464,18 @@ async fn a_post_that_is_not_json_gets_415_and_reaches_no_agent() {
         let error: serde_json::Value = reply.json().await.unwrap();
         assert_eq!(error["error"]["code"], -32600, "{content_type:?}: {error}");
     }
+    // Two Content-Types, the first JSON: what a filter in front judged may not be what
+    // the gateway would read.
+    let reply = client
+        .post(&url)
+        .header("a2a-version", "1.0")
+        .header("content-type", "application/json")
+        .header("content-type", "text/plain")
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), 415, "two Content-Types");
     assert_eq!(backend.calls(), 0);
     for content_type in ["application/json; charset=utf-8", "application/a2a+json"] {
         let reply = client

@@ -216,6 +216,8 @@ file_config! {
         max_batch_size: usize,
         #[serde(default, deserialize_with = "size_text")]
         max_batch_reply: usize,
+        #[serde(default, deserialize_with = "size_text")]
+        max_header_size: usize,
         trust_forwarded: bool,
         trusted_proxy_hops: usize,
         #[serde(default, deserialize_with = "one_or_many")]
@@ -255,8 +257,6 @@ file_config! {
         public_url: String,
         affinity_key: AffinityKey,
         affinity_key_file: PathBuf,
-        #[serde(default, deserialize_with = "size_text")]
-        max_header_size: usize,
     }
 }
 

@@ -64,9 +64,14 @@ struct Context<'a> {
     limits: Option<&'a Arc<RouteLimits>>,
 }
 
-/// Whether a Content-Type names JSON: `application/json` or `application/*+json`, with
-/// any parameters.
-fn is_json(content_type: Option<&HeaderValue>) -> bool {
+/// Whether the request has one Content-Type and it names JSON: `application/json` or
+/// `application/*+json`, with any parameters. A second one is refused: what the gateway
+/// reads must be what a filter in front of it judged by.
+fn is_json(headers: &http::HeaderMap) -> bool {
+    let mut values = headers.get_all(http::header::CONTENT_TYPE).iter();
+    let (content_type, None) = (values.next(), values.next()) else {
+        return false;
+    };
     let Some(essence) = content_type
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.split(';').next())
@@ -92,7 +97,7 @@ pub async fn handle(
     let (parts, body) = request.into_parts();
     // A browser sends a cross-site form post (text/plain, urlencoded, multipart) without a
     // CORS preflight; only JSON is a JSON-RPC request, so nothing else is read.
-    if !is_json(parts.headers.get(http::header::CONTENT_TYPE)) {
+    if !is_json(&parts.headers) {
         let err = invalid_request("the Content-Type must be application/json");
         let mut response = rejected_response(&gateway, &parts, 0, &err);
         *response.status_mut() = StatusCode::UNSUPPORTED_MEDIA_TYPE;

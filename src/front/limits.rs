@@ -577,7 +577,7 @@ fn route_limits(name: &str, cli: &Cli, global: &Arc<Scope>) -> RouteLimits {
             cli.rate_burst,
         ),
         global: global.clone(),
-        max_header_size: cli.max_header_size,
+        max_header_size: (cli.max_header_size > 0).then_some(cli.max_header_size),
         stream_idle: optional(cli.stream_idle_timeout),
         rejections: Default::default(),
     }
