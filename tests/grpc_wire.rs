@@ -274,16 +274,13 @@ async fn replies_up_to_the_message_limit_pass_and_larger_ones_are_refused() {
     );
 }
 
-/// Per-call header values (request id, trace context, deadline) reach the backend as
-/// never-indexed literals (RFC 7541 §6.2.3), so after the first call no request head adds
-/// to the connection's HPACK table: the fixed headers stay indexed, one byte each.
-#[tokio::test]
-async fn per_call_headers_stay_out_of_the_hpack_table() {
-    use frames::hpack::{representations, Representation};
+/// A scripted HTTP/2 backend that answers every request head with a good reply and hands
+/// over each head's HPACK block, to see how the gateway encodes its headers.
+async fn header_block_backend() -> (String, tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = listener().await;
     let addr = listener.local_addr().unwrap();
-    let (blocks_tx, mut blocks) = tokio::sync::mpsc::unbounded_channel();
+    let (blocks_tx, blocks) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(async move {
         let (mut socket, _) = listener.accept().await.unwrap();
         let mut preface = [0u8; 24];
@@ -312,7 +309,28 @@ async fn per_call_headers_stay_out_of_the_hpack_table() {
             socket.write_all(&reply).await.unwrap();
         }
     });
-    let url = gateway(&format!("http://{addr}"), Settings::default()).await;
+    (format!("http://{addr}"), blocks)
+}
+
+/// The representations of every head `blocks` received.
+fn heads_of(
+    blocks: &mut tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>,
+) -> Vec<Vec<frames::hpack::Representation>> {
+    let mut heads = Vec::new();
+    while let Ok(block) = blocks.try_recv() {
+        heads.push(frames::hpack::representations(&block).expect("a well-formed header block"));
+    }
+    heads
+}
+
+/// Per-call header values (request id, trace context, deadline) reach the backend as
+/// never-indexed literals (RFC 7541 §6.2.3), so after the first call no request head adds
+/// to the connection's HPACK table: the fixed headers stay indexed, one byte each.
+#[tokio::test]
+async fn per_call_headers_stay_out_of_the_hpack_table() {
+    use frames::hpack::Representation;
+    let (backend, mut blocks) = header_block_backend().await;
+    let url = gateway(&backend, Settings::default()).await;
     let client = reqwest::Client::new();
     for call in 0..20 {
         let body = request(json!(call), "SendMessage", message_params("hi"));
@@ -332,10 +350,7 @@ async fn per_call_headers_stay_out_of_the_hpack_table() {
         let reply: serde_json::Value = response.json().await.unwrap();
         assert!(reply["result"]["message"].is_object(), "{reply}");
     }
-    let mut heads = Vec::new();
-    while let Ok(block) = blocks.try_recv() {
-        heads.push(representations(&block).expect("a well-formed header block"));
-    }
+    let heads = heads_of(&mut blocks);
     assert_eq!(heads.len(), 20);
     for (call, head) in heads.iter().enumerate().skip(1) {
         let count = |kind| head.iter().filter(|r| **r == kind).count();
@@ -362,6 +377,70 @@ async fn per_call_headers_stay_out_of_the_hpack_table() {
         "the first head indexes the fixed headers: {:?}",
         heads[0]
     );
+}
+
+/// Credentials reach the agent as never-indexed literals, so no HPACK table (the agent's,
+/// or an intermediary's that re-encodes) keeps them: `Authorization` always, a forwarded
+/// header marked `--sensitive-header`, and a `--set-header` marked so. The same values
+/// every call: unmarked, they would be indexed once and sent as an index from then on,
+/// as the unmarked control header is.
+#[tokio::test]
+async fn credentials_are_never_indexed_toward_the_agent() {
+    use frames::hpack::Representation;
+    let strings = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+    let forward = strings(&["x-api-token", "x-plain"]);
+    let set = strings(&["x-set-secret=s3cret-constant"]);
+    // Per call: (marked sensitive, NeverIndexed expected). The request id and the deadline
+    // are never indexed in both; Authorization always; the two marked headers only when
+    // marked.
+    for (sensitive, never_indexed) in [(strings(&["x-api-token", "x-set-secret"]), 5), (vec![], 3)]
+    {
+        let (backend, mut blocks) = header_block_backend().await;
+        let rules = a2a_gateway::protocol::params::HeaderRules {
+            forward: &forward,
+            set: &set,
+            remove: &[],
+            identity: &[],
+            sensitive: &sensitive,
+            fixed_tenant: false,
+        };
+        let settings = Settings {
+            forward: a2a_gateway::protocol::params::ForwardPolicy::with_rules(&rules).unwrap(),
+            ..Settings::default()
+        };
+        let url = gateway(&backend, settings).await;
+        let client = reqwest::Client::new();
+        for call in 0..5 {
+            let body = request(json!(call), "SendMessage", message_params("hi"));
+            let response = client
+                .post(&url)
+                .header("content-type", "application/json")
+                .header("a2a-version", "1.0")
+                .header("authorization", "Bearer same-token-every-call")
+                .header("x-api-token", "same-api-token")
+                .header("x-plain", "visible-value")
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            let reply: serde_json::Value = response.json().await.unwrap();
+            assert!(reply["result"]["message"].is_object(), "{reply}");
+        }
+        let heads = heads_of(&mut blocks);
+        assert_eq!(heads.len(), 5);
+        for (call, head) in heads.iter().enumerate() {
+            let count = |kind| head.iter().filter(|r| **r == kind).count();
+            assert_eq!(
+                count(Representation::NeverIndexed),
+                never_indexed,
+                "call {call}, marked {sensitive:?}: {head:?}"
+            );
+            if call > 0 {
+                // The control header (and the unmarked ones) come from the table.
+                assert_eq!(count(Representation::IncrementalIndexing), 0, "{head:?}");
+            }
+        }
+    }
 }
 
 /// A worker serves calls on one connection per backend until 8 are in flight on it, then
