@@ -50,7 +50,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::backend::Backend;
-use crate::config::{duration_text, Binding};
+use crate::protocol::binding::Binding;
+use crate::units::duration_text;
 use rewrite::{Rewriter, Treatment};
 use source::{Credential, Source};
 use store::Store;

@@ -12,8 +12,13 @@ use serde::Deserialize;
 use crate::backend::affinity::{Affinity, AffinityKey};
 use crate::backend::endpoints::{Balance, Targets};
 use crate::card::CardSettings;
+use crate::front::cors::CorsSettings;
+use crate::front::limits::{GlobalLimitSettings, RouteLimitSettings};
+use crate::protocol::binding::Binding;
 use crate::protocol::params::{ForwardPolicy, ForwardPolicyError, HeaderRules};
+use crate::push::{PushAllowError, PushPolicy};
 use crate::telemetry::trace::{OtlpProtocol, TraceConfigError, TraceFlags, TraceSettings};
+use crate::units::{optional, parse_duration, parse_size};
 
 mod file;
 pub mod routes;
@@ -115,8 +120,8 @@ pub struct Cli {
     #[arg(long, env = "A2A_GATEWAY_AFFINITY_KEY_FILE", value_name = "FILE")]
     pub affinity_key_file: Option<std::path::PathBuf>,
 
-    /// Binding the backend speaks.
-    #[arg(long, env = "A2A_GATEWAY_BINDING", value_enum, default_value = "GRPC")]
+    /// Binding the backend speaks: GRPC or HTTP+JSON.
+    #[arg(long, env = "A2A_GATEWAY_BINDING", default_value = "GRPC", value_parser = Binding::from_name)]
     pub binding: Binding,
 
     /// PEM file of CA certificates to trust for an `https://` backend, in addition to the
@@ -517,37 +522,6 @@ pub enum Legacy {
     Off,
 }
 
-/// Backend bindings (spec 5.3 names).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Deserialize)]
-pub enum Binding {
-    #[value(name = "GRPC", alias = "grpc")]
-    #[serde(rename = "GRPC", alias = "grpc")]
-    Grpc,
-    #[value(
-        name = "HTTP+JSON",
-        alias = "http+json",
-        alias = "REST",
-        alias = "rest"
-    )]
-    #[serde(
-        rename = "HTTP+JSON",
-        alias = "http+json",
-        alias = "REST",
-        alias = "rest"
-    )]
-    HttpJson,
-}
-
-impl std::fmt::Display for Binding {
-    /// The spec's name of the binding (5.3), as the flag takes it.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Binding::Grpc => "GRPC",
-            Binding::HttpJson => "HTTP+JSON",
-        })
-    }
-}
-
 /// Whether clients of the HTTPS listener must present a certificate (`--tls-client-auth`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -625,8 +599,8 @@ pub enum ConfigError {
     PerRoute(&'static str),
     #[error("--{0}: {1}")]
     Limit(&'static str, String),
-    #[error("--{0}: {1}")]
-    Cors(&'static str, String),
+    #[error(transparent)]
+    Cors(#[from] crate::front::cors::CorsError),
     #[error("{route}: key `{key}`: {message}")]
     Route {
         route: String,
@@ -735,8 +709,8 @@ impl Cli {
             return Err(ConfigError::TrustedProxyHops);
         }
         self.check_limits()?;
-        crate::push::PushPolicy::of(self)?;
-        crate::front::cors::layer(self)?;
+        self.push_policy()?;
+        crate::front::cors::layer(&self.cors())?;
         Ok(ForwardPolicy::with_rules(&HeaderRules {
             forward: &self.forward_headers,
             set: &self.set_header,
@@ -745,6 +719,47 @@ impl Cli {
             sensitive: &self.sensitive_header,
             fixed_tenant: self.tenant.is_some(),
         })?)
+    }
+}
+
+/// Each feature's own settings, as the flags, environment and file gave them.
+impl Cli {
+    pub fn cors(&self) -> CorsSettings<'_> {
+        CorsSettings {
+            origins: &self.cors_origin,
+            allow_headers: &self.cors_allow_header,
+            allow_methods: &self.cors_allow_method,
+            max_age: self.cors_max_age,
+        }
+    }
+
+    /// The route's push guard; `None` when it is off (`push-guard = false`).
+    pub fn push_policy(&self) -> Result<Option<PushPolicy>, PushAllowError> {
+        if !self.push_guard {
+            return Ok(None);
+        }
+        PushPolicy::new(self.push_allow_http, &self.push_allow).map(Some)
+    }
+
+    pub fn global_limits(&self) -> GlobalLimitSettings {
+        GlobalLimitSettings {
+            max_body_bytes_in_flight: self.global_max_body_bytes_in_flight,
+            max_concurrent_calls: self.global_max_concurrent_calls,
+            max_concurrent_streams: self.global_max_concurrent_streams,
+            rate_limit: self.global_rate_limit,
+            rate_burst: self.global_rate_burst,
+        }
+    }
+
+    pub fn route_limits(&self) -> RouteLimitSettings {
+        RouteLimitSettings {
+            max_concurrent_calls: self.max_concurrent_calls,
+            max_concurrent_streams: self.max_concurrent_streams,
+            rate_limit: self.rate_limit,
+            rate_burst: self.rate_burst,
+            max_header_size: self.max_header_size,
+            stream_idle_timeout: self.stream_idle_timeout,
+        }
     }
 }
 
@@ -857,100 +872,9 @@ impl Config {
     }
 }
 
-pub(crate) fn duration_text<'de, D: serde::Deserializer<'de>>(
-    d: D,
-) -> Result<Option<Duration>, D::Error> {
-    let text = String::deserialize(d)?;
-    parse_duration(&text)
-        .map(Some)
-        .map_err(serde::de::Error::custom)
-}
-
-fn size_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Size {
-        Bytes(usize),
-        Text(String),
-    }
-    match Size::deserialize(d)? {
-        Size::Bytes(n) => Ok(Some(n)),
-        Size::Text(text) => parse_size(&text)
-            .map(Some)
-            .map_err(serde::de::Error::custom),
-    }
-}
-
-/// `0` disables a deadline.
-pub fn optional(duration: Duration) -> Option<Duration> {
-    (!duration.is_zero()).then_some(duration)
-}
-
-/// Parses `250ms`, `30s`, `5m`, `1h` or a bare number of seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration such as 30s or 500ms"))?;
-    let seconds = match unit.trim() {
-        "ms" => value / 1000.0,
-        "" | "s" => value,
-        "m" => value * 60.0,
-        "h" => value * 3600.0,
-        other => {
-            return Err(format!(
-                "unknown duration unit {other:?} (use ms, s, m or h)"
-            ))
-        }
-    };
-    Duration::try_from_secs_f64(seconds).map_err(|e| format!("{text:?}: {e}"))
-}
-
-/// Parses a byte size: `1048576`, `512KiB`, `4MiB`, `1GiB` (also `KB`/`MB`/`GB`).
-pub fn parse_size(text: &str) -> Result<usize, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: usize = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a size such as 4MiB"))?;
-    let factor = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "kib" | "k" => 1 << 10,
-        "mib" | "m" => 1 << 20,
-        "gib" | "g" => 1 << 30,
-        "kb" => 1_000,
-        "mb" => 1_000_000,
-        "gb" => 1_000_000_000,
-        other => return Err(format!("unknown size unit {other:?} (use KiB, MiB or GiB)")),
-    };
-    // `0` turns a limit off where its setting says so; the others refuse it at load.
-    value
-        .checked_mul(factor)
-        .ok_or_else(|| format!("{text:?} is out of range"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_and_sizes() {
-        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
-        assert_eq!(parse_duration("1500ms"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
-        assert!(parse_duration("soon").is_err());
-        assert_eq!(parse_size("4MiB"), Ok(4 << 20));
-        assert_eq!(parse_size("1000"), Ok(1000));
-        assert!(parse_size("0").is_err());
-        assert!(parse_size("4XB").is_err());
-    }
 
     fn load(args: &[&str], file: &str) -> Result<Cli, String> {
         load_config(args, file).map(|config| config.cli)

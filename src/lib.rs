@@ -16,3 +16,4 @@ pub mod push;
 pub mod server;
 pub mod signing;
 pub mod telemetry;
+pub mod units;

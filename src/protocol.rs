@@ -1,6 +1,7 @@
 //! A2A protocol facts independent of any transport: the operation table, the error
 //! table, error details, and service parameters.
 
+pub mod binding;
 pub mod details;
 pub mod error;
 pub mod json;

@@ -22,7 +22,6 @@ use hickory_resolver::TokioResolver;
 use ipnet::IpNet;
 use url::{Host, Url};
 
-use crate::config::Cli;
 use crate::protocol::error::A2aError;
 use crate::protocol::ops::{Op, Request, StreamRequest, UnaryRequest};
 pub use guard::{refused_address, refused_name, unwrap_v4, RANGES};
@@ -139,14 +138,6 @@ pub struct PushAllowError {
 }
 
 impl PushPolicy {
-    /// The route's policy; `None` when its guard is off (`push-guard = false`).
-    pub fn of(cli: &Cli) -> Result<Option<PushPolicy>, PushAllowError> {
-        if !cli.push_guard {
-            return Ok(None);
-        }
-        PushPolicy::new(cli.push_allow_http, &cli.push_allow).map(Some)
-    }
-
     /// A policy admitting `allow` (names, `*.suffix` names, addresses, CIDRs).
     pub fn new(allow_http: bool, allow: &[String]) -> Result<PushPolicy, PushAllowError> {
         let mut policy = PushPolicy {

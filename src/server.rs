@@ -34,14 +34,16 @@ use crate::backend::endpoints::{
 use crate::backend::grpc::{GrpcBackend, GrpcSettings};
 use crate::backend::{rest::RestBackend, Backend};
 use crate::card::{CardService, RouteCard, BACKEND_CARD_SOURCE};
-use crate::config::{optional, Binding, Cli, Config, ConfigError, RouteConfig};
+use crate::config::{Cli, Config, ConfigError, RouteConfig};
 use crate::front::layers::{self, Edge, MaybeCors};
 use crate::front::limits::Limits;
 use crate::front::Gateway;
 use crate::lifecycle::Lifecycle;
+use crate::protocol::binding::Binding;
 use crate::protocol::params::ForwardPolicy;
-use crate::telemetry::access::ClientAddr;
+use crate::telemetry::ClientAddr;
 use crate::telemetry::Metrics;
+use crate::units::optional;
 use tls::ServerTls;
 
 /// A route's backend or card could not be built from the configuration.
@@ -95,7 +97,7 @@ impl GatewayTemplate {
     /// `route` names the route, whose affinity ids are its own.
     pub fn new(cli: &Cli, backends: &[String], route: &str) -> Result<Self, BackendError> {
         let forward = cli.validate()?;
-        let push = crate::push::PushPolicy::of(cli).map_err(ConfigError::from)?;
+        let push = cli.push_policy().map_err(ConfigError::from)?;
         let ca = match &cli.backend_ca {
             Some(path) => Some(read_ca(path)?),
             None => None,
@@ -284,12 +286,17 @@ impl FrontendTemplate {
             allowed_hosts: &cli.allowed_hosts,
             tls: cli.tls_cert.is_some(),
         })?;
+        let route_limits: Vec<_> = config
+            .routes
+            .iter()
+            .map(|route| (route.name.as_str(), route.settings.route_limits()))
+            .collect();
         Ok(FrontendTemplate {
             routes,
             lifecycle: Arc::default(),
             origins,
-            limits: Limits::new(config),
-            cors: crate::front::cors::layer(&config.cli)?,
+            limits: Limits::new(config.cli.global_limits(), &route_limits),
+            cors: crate::front::cors::layer(&config.cli.cors()).map_err(ConfigError::from)?,
             readiness: Arc::new(readiness),
             admin_listener: config.cli.admin_listen.is_some(),
             tls: ServerTls::from_cli(&config.cli)?,

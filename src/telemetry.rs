@@ -24,6 +24,11 @@ use crate::protocol::error::ErrorKind;
 use crate::protocol::legacy::{self, Method};
 use crate::protocol::ops::Op;
 
+/// The peer address of a request's connection: a fact of the connection, put in each
+/// request's extensions by the server, read by the access log and the spans.
+#[derive(Clone, Copy, Debug)]
+pub struct ClientAddr(pub std::net::SocketAddr);
+
 const OPS: usize = Op::ALL.len();
 /// One slot per error-table row, plus success.
 const OUTCOMES: usize = ErrorKind::ALL.len() + 1;

@@ -42,7 +42,7 @@ use std::sync::OnceLock;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use a2a_gateway::config::parse_duration;
+use a2a_gateway::units::parse_duration;
 use serde_json::{json, Value};
 
 const BIN: &str = env!("CARGO_BIN_EXE_a2a-gateway");

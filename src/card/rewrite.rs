@@ -13,13 +13,11 @@ use serde_json::{json, Map, Value};
 
 use super::origin::{self, Origin, Refusal};
 use super::{CardConfigError, CardSettings, RouteCard, SignaturePolicy};
-use crate::config::Binding;
 use crate::proto::AgentCard;
+use crate::protocol::binding::JSONRPC;
 use crate::protocol::{legacy, params};
 use crate::signing::{CardSigner, SignError};
 
-/// The binding name of the gateway's own interface (spec 5.3).
-const JSONRPC: &str = "JSONRPC";
 /// The protocol version the gateway's interface speaks.
 const PROTOCOL_VERSION: &str = "1.0";
 /// v0.3 card members naming the agent's own address.
@@ -192,10 +190,7 @@ impl Rewriter {
             jsonrpc_path: route.jsonrpc_path.clone(),
             origins,
             fixed_tenant: route.fixed_tenant.is_some(),
-            binding: match route.binding {
-                Binding::Grpc => "GRPC",
-                Binding::HttpJson => "HTTP+JSON",
-            },
+            binding: route.binding.name(),
             keep_interfaces: settings.keep_interfaces,
             skills: settings.skills.clone(),
             treatment,
@@ -474,6 +469,7 @@ fn interfaces(card: &Map<String, Value>) -> &[Value] {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::binding::Binding;
 
     fn route(public_url: Option<&str>, trust_forwarded: bool, fixed_tenant: bool) -> RouteCard {
         RouteCard {

@@ -256,7 +256,7 @@ mod tests {
     use super::*;
     use crate::card::rewrite::Treatment;
     use crate::card::{CardSettings, RouteCard};
-    use crate::config::Binding;
+    use crate::protocol::binding::Binding;
 
     fn store(allowed: &[&str]) -> (Store, Rewriter) {
         let route = RouteCard {

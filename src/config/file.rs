@@ -10,11 +10,13 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{duration_text, size_text, Binding, Cli, ClientAuth, LogFormat};
+use super::{Cli, ClientAuth, LogFormat};
 use crate::backend::affinity::{Affinity, AffinityKey};
 use crate::backend::endpoints::Balance;
 use crate::card::CardSettings;
+use crate::protocol::binding::Binding;
 use crate::telemetry::trace::OtlpProtocol;
+use crate::units::{duration_text, size_text};
 
 /// Declares the file's two tables from one list of the settings a route may set: `plain`
 /// ones replace a `Cli` field, `optional` ones fill an `Option` field of `Cli`.

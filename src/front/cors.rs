@@ -8,7 +8,22 @@
 use http::{HeaderName, HeaderValue, Method};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
-use crate::config::{Cli, ConfigError};
+use std::time::Duration;
+
+/// What the CORS settings say (`cors-origin`, `cors-allow-header`, `cors-allow-method`,
+/// `cors-max-age`).
+#[derive(Clone, Copy, Debug)]
+pub struct CorsSettings<'a> {
+    pub origins: &'a [String],
+    pub allow_headers: &'a [String],
+    pub allow_methods: &'a [String],
+    pub max_age: Duration,
+}
+
+/// A CORS setting refused, naming it and the value.
+#[derive(Debug, thiserror::Error)]
+#[error("--{0}: {1}")]
+pub struct CorsError(&'static str, String);
 
 /// Request headers every A2A browser client needs.
 const ALLOWED: [&str; 5] = [
@@ -22,17 +37,17 @@ const ALLOWED: [&str; 5] = [
 /// Response headers browsers may read.
 const EXPOSED: [&str; 2] = ["a2a-extensions", "x-request-id"];
 
-/// The CORS layer `cli` configures; `None` without --cors-origin. The error names the
-/// flag and the value it refuses.
-pub fn layer(cli: &Cli) -> Result<Option<CorsLayer>, ConfigError> {
-    if cli.cors_origin.is_empty() {
+/// The CORS layer `settings` configure; `None` without origins. The error names the
+/// setting and the value it refuses.
+pub fn layer(settings: &CorsSettings<'_>) -> Result<Option<CorsLayer>, CorsError> {
+    if settings.origins.is_empty() {
         return Ok(None);
     }
-    let origin = if cli.cors_origin.iter().any(|o| o == "*") {
+    let origin = if settings.origins.iter().any(|o| o == "*") {
         AllowOrigin::any()
     } else {
-        let origins = cli
-            .cors_origin
+        let origins = settings
+            .origins
             .iter()
             .map(|o| origin(o))
             .collect::<Result<Vec<_>, _>>()?;
@@ -41,16 +56,17 @@ pub fn layer(cli: &Cli) -> Result<Option<CorsLayer>, ConfigError> {
     let headers = ALLOWED
         .iter()
         .map(|h| h.to_string())
-        .chain(cli.cors_allow_header.iter().cloned())
+        .chain(settings.allow_headers.iter().cloned())
         .map(|h| {
             HeaderName::try_from(h.as_str())
                 .map_err(|_| fail("cors-allow-header", &h, "is not a header name"))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let methods = if cli.cors_allow_method.is_empty() {
+    let methods = if settings.allow_methods.is_empty() {
         vec![Method::GET, Method::POST]
     } else {
-        cli.cors_allow_method
+        settings
+            .allow_methods
             .iter()
             .map(|m| {
                 Method::from_bytes(m.to_ascii_uppercase().as_bytes())
@@ -64,12 +80,12 @@ pub fn layer(cli: &Cli) -> Result<Option<CorsLayer>, ConfigError> {
             .allow_headers(headers)
             .allow_methods(methods)
             .expose_headers(EXPOSED.map(HeaderName::from_static))
-            .max_age(cli.cors_max_age),
+            .max_age(settings.max_age),
     ))
 }
 
 /// An origin as browsers send it: `scheme://host[:port]`, nothing after.
-fn origin(text: &str) -> Result<HeaderValue, ConfigError> {
+fn origin(text: &str) -> Result<HeaderValue, CorsError> {
     let bad = || fail("cors-origin", text, "must be scheme://host[:port] (or *)");
     let uri: http::Uri = text.parse().map_err(|_| bad())?;
     let bare = uri.scheme().is_some()
@@ -82,34 +98,46 @@ fn origin(text: &str) -> Result<HeaderValue, ConfigError> {
     HeaderValue::from_str(text).map_err(|_| bad())
 }
 
-fn fail(flag: &'static str, value: &str, why: &str) -> ConfigError {
-    ConfigError::Cors(flag, format!("{value:?} {why}"))
+fn fail(setting: &'static str, value: &str, why: &str) -> CorsError {
+    CorsError(setting, format!("{value:?} {why}"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
 
-    fn cli(args: &[&str]) -> Cli {
-        Cli::try_parse_from(
-            ["a2a-gateway", "--backend", "http://a:1"]
-                .iter()
-                .chain(args),
-        )
-        .unwrap()
+    /// The layer of settings as the flags `args` (`--cors-origin`, …) would give them.
+    fn layer_of(args: &[&str]) -> Result<Option<CorsLayer>, CorsError> {
+        let mut lists: [Vec<String>; 3] = Default::default();
+        for pair in args.chunks(2) {
+            let list = [
+                "--cors-origin",
+                "--cors-allow-header",
+                "--cors-allow-method",
+            ]
+            .iter()
+            .position(|flag| *flag == pair[0])
+            .unwrap();
+            lists[list].push(pair[1].to_owned());
+        }
+        layer(&CorsSettings {
+            origins: &lists[0],
+            allow_headers: &lists[1],
+            allow_methods: &lists[2],
+            max_age: Duration::from_secs(600),
+        })
     }
 
     #[test]
     fn origins_headers_and_methods_are_checked() {
-        assert!(layer(&cli(&[])).unwrap().is_none(), "off by default");
+        assert!(layer_of(&[]).unwrap().is_none(), "off by default");
         let ok = [
             "--cors-origin",
             "https://app.example.com:8443",
             "--cors-origin",
             "*",
         ];
-        assert!(layer(&cli(&ok)).unwrap().is_some());
+        assert!(layer_of(&ok).unwrap().is_some());
         for (args, flag) in [
             (
                 &["--cors-origin", "https://app.example.com/"][..],
@@ -126,7 +154,7 @@ mod tests {
                 "--cors-allow-method",
             ),
         ] {
-            let err = layer(&cli(args)).unwrap_err().to_string();
+            let err = layer_of(args).unwrap_err().to_string();
             assert!(err.starts_with(flag), "{args:?}: {err}");
         }
     }

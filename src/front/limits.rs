@@ -17,10 +17,10 @@ use std::time::{Duration, Instant};
 use http::{HeaderMap, StatusCode};
 use serde_json::json;
 
-use crate::config::{optional, Cli, Config};
 use crate::front::envelope::write_error;
 use crate::protocol::error::{A2aError, GatewayFault};
 use crate::telemetry::{LimitRow, RejectionRow};
+use crate::units::optional;
 
 /// The limits, each named as its setting: what a rejection says, and its HTTP status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -500,23 +500,46 @@ pub struct Limits {
     routes: Vec<Arc<RouteLimits>>,
 }
 
+/// The limits across all routes (`global-*`); `0` turns one off.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GlobalLimitSettings {
+    pub max_body_bytes_in_flight: usize,
+    pub max_concurrent_calls: usize,
+    pub max_concurrent_streams: usize,
+    pub rate_limit: f64,
+    pub rate_burst: u32,
+}
+
+/// One route's own limits; `0` turns one off.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RouteLimitSettings {
+    pub max_concurrent_calls: usize,
+    pub max_concurrent_streams: usize,
+    pub rate_limit: f64,
+    pub rate_burst: u32,
+    pub max_header_size: usize,
+    pub stream_idle_timeout: Duration,
+}
+
 impl Limits {
-    /// The limits of `config`; `None` when it sets none (then nothing is checked).
-    pub fn new(config: &Config) -> Option<Arc<Limits>> {
-        let cli = &config.cli;
+    /// The `global` limits and each route's, by name in the configuration's order; `None`
+    /// when they set none (then nothing is checked).
+    pub fn new(
+        global: GlobalLimitSettings,
+        routes: &[(&str, RouteLimitSettings)],
+    ) -> Option<Arc<Limits>> {
         let global = Arc::new(Scope {
-            body_bytes: Concurrency::new(cli.global_max_body_bytes_in_flight),
+            body_bytes: Concurrency::new(global.max_body_bytes_in_flight),
             ..Scope::new(
-                cli.global_max_concurrent_calls,
-                cli.global_max_concurrent_streams,
-                cli.global_rate_limit,
-                cli.global_rate_burst,
+                global.max_concurrent_calls,
+                global.max_concurrent_streams,
+                global.rate_limit,
+                global.rate_burst,
             )
         });
-        let routes: Vec<_> = config
-            .routes
+        let routes: Vec<_> = routes
             .iter()
-            .map(|route| Arc::new(route_limits(&route.name, &route.settings, &global)))
+            .map(|(name, settings)| Arc::new(route_limits(name, settings, &global)))
             .collect();
         let none = global.is_empty()
             && routes.iter().all(|r| {
@@ -567,18 +590,18 @@ impl Limits {
     }
 }
 
-fn route_limits(name: &str, cli: &Cli, global: &Arc<Scope>) -> RouteLimits {
+fn route_limits(name: &str, settings: &RouteLimitSettings, global: &Arc<Scope>) -> RouteLimits {
     RouteLimits {
         name: name.to_owned(),
         own: Scope::new(
-            cli.max_concurrent_calls,
-            cli.max_concurrent_streams,
-            cli.rate_limit,
-            cli.rate_burst,
+            settings.max_concurrent_calls,
+            settings.max_concurrent_streams,
+            settings.rate_limit,
+            settings.rate_burst,
         ),
         global: global.clone(),
-        max_header_size: (cli.max_header_size > 0).then_some(cli.max_header_size),
-        stream_idle: optional(cli.stream_idle_timeout),
+        max_header_size: (settings.max_header_size > 0).then_some(settings.max_header_size),
+        stream_idle: optional(settings.stream_idle_timeout),
         rejections: Default::default(),
     }
 }

@@ -22,7 +22,7 @@ use ring::signature::{
 use serde_json::Value;
 
 use crate::card::{CardService, CardSettings, RouteCard, SignaturePolicy};
-use crate::config::Binding;
+use crate::protocol::binding::Binding;
 use crate::signing::{canonical_json, signing_payload, CardSigner};
 
 /// The host a re-signing route without a public URL allows.

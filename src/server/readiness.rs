@@ -32,7 +32,8 @@ use super::{read_ca, BackendTemplate, GatewayTemplate};
 use crate::backend::endpoints::{probe_address, RouteEndpoints, Targets};
 use crate::backend::grpc::health::HealthAnswer;
 use crate::backend::grpc::GrpcBackend;
-use crate::config::{Binding, ConfigError};
+use crate::config::ConfigError;
+use crate::protocol::binding::Binding;
 
 /// The readiness of every route, checked at most once per cache period.
 pub struct Readiness {

@@ -21,6 +21,7 @@ use http::{HeaderName, HeaderValue};
 
 use super::trace::{self, ServerSpan};
 use super::untrusted::{clip, clipped};
+use super::ClientAddr;
 use crate::proto::StreamResponse;
 use crate::protocol::error::{A2aError, ErrorKind};
 use crate::protocol::ops::{Op, Reply, Request};
@@ -32,10 +33,6 @@ tokio::task_local! {
     /// The backend's status of the call being handled (`leave_backend_status`).
     static BACKEND_STATUS: Cell<Option<u16>>;
 }
-
-/// The peer address of a request's connection, put in its extensions by the server.
-#[derive(Clone, Copy, Debug)]
-pub struct ClientAddr(pub SocketAddr);
 
 /// The access log line of a call, filled in as it goes (kept only when the log is on).
 struct Line {

@@ -34,6 +34,7 @@ use serde::Deserialize;
 
 use super::untrusted::{clip_message, clipped, without_credentials};
 use crate::proto::{send_message_response, stream_response, Message, Task, TaskState};
+use crate::protocol::binding::{Binding, JSONRPC};
 use crate::protocol::error::A2aError;
 use crate::protocol::ops::{Op, Reply, Request, StreamRequest, UnaryRequest};
 use crate::protocol::params::SUPPORTED_VERSION;
@@ -419,14 +420,14 @@ impl ServerSpan {
         let mut attributes = vec![
             KeyValue::new("a2a.method.name", op.name()),
             KeyValue::new("a2a.protocol.version", SUPPORTED_VERSION),
-            KeyValue::new("a2a.protocol.binding", "JSONRPC"),
+            KeyValue::new("a2a.protocol.binding", JSONRPC),
             KeyValue::new("rpc.system", "jsonrpc"),
             KeyValue::new("rpc.method", op.name()),
             KeyValue::new("rpc.jsonrpc.version", "2.0"),
             KeyValue::new("http.request.method", request.method.as_str().to_owned()),
             KeyValue::new("url.path", clipped(request.uri.path()).into_owned()),
         ];
-        if let Some(client) = request.extensions.get::<super::access::ClientAddr>() {
+        if let Some(client) = request.extensions.get::<super::ClientAddr>() {
             attributes.push(KeyValue::new("client.address", client.0.ip().to_string()));
             attributes.push(KeyValue::new("client.port", i64::from(client.0.port())));
         }
@@ -639,7 +640,7 @@ impl ClientSpan {
         let (name, http): (Cow<'static, str>, bool) = match hop {
             Hop::Grpc { authority } => {
                 attributes.extend([
-                    KeyValue::new("a2a.protocol.binding", "GRPC"),
+                    KeyValue::new("a2a.protocol.binding", Binding::Grpc.name()),
                     KeyValue::new("rpc.system", "grpc"),
                     KeyValue::new("rpc.service", SERVICE),
                     KeyValue::new("rpc.method", op.name()),
@@ -649,7 +650,7 @@ impl ClientSpan {
             }
             Hop::Http { method, base } => {
                 attributes.extend([
-                    KeyValue::new("a2a.protocol.binding", "HTTP+JSON"),
+                    KeyValue::new("a2a.protocol.binding", Binding::HttpJson.name()),
                     KeyValue::new("http.request.method", method.to_owned()),
                     KeyValue::new("url.template", op.http_rule().path),
                 ]);

@@ -7,6 +7,7 @@
 use serde_json::{json, Map, Value};
 
 use super::shape::{Conv, Invalid, Member, Shape};
+use crate::protocol::binding::JSONRPC;
 
 const fn m(v1: &'static str, v03: &'static str, conv: Conv) -> Member {
     Member {
@@ -19,7 +20,6 @@ const fn m(v1: &'static str, v03: &'static str, conv: Conv) -> Member {
 
 /// The `protocolVersion` a v0.3 card declares.
 pub const V03_PROTOCOL_VERSION: &str = "0.3.0";
-const JSONRPC: &str = "JSONRPC";
 
 static PROVIDER: Shape = Shape::Table {
     name: "AgentProvider",

@@ -1,0 +1,70 @@
+//! The protocol bindings by the names the specification gives them (§5.3; the names agent
+//! cards carry in `protocolBinding` and spans in `a2a.protocol.binding`), written once.
+//! `Binding` is what a backend speaks; clients reach the gateway over `JSONRPC`.
+
+use std::fmt;
+
+/// The binding clients speak to the gateway.
+pub const JSONRPC: &str = "JSONRPC";
+
+/// A binding a backend speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Binding {
+    Grpc,
+    HttpJson,
+}
+
+impl Binding {
+    pub const ALL: [Binding; 2] = [Binding::Grpc, Binding::HttpJson];
+
+    /// The specification's name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Binding::Grpc => "GRPC",
+            Binding::HttpJson => "HTTP+JSON",
+        }
+    }
+
+    /// A binding as settings name it: the spec's name in any case, or `REST` for HTTP+JSON.
+    pub fn from_name(text: &str) -> Result<Binding, String> {
+        let alias = (text.eq_ignore_ascii_case("REST")).then_some(Binding::HttpJson);
+        Binding::ALL
+            .into_iter()
+            .find(|b| b.name().eq_ignore_ascii_case(text))
+            .or(alias)
+            .ok_or_else(|| format!("{text:?} is not a binding (GRPC or HTTP+JSON)"))
+    }
+}
+
+impl fmt::Display for Binding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Binding {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Binding, D::Error> {
+        let text = String::deserialize(d)?;
+        Binding::from_name(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_binding_is_read_back_from_its_name_and_its_aliases() {
+        for binding in Binding::ALL {
+            assert_eq!(Binding::from_name(binding.name()), Ok(binding));
+            let lower = binding.name().to_ascii_lowercase();
+            assert_eq!(Binding::from_name(&lower), Ok(binding));
+            let json = serde_json::json!(binding.name());
+            assert_eq!(serde_json::from_value::<Binding>(json).unwrap(), binding);
+        }
+        assert_eq!(Binding::from_name("rest"), Ok(Binding::HttpJson));
+        for bad in ["SOAP", "", "JSONRPC"] {
+            assert!(Binding::from_name(bad).is_err(), "{bad}");
+        }
+    }
+}
