@@ -1166,6 +1166,24 @@ fn the_network_policy_lets_the_gateway_reach_dns_and_its_agents() {
             "{source}: egress is not restricted"
         );
         let egress = policy["spec"]["egress"].as_array().unwrap();
+        // The peers (DNS, the agents, Prometheus) are other pods: a peer selector carrying the
+        // gateway's own name label admits none of them (what kustomize's includeSelectors
+        // does to every NetworkPolicy peer selector).
+        let ingress = policy["spec"]["ingress"].as_array().unwrap();
+        let peers = egress
+            .iter()
+            .flat_map(|rule| rule["to"].as_array().cloned().unwrap_or_default())
+            .chain(
+                ingress
+                    .iter()
+                    .flat_map(|rule| rule["from"].as_array().cloned().unwrap_or_default()),
+            );
+        for peer in peers {
+            assert_ne!(
+                peer["podSelector"]["matchLabels"]["app.kubernetes.io/name"], "a2a-gateway",
+                "{source}: a NetworkPolicy peer selects the gateway's own label: {peer}"
+            );
+        }
         let dns = egress.iter().any(|rule| {
             let ports = rule["ports"].as_array().cloned().unwrap_or_default();
             let to_kube_dns = rule["to"].as_array().is_some_and(|to| {
