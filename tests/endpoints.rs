@@ -34,7 +34,22 @@ const SLOW: Duration = Duration::from_secs(2);
 async fn gateway(args: &[&str]) -> String {
     let config = Config::load(std::iter::once("a2a-gateway").chain(args.iter().copied())).unwrap();
     let template = FrontendTemplate::new(&config, None).unwrap();
-    let frontend = template.frontend(&Arc::default()).unwrap();
+    serve(template.frontend(&Arc::default()).unwrap()).await
+}
+
+/// The gateway of `args` and its admin listener (whose `/readyz` says why a route is not
+/// ready; the main one's only that it is not): both base URLs.
+async fn gateway_with_admin(args: &[&str]) -> (String, String) {
+    let config = Config::load(std::iter::once("a2a-gateway").chain(args.iter().copied())).unwrap();
+    let template = FrontendTemplate::new(&config, None).unwrap();
+    let metrics = Arc::default();
+    let main = serve(template.frontend(&metrics).unwrap()).await;
+    let admin = serve(template.admin_frontend(&metrics).unwrap()).await;
+    (main, admin)
+}
+
+/// Serves `frontend` on 127.0.0.1:0: its base URL.
+async fn serve(frontend: a2a_gateway::server::Frontend) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(a2a_gateway::server::serve(
@@ -426,7 +441,8 @@ async fn http_json_pods_share_the_calls() {
     }
 }
 
-/// `/readyz` is 503 once every endpoint is ejected, 200 again once one connects.
+/// `/readyz` is 503 once every endpoint is ejected (the admin listener says so, the main
+/// one only that it is not ready), 200 again once one connects.
 #[tokio::test]
 async fn readiness_follows_the_endpoints() {
     let addrs = pod_addresses(2);
@@ -435,7 +451,7 @@ async fn readiness_follows_the_endpoints() {
         pods.push(Pod::start(pod_backend(i), Scheme::Http, *addr).await);
     }
     let urls: Vec<String> = addrs.iter().map(|a| format!("http://{a}")).collect();
-    let base = gateway(&[
+    let (base, admin) = gateway_with_admin(&[
         "--backend",
         &urls[0],
         "--backend",
@@ -455,12 +471,13 @@ async fn readiness_follows_the_endpoints() {
     // The call tries one pod, then the other: both are ejected.
     let reply = common::rpc(&url, &send_body("hello")).await;
     assert_eq!(reason(&reply["error"]), "BACKEND_UNAVAILABLE", "{reply}");
-    let (status, why) = readyz(&base).await;
+    let (status, why) = readyz(&admin).await;
     assert_eq!(status, 503);
     assert!(
         why.contains("route \"default\" has no connectable endpoint"),
         "{why}"
     );
+    assert_eq!(readyz(&base).await, (503, "not ready\n".to_owned()));
     assert!(metrics(&base)
         .await
         .contains("a2a_gateway_route_endpoints{route=\"default\",state=\"ejected\"} 2\n"));

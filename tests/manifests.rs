@@ -16,9 +16,15 @@
 //!   `--config` path, volume mount and volume, passes the real binary's `check-config` in the
 //!   Deployment's environment (and a broken copy fails it); the ConfigMap name carries
 //!   kustomize's content hash, so a config change rolls the pods out.
-//! - **probes and ports**: every probe path, and the ServiceMonitor's `/metrics`, answers 200
-//!   from the binary started with `--demo`; probe, Service, NetworkPolicy and container ports
-//!   agree, and the container port is the port the gateway listens on, on all addresses.
+//! - **probes and ports**: every probe path answers 200 from the binary started with `--demo`
+//!   on the main port, and the ServiceMonitor's `/metrics` on the admin port (404 on the main
+//!   one); probe, Service, NetworkPolicy and container ports agree, and the container ports are
+//!   the ports the gateway listens on, on all addresses.
+//! - **admin surface** (issue 20): the Deployment sets `A2A_GATEWAY_ADMIN_LISTEN` and declares
+//!   its port as `admin`; the public Service has no admin port; the optional headless admin
+//!   Service exposes it and the ServiceMonitor scrapes it there (and selects no other Service);
+//!   the NetworkPolicy admits it only from Prometheus pods; the affinity key comes from an
+//!   optional Secret.
 //! - **shutdown**: `terminationGracePeriodSeconds` exceeds the `preStop` sleep plus the drain
 //!   delay plus the shutdown grace (both set explicitly) by at least 5 s; no `exec` hook (the
 //!   image has no shell); readiness on `/readyz`, liveness not.
@@ -524,10 +530,12 @@ fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<u16> {
         .ok_or_else(|| std::io::Error::other(format!("no status line in {response:?}")))
 }
 
-/// The gateway serving --demo on a free loopback port, killed when dropped.
+/// The gateway serving --demo on a free loopback port, with its admin listener on another,
+/// killed when dropped.
 struct Demo {
     child: Child,
     addr: SocketAddr,
+    admin: SocketAddr,
 }
 
 impl Drop for Demo {
@@ -539,21 +547,26 @@ impl Drop for Demo {
 
 impl Demo {
     fn start() -> Demo {
-        let addr = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap();
+        let free = || {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+        };
+        let (addr, admin) = (free(), free());
         let child = Command::new(BIN)
             .args(["--demo", "--listen", &addr.to_string()])
             .env_clear()
+            // As the Deployment sets it, on loopback.
+            .env("A2A_GATEWAY_ADMIN_LISTEN", admin.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let mut demo = Demo { child, addr };
+        let mut demo = Demo { child, addr, admin };
         let started = Instant::now();
-        while http_get(addr, "/healthz").ok() != Some(200) {
+        while http_get(addr, "/healthz").ok() != Some(200) || http_get(admin, "/healthz").is_err() {
             if let Some(status) = demo.child.try_wait().unwrap() {
                 panic!("a2a-gateway --demo exited at start: {status}");
             }
@@ -630,6 +643,7 @@ fn every_document_validates_against_the_kubernetes_schemas() {
         }
     }
     for (file, kind) in [
+        ("optional/admin-service.yaml", "Service"),
         ("optional/servicemonitor.yaml", "ServiceMonitor"),
         ("optional/ingress.yaml", "Ingress"),
         ("optional/httproute.yaml", "HTTPRoute"),
@@ -690,22 +704,31 @@ fn custom_resources_have_the_required_structure() {
     let service_name = str_at(service, "/metadata/name", "Service");
     let service_port = &service["spec"]["ports"][0];
 
+    // The ServiceMonitor scrapes the admin Service (the only one with /metrics).
+    let admin = one("optional/admin-service.yaml", "Service");
     let monitor = one("optional/servicemonitor.yaml", "ServiceMonitor");
     assert_eq!(monitor["apiVersion"], "monitoring.coreos.com/v1");
     str_at(monitor, "/metadata/name", "ServiceMonitor");
     labels_match(
         &monitor["spec"]["selector"]["matchLabels"],
-        &service["metadata"]["labels"],
-        "ServiceMonitor selector vs the Service's labels",
+        &admin["metadata"]["labels"],
+        "ServiceMonitor selector vs the admin Service's labels",
     );
     let endpoints = monitor["spec"]["endpoints"]
         .as_array()
         .expect("ServiceMonitor: spec.endpoints is required");
     assert!(!endpoints.is_empty(), "ServiceMonitor: no endpoints");
+    let admin_ports: Vec<&Value> = admin["spec"]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| &p["name"])
+        .collect();
     for endpoint in endpoints {
-        assert_eq!(
-            endpoint["port"], service_port["name"],
-            "ServiceMonitor: endpoints[].port must name the Service's port"
+        assert!(
+            admin_ports.contains(&&endpoint["port"]),
+            "ServiceMonitor: endpoints[].port {} must name a port of the admin Service",
+            endpoint["port"]
         );
         assert_eq!(endpoint["path"], "/metrics");
     }
@@ -886,12 +909,22 @@ fn config_maps_pass_check_config() {
 #[test]
 fn probes_and_ports_match_what_the_binary_serves() {
     let demo = Demo::start();
-    let mut paths = vec![str_at(
+    let scraped = str_at(
         &one("optional/servicemonitor.yaml", "ServiceMonitor")["spec"]["endpoints"][0],
         "/path",
         "ServiceMonitor",
-    )
-    .to_owned()];
+    );
+    let status = http_get(demo.admin, scraped).unwrap();
+    assert_eq!(
+        status, 200,
+        "GET {scraped} on the admin port: Prometheus would fail"
+    );
+    let status = http_get(demo.addr, scraped).unwrap();
+    assert_eq!(
+        status, 404,
+        "GET {scraped} on the main port: the admin listener takes it off"
+    );
+    let mut paths = Vec::new();
     for source in kustomizations() {
         let deployment = one(&source, "Deployment");
         let container = container(deployment);
@@ -932,11 +965,13 @@ fn probes_and_ports_match_what_the_binary_serves() {
             container["livenessProbe"]["httpGet"]["path"], "/readyz",
             "{source}: a liveness probe on /readyz would restart a draining pod"
         );
+        // Every port of the public Service is the gateway port: none is the admin port.
         let service = one(&source, "Service");
         for port in service["spec"]["ports"].as_array().unwrap() {
             assert_eq!(
                 resolve_port(container, &port["targetPort"], &format!("{source} Service")),
-                http
+                http,
+                "{source}: the public Service exposes a port other than the gateway port"
             );
         }
         let policy = one(&source, "NetworkPolicy");
@@ -1166,6 +1201,24 @@ fn the_network_policy_lets_the_gateway_reach_dns_and_its_agents() {
             "{source}: egress is not restricted"
         );
         let egress = policy["spec"]["egress"].as_array().unwrap();
+        // The peers (DNS, the agents, Prometheus) are other pods: a peer selector carrying the
+        // gateway's own name label admits none of them (what kustomize's includeSelectors
+        // does to every NetworkPolicy peer selector).
+        let ingress = policy["spec"]["ingress"].as_array().unwrap();
+        let peers = egress
+            .iter()
+            .flat_map(|rule| rule["to"].as_array().cloned().unwrap_or_default())
+            .chain(
+                ingress
+                    .iter()
+                    .flat_map(|rule| rule["from"].as_array().cloned().unwrap_or_default()),
+            );
+        for peer in peers {
+            assert_ne!(
+                peer["podSelector"]["matchLabels"]["app.kubernetes.io/name"], "a2a-gateway",
+                "{source}: a NetworkPolicy peer selects the gateway's own label: {peer}"
+            );
+        }
         let dns = egress.iter().any(|rule| {
             let ports = rule["ports"].as_array().cloned().unwrap_or_default();
             let to_kube_dns = rule["to"].as_array().is_some_and(|to| {
@@ -1247,5 +1300,183 @@ fn the_network_policy_lets_the_gateway_reach_dns_and_its_agents() {
                 "{source}: no egress rule admits {url} (namespace {namespace}, port {port})"
             );
         }
+    }
+}
+
+/// Whether `selector` (matchLabels) selects an object with `labels`.
+fn selects(selector: &Value, labels: &Value) -> bool {
+    selector
+        .as_object()
+        .is_some_and(|s| !s.is_empty() && s.iter().all(|(key, value)| &labels[key] == value))
+}
+
+/// The namespace and pod labels the NetworkPolicy admits the admin port from: Prometheus.
+const PROMETHEUS_NAMESPACE: &str = "monitoring";
+const PROMETHEUS_POD: (&str, &str) = ("app.kubernetes.io/name", "prometheus");
+
+#[test]
+fn the_admin_port_is_apart_from_the_public_one_and_only_prometheus_reaches_it() {
+    let admin_service = one("optional/admin-service.yaml", "Service");
+    let monitor = one("optional/servicemonitor.yaml", "ServiceMonitor");
+    let monitor_selector = &monitor["spec"]["selector"]["matchLabels"];
+    assert_eq!(
+        admin_service["spec"]["clusterIP"], "None",
+        "the admin Service is headless: for discovery, not a load-balanced address"
+    );
+    for source in kustomizations() {
+        let deployment = one(&source, "Deployment");
+        let container = container(deployment);
+        let pod_labels = &deployment["spec"]["template"]["metadata"]["labels"];
+
+        // The Deployment turns the admin listener on, on all addresses, at the port `admin`.
+        let listen = env_of(container)
+            .get("A2A_GATEWAY_ADMIN_LISTEN")
+            .cloned()
+            .unwrap_or_else(|| panic!("{source}: A2A_GATEWAY_ADMIN_LISTEN is not set"));
+        let listen: SocketAddr = listen
+            .parse()
+            .unwrap_or_else(|e| panic!("{source}: A2A_GATEWAY_ADMIN_LISTEN {listen:?}: {e}"));
+        assert!(
+            listen.ip().is_unspecified(),
+            "{source}: the admin listener on {listen} is unreachable for Prometheus"
+        );
+        let admin = resolve_port(container, &json!("admin"), &source);
+        assert_eq!(admin, 9090, "{source}: container port admin");
+        assert_eq!(
+            admin,
+            u64::from(listen.port()),
+            "{source}: container port admin vs A2A_GATEWAY_ADMIN_LISTEN"
+        );
+        let http = resolve_port(container, &json!("http"), &source);
+        assert_ne!(admin, http, "{source}: the admin port is the public port");
+
+        // The public Service has no admin or metrics port.
+        let public = one(&source, "Service");
+        for port in public["spec"]["ports"].as_array().unwrap() {
+            let target = resolve_port(container, &port["targetPort"], &source);
+            assert_ne!(
+                target, admin,
+                "{source}: the public Service exposes the admin port"
+            );
+            for name in ["admin", "metrics"] {
+                assert_ne!(
+                    port["name"], name,
+                    "{source}: the public Service has a {name} port"
+                );
+            }
+        }
+
+        // The admin Service exposes exactly the admin port of these pods, and it is what the
+        // ServiceMonitor selects: the admin Service, not the public one.
+        labels_match(
+            &admin_service["spec"]["selector"],
+            pod_labels,
+            &format!("{source}: admin Service selector"),
+        );
+        let ports = admin_service["spec"]["ports"].as_array().unwrap();
+        assert!(!ports.is_empty(), "the admin Service has no port");
+        for port in ports {
+            let target = resolve_port(container, &port["targetPort"], "admin Service");
+            assert_eq!(
+                target, admin,
+                "the admin Service exposes a port other than admin"
+            );
+        }
+        assert!(
+            selects(monitor_selector, &admin_service["metadata"]["labels"]),
+            "the ServiceMonitor does not select the admin Service"
+        );
+        assert!(
+            !selects(monitor_selector, &public["metadata"]["labels"]),
+            "{source}: the ServiceMonitor selects the public Service too"
+        );
+        for endpoint in monitor["spec"]["endpoints"].as_array().unwrap() {
+            let port = ports
+                .iter()
+                .find(|p| p["name"] == endpoint["port"])
+                .unwrap_or_else(|| {
+                    panic!(
+                        "ServiceMonitor port {} not in the admin Service",
+                        endpoint["port"]
+                    )
+                });
+            assert_eq!(
+                resolve_port(container, &port["targetPort"], "ServiceMonitor"),
+                admin
+            );
+        }
+
+        // The NetworkPolicy admits the admin port only from Prometheus pods in its namespace,
+        // and some rule does admit it.
+        let policy = one(&source, "NetworkPolicy");
+        let rules = policy["spec"]["ingress"].as_array().unwrap();
+        let mut admitted = false;
+        for (i, rule) in rules.iter().enumerate() {
+            let what = format!("{source}: NetworkPolicy ingress[{i}]");
+            let ports: Vec<u64> = rule["ports"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .iter()
+                .map(|p| resolve_port(container, &p["port"], &what))
+                .collect();
+            // A rule without ports admits every port, the admin one too.
+            if !ports.is_empty() && !ports.contains(&admin) {
+                continue;
+            }
+            let from = rule["from"].as_array().cloned().unwrap_or_default();
+            assert!(
+                !from.is_empty(),
+                "{what} admits the admin port from anywhere"
+            );
+            for peer in &from {
+                assert_eq!(
+                    peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+                    PROMETHEUS_NAMESPACE,
+                    "{what}: the admin port from another namespace than Prometheus's: {peer}"
+                );
+                assert_eq!(
+                    peer["podSelector"]["matchLabels"][PROMETHEUS_POD.0], PROMETHEUS_POD.1,
+                    "{what}: the admin port from other pods than Prometheus: {peer}"
+                );
+                assert!(peer.get("ipBlock").is_none(), "{what}: an ipBlock: {peer}");
+            }
+            assert!(
+                !ports.is_empty() && ports.iter().all(|p| *p == admin),
+                "{what}: the Prometheus rule admits more than the admin port"
+            );
+            admitted = true;
+        }
+        assert!(
+            admitted,
+            "{source}: the NetworkPolicy admits no one to the admin port"
+        );
+    }
+}
+
+#[test]
+fn the_affinity_key_comes_from_an_optional_secret() {
+    for source in kustomizations() {
+        let container = container(one(&source, "Deployment"));
+        let entry = container["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == "A2A_GATEWAY_AFFINITY_KEY")
+            .unwrap_or_else(|| panic!("{source}: no A2A_GATEWAY_AFFINITY_KEY"));
+        assert!(
+            entry.get("value").is_none(),
+            "{source}: the affinity key is written into the manifest"
+        );
+        assert_eq!(
+            entry["valueFrom"]["secretKeyRef"],
+            json!({"name": "a2a-gateway-affinity", "key": "affinity-key", "optional": true}),
+            "{source}: A2A_GATEWAY_AFFINITY_KEY"
+        );
+        // No Secret in the manifests: the key is the operator's, made in the cluster.
+        assert!(
+            docs_of(&source).iter().all(|d| d.kind() != "Secret"),
+            "{source}: a Secret is rendered"
+        );
     }
 }

@@ -4,8 +4,14 @@
 //! storms off the agents; the per-route `a2a_gateway_route_ready` gauge; and the admin
 //! listener (`--admin-listen`) of the real binary, draining on SIGTERM.
 //!
+//! Two surfaces: the admin listener's `/readyz` names each route that is not ready and
+//! why; every other listener's body is exactly `ready`, `not ready` or `shutting down`
+//! (issue 20: no route names or agent addresses on the public port), and the reasons are
+//! in the log on every change.
+//!
 //! The gateway is built from flags as the binary builds it (`Config::load`,
-//! `FrontendTemplate`), so its `/readyz` and `/metrics` are the binary's.
+//! `FrontendTemplate`), so its `/readyz` and `/metrics` are the binary's; each test reads
+//! both its main (public) listener and its admin listener.
 
 mod common;
 
@@ -26,11 +32,28 @@ use tonic_health::pb::{HealthCheckRequest, HealthCheckResponse};
 use tonic_health::server::{HealthReporter, HealthService};
 use tonic_health::ServingStatus;
 
-/// The gateway of `args` (flags after the program name) on 127.0.0.1:0: its base URL.
-async fn gateway(args: &[&str]) -> String {
+/// A gateway's two listeners: their base URLs.
+struct Served {
+    /// The main listener (routes and gateway endpoints): `/readyz` says ready or not.
+    public: String,
+    /// The admin listener: `/readyz` says which route is not ready, and why.
+    admin: String,
+}
+
+/// The gateway of `args` (flags after the program name) on 127.0.0.1:0, with its admin
+/// listener beside it, sharing one readiness as the binary's listeners do.
+async fn gateway(args: &[&str]) -> Served {
     let config = Config::load(std::iter::once("a2a-gateway").chain(args.iter().copied())).unwrap();
     let template = FrontendTemplate::new(&config, None).unwrap();
-    let frontend = template.frontend(&Arc::default()).unwrap();
+    let metrics = Arc::default();
+    Served {
+        public: serve(template.frontend(&metrics).unwrap()).await,
+        admin: serve(template.admin_frontend(&metrics).unwrap()).await,
+    }
+}
+
+/// Serves `frontend` on 127.0.0.1:0: its base URL.
+async fn serve(frontend: a2a_gateway::server::Frontend) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(a2a_gateway::server::serve(
@@ -40,6 +63,15 @@ async fn gateway(args: &[&str]) -> String {
         Duration::from_secs(1),
     ));
     format!("http://{addr}")
+}
+
+/// The public `/readyz` of a gateway that is not ready: 503 and no more, whatever the
+/// admin listener says.
+async fn assert_public_not_ready(served: &Served) {
+    assert_eq!(
+        readyz(&served.public).await,
+        (503, "not ready\n".to_owned())
+    );
 }
 
 /// `GET base + path`: status and body.
@@ -185,13 +217,14 @@ async fn the_agents_health_status_decides() {
         let mut args = vec!["--backend", &url, "--readiness-cache", "300ms"];
         let ca = scheme.ca_flags();
         args.extend(ca.iter().map(String::as_str));
-        let base = gateway(&args).await;
-        assert_eq!(readyz(&base).await, (200, "ready\n".to_owned()));
+        let served = gateway(&args).await;
+        assert_eq!(readyz(&served.admin).await, (200, "ready\n".to_owned()));
         assert_eq!(agent.checks(), 1);
+        assert_eq!(readyz(&served.public).await, (200, "ready\n".to_owned()));
 
         agent.set("", ServingStatus::NotServing).await;
         let changed = Instant::now();
-        let body = await_readyz(&base, 503, Duration::from_secs(2)).await;
+        let body = await_readyz(&served.admin, 503, Duration::from_secs(2)).await;
         assert!(
             changed.elapsed() < Duration::from_millis(300 + 500),
             "{scheme:?}: seen after {:?}",
@@ -201,7 +234,8 @@ async fn the_agents_health_status_decides() {
             body,
             "route \"default\" is not ready: the agent reports NOT_SERVING for service \"\"\n"
         );
-        let (_, metrics) = get(&base, "/metrics").await;
+        assert_public_not_ready(&served).await;
+        let (_, metrics) = get(&served.admin, "/metrics").await;
         assert!(
             metrics.contains("a2a_gateway_route_ready{route=\"default\"} 0\n"),
             "{metrics}"
@@ -209,9 +243,10 @@ async fn the_agents_health_status_decides() {
 
         agent.set("", ServingStatus::Serving).await;
         let changed = Instant::now();
-        await_readyz(&base, 200, Duration::from_secs(2)).await;
+        await_readyz(&served.public, 200, Duration::from_secs(2)).await;
         assert!(changed.elapsed() < Duration::from_millis(300 + 500));
-        let (_, metrics) = get(&base, "/metrics").await;
+        assert_eq!(readyz(&served.admin).await, (200, "ready\n".to_owned()));
+        let (_, metrics) = get(&served.admin, "/metrics").await;
         assert!(metrics.contains("a2a_gateway_route_ready{route=\"default\"} 1\n"));
     }
 }
@@ -227,20 +262,23 @@ async fn without_a_health_service_a_connect_decides() {
     )
     .await;
     let url = format!("http://{}", pod.addr);
-    let base = gateway(&["--backend", &url, "--readiness-cache", "50ms"]).await;
-    assert_eq!(readyz(&base).await, (200, "ready\n".to_owned()));
+    let served = gateway(&["--backend", &url, "--readiness-cache", "50ms"]).await;
+    assert_eq!(readyz(&served.public).await, (200, "ready\n".to_owned()));
     pod.kill();
-    let body = await_readyz(&base, 503, Duration::from_secs(2)).await;
+    let body = await_readyz(&served.admin, 503, Duration::from_secs(2)).await;
     let expected = format!(
         "route \"default\" is not ready: cannot connect to {}",
         pod.addr
     );
     assert!(body.starts_with(&expected), "{body}");
+    assert_public_not_ready(&served).await;
 
     // UNIMPLEMENTED is remembered: later checks only connect.
     let agent = Agent::start(Offers::Unimplemented, Scheme::Http).await;
     let url = format!("http://{}", agent.addr);
-    let base = gateway(&["--backend", &url, "--readiness-cache", "50ms"]).await;
+    let base = gateway(&["--backend", &url, "--readiness-cache", "50ms"])
+        .await
+        .public;
     for _ in 0..5 {
         assert_eq!(readyz(&base).await, (200, "ready\n".to_owned()));
         tokio::time::sleep(Duration::from_millis(60)).await;
@@ -258,7 +296,9 @@ async fn without_a_health_service_a_connect_decides() {
 async fn probe_storms_ask_the_agent_once_per_cache_period() {
     let agent = Agent::start(Offers::Health, Scheme::Http).await;
     let url = format!("http://{}", agent.addr);
-    let base = gateway(&["--backend", &url, "--readiness-cache", "500ms"]).await;
+    let base = gateway(&["--backend", &url, "--readiness-cache", "500ms"])
+        .await
+        .public;
     // Warm the client's connection pool apart from the gateway's readiness.
     assert_eq!(get(&base, "/healthz").await.0, 200);
     let client = reqwest::Client::new();
@@ -306,9 +346,9 @@ async fn a_silent_agent_is_not_ready_after_the_readiness_timeout() {
         }
     });
     let url = format!("http://{addr}");
-    let base = gateway(&["--backend", &url, "--readiness-timeout", "300ms"]).await;
+    let served = gateway(&["--backend", &url, "--readiness-timeout", "300ms"]).await;
     let started = Instant::now();
-    let (status, body) = readyz(&base).await;
+    let (status, body) = readyz(&served.admin).await;
     let took = started.elapsed();
     assert_eq!(status, 503);
     assert_eq!(
@@ -319,6 +359,7 @@ async fn a_silent_agent_is_not_ready_after_the_readiness_timeout() {
         took >= Duration::from_millis(300) && took < Duration::from_millis(1500),
         "answered after {took:?}"
     );
+    assert_public_not_ready(&served).await;
 }
 
 /// HTTP+JSON agents: ready while their address accepts connections.
@@ -327,7 +368,7 @@ async fn http_json_routes_are_ready_while_the_agent_accepts() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let url = format!("http://{addr}/a2a");
-    let base = gateway(&[
+    let served = gateway(&[
         "--backend",
         &url,
         "--binding",
@@ -336,15 +377,16 @@ async fn http_json_routes_are_ready_while_the_agent_accepts() {
         "50ms",
     ])
     .await;
-    assert_eq!(readyz(&base).await, (200, "ready\n".to_owned()));
+    assert_eq!(readyz(&served.public).await, (200, "ready\n".to_owned()));
     drop(listener);
-    let body = await_readyz(&base, 503, Duration::from_secs(2)).await;
+    let body = await_readyz(&served.admin, 503, Duration::from_secs(2)).await;
     assert!(
         body.starts_with(&format!(
             "route \"default\" is not ready: cannot connect to {addr}"
         )),
         "{body}"
     );
+    assert_public_not_ready(&served).await;
 }
 
 /// Each route is judged on its own; the 503 names exactly the routes that are not ready,
@@ -381,8 +423,8 @@ async fn routes_are_judged_one_by_one() {
         agent = agent.addr
     );
     let file = TempFile::new("toml", &config);
-    let base = gateway(&["--config", file.path()]).await;
-    let (status, body) = readyz(&base).await;
+    let served = gateway(&["--config", file.path()]).await;
+    let (status, body) = readyz(&served.admin).await;
     assert_eq!(status, 503);
     let lines: Vec<&str> = body.lines().collect();
     assert_eq!(lines.len(), 2, "{body}");
@@ -394,7 +436,8 @@ async fn routes_are_judged_one_by_one() {
         lines[1].starts_with("route \"down\" is not ready: backend unreachable: "),
         "{body}"
     );
-    let (_, metrics) = get(&base, "/metrics").await;
+    assert_public_not_ready(&served).await;
+    let (_, metrics) = get(&served.admin, "/metrics").await;
     for line in [
         "a2a_gateway_route_ready{route=\"serving\"} 1\n",
         "a2a_gateway_route_ready{route=\"unknown-service\"} 0\n",
@@ -408,7 +451,7 @@ async fn routes_are_judged_one_by_one() {
         .await;
     let started = Instant::now();
     let body = loop {
-        let (status, body) = readyz(&base).await;
+        let (status, body) = readyz(&served.admin).await;
         if body.contains("route \"serving\"") {
             assert_eq!(status, 503);
             break body;
@@ -430,7 +473,7 @@ async fn balanced_routes_need_one_ready_endpoint() {
     let a = Agent::start(Offers::Health, Scheme::Http).await;
     let b = Agent::start(Offers::Health, Scheme::Http).await;
     let (url_a, url_b) = (format!("http://{}", a.addr), format!("http://{}", b.addr));
-    let base = gateway(&[
+    let served = gateway(&[
         "--backend",
         &url_a,
         "--backend",
@@ -439,16 +482,17 @@ async fn balanced_routes_need_one_ready_endpoint() {
         "50ms",
     ])
     .await;
-    assert_eq!(readyz(&base).await.0, 200);
+    let base = &served.admin;
+    assert_eq!(readyz(base).await.0, 200);
     a.set("", ServingStatus::NotServing).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     let before = a.checks() + b.checks();
-    assert_eq!(readyz(&base).await, (200, "ready\n".to_owned()));
+    assert_eq!(readyz(base).await, (200, "ready\n".to_owned()));
     // The first endpoint to pass decides; the other's check may be dropped unasked.
     assert!(a.checks() + b.checks() > before, "checked anew");
 
     b.set("", ServingStatus::NotServing).await;
-    let body = await_readyz(&base, 503, Duration::from_secs(2)).await;
+    let body = await_readyz(base, 503, Duration::from_secs(2)).await;
     assert!(
         body.starts_with("route \"default\" is not ready: no endpoint is ready ("),
         "{body}"
@@ -459,8 +503,9 @@ async fn balanced_routes_need_one_ready_endpoint() {
             "{body}"
         );
     }
+    assert_public_not_ready(&served).await;
     b.set("", ServingStatus::Serving).await;
-    await_readyz(&base, 200, Duration::from_secs(2)).await;
+    await_readyz(base, 200, Duration::from_secs(2)).await;
 }
 
 /// The pods behind a `dns:///` name, over TLS: each address is asked (TLS name and
@@ -486,20 +531,22 @@ async fn pods_behind_a_dns_name_are_checked_at_their_addresses() {
     ];
     let ca = Scheme::Https.ca_flags();
     args.extend(ca.iter().map(String::as_str));
-    let base = gateway(&args).await;
-    await_readyz(&base, 200, Duration::from_secs(2)).await;
+    let served = gateway(&args).await;
+    let base = &served.admin;
+    await_readyz(base, 200, Duration::from_secs(2)).await;
     for pod in &pods {
         pod.set("", ServingStatus::NotServing).await;
     }
-    let body = await_readyz(&base, 503, Duration::from_secs(2)).await;
+    let body = await_readyz(base, 503, Duration::from_secs(2)).await;
     for addr in &addrs {
         assert!(
             body.contains(&format!("{addr}: the agent reports NOT_SERVING")),
             "{body}"
         );
     }
+    assert_public_not_ready(&served).await;
     pods[1].set("", ServingStatus::Serving).await;
-    await_readyz(&base, 200, Duration::from_secs(2)).await;
+    await_readyz(base, 200, Duration::from_secs(2)).await;
     assert!(pods.iter().all(|pod| pod.checks() >= 1), "both pods asked");
 }
 
@@ -547,13 +594,11 @@ fn readiness_settings_load_and_are_checked() {
     assert!(err.contains("--admin-listen"), "{err}");
 }
 
-/// The binary with `--demo` and an admin listener (set by its environment variable).
-async fn with_admin(extra: &[&str]) -> (common::process::Running, String, String) {
+/// The binary with `args` and an admin listener (set by its environment variable).
+async fn with_admin(args: &[&str]) -> (common::process::Running, String, String) {
     let admin = free_listen_address();
-    let mut args = vec!["--demo"];
-    args.extend_from_slice(extra);
     let gateway = start_with(
-        &args,
+        args,
         &[("A2A_GATEWAY_ADMIN_LISTEN", admin.as_str())],
         std::process::Stdio::null(),
     )
@@ -566,7 +611,7 @@ async fn with_admin(extra: &[&str]) -> (common::process::Running, String, String
 /// main listener keeps `/healthz` and `/readyz` but no longer serves `/metrics`.
 #[tokio::test]
 async fn the_admin_listener_takes_metrics_off_the_main_one() {
-    let (_gateway, main, admin) = with_admin(&[]).await;
+    let (_gateway, main, admin) = with_admin(&["--demo"]).await;
     assert_eq!(get(&admin, "/healthz").await, (200, "ok\n".to_owned()));
     assert_eq!(get(&admin, "/readyz").await, (200, "ready\n".to_owned()));
     let (status, metrics) = get(&admin, "/metrics").await;
@@ -601,14 +646,14 @@ async fn the_admin_listener_takes_metrics_off_the_main_one() {
 /// while calls are still served for the drain delay.
 #[tokio::test]
 async fn sigterm_drain_shows_on_the_admin_listener() {
-    let (mut gateway, main, admin) = with_admin(&["--drain-delay", "2s"]).await;
+    let (mut gateway, main, admin) = with_admin(&["--demo", "--drain-delay", "2s"]).await;
     assert_eq!(get(&admin, "/readyz").await.0, 200);
     gateway.terminate();
     let started = Instant::now();
     let body = await_readyz(&admin, 503, Duration::from_millis(500)).await;
     assert_eq!(body, "shutting down\n");
     assert!(started.elapsed() < Duration::from_millis(500));
-    assert_eq!(readyz(&main).await.0, 503);
+    assert_eq!(readyz(&main).await, (503, "shutting down\n".to_owned()));
     assert_eq!(
         get(&admin, "/metrics").await.0,
         200,
@@ -621,6 +666,132 @@ async fn sigterm_drain_shows_on_the_admin_listener() {
         .exit_within(Duration::from_secs(5), "no exit after the drain")
         .await;
     assert!(status.success(), "{status:?}");
+}
+
+/// The binary's two surfaces with a route whose agent is down: the main listener's 503
+/// says `not ready` and nothing else (no route name, no reason); the admin listener's
+/// names the route and why.
+#[tokio::test]
+async fn only_the_admin_listener_says_why() {
+    let down = free_listen_address();
+    let url = format!("http://{down}");
+    let (_gateway, main, admin) = with_admin(&["--backend", &url]).await;
+    assert_eq!(readyz(&main).await, (503, "not ready\n".to_owned()));
+    let (status, body) = readyz(&admin).await;
+    assert_eq!(status, 503);
+    assert!(
+        body.starts_with("route \"default\" is not ready: backend unreachable: ")
+            && body.ends_with('\n')
+            && body.lines().count() == 1,
+        "{body}"
+    );
+}
+
+/// The binary's log lines, read from its stderr as they come (JSON, one object a line),
+/// and its base URL, whose `/readyz` makes the checks that log.
+struct Log {
+    lines: Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+    base: String,
+}
+
+impl Log {
+    fn read(gateway: &mut common::process::Running) -> Log {
+        use std::io::BufRead;
+        let stderr = gateway.0.stderr.take().expect("stderr piped");
+        let lines = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if let Ok(value) = serde_json::from_str(&line) {
+                    sink.lock().unwrap().push(value);
+                }
+            }
+        });
+        let base = gateway.1.trim_end_matches("/a2a/jsonrpc").to_owned();
+        Log { lines, base }
+    }
+
+    /// The `fields` of every line whose message is `message`, once there are `n` of them
+    /// (within 5 s), probing `/readyz` meanwhile.
+    async fn await_lines(&self, message: &str, n: usize) -> Vec<serde_json::Value> {
+        let started = Instant::now();
+        loop {
+            readyz(&self.base).await;
+            let found: Vec<_> = self
+                .lines
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|line| line["fields"]["message"] == message)
+                .map(|line| line["fields"].clone())
+                .collect();
+            if found.len() >= n {
+                return found;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "{n} {message:?} lines expected, {} logged",
+                found.len()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// Without an admin listener no `/readyz` says why; the log does, on every change: the
+/// route turning unready (with the reason), turning unready for another reason (the new
+/// one and the old), and ready again (with the reason it had been unready for).
+#[tokio::test]
+async fn without_an_admin_listener_the_log_says_why() {
+    let agent = Agent::start(Offers::Health, Scheme::Http).await;
+    let url = format!("http://{}", agent.addr);
+    let mut gateway = start_with(
+        &[
+            "--backend",
+            &url,
+            "--readiness-cache",
+            "50ms",
+            "--log-format",
+            "json",
+        ],
+        &[],
+        std::process::Stdio::piped(),
+    )
+    .await;
+    let log = Log::read(&mut gateway);
+    let main = log.base.clone();
+    assert_eq!(readyz(&main).await, (200, "ready\n".to_owned()));
+
+    let not_serving = "the agent reports NOT_SERVING for service \"\"";
+    let unknown = "the agent reports UNKNOWN for service \"\"";
+    agent.set("", ServingStatus::NotServing).await;
+    let body = await_readyz(&main, 503, Duration::from_secs(2)).await;
+    assert_eq!(body, "not ready\n");
+    let lines = log.await_lines("route not ready", 1).await;
+    assert_eq!(lines[0]["route"], "default", "{lines:?}");
+    assert_eq!(lines[0]["why"], not_serving, "{lines:?}");
+    assert!(lines[0].get("was").is_none(), "{lines:?}");
+
+    // Still not ready, for another reason: logged again, the public body the same.
+    agent.set("", ServingStatus::Unknown).await;
+    let lines = log.await_lines("route not ready", 2).await;
+    assert_eq!(lines[1]["why"], unknown, "{lines:?}");
+    assert_eq!(lines[1]["was"], not_serving, "{lines:?}");
+    assert_eq!(readyz(&main).await, (503, "not ready\n".to_owned()));
+
+    agent.set("", ServingStatus::Serving).await;
+    await_readyz(&main, 200, Duration::from_secs(2)).await;
+    let again = log.await_lines("route ready again", 1).await;
+    assert_eq!(again[0]["route"], "default", "{again:?}");
+    assert_eq!(again[0]["was"], unknown, "{again:?}");
+    // One line per change: polling an unchanged state logs nothing more.
+    for _ in 0..5 {
+        assert_eq!(readyz(&main).await.0, 200);
+        tokio::time::sleep(Duration::from_millis(60)).await;
+    }
+    assert_eq!(log.await_lines("route not ready", 0).await.len(), 2);
+    assert_eq!(log.await_lines("route ready again", 0).await.len(), 1);
 }
 
 /// An admin address the gateway cannot listen on is a startup error naming the flag.

@@ -16,6 +16,9 @@
 //! their result is kept for `readiness-cache`: every probe within that time, on any worker
 //! or listener, gets the same answer, and concurrent probes share one check, so a probe
 //! storm never reaches the agents.
+//!
+//! Every change of a route's readiness is logged with its reason (`route not ready`,
+//! `route ready again`): only the admin listener's `/readyz` names routes and reasons.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -129,16 +132,27 @@ impl Readiness {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let before = state.last.as_ref().map(|(_, report)| report.clone());
         for (i, (route, result)) in report.routes.iter().enumerate() {
-            let was_ready = before.as_ref().is_none_or(|b| b.routes[i].1.is_ok());
-            match result {
-                Err(why) if was_ready => tracing::warn!(%route, %why, "route not ready"),
-                Ok(()) if !was_ready => tracing::info!(%route, "route ready again"),
-                _ => {}
-            }
+            let was = before.as_ref().map_or(&Ok(()), |b| &b.routes[i].1);
+            log_change(route, was, result);
         }
         state.last = Some((Instant::now(), report.clone()));
         state.running = None;
         report
+    }
+}
+
+/// Logs a route's change of readiness, with the reason on every change: public listeners'
+/// `/readyz` says only ready or not (`routing::Surface`), so without an admin listener the
+/// log is where an operator reads why. A route that stays not ready for another reason is
+/// logged again.
+fn log_change(route: &str, was: &Result<(), String>, now: &Result<(), String>) {
+    match (was, now) {
+        (Ok(()), Err(why)) => tracing::warn!(%route, %why, "route not ready"),
+        (Err(was), Err(why)) if was != why => {
+            tracing::warn!(%route, %why, %was, "route not ready")
+        }
+        (Err(was), Ok(())) => tracing::info!(%route, %was, "route ready again"),
+        _ => {}
     }
 }
 
@@ -242,6 +256,9 @@ impl RouteCheck {
                 Err(why) => failures.push(why),
             }
         }
+        // By endpoint label, not in the order the checks ended: the same failures make the
+        // same reason, so the log shows a change only when there is one (`log_change`).
+        failures.sort();
         match failures.is_empty() {
             true => Err("every endpoint is ejected".into()),
             false => Err(format!("no endpoint is ready ({})", failures.join("; "))),

@@ -4,7 +4,9 @@
 //! (`config::routes`). A request for anything else gets a 404 with a small
 //! JSON body; a known path with the wrong method a 405 with `Allow`. An admin listener
 //! serves only the gateway's health and metrics endpoints, and takes `/metrics` off the
-//! main one (`Surface`).
+//! main one (`Surface`). Only the admin listener's `/readyz` says which route is not
+//! ready and why; elsewhere it says ready or not (the reasons are logged,
+//! `server::readiness`).
 //!
 //! A `POST` to a JSON-RPC endpoint, nearly every request, is matched with a few string
 //! comparisons and goes straight to its handler (the axum router's matching and
@@ -79,14 +81,18 @@ pub struct Frontend {
     surface: Surface,
 }
 
-/// What a listener serves.
+/// What a listener serves. Every surface but `Admin` is public: whoever reaches it learns
+/// from `/readyz` whether the gateway is ready, not which routes or agents are failing
+/// and why (route names, agent addresses, health services; issue 20).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Surface {
-    /// The routes and every gateway endpoint.
+    /// The routes and every gateway endpoint; `/readyz` says ready or not only.
     All,
-    /// The routes and every gateway endpoint but `/metrics`, which an admin listener serves.
+    /// The routes and every gateway endpoint but `/metrics`, which an admin listener serves;
+    /// `/readyz` says ready or not only.
     Public,
-    /// The admin listener: `/metrics`, `/healthz` and `/readyz` only.
+    /// The admin listener: `/metrics`, `/healthz` and `/readyz` only, `/readyz` naming each
+    /// route that is not ready and why.
     Admin,
 }
 
@@ -203,10 +209,11 @@ impl Frontend {
         response
     }
 
-    /// `/readyz`: 503 while shutting down; else 503 naming each route that is not ready,
-    /// one line each: a balanced route without an endpoint to call (none resolved, or all
-    /// ejected; read fresh on every probe), or one whose agent check failed
-    /// (`server::readiness`, cached).
+    /// `/readyz`: 503 while shutting down; else 503 while a route is not ready: a balanced
+    /// route without an endpoint to call (none resolved, or all ejected; read fresh on every
+    /// probe), or one whose agent check failed (`server::readiness`, cached). The admin
+    /// listener names each such route and why, one line each; a public surface answers
+    /// `not ready` only (the log carries the reasons).
     async fn readiness(self) -> Response {
         if !self.lifecycle.is_ready() {
             return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response();
@@ -217,9 +224,12 @@ impl Frontend {
                 why.push_str(&format!("route {route:?} {problem}\n"));
             }
         }
-        match why.is_empty() {
-            true => "ready\n".into_response(),
-            false => (StatusCode::SERVICE_UNAVAILABLE, why).into_response(),
+        match (why.is_empty(), self.surface) {
+            (true, _) => "ready\n".into_response(),
+            (false, Surface::Admin) => (StatusCode::SERVICE_UNAVAILABLE, why).into_response(),
+            (false, Surface::All | Surface::Public) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "not ready\n").into_response()
+            }
         }
     }
 
