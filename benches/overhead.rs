@@ -235,13 +235,19 @@ async fn start_gateway(backend: SocketAddr) -> (Proc, SocketAddr) {
         command.env("A2A_GATEWAY_WORKERS", &threads);
         command.env("TOKIO_WORKER_THREADS", threads);
     }
+    // As users run it: the access log on (the default), the default log level, stderr to a
+    // file. OVERHEAD_ACCESS_LOG=false measures the gateway without its access lines.
+    let access_log = std::env::var("OVERHEAD_ACCESS_LOG").unwrap_or_else(|_| "true".into());
+    let log = std::env::temp_dir().join(format!("overhead-gateway-{}.log", std::process::id()));
+    let log = std::fs::File::create(&log).expect("gateway log file");
     let child = command
         .args(["--listen", &addr.to_string()])
         .args(["--backend", &format!("http://{backend}")])
-        .env("RUST_LOG", "warn")
+        .args(["--access-log", &access_log])
+        .env_remove("RUST_LOG")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
+        .stderr(Stdio::from(log))
         .spawn()
         .expect("start gateway");
     let proc = Proc { child };
