@@ -6,9 +6,11 @@ use std::sync::Arc;
 
 use a2a_gateway::config::{Command, Config, LoadError, LogFormat};
 use a2a_gateway::server::FrontendTemplate;
+use a2a_gateway::telemetry::access::sink::{self, LineFormat};
 use a2a_gateway::telemetry::trace::Tracing;
 use a2a_gateway::telemetry::untrusted::without_credentials;
 use a2a_gateway::{demo, server};
+use tracing_appender::non_blocking::{NonBlockingBuilder, WorkerGuard};
 
 /// mimalloc instead of glibc's allocator: about 5 % fewer instructions per call. Without
 /// transparent huge pages (`no_thp`): with them, idle RSS was 21 MiB instead of 10 and
@@ -34,7 +36,8 @@ fn main() -> ExitCode {
         Ok(traces) => traces,
         Err(e) => return fail(&e.to_string()),
     };
-    init_logging(config.cli.log_format, config.cli.access_log);
+    // Held to the end: dropping it writes what the log still holds (at most a second).
+    let _log = init_logging(config.cli.log_format, config.cli.access_log);
     raise_fd_limit();
     // The main thread accepts connections, handles signals and runs the demo agent; the
     // workers serve the calls (server::workers).
@@ -58,6 +61,7 @@ fn main() -> ExitCode {
         tracing::info!(endpoint = %without_credentials(&settings.endpoint), protocol = ?settings.protocol, sampler = ?settings.sampler, "exporting traces over OTLP");
     }
     let code = runtime.block_on(run(config));
+    sink::flush();
     if let Some(tracing) = tracing {
         tracing.shutdown();
     }
@@ -218,7 +222,14 @@ fn raise_fd_limit() {
     }
 }
 
-fn init_logging(format: LogFormat, access_log: bool) {
+/// Pieces of the log (events, or pieces of access lines) queued for stderr at most; past
+/// them a piece is dropped and counted, so a stuck stderr stalls no thread. Access pieces
+/// are at most 64 KiB each: 8 MiB at the very worst.
+const LOG_QUEUE: usize = 128;
+
+/// Logs go to stderr from a thread of their own (`tracing-appender`), the access lines
+/// through `telemetry::access::sink`; the guard, dropped, writes what is queued.
+fn init_logging(format: LogFormat, access_log: bool) -> WorkerGuard {
     let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     if !access_log {
@@ -227,14 +238,29 @@ fn init_logging(format: LogFormat, access_log: bool) {
             filter = filter.add_directive(off);
         }
     }
+    let (writer, guard) = NonBlockingBuilder::default()
+        .buffered_lines_limit(LOG_QUEUE)
+        .lossy(true)
+        .thread_name("log-writer")
+        .finish(std::io::stderr());
     // Colours only for a person at a terminal: in a file or a collector they are bytes.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(ansi)
-        .with_writer(std::io::stderr);
+        .with_writer(writer.clone());
+    if access_log {
+        let lines = match format {
+            LogFormat::Text => LineFormat::Text,
+            LogFormat::Json => LineFormat::Json,
+        };
+        if let Err(e) = sink::install(lines, writer) {
+            eprintln!("a2a-gateway: warning: no access log: cannot start its writer: {e}");
+        }
+    }
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
     }
+    guard
 }

@@ -212,6 +212,10 @@ impl Metrics {
             "a2a_gateway_stream_frames_total {}",
             self.stream_events.load(Relaxed)
         );
+        out.push_str("# HELP a2a_gateway_log_lines_dropped_total Log lines (an event, or a piece of access lines) dropped because stderr did not take them.\n");
+        out.push_str("# TYPE a2a_gateway_log_lines_dropped_total counter\n");
+        let dropped = access::sink::dropped();
+        let _ = writeln!(out, "a2a_gateway_log_lines_dropped_total {dropped}");
         self.render_process(&mut out);
         out
     }

@@ -391,3 +391,64 @@ async fn client_strings_are_bounded_and_escaped_in_log_and_spans() {
     }
     assert!(exported.contains("…(+"), "{exported}");
 }
+
+/// Lines are written while the gateway runs, not only at exit; and a stderr that takes
+/// nothing (a pipe nobody reads) stalls no call and no probe: past the log's bounds, lines
+/// are dropped and counted in `/metrics`.
+#[tokio::test]
+async fn lines_are_written_soon_and_a_stuck_stderr_stalls_no_call() {
+    let agent = backend();
+    let (gateway, log) = start(&agent, &["--log-format", "json"], &[]).await;
+    let send = request(json!(1), "SendMessage", message_params("hi"));
+    common::post(&gateway.1, send).await;
+    let started = std::time::Instant::now();
+    while access_lines(&std::fs::read_to_string(log.path()).unwrap()).is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "no access line yet"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop(gateway, &log).await;
+
+    let addr = agent.spawn().await;
+    let backend_url = format!("http://{addr}");
+    let admin = common::free_listen_address();
+    let args = ["--backend", &backend_url, "--admin-listen", &admin];
+    let stuck = start_with(&args, &[], Stdio::piped()).await;
+    // 100 members a batch, so 100 lines of ~500 bytes (ids are logged up to 128) a
+    // request: 300 requests are ~15 MB of lines, past what the pipe (64 KiB) and the log's
+    // queue (8 MiB) hold.
+    let member = request(json!("i".repeat(120)), "GetTask", json!({"id": "t-9"}));
+    let batch = format!("[{}]", vec![member; 100].join(","));
+    for n in 0..300 {
+        let started = std::time::Instant::now();
+        let (status, _, _) = common::post(&stuck.1, batch.clone()).await;
+        if n % 50 == 0 {
+            // A probe logs on the main thread (the agent offers no health service).
+            let ready = common::client().get(format!("http://{admin}/readyz")).send().await;
+            assert!(ready.is_ok(), "batch {n}: {ready:?}");
+        }
+        assert_eq!(status, 200);
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "batch {n} took {:?}",
+            started.elapsed()
+        );
+    }
+    let metrics = common::client()
+        .get(format!("http://{admin}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let dropped: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("a2a_gateway_log_lines_dropped_total "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(dropped > 0, "{metrics}");
+}

@@ -4,20 +4,24 @@
 //! each call in a `backend::observed::BackendCall` (its client span), which leaves the
 //! backend's status for the line here (`leave_backend_status`).
 //!
-//! The line is an INFO event of target `a2a_gateway::access` with fixed fields: route
+//! The line has the shape of an INFO event of target `a2a_gateway::access`, written by
+//! `sink` off the request path (the log filter still decides whether there is one), with
+//! fixed fields: route
 //! (the request path), method, JSON-RPC id, result code (0: success), backend status (gRPC
 //! status code or HTTP status, `-` when the backend was not reached), duration, bytes in and
 //! out, SSE frames, client address, request id and trace id. No header value and no param
 //! other than the id is ever logged, so credentials cannot appear in it; the path, the ids
 //! and the request id are bounded and escaped (`untrusted::clip`).
-//! `--access-log false` turns the target off in the log filter; then `CallRecord::start`
-//! sees it disabled and keeps nothing.
+//! `--access-log false` installs no sink and turns the target off in the log filter; then
+//! `CallRecord::start` sees it disabled and keeps nothing.
 
 use std::cell::Cell;
 use std::net::SocketAddr;
 use std::time::Instant;
 
 use http::{HeaderName, HeaderValue};
+
+pub mod sink;
 
 use super::trace::{self, ServerSpan};
 use super::untrusted::{clip, clipped};
@@ -62,7 +66,8 @@ impl CallRecord {
     /// A call of `bytes_in` bytes (the whole body, or the batch element) with JSON-RPC
     /// `id`, on `request`.
     pub fn start(request: &http::request::Parts, bytes_in: usize, id: Option<&str>) -> Self {
-        let line = tracing::enabled!(target: TARGET, tracing::Level::INFO).then(|| {
+        let on = sink::installed() && tracing::enabled!(target: TARGET, tracing::Level::INFO);
+        let line = on.then(|| {
             Box::new(Line {
                 started: Instant::now(),
                 path: clipped(request.uri.path()).into(),
@@ -191,22 +196,30 @@ impl Drop for CallRecord {
             Some(id) => Dash(Some(id)),
             None => Dash(client_trace.as_ref().map(|id| id as &dyn std::fmt::Display)),
         };
-        tracing::info!(
-            target: TARGET,
-            route = &*line.path,
-            method = line.method,
-            id = %Dash(line.id.as_deref()),
-            code,
-            backend_status = %Dash(line.backend),
-            duration_us = u64::try_from(line.started.elapsed().as_micros()).unwrap_or(u64::MAX),
-            bytes_in = line.bytes_in,
-            bytes_out = line.bytes_out,
-            frames = line.frames,
-            client = %Dash(line.client),
-            request_id = %Dash(line.request_id.as_ref().and_then(|v| v.to_str().ok()).map(clip)),
-            trace_id = %trace_id,
-            "access"
-        );
+        let duration_us = i64::try_from(line.started.elapsed().as_micros()).unwrap_or(i64::MAX);
+        let request_id = line.request_id.as_ref().and_then(|v| v.to_str().ok());
+        let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        sink::append(|out, format| {
+            sink::open_line(out, format, TARGET);
+            sink::text_field(out, format, "route", &line.path);
+            sink::text_field(out, format, "method", line.method);
+            sink::shown_field(out, format, "id", &Dash(line.id.as_deref()));
+            sink::number_field(out, format, "code", i64::from(code));
+            sink::shown_field(out, format, "backend_status", &Dash(line.backend));
+            sink::number_field(out, format, "duration_us", duration_us);
+            sink::number_field(out, format, "bytes_in", count(line.bytes_in));
+            sink::number_field(out, format, "bytes_out", count(line.bytes_out));
+            sink::number_field(
+                out,
+                format,
+                "frames",
+                i64::try_from(line.frames).unwrap_or(i64::MAX),
+            );
+            sink::shown_field(out, format, "client", &Dash(line.client));
+            sink::shown_field(out, format, "request_id", &Dash(request_id.map(clip)));
+            sink::shown_field(out, format, "trace_id", &trace_id);
+            sink::close_line(out, format, TARGET);
+        });
     }
 }
 

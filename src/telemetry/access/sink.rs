@@ -1,0 +1,332 @@
+//! Where access lines go, off the request path. A call's line is formatted straight from its
+//! fields into one buffer shared by the serving threads (held for the formatting only, so
+//! lines stay in the order calls ended); a thread of its own, `access-log`, swaps the
+//! buffer for an empty one every `FLUSH_EVERY` (or sooner, once it holds `WAKE_AT` bytes)
+//! and hands it, in pieces of whole lines, to the log's writer (`tracing-appender`'s
+//! non-blocking one, which the other events go through too, so the order holds). So a call
+//! pays for the formatting only: no system call, no allocation once the two buffers have
+//! grown, and a stuck stderr never stalls a call.
+//!
+//! The lines look exactly like the log's other events (`tracing-subscriber`'s full text
+//! format, or its JSON), so one parser reads both. Bounded: the buffer holds at most
+//! `MAX_PENDING` bytes and the writer's queue a fixed number of pieces; past either, lines
+//! are dropped and counted (`dropped`). `flush` hands over what is buffered (at exit).
+
+use std::io::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Condvar, Mutex, OnceLock};
+
+use std::time::{Duration, SystemTime};
+use tracing_appender::non_blocking::NonBlocking;
+
+/// How often buffered lines are written.
+const FLUSH_EVERY: Duration = Duration::from_millis(100);
+/// A buffer this full wakes the writer at once.
+const WAKE_AT: usize = 64 << 10;
+/// The most the buffer holds while stderr does not take it.
+const MAX_PENDING: usize = 4 << 20;
+
+/// The two shapes of the log (`--log-format`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LineFormat {
+    Text,
+    Json,
+}
+
+struct Sink {
+    format: LineFormat,
+    /// Lines not yet written.
+    buffer: Mutex<Vec<u8>>,
+    /// Set (and notified) when a buffer passed `WAKE_AT`.
+    wake: (Mutex<bool>, Condvar),
+    /// The log's writer; one holder at a time, so pieces keep their order.
+    writer: Mutex<NonBlocking>,
+    dropped: AtomicU64,
+}
+
+static SINK: OnceLock<Sink> = OnceLock::new();
+
+thread_local! {
+    /// The second this thread last wrote a timestamp for, and its text up to the seconds.
+    static SECOND: std::cell::Cell<(u64, [u8; 19])> = const { std::cell::Cell::new((u64::MAX, [0; 19])) };
+}
+
+/// Starts the writer thread: access lines go to `writer` in `format` from now on. Once per
+/// process; a second call changes nothing.
+pub fn install(format: LineFormat, writer: NonBlocking) -> std::io::Result<()> {
+    if SINK.get().is_some() {
+        return Ok(());
+    }
+    let _ = SINK.set(Sink {
+        format,
+        buffer: Mutex::new(Vec::with_capacity(WAKE_AT)),
+        wake: (Mutex::new(false), Condvar::new()),
+        writer: Mutex::new(writer),
+        dropped: AtomicU64::new(0),
+    });
+    std::thread::Builder::new()
+        .name("access-log".into())
+        .spawn(write_forever)
+        .map(drop)
+}
+
+/// Whether lines are taken (`install` ran).
+pub fn installed() -> bool {
+    SINK.get().is_some()
+}
+
+/// Writes every buffered line now.
+pub fn flush() {
+    if let Some(sink) = SINK.get() {
+        sink.write_all(&mut Vec::new());
+    }
+}
+
+/// Access lines dropped, and pieces of the log (an event, or a piece of access lines)
+/// the writer dropped, because stderr did not take them.
+pub fn dropped() -> u64 {
+    SINK.get().map_or(0, |sink| {
+        let writer = sink.writer.lock().unwrap_or_else(|e| e.into_inner());
+        sink.dropped.load(Relaxed) + writer.error_counter().dropped_lines() as u64
+    })
+}
+
+/// Appends one line, written by `fill` in the installed format, to the buffer.
+pub fn append(fill: impl FnOnce(&mut Vec<u8>, LineFormat)) {
+    let Some(sink) = SINK.get() else {
+        return;
+    };
+    let mut bytes = sink.buffer.lock().unwrap_or_else(|e| e.into_inner());
+    if bytes.len() >= MAX_PENDING {
+        sink.dropped.fetch_add(1, Relaxed);
+        return;
+    }
+    let before = bytes.len();
+    fill(&mut bytes, sink.format);
+    if before < WAKE_AT && bytes.len() >= WAKE_AT {
+        drop(bytes);
+        let (woken, condvar) = &sink.wake;
+        *woken.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        condvar.notify_one();
+    }
+}
+
+/// The event's opening in `format`: the time and, in text, the level and target.
+pub fn open_line(out: &mut Vec<u8>, format: LineFormat, target: &str) {
+    match format {
+        LineFormat::Text => {
+            timestamp(out);
+            let _ = write!(out, "  INFO {target}: access");
+        }
+        LineFormat::Json => {
+            out.extend_from_slice(b"{\"timestamp\":\"");
+            timestamp(out);
+            out.extend_from_slice(b"\",\"level\":\"INFO\",\"fields\":{\"message\":\"access\"");
+        }
+    }
+}
+
+/// A field whose value is text: quoted as `tracing` quotes a `&str` (its `Debug`).
+pub fn text_field(out: &mut Vec<u8>, format: LineFormat, name: &str, value: &str) {
+    match format {
+        LineFormat::Text => {
+            let _ = write!(out, " {name}=\"");
+            escape_quotes(out, value);
+            out.push(b'"');
+        }
+        LineFormat::Json => json_field(out, name, value),
+    }
+}
+
+/// A field whose value is written with `Display` (`%value` in `tracing`): bare in text, a
+/// JSON string in JSON.
+pub fn shown_field(
+    out: &mut Vec<u8>,
+    format: LineFormat,
+    name: &str,
+    value: &dyn std::fmt::Display,
+) {
+    match format {
+        LineFormat::Text => {
+            let _ = write!(out, " {name}={value}");
+        }
+        LineFormat::Json => {
+            let _ = write!(out, ",\"{name}\":\"");
+            let _ = std::fmt::Write::write_fmt(&mut JsonEscaped(out), format_args!("{value}"));
+            out.push(b'"');
+        }
+    }
+}
+
+/// A number field.
+pub fn number_field(out: &mut Vec<u8>, format: LineFormat, name: &str, value: i64) {
+    let _ = match format {
+        LineFormat::Text => write!(out, " {name}={value}"),
+        LineFormat::Json => write!(out, ",\"{name}\":{value}"),
+    };
+}
+
+/// The event's end.
+pub fn close_line(out: &mut Vec<u8>, format: LineFormat, target: &str) {
+    if format == LineFormat::Json {
+        let _ = write!(out, "}},\"target\":\"{target}\"}}");
+    }
+    out.push(b'\n');
+}
+
+fn json_field(out: &mut Vec<u8>, name: &str, value: &str) {
+    let _ = write!(out, ",\"{name}\":\"");
+    let _ = std::fmt::Write::write_str(&mut JsonEscaped(out), value);
+    out.push(b'"');
+}
+
+/// Writes text into a JSON string's body: quotes, backslashes and control characters
+/// escaped (RFC 8259 section 7), straight into the buffer.
+struct JsonEscaped<'a>(&'a mut Vec<u8>);
+
+impl std::fmt::Write for JsonEscaped<'_> {
+    fn write_str(&mut self, text: &str) -> std::fmt::Result {
+        for piece in text.split_inclusive(|c: char| c == '"' || c == '\\' || c.is_control()) {
+            let (head, last) =
+                piece.split_at(piece.len() - piece.chars().next_back().map_or(0, char::len_utf8));
+            match last.chars().next() {
+                Some(c @ ('"' | '\\')) => {
+                    self.0.extend_from_slice(head.as_bytes());
+                    self.0.extend_from_slice(&[b'\\', c as u8]);
+                }
+                Some(c) if c.is_control() => {
+                    self.0.extend_from_slice(head.as_bytes());
+                    let _ = write!(self.0, "\\u{:04x}", u32::from(c));
+                }
+                _ => self.0.extend_from_slice(piece.as_bytes()),
+            }
+        }
+        Ok(())
+    }
+}
+
+fn escape_quotes(out: &mut Vec<u8>, value: &str) {
+    for piece in value.split_inclusive(['"', '\\']) {
+        match piece.as_bytes().split_last() {
+            Some((last @ (b'"' | b'\\'), head)) => {
+                out.extend_from_slice(head);
+                out.extend_from_slice(&[b'\\', *last]);
+            }
+            _ => out.extend_from_slice(piece.as_bytes()),
+        }
+    }
+}
+
+/// Now, as `tracing-subscriber` writes it: `2026-12-03T08:39:45.587309Z`. The date and
+/// time up to the seconds are worked out once per second per thread.
+fn timestamp(out: &mut Vec<u8>) {
+    let since = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    let seconds = since.as_secs();
+    let (cached, mut text) = SECOND.get();
+    if cached != seconds {
+        let at = time::OffsetDateTime::from_unix_timestamp(seconds as i64)
+            .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+        let mut cursor = std::io::Cursor::new(&mut text[..]);
+        let _ = write!(
+            cursor,
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+            at.year(),
+            u8::from(at.month()),
+            at.day(),
+            at.hour(),
+            at.minute(),
+            at.second()
+        );
+        SECOND.set((seconds, text));
+    }
+    out.extend_from_slice(&text);
+    let _ = write!(out, ".{:06}Z", since.subsec_micros());
+}
+
+/// The writer thread: every `FLUSH_EVERY`, or when woken, the buffer to stderr.
+fn write_forever() {
+    let Some(sink) = SINK.get() else {
+        return;
+    };
+    let mut spare = Vec::with_capacity(WAKE_AT);
+    loop {
+        {
+            let (woken, condvar) = &sink.wake;
+            let guard = woken.lock().unwrap_or_else(|e| e.into_inner());
+            let (mut guard, _) = condvar
+                .wait_timeout_while(guard, FLUSH_EVERY, |woken| !*woken)
+                .unwrap_or_else(|e| e.into_inner());
+            *guard = false;
+        }
+        sink.write_all(&mut spare);
+    }
+}
+
+impl Sink {
+    /// Swaps the buffer for `spare` (emptied) and hands what it held to the writer, in
+    /// pieces of whole lines of at most `WAKE_AT` bytes (one queue slot each).
+    fn write_all(&self, spare: &mut Vec<u8>) {
+        let mut writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        spare.clear();
+        std::mem::swap(
+            &mut *self.buffer.lock().unwrap_or_else(|e| e.into_inner()),
+            spare,
+        );
+        let mut rest = &spare[..];
+        while !rest.is_empty() {
+            let window = &rest[..rest.len().min(WAKE_AT)];
+            let end = match window.iter().rposition(|b| *b == b'\n') {
+                Some(newline) if window.len() < rest.len() => newline + 1,
+                _ => window.len(),
+            };
+            // A lossy writer takes every piece; one it drops is counted there.
+            let _ = writer.write_all(&rest[..end]);
+            rest = &rest[end..];
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(format: LineFormat) -> String {
+        let mut out = Vec::new();
+        open_line(&mut out, format, "a2a_gateway::access");
+        text_field(&mut out, format, "route", "/a\"b\\c\u{1}");
+        shown_field(&mut out, format, "id", &"\"x\"");
+        number_field(&mut out, format, "code", -32001);
+        close_line(&mut out, format, "a2a_gateway::access");
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn text_lines_are_tracings_full_format() {
+        let text = line(LineFormat::Text);
+        let (time, rest) = text.split_once("  ").unwrap();
+        assert_eq!(time.len(), "2026-12-03T08:39:45.587309Z".len(), "{text}");
+        assert!(time.ends_with('Z') && time.as_bytes()[10] == b'T', "{text}");
+        assert_eq!(
+            rest,
+            "INFO a2a_gateway::access: access route=\"/a\\\"b\\\\c\u{1}\" id=\"x\" code=-32001\n"
+        );
+    }
+
+    #[test]
+    fn json_lines_are_tracings_json_format() {
+        let text = line(LineFormat::Json);
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(value["level"], "INFO");
+        assert_eq!(value["target"], "a2a_gateway::access");
+        assert_eq!(value["fields"]["message"], "access");
+        assert_eq!(value["fields"]["route"], "/a\"b\\c\u{1}");
+        assert_eq!(value["fields"]["id"], "\"x\"");
+        assert_eq!(value["fields"]["code"], -32001);
+        let time = value["timestamp"].as_str().unwrap();
+        let parsed =
+            time::OffsetDateTime::parse(time, &time::format_description::well_known::Rfc3339);
+        assert!(parsed.is_ok(), "{time}");
+    }
+}
