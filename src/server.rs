@@ -74,6 +74,12 @@ pub struct GatewayTemplate {
     forward: ForwardPolicy,
     /// The route's push URL policy (`None`: the guard is off).
     push: Option<crate::push::PushPolicy>,
+    /// What the route's `backend` names, as parsed once (readiness probes the same).
+    targets: Targets,
+    /// The CA bundle trusted for `https://` backends, besides the system roots.
+    ca: Option<Vec<u8>>,
+    /// The client certificate chain and key (PEM) for a backend that asks for one.
+    id: Option<Vec<u8>>,
     backend: BackendTemplate,
 }
 
@@ -81,9 +87,6 @@ enum BackendTemplate {
     Grpc(GrpcBackend),
     Rest {
         url: String,
-        ca: Option<Vec<u8>>,
-        /// The client certificate chain and key (PEM) for a backend that asks for one.
-        id: Option<Vec<u8>>,
     },
     /// Many endpoints: each worker balances over them; with task affinity, through the
     /// route's id codec.
@@ -113,7 +116,7 @@ impl GatewayTemplate {
                 Some(Arc::new(codec))
             }
         };
-        let backend = match targets {
+        let backend = match targets.clone() {
             // `--demo` replaces the backends after the flags were checked.
             Targets::One(_) if codec.is_some() => {
                 return Err(ConfigError::AffinityOneBackend.into())
@@ -130,7 +133,7 @@ impl GatewayTemplate {
                         ca.as_deref(),
                         id.as_deref(),
                     )?;
-                    BackendTemplate::Rest { url, ca, id }
+                    BackendTemplate::Rest { url }
                 }
             },
             Targets::List(urls) => {
@@ -141,7 +144,7 @@ impl GatewayTemplate {
                 BackendTemplate::Balanced(RouteEndpoints::fixed(endpoints, policy(cli)), codec)
             }
             Targets::Dns(target) => {
-                let at = dns_endpoints(cli, &target.url(), ca, id, codec.clone())?;
+                let at = dns_endpoints(cli, &target.url(), ca.clone(), id.clone(), codec.clone())?;
                 let resolution = Resolution {
                     interval: cli.backend_resolve_interval,
                     server: cli.backend_resolver,
@@ -155,6 +158,9 @@ impl GatewayTemplate {
             cli: cli.clone(),
             forward,
             push,
+            targets,
+            ca,
+            id,
             backend,
         })
     }
@@ -163,12 +169,12 @@ impl GatewayTemplate {
     pub fn backend(&self) -> Result<Arc<dyn Backend>, BackendError> {
         Ok(match &self.backend {
             BackendTemplate::Grpc(grpc) => Arc::new(grpc.for_worker()),
-            BackendTemplate::Rest { url, ca, id } => Arc::new(
+            BackendTemplate::Rest { url } => Arc::new(
                 RestBackend::with_identity(
                     url,
                     self.cli.connect_timeout,
-                    ca.as_deref(),
-                    id.as_deref(),
+                    self.ca.as_deref(),
+                    self.id.as_deref(),
                 )?
                 .max_message(self.cli.backend_max_message),
             ),

@@ -31,7 +31,7 @@ use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use tonic_health::pb::health_check_response::ServingStatus;
 
-use super::{read_ca, BackendTemplate, GatewayTemplate};
+use super::{BackendTemplate, GatewayTemplate};
 use crate::backend::endpoints::{probe_address, RouteEndpoints, Targets};
 use crate::backend::grpc::health::HealthAnswer;
 use crate::backend::grpc::GrpcBackend;
@@ -270,24 +270,17 @@ impl RouteCheck {
 /// route's own are (`listed_endpoint`, `dns_endpoints`), with connections of their own.
 fn balanced_probes(template: &GatewayTemplate, service: Arc<str>) -> Result<ProbeOf, ConfigError> {
     let cli = &template.cli;
-    let targets = Targets::parse(&cli.backend, cli.backend_tls).map_err(ConfigError::BackendUrl)?;
     if cli.binding == Binding::HttpJson {
-        return Ok(match targets {
+        return Ok(match &template.targets {
             Targets::Dns(_) => Box::new(|label| Some(Probe::connect(label.to_owned()))),
             _ => Box::new(|label| probe_address(label).map(Probe::connect)),
         });
     }
-    let ca = match &cli.backend_ca {
-        Some(path) => Some(read_ca(path)?),
-        None => None,
-    };
-    let id =
-        super::tls::backend_identity(cli).map_err(|e| ConfigError::BackendUrl(e.to_string()))?;
+    let (ca, id) = (template.ca.as_deref(), template.id.as_deref());
     let grpc = |url: &str| {
-        super::grpc_backend(cli, url, ca.as_deref(), id.as_deref())
-            .map_err(|e| ConfigError::BackendUrl(e.to_string()))
+        super::grpc_backend(cli, url, ca, id).map_err(|e| ConfigError::BackendUrl(e.to_string()))
     };
-    Ok(match targets {
+    Ok(match &template.targets {
         Targets::Dns(target) => {
             let base = grpc(&target.url())?;
             Box::new(move |label| {
@@ -307,7 +300,7 @@ fn balanced_probes(template: &GatewayTemplate, service: Arc<str>) -> Result<Prob
         Targets::List(urls) => {
             let mut clients = HashMap::new();
             for url in urls {
-                clients.insert(url.clone(), grpc(&url)?);
+                clients.insert(url.clone(), grpc(url)?);
             }
             Box::new(move |label| {
                 let grpc = clients.get(label)?;
