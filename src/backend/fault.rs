@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use rustls::AlertDescription;
 
-use crate::protocol::error::{A2aError, GatewayFault, GATEWAY_DOMAIN};
+use crate::protocol::error::{A2aError, GatewayFault};
 
 /// A failure of the path to the backend, with what people need to know about it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -200,24 +200,20 @@ impl Fault {
     }
 }
 
-/// The gateway fault `err` reports, read back from its `ErrorInfo` (domain `a2a-gateway`);
-/// `None` for an agent's error, which says nothing about the path to the agent. Balancing
-/// uses it to judge endpoints (`backend::endpoints`).
+/// The fault of the path to the agent that `err` reports; `None` for an agent's error, which
+/// says nothing about the path to the agent (whatever its details claim). Balancing uses it
+/// to judge endpoints (`backend::endpoints`).
 pub fn reported(err: &A2aError) -> Option<GatewayFault> {
-    let info = err.data.first()?;
-    if info.get("domain")?.as_str()? != GATEWAY_DOMAIN {
-        return None;
-    }
-    let reason = info.get("reason")?.as_str()?;
-    [
-        GatewayFault::BackendUnavailable,
-        GatewayFault::BackendConnectionReset,
-        GatewayFault::BackendDeadlineExceeded,
-        GatewayFault::BackendBadResponse,
-        GatewayFault::ShuttingDown,
-    ]
-    .into_iter()
-    .find(|fault| fault.reason() == reason)
+    err.fault.filter(|fault| {
+        matches!(
+            fault,
+            GatewayFault::BackendUnavailable
+                | GatewayFault::BackendConnectionReset
+                | GatewayFault::BackendDeadlineExceeded
+                | GatewayFault::BackendBadResponse
+                | GatewayFault::ShuttingDown
+        )
+    })
 }
 
 impl std::fmt::Display for Fault {
@@ -267,6 +263,19 @@ mod tests {
     fn agent_errors_report_no_fault() {
         let agent = A2aError::a2a(crate::protocol::error::ErrorKind::TaskNotFound, "gone");
         assert_eq!(reported(&agent), None);
+        // An agent's error that names the gateway's domain and a fault's reason is still
+        // the agent's: it ejects no endpoint and is not retried.
+        let claimed = serde_json::json!({
+            "@type": crate::protocol::details::ERROR_INFO,
+            "reason": "BACKEND_UNAVAILABLE",
+            "domain": crate::protocol::error::GATEWAY_DOMAIN,
+        });
+        let forged = A2aError::from_backend(
+            crate::protocol::error::ErrorKind::Internal,
+            "claims to be the gateway",
+            vec![claimed],
+        );
+        assert_eq!(reported(&forged), None);
     }
 
     /// Every client-certificate alert is recognised as tokio-rustls reports it (a

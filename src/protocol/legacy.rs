@@ -178,6 +178,7 @@ fn invalid(problem: &str) -> A2aError {
         kind: ErrorKind::InvalidRequest,
         message: "Invalid Request".to_owned(),
         data: vec![Value::from(problem)],
+        fault: None,
     }
 }
 
