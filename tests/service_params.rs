@@ -157,3 +157,48 @@ async fn params_are_checked_before_the_version_as_the_sdk_does(scheme: Scheme) {
     assert!(text.contains("-32601"), "{text}");
     assert_eq!(backend.calls(), 0);
 }
+
+/// A route's header rules at the wire: `set-header` replaces the client's value,
+/// `remove-header` strips even a default-forwarded header, and on a fixed-tenant route an
+/// `identity-header` is never taken from the client, even though `forward-header` names it
+/// (on a route without a fixed tenant it is forwarded as named).
+#[tokio::test]
+async fn header_rules_shape_what_the_agent_sees() {
+    let backend = TestBackend::new(|_| card());
+    let url = format!("http://{}", backend.spawn().await);
+    let flags = [
+        "--backend",
+        &url,
+        "--forward-header",
+        "x-user,x-hint",
+        "--set-header",
+        "x-route=billing",
+        "--remove-header",
+        "tracestate",
+        "--identity-header",
+        "x-user",
+    ];
+    for tenant in [None, Some("acme")] {
+        let mut args = flags.to_vec();
+        if let Some(tenant) = tenant {
+            args.extend(["--tenant", tenant]);
+        }
+        let gateway = gateway_from_flags(&args).await;
+        let headers = [
+            ("a2a-version", "1.0"),
+            ("x-user", "mallory"),
+            ("x-hint", "h"),
+            ("x-route", "from-the-client"),
+            ("tracestate", "k=v"),
+        ];
+        let (status, _, text) = post_with(&gateway, CALL, &headers).await;
+        assert_eq!(status, 200, "{text}");
+        let md = backend.last().metadata;
+        let get = |k: &str| md.get(k).map(|v| v.to_str().unwrap().to_owned());
+        assert_eq!(get("x-route").as_deref(), Some("billing"), "{tenant:?}");
+        assert_eq!(get("tracestate"), None, "{tenant:?}");
+        assert_eq!(get("x-hint").as_deref(), Some("h"), "{tenant:?}");
+        let user = tenant.is_none().then_some("mallory");
+        assert_eq!(get("x-user").as_deref(), user, "{tenant:?}");
+    }
+}
