@@ -116,7 +116,9 @@ pub fn open_line(out: &mut Vec<u8>, format: LineFormat, target: &str) {
     match format {
         LineFormat::Text => {
             timestamp(out);
-            let _ = write!(out, "  INFO {target}: access");
+            out.extend_from_slice(b"  INFO ");
+            out.extend_from_slice(target.as_bytes());
+            out.extend_from_slice(b": access");
         }
         LineFormat::Json => {
             out.extend_from_slice(b"{\"timestamp\":\"");
@@ -130,7 +132,8 @@ pub fn open_line(out: &mut Vec<u8>, format: LineFormat, target: &str) {
 pub fn text_field(out: &mut Vec<u8>, format: LineFormat, name: &str, value: &str) {
     match format {
         LineFormat::Text => {
-            let _ = write!(out, " {name}=\"");
+            name_equals(out, name);
+            out.push(b'"');
             escape_quotes(out, value);
             out.push(b'"');
         }
@@ -148,10 +151,12 @@ pub fn shown_field(
 ) {
     match format {
         LineFormat::Text => {
-            let _ = write!(out, " {name}={value}");
+            name_equals(out, name);
+            let _ = write!(out, "{value}");
         }
         LineFormat::Json => {
-            let _ = write!(out, ",\"{name}\":\"");
+            json_name(out, name);
+            out.push(b'"');
             let _ = std::fmt::Write::write_fmt(&mut JsonEscaped(out), format_args!("{value}"));
             out.push(b'"');
         }
@@ -160,10 +165,25 @@ pub fn shown_field(
 
 /// A number field.
 pub fn number_field(out: &mut Vec<u8>, format: LineFormat, name: &str, value: i64) {
-    let _ = match format {
-        LineFormat::Text => write!(out, " {name}={value}"),
-        LineFormat::Json => write!(out, ",\"{name}\":{value}"),
-    };
+    match format {
+        LineFormat::Text => name_equals(out, name),
+        LineFormat::Json => json_name(out, name),
+    }
+    out.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
+}
+
+/// ` name=`, as text writes a field's start.
+fn name_equals(out: &mut Vec<u8>, name: &str) {
+    out.push(b' ');
+    out.extend_from_slice(name.as_bytes());
+    out.push(b'=');
+}
+
+/// `,"name":`, as JSON writes a member's start.
+fn json_name(out: &mut Vec<u8>, name: &str) {
+    out.extend_from_slice(b",\"");
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b"\":");
 }
 
 /// The event's end.
@@ -175,7 +195,8 @@ pub fn close_line(out: &mut Vec<u8>, format: LineFormat, target: &str) {
 }
 
 fn json_field(out: &mut Vec<u8>, name: &str, value: &str) {
-    let _ = write!(out, ",\"{name}\":\"");
+    json_name(out, name);
+    out.push(b'"');
     let _ = std::fmt::Write::write_str(&mut JsonEscaped(out), value);
     out.push(b'"');
 }
@@ -242,7 +263,12 @@ fn timestamp(out: &mut Vec<u8>) {
         SECOND.set((seconds, text));
     }
     out.extend_from_slice(&text);
-    let _ = write!(out, ".{:06}Z", since.subsec_micros());
+    // Six digits of microseconds, zero-padded.
+    let mut digits = itoa::Buffer::new();
+    let micros = digits.format(since.subsec_micros() + 1_000_000);
+    out.push(b'.');
+    out.extend_from_slice(&micros.as_bytes()[1..]);
+    out.push(b'Z');
 }
 
 /// The writer thread: every `FLUSH_EVERY`, or when woken, the buffer to stderr.
