@@ -24,7 +24,7 @@ use http::{HeaderName, HeaderValue};
 pub mod sink;
 
 use super::trace::{self, ServerSpan};
-use super::untrusted::{clip, clipped};
+use super::untrusted::{clip, ClippedField};
 use super::ClientAddr;
 use crate::proto::StreamResponse;
 use crate::protocol::error::{A2aError, ErrorKind};
@@ -41,8 +41,8 @@ tokio::task_local! {
 /// The access log line of a call, filled in as it goes (kept only when the log is on).
 struct Line {
     started: Instant,
-    path: Box<str>,
-    id: Option<Box<str>>,
+    path: ClippedField,
+    id: Option<ClippedField>,
     method: &'static str,
     bytes_in: usize,
     bytes_out: usize,
@@ -70,8 +70,8 @@ impl CallRecord {
         let line = on.then(|| {
             Box::new(Line {
                 started: Instant::now(),
-                path: clipped(request.uri.path()).into(),
-                id: id.map(|id| clipped(id).into()),
+                path: ClippedField::of(request.uri.path()),
+                id: id.map(ClippedField::of),
                 method: "",
                 bytes_in,
                 bytes_out: 0,
@@ -201,9 +201,14 @@ impl Drop for CallRecord {
         let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
         sink::append(|out, format| {
             sink::open_line(out, format, TARGET);
-            sink::text_field(out, format, "route", &line.path);
+            sink::text_field(out, format, "route", line.path.as_str());
             sink::text_field(out, format, "method", line.method);
-            sink::shown_field(out, format, "id", &Dash(line.id.as_deref()));
+            sink::shown_field(
+                out,
+                format,
+                "id",
+                &Dash(line.id.as_ref().map(ClippedField::as_str)),
+            );
             sink::number_field(out, format, "code", i64::from(code));
             sink::shown_field(out, format, "backend_status", &Dash(line.backend));
             sink::number_field(out, format, "duration_us", duration_us);

@@ -52,6 +52,32 @@ pub fn clipped(text: &str) -> Cow<'_, str> {
     }
 }
 
+/// `clip(text)` kept inline, for a record that outlives the request (the access line):
+/// no allocation, whatever the text.
+#[derive(Clone, Copy)]
+pub struct ClippedField {
+    len: u8,
+    bytes: [u8; CLIPPED_FIELD_BYTES],
+}
+
+/// Room for `FIELD_BYTES` and the longest `…(+N bytes)` after them.
+const CLIPPED_FIELD_BYTES: usize = FIELD_BYTES + 48;
+
+impl ClippedField {
+    pub fn of(text: &str) -> ClippedField {
+        let mut bytes = [0; CLIPPED_FIELD_BYTES];
+        let mut cursor = std::io::Cursor::new(&mut bytes[..]);
+        // `clip` writes at most `FIELD_BYTES` and its suffix, which fit.
+        let _ = std::io::Write::write_fmt(&mut cursor, format_args!("{}", clip(text)));
+        let len = cursor.position() as u8;
+        ClippedField { len, bytes }
+    }
+
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.bytes[..usize::from(self.len)]).unwrap_or_default()
+    }
+}
+
 /// At most `ECHO_CHARS` characters of `id`, for an error message that names it (the
 /// message goes back to the client and, through the access log's code, nowhere else).
 pub fn echoed(id: &str) -> Cow<'_, str> {
@@ -189,6 +215,18 @@ mod tests {
         let huge = "y".repeat(10_000);
         let shown = clip_message(&huge).to_string();
         assert!(shown.len() < MESSAGE_BYTES + 22, "{}", shown.len());
+    }
+
+    #[test]
+    fn inline_fields_hold_what_clip_writes() {
+        for text in [
+            "/a2a/jsonrpc",
+            "",
+            &"x".repeat(10_000_000),
+            &"é".repeat(1000),
+        ] {
+            assert_eq!(ClippedField::of(text).as_str(), clip(text).to_string());
+        }
     }
 
     #[test]
