@@ -426,7 +426,10 @@ async fn lines_are_written_soon_and_a_stuck_stderr_stalls_no_call() {
         let (status, _, _) = common::post(&stuck.1, batch.clone()).await;
         if n % 50 == 0 {
             // A probe logs on the main thread (the agent offers no health service).
-            let ready = common::client().get(format!("http://{admin}/readyz")).send().await;
+            let ready = common::client()
+                .get(format!("http://{admin}/readyz"))
+                .send()
+                .await;
             assert!(ready.is_ok(), "batch {n}: {ready:?}");
         }
         assert_eq!(status, 200);

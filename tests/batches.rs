@@ -281,3 +281,66 @@ async fn a_fan_out_list_is_charged_once_per_endpoint() {
     assert_eq!(status, 200, "{text}");
     assert_eq!(held.await.unwrap().0, 200);
 }
+
+/// A declared length reserves nothing: a connection that announces a body and sends one
+/// byte holds one byte of the budget, not its announcement, so a few such connections
+/// cannot lock every other client out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_announced_body_holds_only_what_arrived() {
+    use tokio::io::AsyncWriteExt;
+    let (_agent, backend_url) = backend().await;
+    let url = serve(&[
+        "--backend",
+        &backend_url,
+        "--global-max-body-bytes-in-flight",
+        "1024",
+    ])
+    .await;
+    let addr = url.trim_start_matches("http://").split('/').next().unwrap();
+    let mut idle = Vec::new();
+    for _ in 0..4 {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let head = "POST /a2a/jsonrpc HTTP/1.1\r\nhost: gw\r\ncontent-type: application/json\r\n\
+                    a2a-version: 1.0\r\ncontent-length: 1000\r\n\r\n{";
+        stream.write_all(head.as_bytes()).await.unwrap();
+        idle.push(stream);
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let call = get_task(1);
+    let (status, _, text) = post(&url, format!("{call}{}", " ".repeat(900 - call.len()))).await;
+    assert_eq!(
+        status, 200,
+        "4 announced bodies of 1000 bytes hold 4 bytes: {text}"
+    );
+}
+
+/// A body declared far past `max-body` is refused before it is read (no `100 Continue`,
+/// no draining), and its connection is closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_declared_far_past_the_limit_is_refused_at_once() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (agent, backend_url) = backend().await;
+    let url = serve(&["--backend", &backend_url]).await;
+    let addr = url.trim_start_matches("http://").split('/').next().unwrap();
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = "POST /a2a/jsonrpc HTTP/1.1\r\nhost: gw\r\ncontent-type: application/json\r\n\
+                a2a-version: 1.0\r\nexpect: 100-continue\r\ncontent-length: 10000000000\r\n\r\n";
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let started = Instant::now();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer)).await;
+    assert!(read.is_ok(), "no answer within 5 s");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(started.elapsed() < Duration::from_secs(2), "{answer}");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(!answer.contains("100 Continue"), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("connection: close"),
+        "{answer}"
+    );
+    assert!(
+        answer.contains("-32600") && answer.contains("max-body"),
+        "{answer}"
+    );
+    assert_eq!(agent.calls(), 0);
+}

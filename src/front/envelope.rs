@@ -24,9 +24,10 @@ use crate::protocol::ops::{Op, Request};
 use crate::protocol::params::EXTENSIONS;
 use crate::telemetry::untrusted::clip_message;
 
-/// Past the limit, up to this much more body is read and discarded so the client gets
-/// its JSON-RPC error instead of a reset connection.
-const MAX_DRAIN: usize = 64 << 20;
+/// Past the limit, up to this much more body is read and discarded so the client gets its
+/// JSON-RPC error on a connection that stays usable; beyond it the connection is closed
+/// (reading on would let one request keep a connection busy for as long as it sends).
+const MAX_DRAIN: usize = 1 << 20;
 
 /// Deepest request sonic-rs parses: its recursive skipping has large stack frames in debug
 /// builds (about 35 levels overflowed a test thread's stack), and typical requests nest
@@ -309,13 +310,17 @@ pub fn valid_id(text: &str) -> bool {
 /// body bytes in flight.
 pub enum BodyError {
     Invalid(A2aError),
+    /// Far past the limit: answered without reading on, and the connection is closed.
+    TooLarge(A2aError),
     Refused(Box<Refusal>),
 }
 
-/// Reads the body up to `limit` bytes, charging what it holds to `charge`: its length up
-/// front when the request declares it (`Content-Length`), else as it grows. A larger body
-/// is drained (bounded, not held, not charged) and refused with a JSON-RPC error naming
-/// the limit. A body that arrives in one piece is not copied.
+/// Reads the body up to `limit` bytes, charging what it holds to `charge` as it arrives (a
+/// declared length reserves nothing: 16 requests announcing 4 MiB and sending a byte would
+/// otherwise hold every other client's share). A body at most `MAX_DRAIN` past the limit is
+/// drained (not held, not charged), so its connection stays usable, and refused with a
+/// JSON-RPC error naming the limit; one declared or found to be larger is refused at once
+/// (`TooLarge`). A body that arrives in one piece is not copied.
 pub async fn read_body(
     mut body: Body,
     limit: usize,
@@ -325,8 +330,18 @@ pub async fn read_body(
         Some(charge) => charge.grow_to(total.min(limit)).map_err(Box::new),
         None => Ok(()),
     };
-    if let Some(declared) = body.size_hint().exact() {
-        grow(usize::try_from(declared).unwrap_or(usize::MAX)).map_err(BodyError::Refused)?;
+    let too_large = || {
+        invalid_request(&format!(
+            "request body exceeds the limit of {limit} bytes (max-body)"
+        ))
+    };
+    let drained = limit.saturating_add(MAX_DRAIN);
+    if body
+        .size_hint()
+        .exact()
+        .is_some_and(|declared| declared > drained as u64)
+    {
+        return Err(BodyError::TooLarge(too_large()));
     }
     let mut first = Bytes::new();
     let mut rest = BytesMut::new();
@@ -351,14 +366,12 @@ pub async fn read_body(
                 }
                 rest.extend_from_slice(&data);
             }
-        } else if seen > limit.saturating_add(MAX_DRAIN) {
-            break;
+        } else if seen > drained {
+            return Err(BodyError::TooLarge(too_large()));
         }
     }
     if seen > limit {
-        return Err(BodyError::Invalid(invalid_request(&format!(
-            "request body exceeds the limit of {limit} bytes"
-        ))));
+        return Err(BodyError::Invalid(too_large()));
     }
     Ok(if rest.is_empty() {
         first

@@ -108,6 +108,18 @@ pub async fn handle(
     let bytes = match read_body(body, gateway.max_body, charge.as_mut()).await {
         Ok(bytes) => bytes,
         Err(BodyError::Invalid(err)) => return rejected_response(&gateway, &parts, 0, &err),
+        Err(BodyError::TooLarge(err)) => {
+            let mut response = rejected_response(&gateway, &parts, 0, &err);
+            // The rest of the body is not read, so the connection cannot carry another
+            // request (HTTP/2 resets just the stream).
+            if parts.version <= http::Version::HTTP_11 {
+                let close = HeaderValue::from_static("close");
+                response
+                    .headers_mut()
+                    .insert(http::header::CONNECTION, close);
+            }
+            return response;
+        }
         Err(BodyError::Refused(refusal)) => {
             let mut response = rejected_response(&gateway, &parts, 0, &refusal.error);
             *response.status_mut() = refusal.status;
