@@ -356,13 +356,15 @@ async fn client_strings_are_bounded_and_escaped_in_log_and_spans() {
     assert_eq!(toward_agent[..3], fresh[..], "the agent got the fresh ids");
     assert_eq!(toward_agent[3], kept);
 
-    // JSON-RPC ids, task ids and message ids of 40 KB, and an id that looks like fields.
+    // A JSON-RPC id and a message id of 40 KB, task ids of 1000 bytes (the most a task id
+    // may have is 1024), and an id that looks like fields.
     let headers = [("a2a-version", "1.0")];
+    let task_id = "t".repeat(1000);
     let mut message = message_params("hi");
     message["message"]["messageId"] = json!(huge("m"));
-    message["message"]["taskId"] = json!(huge("t"));
+    message["message"]["taskId"] = json!(task_id);
     for body in [
-        request(json!(huge("i")), "GetTask", json!({"id": huge("t")})),
+        request(json!(huge("i")), "GetTask", json!({"id": task_id})),
         request(json!(forged), "GetTask", json!({"id": "t-1"})),
         request(json!(2), "SendMessage", message),
     ] {

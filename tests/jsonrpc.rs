@@ -490,3 +490,40 @@ async fn a_post_that_is_not_json_gets_415_and_reaches_no_agent() {
     }
     assert_eq!(backend.calls(), 2);
 }
+
+/// Task and context ids are bounded (an agent repeats them in its errors, in a header): an
+/// id of 1024 bytes reaches the agent, one of 1025 gets -32602 and does not, wherever the
+/// request carries it.
+#[tokio::test]
+async fn ids_past_their_bound_are_refused_before_the_agent() {
+    let (backend, url) = common::setup(|_| {
+        common::Answer::Reply(a2a_gateway::protocol::ops::Reply::GetTask(common::task(
+            "t-1",
+            a2a_gateway::proto::TaskState::Working,
+        )))
+    })
+    .await;
+    let (at_limit, past) = ("a".repeat(1024), "a".repeat(1025));
+    let reply = rpc(&url, &request(json!(1), "GetTask", json!({"id": at_limit}))).await;
+    assert!(reply.get("result").is_some(), "{reply}");
+    assert_eq!(backend.calls(), 1);
+    let mut in_message = message_params("hi");
+    in_message["message"]["referenceTaskIds"] = json!(["t-0", past]);
+    let mut context = message_params("hi");
+    context["message"]["contextId"] = json!(past);
+    for body in [
+        request(json!(2), "GetTask", json!({"id": past})),
+        request(json!(3), "SendMessage", in_message),
+        request(json!(4), "SendMessage", context),
+        request(json!(5), "ListTasks", json!({"contextId": past})),
+    ] {
+        let reply = rpc(&url, &body).await;
+        assert_eq!(code(&reply), -32602, "{reply}");
+        let message = reply["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("1025 bytes") && message.contains("1024"),
+            "{message}"
+        );
+    }
+    assert_eq!(backend.calls(), 1);
+}

@@ -24,6 +24,7 @@ use serde::de::{DeserializeSeed, IgnoredAny, SeqAccess, Visitor};
 use serde_json::json;
 use serde_json::value::RawValue;
 
+use crate::backend::affinity::ids::{overlong, MAX_ID_BYTES};
 use crate::backend::fault::Fault;
 use crate::backend::Call;
 use crate::front::envelope::{
@@ -416,6 +417,13 @@ async fn handle_one(
         if let Err(err) = pin_tenant(&mut request, tenant) {
             return fail(&mut record, err);
         }
+    }
+    if let Some(length) = match &mut request {
+        Request::Unary(request) => overlong(request),
+        Request::Stream(request) => overlong(request),
+    } {
+        let why = format!("an id of {length} bytes is longer than the {MAX_ID_BYTES} allowed");
+        return fail(&mut record, A2aError::invalid_params("", &why));
     }
     record.request(&request);
     if v03.is_none() {

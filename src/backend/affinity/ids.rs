@@ -9,6 +9,8 @@
 //!
 //! `ListTasksRequest.context_id` is a row here; its `page_token` is not an id (a fan-out
 //! over endpoints carries its own, `affinity::list`).
+//!
+//! The same rows bound the ids every route takes from clients (`overlong`).
 
 use crate::proto::*;
 use crate::protocol::ops::{Reply, StreamRequest, UnaryRequest};
@@ -175,6 +177,23 @@ impl Ids for StreamRequest {
             StreamRequest::SubscribeToTask(request) => id(&mut request.id, visit),
         }
     }
+}
+
+/// The longest task or context id a client may send. Agents repeat ids in their errors,
+/// and a gRPC error's message travels in a header: a client's 64 KB id echoed there
+/// overflows the header block, which breaks the HTTP/2 connection every other call to
+/// that agent shares.
+pub const MAX_ID_BYTES: usize = 1024;
+
+/// The length of the first id of `value` longer than `MAX_ID_BYTES`, if any.
+pub fn overlong(value: &mut impl Ids) -> Option<usize> {
+    let mut found = None;
+    value.each_id(&mut |id| {
+        if id.len() > MAX_ID_BYTES {
+            found = found.or(Some(id.len()));
+        }
+    });
+    found
 }
 
 #[cfg(test)]
