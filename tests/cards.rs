@@ -657,3 +657,37 @@ async fn extended_cards_name_the_gateway_on_every_route() {
     let origin = endpoint.trim_end_matches("/a2a/jsonrpc");
     assert_eq!(get(origin, CARD, &[]).await.0, 404);
 }
+
+/// Two `Host` fields name no one host: the card is refused (400) rather than built for
+/// the first of them, which a proxy in front may not have judged by.
+#[tokio::test]
+async fn two_hosts_get_no_card() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let file = TempFile::new("json", &agent_card("hosts").to_string());
+    let gateway = start(&["--backend", "http://127.0.0.1:9", "--card", file.path()]).await;
+    let addr = gateway
+        .1
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    for hosts in [&["gw.example"][..], &["evil.example", "gw.example"]] {
+        let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let mut head = format!("GET {CARD} HTTP/1.1\r\nconnection: close\r\n");
+        for host in hosts {
+            head.push_str(&format!("host: {host}\r\n"));
+        }
+        head.push_str("\r\n");
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.unwrap();
+        let expected = if hosts.len() == 1 {
+            "HTTP/1.1 200"
+        } else {
+            "HTTP/1.1 400"
+        };
+        assert!(answer.starts_with(expected), "{hosts:?}: {answer}");
+        assert!(!answer.contains("evil.example"), "{hosts:?}: {answer}");
+    }
+}

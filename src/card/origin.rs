@@ -163,8 +163,13 @@ impl Origins {
         let host = host
             .or_else(|| uri.authority().and_then(|a| valid_authority(a.as_str())))
             .or_else(|| {
-                let host = headers.get(header::HOST)?.to_str().ok()?;
-                valid_authority(host)
+                // Two Host fields name no one host (RFC 9110 7.2): which one a proxy in
+                // front judged by is unknown, so neither is taken.
+                let mut hosts = headers.get_all(header::HOST).iter();
+                let (Some(host), None) = (hosts.next(), hosts.next()) else {
+                    return None;
+                };
+                valid_authority(host.to_str().ok()?)
             });
         if !self.allowed.is_empty() {
             match &host {

@@ -269,7 +269,7 @@ pub fn error_bytes(id: Option<&str>, err: &A2aError) -> Vec<u8> {
 /// `error_bytes` in the call's dialect (see `write_error_in`).
 pub fn error_bytes_in(id: Option<&str>, err: &A2aError, v03: Option<Method>) -> Vec<u8> {
     if err.kind == ErrorKind::Internal {
-        tracing::warn!(code = err.kind.code(), message = %clip_message(&err.message), "request failed");
+        tracing::warn!(code = err.kind.code(), error = %clip_message(&err.message), "request failed");
     }
     let mut out = Vec::with_capacity(128);
     write_error_in(&mut out, id, err, v03);

@@ -82,7 +82,13 @@ where
         // the forward policy sends the same id (the client's or a new one) to the backend.
         .layer(SetRequestIdLayer::x_request_id(NewRequestId))
         // One span per request (DEBUG: disabled by default, and then it costs a level check).
-        .layer(TraceLayer::new_for_http().make_span_with(RequestSpan))
+        // A 5xx is an answer the gateway chose (a limit, a draining /readyz), already counted
+        // and in the access log: at DEBUG, not an ERROR line per refusal.
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(RequestSpan)
+                .on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG)),
+        )
         // The client finds its request's id in the response, to quote it in reports.
         .layer(PropagateRequestIdLayer::x_request_id())
         // Should a response ever set a cookie, it is not logged either.
