@@ -154,6 +154,39 @@ async fn a_batch_reply_stops_at_its_bound() {
     );
 }
 
+/// Once a batch's reply is full, members not yet started are answered without being
+/// called: 100 members of which 3 fit cost the agent at most those, the one that did not
+/// fit, and the 16 that run at once, not 100 calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_past_a_full_reply_are_not_called() {
+    let (agent, backend_url) = backend().await;
+    let url = serve(&["--backend", &backend_url]).await;
+    let (_, _, one) = post(&url, batch(1)).await;
+    let bound = 3 * (one.len() - 1) + 1;
+    let url = serve(&[
+        "--backend",
+        &backend_url,
+        "--max-batch-reply",
+        &bound.to_string(),
+    ])
+    .await;
+    let before = agent.calls();
+    let (status, _, text) = post(&url, batch(100)).await;
+    assert_eq!(status, 200);
+    let answers: Vec<Value> = serde_json::from_str(&text).unwrap();
+    assert_eq!(answers.len(), 100, "every member is answered");
+    let called = agent.calls() - before;
+    assert!(called <= 3 + 1 + 16, "{called} members called");
+    let not_made = answers
+        .iter()
+        .filter(|a| {
+            a["error"]["data"][0]["reason"] == "GATEWAY_REPLY_TOO_LARGE"
+                && a["error"]["message"].as_str().unwrap().contains("not made")
+        })
+        .count();
+    assert_eq!(not_made, 100 - called, "{text}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn body_bytes_in_flight_are_bounded() {
     let (agent, backend_url) = backend().await;

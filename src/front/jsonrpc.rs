@@ -12,6 +12,7 @@
 
 use std::borrow::Cow;
 use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -191,14 +192,17 @@ async fn handle_batch(gateway: &Gateway, ctx: &Context<'_>, bytes: &[u8]) -> Res
     // are held.
     // Collected first (at most `max-batch-size` futures): a lazy map here makes the
     // handler's future not `Send` for every lifetime, as axum needs.
+    // Set once the reply is full: members not yet started are then answered without being
+    // called, so a batch whose replies are large costs at most the bound and the members in
+    // flight at that moment, not every member's reply.
+    let full = AtomicBool::new(false);
     let members: Vec<_> = elements
         .iter()
-        .map(|raw| batch_member(gateway, ctx, raw))
+        .map(|raw| batch_member(gateway, ctx, raw, &full))
         .collect();
     let mut answers = futures::stream::iter(members).buffered(BATCH_CONCURRENCY);
     let mut body = Vec::new();
-    let mut full = false;
-    while let Some((id, member)) = answers.next().await {
+    while let Some((id, member, made)) = answers.next().await {
         // A member a limit refused answers in the batch; the batch itself is answered.
         let (Handled::Json(mut response, _) | Handled::Refused(_, mut response)) = member else {
             continue;
@@ -208,14 +212,16 @@ async fn handle_batch(gateway: &Gateway, ctx: &Context<'_>, bytes: &[u8]) -> Res
         }
         // From the first reply that does not fit on, replies are replaced by an error: the
         // client gets a prefix of results and knows which calls' results it lacks.
-        full = full || body.len() + response.len() + 2 > gateway.batch.reply;
-        if full {
-            response = reply_too_large(id.as_deref(), response.len(), gateway.batch.reply);
+        let over = body.len() + response.len() + 2 > gateway.batch.reply;
+        if made && (full.load(Relaxed) || over) {
+            full.store(true, Relaxed);
+            let made = Some(response.len());
+            response = reply_too_large(id.as_deref(), made, gateway.batch.reply);
         }
         body.push(if body.is_empty() { b'[' } else { b',' });
         body.extend_from_slice(&response);
     }
-    if full {
+    if full.load(Relaxed) {
         tracing::debug!(
             limit = gateway.batch.reply,
             "batch reply bound reached (max-batch-reply)"
@@ -267,12 +273,19 @@ impl<'de> Visitor<'de> for BatchMembers<'_> {
     }
 }
 
-/// The error in place of a member's `bytes`-long reply past the batch reply's bound.
-fn reply_too_large(id: Option<&str>, bytes: usize, max: usize) -> Vec<u8> {
-    let message = format!(
-        "the call was made, but its reply ({bytes} bytes) does not fit in the batch reply's \
-         limit of {max} bytes (max-batch-reply); send it alone or in a smaller batch"
-    );
+/// The error in place of a member's reply past the batch reply's bound: of the call made,
+/// whose reply had `bytes`, or (`None`) of one not made because the reply was full.
+fn reply_too_large(id: Option<&str>, bytes: Option<usize>, max: usize) -> Vec<u8> {
+    let message = match bytes {
+        Some(bytes) => format!(
+            "the call was made, but its reply ({bytes} bytes) does not fit in the batch \
+             reply's limit of {max} bytes (max-batch-reply); send it alone or in a smaller batch"
+        ),
+        None => format!(
+            "the call was not made: the batch reply had reached its limit of {max} bytes \
+             (max-batch-reply); send it alone or in a smaller batch"
+        ),
+    };
     let mut error = A2aError::gateway(GatewayFault::ReplyTooLarge, message);
     if let Some(info) = error.data.first_mut() {
         info["metadata"] = json!({"limit": "max-batch-reply", "value": max.to_string()});
@@ -282,12 +295,14 @@ fn reply_too_large(id: Option<&str>, bytes: usize, max: usize) -> Vec<u8> {
     out
 }
 
-/// One batch member: its id (for an error in place of its reply) and what handling it gave.
+/// One batch member: its id (for an error in place of its reply), what handling it gave,
+/// and whether that was a call (not an answer for a member the full reply left uncalled).
 async fn batch_member(
     gateway: &Gateway,
     ctx: &Context<'_>,
     raw: &RawValue,
-) -> (Option<Box<str>>, Handled) {
+    full: &AtomicBool,
+) -> (Option<Box<str>>, Handled, bool) {
     let rejected = |err: A2aError| {
         gateway.metrics.rejected(err.kind);
         let mut record = CallRecord::start(ctx.request, raw.get().len(), None);
@@ -298,7 +313,7 @@ async fn batch_member(
     };
     if !raw.get().starts_with('{') {
         let err = invalid_request("each batch element must be a JSON object");
-        return (None, rejected(err));
+        return (None, rejected(err), true);
     }
     match Envelope::parse(raw.get().as_bytes()) {
         Ok(envelope) => {
@@ -307,10 +322,21 @@ async fn batch_member(
                 .as_deref()
                 .filter(|id| valid_id(id))
                 .map(Box::from);
+            if full.load(Relaxed) {
+                gateway.metrics.rejected(ErrorKind::Internal);
+                let mut record = CallRecord::start(ctx.request, raw.get().len(), id.as_deref());
+                record.failed(ErrorKind::Internal);
+                let out = match envelope.id {
+                    Some(_) => reply_too_large(id.as_deref(), None, gateway.batch.reply),
+                    None => Vec::new(),
+                };
+                record.sent(out.len());
+                return (id, Handled::Json(out, None), false);
+            }
             let handled = handle_one(gateway, ctx, envelope, true, raw.get().len()).await;
-            (id, handled)
+            (id, handled, true)
         }
-        Err(e) => (None, rejected(envelope_error(&e))),
+        Err(e) => (None, rejected(envelope_error(&e)), true),
     }
 }
 
