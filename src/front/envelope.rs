@@ -25,9 +25,10 @@ use crate::protocol::params::EXTENSIONS;
 use crate::telemetry::untrusted::clip_message;
 
 /// Past the limit, up to this much more body is read and discarded so the client gets its
-/// JSON-RPC error on a connection that stays usable; beyond it the connection is closed
+/// JSON-RPC error on a connection that stays usable (a client still sending when the
+/// connection closes sees a broken pipe, not the error); beyond it the connection is closed
 /// (reading on would let one request keep a connection busy for as long as it sends).
-const MAX_DRAIN: usize = 1 << 20;
+const MAX_DRAIN: usize = 16 << 20;
 
 /// Deepest request sonic-rs parses: its recursive skipping has large stack frames in debug
 /// builds (about 35 levels overflowed a test thread's stack), and typical requests nest
@@ -320,10 +321,13 @@ pub enum BodyError {
 /// otherwise hold every other client's share). A body at most `MAX_DRAIN` past the limit is
 /// drained (not held, not charged), so its connection stays usable, and refused with a
 /// JSON-RPC error naming the limit; one declared or found to be larger is refused at once
-/// (`TooLarge`). A body that arrives in one piece is not copied.
+/// (`TooLarge`), and so is a declared length past the limit when the client waits for
+/// `100 Continue` before it sends (`expects_continue`): it has sent nothing yet. A body that
+/// arrives in one piece is not copied.
 pub async fn read_body(
     mut body: Body,
     limit: usize,
+    expects_continue: bool,
     mut charge: Option<&mut BodyCharge>,
 ) -> Result<Bytes, BodyError> {
     let mut grow = |total: usize| match charge.as_mut() {
@@ -336,10 +340,14 @@ pub async fn read_body(
         ))
     };
     let drained = limit.saturating_add(MAX_DRAIN);
+    let refused_at_once = match expects_continue {
+        true => limit,
+        false => drained,
+    };
     if body
         .size_hint()
         .exact()
-        .is_some_and(|declared| declared > drained as u64)
+        .is_some_and(|declared| declared > refused_at_once as u64)
     {
         return Err(BodyError::TooLarge(too_large()));
     }

@@ -107,7 +107,11 @@ pub async fn handle(
     }
     // Held until the request is answered: the body is kept that long.
     let mut charge = limits.as_ref().map(|limits| limits.body_charge());
-    let bytes = match read_body(body, gateway.max_body, charge.as_mut()).await {
+    let expects_continue = parts
+        .headers
+        .get(http::header::EXPECT)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    let bytes = match read_body(body, gateway.max_body, expects_continue, charge.as_mut()).await {
         Ok(bytes) => bytes,
         Err(BodyError::Invalid(err)) => return rejected_response(&gateway, &parts, 0, &err),
         Err(BodyError::TooLarge(err)) => {
