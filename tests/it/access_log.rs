@@ -1,0 +1,459 @@
+//! The access log of the gateway binary: one structured line per call (unary calls when
+//! answered, streams when they end), and credentials in no log line and no span, even with
+//! every log at TRACE and traces exported.
+
+use crate::harness;
+use crate::harness::otlp;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use a2a_gateway::proto::*;
+use a2a_gateway::protocol::ops::{Reply, Request, StreamRequest, UnaryRequest};
+use harness::process::{start_with, Running, TempFile};
+use harness::{message_params, request, status_update, task, Answer, SseReader, Step, TestBackend};
+use otlp::Collector;
+use serde_json::{json, Value};
+
+fn backend() -> TestBackend {
+    TestBackend::new(|request| match request {
+        Request::Unary(UnaryRequest::SendMessage(_)) => {
+            Answer::Reply(Reply::SendMessage(SendMessageResponse {
+                payload: Some(send_message_response::Payload::Task(task(
+                    "t-1",
+                    TaskState::Completed,
+                ))),
+            }))
+        }
+        Request::Unary(UnaryRequest::CreateTaskPushNotificationConfig(config)) => {
+            Answer::Reply(Reply::CreateTaskPushNotificationConfig(config.clone()))
+        }
+        Request::Stream(StreamRequest::SendStreamingMessage(_)) => Answer::Stream(vec![
+            Step::Event(status_update("t-2", TaskState::Working)),
+            Step::Event(status_update("t-2", TaskState::Completed)),
+        ]),
+        Request::Stream(StreamRequest::SubscribeToTask(_)) => Answer::Stream(vec![
+            Step::Event(status_update("t-3", TaskState::Working)),
+            Step::Error(tonic::Status::internal("agent crashed")),
+        ]),
+        _ => Answer::Error(tonic::Status::not_found("no such task")),
+    })
+}
+
+/// Starts the gateway in front of `agent` with its log going to a file.
+async fn start(agent: &TestBackend, args: &[&str], env: &[(&str, &str)]) -> (Running, TempFile) {
+    let addr = agent.spawn().await;
+    let backend_url = format!("http://{addr}");
+    let log = TempFile::new("log", "");
+    let file = std::fs::File::create(log.path()).unwrap();
+    // The push hook of the logged calls names a host that does not resolve here.
+    let mut all = vec![
+        "--backend",
+        &backend_url,
+        "--drain-delay",
+        "0",
+        "--push-allow",
+        "hooks.example",
+    ];
+    all.extend_from_slice(args);
+    let gateway = start_with(&all, env, Stdio::from(file)).await;
+    (gateway, log)
+}
+
+/// Stops the gateway with SIGTERM and returns its whole log.
+async fn stop(mut gateway: Running, log: &TempFile) -> String {
+    gateway.terminate();
+    let status = gateway
+        .exit_within(Duration::from_secs(10), "the gateway did not stop")
+        .await;
+    assert!(status.success(), "{status}");
+    std::fs::read_to_string(log.path()).unwrap()
+}
+
+/// The access log lines of a JSON log, their fields.
+fn access_lines(log: &str) -> Vec<Value> {
+    log.lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|line| line["target"] == "a2a_gateway::access")
+        .map(|line| line["fields"].clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn one_line_per_call_with_its_facts() {
+    let agent = backend();
+    let (gateway, log) = start(&agent, &["--log-format", "json"], &[]).await;
+    let url = gateway.1.clone();
+
+    let send = request(json!(1), "SendMessage", message_params("hi"));
+    let headers = [
+        ("a2a-version", "1.0"),
+        ("x-request-id", "req-42"),
+        (
+            "traceparent",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        ),
+    ];
+    let (status, reply_headers, reply) = harness::post_with(&url, send.clone(), &headers).await;
+    assert_eq!(status, 200);
+    assert_eq!(reply_headers["x-request-id"], "req-42");
+
+    let get = request(json!("g"), "GetTask", json!({"id": "t-9"}));
+    let (_, _, error_reply) = harness::post(&url, get.clone()).await;
+
+    let stream = request(json!(3), "SendStreamingMessage", message_params("go"));
+    let (_, mut reader) = SseReader::open(&url, stream.clone()).await;
+    let mut frames = Vec::new();
+    while let Some(frame) = reader.frame().await {
+        frames.push(frame);
+    }
+    assert_eq!(frames.len(), 2);
+
+    let (_, _, parse_error) = harness::post(&url, "{oops").await;
+    let batch = format!("[{send},{get}]");
+    harness::post(&url, batch).await;
+    let subscribe = request(json!(4), "SubscribeToTask", json!({"id": "t-3"}));
+    let (_, mut reader) = SseReader::open(&url, subscribe).await;
+    while reader.frame().await.is_some() {}
+
+    let lines = access_lines(&stop(gateway, &log).await);
+    assert_eq!(
+        lines.len(),
+        7,
+        "one line per call (a batch: per element): {lines:#?}"
+    );
+
+    let unary = &lines[0];
+    assert_eq!(unary["message"], "access");
+    assert_eq!(unary["route"], "/a2a/jsonrpc");
+    assert_eq!(unary["method"], "SendMessage");
+    assert_eq!(unary["id"], "1");
+    assert_eq!(unary["code"], 0);
+    assert_eq!(unary["backend_status"], "0");
+    assert_eq!(unary["bytes_in"], send.len());
+    assert_eq!(unary["bytes_out"], reply.len());
+    assert_eq!(unary["frames"], 0);
+    assert_eq!(unary["request_id"], "req-42");
+    assert_eq!(unary["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736");
+    assert!(
+        unary["client"].as_str().unwrap().starts_with("127.0.0.1:"),
+        "{unary}"
+    );
+    assert!(unary["duration_us"].as_u64().unwrap() > 0);
+
+    let failed = &lines[1];
+    assert_eq!(failed["method"], "GetTask");
+    assert_eq!(failed["id"], "\"g\"");
+    assert_eq!(failed["code"], -32001);
+    assert_eq!(failed["backend_status"], "5", "NOT_FOUND");
+    assert_eq!(failed["bytes_out"], error_reply.len());
+    assert_eq!(failed["trace_id"], "-");
+    let generated = failed["request_id"].as_str().unwrap();
+    assert!(uuid_like(generated), "a generated request id: {generated}");
+
+    // The stream's line is written when it ends, with its frames and all its bytes.
+    let streamed = &lines[2];
+    assert_eq!(streamed["method"], "SendStreamingMessage");
+    assert_eq!(streamed["code"], 0);
+    assert_eq!(streamed["frames"], 2);
+    let sse_bytes: usize = frames.iter().map(|f| f.len() + 2).sum();
+    assert_eq!(streamed["bytes_out"], sse_bytes);
+
+    let rejected = &lines[3];
+    assert_eq!(rejected["method"], "");
+    assert_eq!(rejected["code"], -32700);
+    assert_eq!(rejected["backend_status"], "-");
+    assert_eq!(rejected["bytes_out"], parse_error.len());
+
+    assert_eq!(lines[4]["method"], "SendMessage");
+    assert_eq!(lines[4]["bytes_in"], send.len(), "the element's bytes");
+    assert_eq!(lines[5]["method"], "GetTask");
+    assert_eq!(lines[5]["code"], -32001);
+
+    // A stream that ends with an error: its code, the error event among its frames.
+    let broken = &lines[6];
+    assert_eq!(broken["method"], "SubscribeToTask");
+    assert_eq!(broken["code"], -32603);
+    assert_eq!(broken["frames"], 2);
+    assert_eq!(broken["backend_status"], "0", "the stream started well");
+}
+
+fn uuid_like(text: &str) -> bool {
+    text.len() == 36 && text.chars().filter(|c| *c == '-').count() == 4
+}
+
+#[tokio::test]
+async fn access_log_can_be_turned_off_by_flag_and_file() {
+    let config = TempFile::new("toml", "access-log = false\n");
+    for args in [
+        &["--access-log", "false", "--log-format", "json"][..],
+        &["--config", config.path(), "--log-format", "json"][..],
+    ] {
+        let agent = backend();
+        let (gateway, log) = start(&agent, args, &[("RUST_LOG", "debug")]).await;
+        let send = request(json!(1), "SendMessage", message_params("hi"));
+        harness::rpc(&gateway.1, &send).await;
+        let log = stop(gateway, &log).await;
+        assert!(access_lines(&log).is_empty(), "{args:?}: {log}");
+        assert!(
+            log.contains("a2a-gateway serving"),
+            "other logs stay: {log}"
+        );
+    }
+}
+
+/// A credential planted in each place one travels: `Authorization`, `Proxy-Authorization`,
+/// cookies, a configured forwarded header, a push config's token and credentials. With
+/// every log at TRACE and traces exported, none is in the log or in any span.
+#[tokio::test]
+async fn planted_credentials_appear_in_no_log_line_and_no_span() {
+    const SECRET: &str = "pl4nted-s3cret";
+    let (collector, endpoint) = Collector::grpc().await;
+    let agent = backend();
+    let env = [
+        ("RUST_LOG", "trace"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+    ];
+    let args = ["--forward-header", "x-api-key"];
+    let (gateway, log) = start(&agent, &args, &env).await;
+    let url = gateway.1.clone();
+    let authorization = format!("Bearer {SECRET}-authorization");
+    let proxy = format!("Basic {SECRET}-proxy");
+    let cookie = format!("session={SECRET}-cookie");
+    let api_key = format!("{SECRET}-api-key");
+    let headers = [
+        ("a2a-version", "1.0"),
+        ("authorization", authorization.as_str()),
+        ("proxy-authorization", proxy.as_str()),
+        ("cookie", cookie.as_str()),
+        ("x-api-key", api_key.as_str()),
+    ];
+    let config = json!({
+        "taskId": "t-1",
+        "id": "c-1",
+        "url": "https://hooks.example/a2a",
+        "token": format!("{SECRET}-token"),
+        "authentication": {"scheme": "Bearer", "credentials": format!("{SECRET}-credentials")},
+    });
+    let bodies = [
+        request(json!(1), "SendMessage", message_params("hi")),
+        request(json!(2), "CreateTaskPushNotificationConfig", config),
+        request(json!(3), "GetTask", json!({"id": "t-9"})),
+        format!("{{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"SendMessage\",\"params\":{{\"token\":\"{SECRET}\""),
+    ];
+    for body in bodies {
+        let (status, _, text) = harness::post_with(&url, body, &headers).await;
+        assert_eq!(status, 200, "{text}");
+    }
+    let stream = request(json!(5), "SendStreamingMessage", message_params("go"));
+    let mut request = harness::client()
+        .post(&url)
+        .header("content-type", "application/json")
+        .body(stream);
+    for (name, value) in headers {
+        request = request.header(name, value);
+    }
+    let streamed = request.send().await.unwrap().text().await.unwrap();
+    assert!(streamed.contains("TASK_STATE_COMPLETED"), "{streamed}");
+
+    // The secrets were really there to leak: the agent got them.
+    let seen = agent.seen.lock().unwrap().clone();
+    let created = seen
+        .iter()
+        .find(|s| {
+            matches!(
+                s.request,
+                Request::Unary(UnaryRequest::CreateTaskPushNotificationConfig(_))
+            )
+        })
+        .unwrap();
+    assert_eq!(
+        created.metadata.get("authorization").unwrap(),
+        authorization.as_str()
+    );
+    assert_eq!(created.metadata.get("x-api-key").unwrap(), api_key.as_str());
+    assert!(format!("{:?}", created.request).contains(&format!("{SECRET}-credentials")));
+
+    let log = stop(gateway, &log).await;
+    let spans = collector.wait_for(8, Duration::from_secs(5)).await;
+    assert!(
+        spans.len() >= 8,
+        "4 calls with a backend call, 1 without: {spans:#?}"
+    );
+    assert!(log.contains("TRACE"), "every log at TRACE: {log}");
+    assert!(log.lines().count() > 50, "{log}");
+    assert_eq!(log.matches("a2a_gateway::access").count(), 5, "{log}");
+    for (line_no, line) in log.lines().enumerate() {
+        assert!(!line.contains(SECRET), "log line {line_no}: {line}");
+    }
+    let exported = collector.dump();
+    assert!(
+        !exported.contains(SECRET),
+        "a span holds a credential: {exported}"
+    );
+}
+
+/// Ids, request ids and message ids are the client's: in the text log and the spans each
+/// is bounded and escaped, so 40 KB ids make short lines and an id that looks like log
+/// fields forges none; a request id that is not a plausible id is replaced by a fresh one,
+/// the same in the reply and toward the agent.
+#[tokio::test]
+async fn client_strings_are_bounded_and_escaped_in_log_and_spans() {
+    let (collector, endpoint) = Collector::grpc().await;
+    let agent = backend();
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+    ];
+    let (gateway, log) = start(&agent, &[], &env).await;
+    let url = gateway.1.clone();
+    let huge = |c: &str| c.repeat(40_000);
+    let forged = "x code=0 method=Forged";
+
+    // Request ids: too long, fields with spaces, two of them; then one that is kept.
+    let mut fresh = Vec::new();
+    for values in [
+        vec![huge("r")],
+        vec![forged.to_owned()],
+        vec!["a".into(), "b".into()],
+    ] {
+        let mut call = harness::client()
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("a2a-version", "1.0")
+            .body(request(json!(1), "SendMessage", message_params("hi")));
+        for value in &values {
+            call = call.header("x-request-id", value);
+        }
+        let reply = call.send().await.unwrap();
+        let id = reply.headers()["x-request-id"].to_str().unwrap().to_owned();
+        assert!(
+            uuid_like(&id),
+            "{values:?} replaced by a fresh id, got {id}"
+        );
+        fresh.push(id);
+    }
+    let kept = "req-7:trace/span+a=@b_c.d";
+    let headers = [("a2a-version", "1.0"), ("x-request-id", kept)];
+    let send = request(json!(1), "SendMessage", message_params("hi"));
+    let (_, reply_headers, _) = harness::post_with(&url, send, &headers).await;
+    assert_eq!(reply_headers["x-request-id"], kept);
+    let toward_agent: Vec<String> = agent
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            s.metadata
+                .get("x-request-id")
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(toward_agent[..3], fresh[..], "the agent got the fresh ids");
+    assert_eq!(toward_agent[3], kept);
+
+    // A JSON-RPC id and a message id of 40 KB, task ids of 1000 bytes (the most a task id
+    // may have is 1024), and an id that looks like fields.
+    let headers = [("a2a-version", "1.0")];
+    let task_id = "t".repeat(1000);
+    let mut message = message_params("hi");
+    message["message"]["messageId"] = json!(huge("m"));
+    message["message"]["taskId"] = json!(task_id);
+    for body in [
+        request(json!(huge("i")), "GetTask", json!({"id": task_id})),
+        request(json!(forged), "GetTask", json!({"id": "t-1"})),
+        request(json!(2), "SendMessage", message),
+    ] {
+        let (status, _, _) = harness::post_with(&url, body, &headers).await;
+        assert_eq!(status, 200);
+    }
+
+    let log = stop(gateway, &log).await;
+    let spans = collector.wait_for(7, Duration::from_secs(5)).await;
+    assert!(spans.len() >= 7, "{spans:#?}");
+    assert_eq!(log.matches("a2a_gateway::access").count(), 7, "{log}");
+    let longest = log.lines().map(str::len).max().unwrap();
+    assert!(longest < 1024, "a log line of {longest} bytes: {log}");
+    assert!(!log.contains("\u{1b}["), "no colours in a log file: {log}");
+    for (line_no, line) in log.lines().enumerate() {
+        assert!(!line.contains(" method=Forged"), "line {line_no}: {line}");
+        assert!(!line.contains(&"r".repeat(200)), "line {line_no}: {line}");
+    }
+    assert!(log.contains("…(+"), "cut values say so: {log}");
+    let exported = collector.dump();
+    for c in ["i", "m", "t", "r"] {
+        assert!(
+            !exported.contains(&c.repeat(200)),
+            "a span attribute holds a whole {c} id"
+        );
+    }
+    assert!(exported.contains("…(+"), "{exported}");
+}
+
+/// Lines are written while the gateway runs, not only at exit; and a stderr that takes
+/// nothing (a pipe nobody reads) stalls no call and no probe: past the log's bounds, lines
+/// are dropped and counted in `/metrics`.
+#[tokio::test]
+async fn lines_are_written_soon_and_a_stuck_stderr_stalls_no_call() {
+    let agent = backend();
+    let (gateway, log) = start(&agent, &["--log-format", "json"], &[]).await;
+    let send = request(json!(1), "SendMessage", message_params("hi"));
+    harness::post(&gateway.1, send).await;
+    let started = std::time::Instant::now();
+    while access_lines(&std::fs::read_to_string(log.path()).unwrap()).is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "no access line yet"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop(gateway, &log).await;
+
+    let addr = agent.spawn().await;
+    let backend_url = format!("http://{addr}");
+    let admin = harness::free_listen_address();
+    let args = ["--backend", &backend_url, "--admin-listen", &admin];
+    let stuck = start_with(&args, &[], Stdio::piped()).await;
+    // 100 members a batch, so 100 lines of ~500 bytes (ids are logged up to 128) a
+    // request: 300 requests are ~15 MB of lines, past what the pipe (64 KiB) and the log's
+    // queue (8 MiB) hold.
+    let member = request(json!("i".repeat(120)), "GetTask", json!({"id": "t-9"}));
+    let batch = format!("[{}]", vec![member; 100].join(","));
+    for n in 0..300 {
+        let started = std::time::Instant::now();
+        let (status, _, _) = harness::post(&stuck.1, batch.clone()).await;
+        if n % 50 == 0 {
+            // A probe logs on the main thread (the agent offers no health service).
+            let ready = harness::client()
+                .get(format!("http://{admin}/readyz"))
+                .send()
+                .await;
+            assert!(ready.is_ok(), "batch {n}: {ready:?}");
+        }
+        assert_eq!(status, 200);
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "batch {n} took {:?}",
+            started.elapsed()
+        );
+    }
+    let metrics = harness::client()
+        .get(format!("http://{admin}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let dropped: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("a2a_gateway_log_lines_dropped_total "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(dropped > 0, "{metrics}");
+}

@@ -1,0 +1,768 @@
+//! What the suites share. Here: test fixtures on real sockets: a scriptable tonic A2A
+//! backend that records what it receives, served over `http://` or `https://` (one test CA
+//! per test process), the gateway served on `127.0.0.1:0`, and small wire-level client
+//! helpers. In the submodules: the gateway binary as a child process (`process`), a test
+//! DNS server, pods that die, the reference-SDK peers, differential transcripts, the
+//! hostile-backend and agent-fault case machinery, an OTLP receiver, a mock HTTP+JSON
+//! agent, TLS certificates, what the abuse and soak suites watch of a gateway process, and
+//! the tests that run in a process of their own.
+
+// Answer enums are built once per call.
+#![allow(dead_code, clippy::large_enum_variant)]
+
+pub mod dns;
+pub mod faults;
+pub mod hostile;
+pub mod otlp;
+pub mod own_process;
+pub mod peer;
+pub mod pods;
+pub mod process;
+pub mod rest_mock;
+pub mod tls_pki;
+pub mod transcript;
+pub mod vitals;
+
+/// The name the test harness gives the test `name` of the module whose `module_path!()`
+/// is `module`: the module's path without the crate's name, then `name`.
+pub fn test_name(module: &str, name: &str) -> String {
+    match module.split_once("::") {
+        Some((_, path)) => format!("{path}::{name}"),
+        None => name.to_owned(),
+    }
+}
+
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use a2a_gateway::backend::grpc::{GrpcBackend, GrpcSettings};
+use a2a_gateway::front::Gateway;
+use a2a_gateway::proto::a2a_service_server::{A2aService, A2aServiceServer};
+use a2a_gateway::proto::*;
+use a2a_gateway::protocol::ops::{Reply, Request, StreamRequest, UnaryRequest};
+use a2a_gateway::protocol::params::ForwardPolicy;
+use futures::Stream;
+use serde_json::Value;
+use tonic::metadata::MetadataMap;
+use tonic::Status;
+
+/// What the test backend does for one call.
+pub enum Answer {
+    Reply(Reply),
+    /// The inner answer after a pause (the backend is slow).
+    After(Duration, Box<Answer>),
+    Error(Status),
+    Stream(Vec<Step>),
+}
+
+/// One step of a scripted stream.
+pub enum Step {
+    Event(StreamResponse),
+    Error(Status),
+    Sleep(Duration),
+    /// Never ends: the stream stays open until the client goes away.
+    Hang,
+}
+
+/// One call the backend received.
+#[derive(Clone)]
+pub struct Seen {
+    pub request: Request,
+    pub metadata: MetadataMap,
+}
+
+type Handler = dyn Fn(&Request) -> Answer + Send + Sync;
+
+/// A scriptable A2A gRPC backend.
+#[derive(Clone)]
+pub struct TestBackend {
+    handler: Arc<Handler>,
+    pub seen: Arc<Mutex<Vec<Seen>>>,
+    /// Streams the server dropped before their script ended (client went away).
+    pub cancelled: Arc<AtomicUsize>,
+}
+
+impl TestBackend {
+    pub fn new(handler: impl Fn(&Request) -> Answer + Send + Sync + 'static) -> Self {
+        Self {
+            handler: Arc::new(handler),
+            seen: Arc::default(),
+            cancelled: Arc::default(),
+        }
+    }
+
+    /// Serves on 127.0.0.1:0; returns the address.
+    pub async fn spawn(&self) -> SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tonic::transport::Server::builder()
+            .add_service(A2aServiceServer::new(self.clone()))
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener));
+        tokio::spawn(server);
+        addr
+    }
+
+    /// Serves on 127.0.0.1:0 with `scheme`; returns the address.
+    pub async fn spawn_scheme(&self, scheme: Scheme) -> SocketAddr {
+        match scheme {
+            Scheme::Http => self.spawn().await,
+            Scheme::Https => {
+                let pki = test_pki();
+                self.spawn_tls(&pki.cert_pem, &pki.key_pem).await
+            }
+        }
+    }
+
+    /// Serves on `listener` with `server`'s HTTP/2 settings (and TLS, see `Scheme::server`) until `stop` resolves, then
+    /// shuts down gracefully (GOAWAY); the task ends once the server has.
+    pub fn spawn_on(
+        &self,
+        server: tonic::transport::Server,
+        listener: tokio::net::TcpListener,
+        stop: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> tokio::task::JoinHandle<()> {
+        let mut server = server;
+        let serving = server
+            .add_service(A2aServiceServer::new(self.clone()))
+            .serve_with_incoming_shutdown(
+                tokio_stream::wrappers::TcpListenerStream::new(listener),
+                stop,
+            );
+        tokio::spawn(async move {
+            let _ = serving.await;
+        })
+    }
+
+    /// Serves over TLS with the given PEM identity on 127.0.0.1:0; returns the address.
+    pub async fn spawn_tls(&self, cert_pem: &str, key_pem: &str) -> SocketAddr {
+        use tonic::transport::{Identity, ServerTlsConfig};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let tls = ServerTlsConfig::new().identity(Identity::from_pem(cert_pem, key_pem));
+        let server = tonic::transport::Server::builder()
+            .tls_config(tls)
+            .unwrap()
+            .add_service(A2aServiceServer::new(self.clone()))
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener));
+        tokio::spawn(server);
+        addr
+    }
+
+    pub fn last(&self) -> Seen {
+        self.seen
+            .lock()
+            .unwrap()
+            .last()
+            .cloned()
+            .expect("backend saw no call")
+    }
+
+    pub fn calls(&self) -> usize {
+        self.seen.lock().unwrap().len()
+    }
+
+    fn answer(&self, request: Request, metadata: MetadataMap) -> (Answer, MetadataMap) {
+        let answer = (self.handler)(&request);
+        let mut reply_md = MetadataMap::new();
+        // Like an agent that activates every extension the client asked for.
+        if let Some(ext) = metadata.get("a2a-extensions") {
+            reply_md.insert("a2a-extensions", ext.clone());
+        }
+        self.seen.lock().unwrap().push(Seen { request, metadata });
+        (answer, reply_md)
+    }
+
+    fn stream(&self, answer: Answer, md: MetadataMap) -> Result<tonic::Response<Events>, Status> {
+        let steps = match answer {
+            Answer::Stream(steps) => steps,
+            Answer::Error(status) => return Err(status),
+            Answer::Reply(_) | Answer::After(..) => panic!("unary answer for a streaming call"),
+        };
+        let guard = CancelGuard(self.cancelled.clone(), true);
+        let events = futures::stream::unfold(
+            (steps.into_iter(), guard),
+            |(mut steps, mut guard)| async move {
+                loop {
+                    match steps.next() {
+                        None => {
+                            guard.disarm();
+                            return None;
+                        }
+                        Some(Step::Event(e)) => return Some((Ok(e), (steps, guard))),
+                        Some(Step::Error(s)) => {
+                            guard.disarm();
+                            return Some((Err(s), (Vec::new().into_iter(), guard)));
+                        }
+                        Some(Step::Sleep(d)) => tokio::time::sleep(d).await,
+                        Some(Step::Hang) => std::future::pending::<()>().await,
+                    }
+                }
+            },
+        );
+        let mut response = tonic::Response::new(Box::pin(events) as Events);
+        *response.metadata_mut() = md;
+        Ok(response)
+    }
+}
+
+/// Counts a stream dropped before its script ended.
+struct CancelGuard(Arc<AtomicUsize>, bool);
+
+impl CancelGuard {
+    fn disarm(&mut self) {
+        self.1 = false;
+    }
+}
+
+impl Drop for CancelGuard {
+    fn drop(&mut self) {
+        if self.1 {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+type Events = Pin<Box<dyn Stream<Item = Result<StreamResponse, Status>> + Send>>;
+
+// `async_trait` must see the methods, so the macro writes the whole impl.
+macro_rules! test_service {
+    ($( $rpc:ident($req:ty) -> $resp:ty = $variant:ident; )*) => {
+        #[tonic::async_trait]
+        impl A2aService for TestBackend {
+            $(
+            async fn $rpc(&self, request: tonic::Request<$req>) -> Result<tonic::Response<$resp>, Status> {
+                let (metadata, _, message) = request.into_parts();
+                let (mut answer, md) = self.answer(Request::Unary(UnaryRequest::$variant(message)), metadata);
+                while let Answer::After(pause, inner) = answer {
+                    tokio::time::sleep(pause).await;
+                    answer = *inner;
+                }
+                match (answer, md) {
+                    (Answer::Reply(Reply::$variant(reply)), md) => {
+                        let mut response = tonic::Response::new(reply);
+                        *response.metadata_mut() = md;
+                        Ok(response)
+                    }
+                    (Answer::Error(status), _) => Err(status),
+                    _ => panic!(concat!("wrong answer for ", stringify!($variant))),
+                }
+            }
+            )*
+
+            type SendStreamingMessageStream = Events;
+            type SubscribeToTaskStream = Events;
+
+            async fn send_streaming_message(
+                &self,
+                request: tonic::Request<SendMessageRequest>,
+            ) -> Result<tonic::Response<Events>, Status> {
+                let (metadata, _, message) = request.into_parts();
+                let (answer, md) = self.answer(Request::Stream(StreamRequest::SendStreamingMessage(message)), metadata);
+                self.stream(answer, md)
+            }
+
+            async fn subscribe_to_task(
+                &self,
+                request: tonic::Request<SubscribeToTaskRequest>,
+            ) -> Result<tonic::Response<Events>, Status> {
+                let (metadata, _, message) = request.into_parts();
+                let (answer, md) = self.answer(Request::Stream(StreamRequest::SubscribeToTask(message)), metadata);
+                self.stream(answer, md)
+            }
+        }
+    };
+}
+
+test_service! {
+    send_message(SendMessageRequest) -> SendMessageResponse = SendMessage;
+    get_task(GetTaskRequest) -> Task = GetTask;
+    list_tasks(ListTasksRequest) -> ListTasksResponse = ListTasks;
+    cancel_task(CancelTaskRequest) -> Task = CancelTask;
+    create_task_push_notification_config(TaskPushNotificationConfig) -> TaskPushNotificationConfig = CreateTaskPushNotificationConfig;
+    get_task_push_notification_config(GetTaskPushNotificationConfigRequest) -> TaskPushNotificationConfig = GetTaskPushNotificationConfig;
+    list_task_push_notification_configs(ListTaskPushNotificationConfigsRequest) -> ListTaskPushNotificationConfigsResponse = ListTaskPushNotificationConfigs;
+    delete_task_push_notification_config(DeleteTaskPushNotificationConfigRequest) -> pbjson_types::Empty = DeleteTaskPushNotificationConfig;
+    get_extended_agent_card(GetExtendedAgentCardRequest) -> AgentCard = GetExtendedAgentCard;
+}
+
+/// How the gateway reaches the test backend. The gRPC wire suites run every case over
+/// both (`scheme_tests!`): cleartext HTTP/2 and TLS with ALPN `h2`, whose client paths
+/// in the gateway differ only below HTTP/2.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheme {
+    Http,
+    Https,
+}
+
+impl Scheme {
+    /// The backend URL of a server on `addr`.
+    pub fn url(self, addr: SocketAddr) -> String {
+        match self {
+            Scheme::Http => format!("http://{addr}"),
+            Scheme::Https => format!("https://{addr}"),
+        }
+    }
+
+    /// `server` as is, or serving TLS with the test CA's server certificate.
+    pub fn server(self, server: tonic::transport::Server) -> tonic::transport::Server {
+        use tonic::transport::{Identity, ServerTlsConfig};
+        match self {
+            Scheme::Http => server,
+            Scheme::Https => {
+                let pki = test_pki();
+                let identity = Identity::from_pem(&pki.cert_pem, &pki.key_pem);
+                server
+                    .tls_config(ServerTlsConfig::new().identity(identity))
+                    .unwrap()
+            }
+        }
+    }
+
+    /// The flags that make the binary's configuration trust the test CA (none for http).
+    pub fn ca_flags(self) -> Vec<String> {
+        match self {
+            Scheme::Http => Vec::new(),
+            Scheme::Https => vec![
+                "--backend-ca".to_owned(),
+                test_pki().ca_file.to_str().unwrap().to_owned(),
+            ],
+        }
+    }
+
+    /// The server side of a raw scripted backend's connection: `tcp` itself, or TLS
+    /// (ALPN `h2`) with the test CA's server certificate; `None` if the handshake fails.
+    pub async fn accept(self, tcp: tokio::net::TcpStream) -> Option<Box<dyn Io>> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        if self == Scheme::Http {
+            return Some(Box::new(tcp));
+        }
+        static ACCEPTOR: OnceLock<tokio_rustls::TlsAcceptor> = OnceLock::new();
+        let acceptor = ACCEPTOR.get_or_init(|| {
+            let pki = test_pki();
+            let provider = Arc::new(rustls::crypto::ring::default_provider());
+            let mut config = rustls::ServerConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_no_client_auth()
+                .with_single_cert(
+                    vec![CertificateDer::from_pem_slice(pki.cert_pem.as_bytes()).unwrap()],
+                    PrivateKeyDer::from_pem_slice(pki.key_pem.as_bytes()).unwrap(),
+                )
+                .unwrap();
+            config.alpn_protocols = vec![b"h2".to_vec()];
+            tokio_rustls::TlsAcceptor::from(Arc::new(config))
+        });
+        let tls = acceptor.accept(tcp).await.ok()?;
+        Some(Box::new(tls))
+    }
+
+    /// A test backend served with this scheme and the gateway in front of it.
+    pub async fn setup(
+        self,
+        handler: impl Fn(&Request) -> Answer + Send + Sync + 'static,
+    ) -> (TestBackend, String) {
+        self.setup_with(handler, Settings::default()).await
+    }
+
+    pub async fn setup_with(
+        self,
+        handler: impl Fn(&Request) -> Answer + Send + Sync + 'static,
+        settings: Settings,
+    ) -> (TestBackend, String) {
+        let backend = TestBackend::new(handler);
+        let addr = backend.spawn_scheme(self).await;
+        let url = gateway(&self.url(addr), settings).await;
+        (backend, url)
+    }
+}
+
+/// A raw scripted backend's connection, cleartext or TLS.
+pub trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
+
+/// Runs each `async fn case(scheme: Scheme)` named as two tests, `case::http` and
+/// `case::https`, so a failure names its scheme. Written above the case:
+/// `scheme_tests!(case);` (the case stays a plain function that rustfmt formats and grep
+/// finds; the macro only declares the module of its two tests).
+#[allow(unused_macros)] // not every test binary runs scheme cases
+macro_rules! scheme_tests {
+    ($($case:ident),* $(,)?) => {$(
+        mod $case {
+            #[tokio::test]
+            async fn http() {
+                super::$case($crate::harness::Scheme::Http).await
+            }
+
+            #[tokio::test]
+            async fn https() {
+                super::$case($crate::harness::Scheme::Https).await
+            }
+        }
+    )*};
+}
+#[allow(unused_imports)]
+pub(crate) use scheme_tests;
+
+/// The DNS name the test DNS server gives pods (`dns.rs`), in the test certificate too.
+pub const POD_NAME: &str = "agents.a2a.test";
+
+/// The test process's CA and the `localhost`/`127.0.0.1` server certificate it signed.
+pub struct TestPki {
+    pub ca_pem: String,
+    /// `ca_pem` in a file, for `--backend-ca`.
+    pub ca_file: std::path::PathBuf,
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+/// Made once per test process.
+pub fn test_pki() -> &'static TestPki {
+    static PKI: OnceLock<TestPki> = OnceLock::new();
+    PKI.get_or_init(|| {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
+        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.distinguished_name
+            .push(DnType::CommonName, "a2a-gateway test CA");
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let ca_key = KeyPair::generate().unwrap();
+        let ca = rcgen::CertifiedIssuer::self_signed(ca, ca_key).unwrap();
+        let mut server = CertificateParams::new(vec![
+            "localhost".to_owned(),
+            "127.0.0.1".to_owned(),
+            // The name of the pods behind the test DNS server (`tests/endpoints.rs`).
+            POD_NAME.to_owned(),
+        ])
+        .unwrap();
+        server
+            .distinguished_name
+            .push(DnType::CommonName, "a2a-gateway test backend");
+        let server_key = KeyPair::generate().unwrap();
+        let cert = server.signed_by(&server_key, &ca).unwrap();
+        let ca_file = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("test-ca-{}.pem", std::process::id()));
+        std::fs::write(&ca_file, ca.pem()).unwrap();
+        TestPki {
+            ca_pem: ca.pem(),
+            ca_file,
+            cert_pem: cert.pem(),
+            key_pem: server_key.serialize_pem(),
+        }
+    })
+}
+
+/// Gateway settings for tests (defaults as in the CLI, unless changed).
+pub struct Settings {
+    pub unary_timeout: Option<Duration>,
+    pub stream_timeout: Option<Duration>,
+    pub keepalive: Duration,
+    pub max_body: usize,
+    pub forward: ForwardPolicy,
+    /// The push URL guard (`None`: off).
+    pub push: Option<a2a_gateway::push::PushGuard>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            unary_timeout: Some(Duration::from_secs(30)),
+            stream_timeout: None,
+            keepalive: Duration::from_secs(15),
+            max_body: 4 << 20,
+            forward: ForwardPolicy::default(),
+            // On, as by default; the wire suites' push URLs name these hosts, which do
+            // not resolve here.
+            push: Some(push_guard(&["hooks.example", "example.com"], None)),
+        }
+    }
+}
+
+/// A push URL guard admitting `allow` (https only), resolving names with `dns` or the
+/// system's resolver.
+pub fn push_guard(allow: &[&str], dns: Option<SocketAddr>) -> a2a_gateway::push::PushGuard {
+    let allow: Vec<String> = allow.iter().map(|s| s.to_string()).collect();
+    let policy = a2a_gateway::push::PushPolicy::new(false, &allow).unwrap();
+    a2a_gateway::push::PushGuard::new(policy, dns).unwrap()
+}
+
+/// The gateway in front of the gRPC backend at `backend`, served on 127.0.0.1:0; an
+/// `https://` backend is verified with the test CA. Returns the JSON-RPC endpoint URL.
+pub async fn gateway(backend: &str, settings: Settings) -> String {
+    let grpc_settings = GrpcSettings {
+        connect_timeout: Duration::from_secs(2),
+        ..GrpcSettings::default()
+    };
+    let ca = backend
+        .starts_with("https://")
+        .then(|| test_pki().ca_pem.as_bytes());
+    let grpc = GrpcBackend::new(backend, &grpc_settings, ca).unwrap();
+    let state = Arc::new(Gateway {
+        backend: Arc::new(grpc),
+        forward: settings.forward,
+        unary_timeout: settings.unary_timeout,
+        stream_timeout: settings.stream_timeout,
+        first_event_timeout: settings.unary_timeout,
+        keepalive: settings.keepalive,
+        max_body: settings.max_body,
+        batch: Default::default(),
+        tenant: None,
+        card: None,
+        lifecycle: Default::default(),
+        metrics: Default::default(),
+        legacy: true,
+        push: settings.push,
+    });
+    serve(state, "/a2a/jsonrpc").await
+}
+
+/// The route prefix every wire suite is served under (`serve`).
+pub const ROUTE_PREFIX: &str = "/agents/under-test";
+
+/// Serves `state` on 127.0.0.1:0 until the test ends; returns the JSON-RPC endpoint URL.
+/// The gateway answers as a multi-route gateway does: `state` is the route at
+/// `ROUTE_PREFIX`, beside a sibling route, so every wire suite checks that a route's
+/// endpoint behaves as the single endpoint of the flags-only shorthand (`tests/cli.rs`
+/// runs that one).
+pub async fn serve(state: Arc<Gateway>, jsonrpc_path: &str) -> String {
+    use a2a_gateway::server::routing::ServedRoute;
+    let route = |name: &str, prefix: &str| ServedRoute {
+        name: name.to_owned(),
+        prefix: prefix.to_owned(),
+        host: None,
+        jsonrpc_path: jsonrpc_path.to_owned(),
+        endpoints: None,
+        gateway: state.clone(),
+    };
+    let routes = vec![
+        route("sibling", "/agents/sibling"),
+        route("under-test", ROUTE_PREFIX),
+    ];
+    let router =
+        a2a_gateway::server::Frontend::new(routes, state.metrics.clone(), state.lifecycle.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(a2a_gateway::server::serve(
+        listener,
+        router,
+        std::future::pending(),
+        Duration::from_secs(1),
+    ));
+    format!("http://{addr}{ROUTE_PREFIX}{jsonrpc_path}")
+}
+
+/// The gateway built exactly as the binary builds it from `args` (flags after the
+/// program name), served on 127.0.0.1:0. Returns the JSON-RPC endpoint URL.
+pub async fn gateway_from_flags(args: &[&str]) -> String {
+    use clap::Parser;
+    // The SDK peers' conversations register push hooks on loopback (`http://127.0.0.1:9/…`),
+    // which the push guard refuses unless admitted.
+    let admit_loopback_hooks = ["--push-allow-http", "--push-allow", "127.0.0.1"];
+    let cli = a2a_gateway::config::Cli::try_parse_from(
+        std::iter::once("a2a-gateway")
+            .chain(args.iter().copied())
+            .chain(admit_loopback_hooks),
+    )
+    .unwrap();
+    let state = a2a_gateway::server::gateway(&cli, &cli.backend, Default::default()).unwrap();
+    serve(state, &cli.jsonrpc_path).await
+}
+
+/// A cleartext test backend and the gateway in front of it.
+pub async fn setup(
+    handler: impl Fn(&Request) -> Answer + Send + Sync + 'static,
+) -> (TestBackend, String) {
+    setup_with(handler, Settings::default()).await
+}
+
+pub async fn setup_with(
+    handler: impl Fn(&Request) -> Answer + Send + Sync + 'static,
+    settings: Settings,
+) -> (TestBackend, String) {
+    Scheme::Http.setup_with(handler, settings).await
+}
+
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder().build().unwrap()
+}
+
+/// POSTs raw bytes with `A2A-Version: 1.0`; returns status, headers and body text.
+pub async fn post(
+    url: &str,
+    body: impl Into<reqwest::Body>,
+) -> (u16, reqwest::header::HeaderMap, String) {
+    post_with(url, body, &[("a2a-version", "1.0")]).await
+}
+
+pub async fn post_with(
+    url: &str,
+    body: impl Into<reqwest::Body>,
+    headers: &[(&str, &str)],
+) -> (u16, reqwest::header::HeaderMap, String) {
+    let mut request = client()
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    (status, headers, response.text().await.unwrap())
+}
+
+/// POSTs and parses a JSON reply, asserting HTTP 200 and `application/json`.
+pub async fn rpc(url: &str, body: &str) -> Value {
+    let (status, headers, text) = post(url, body.to_owned()).await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(headers["content-type"], "application/json", "{text}");
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// A JSON-RPC request body.
+pub fn request(id: Value, method: &str, params: Value) -> String {
+    serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
+}
+
+/// A minimal valid SendMessageRequest as JSON params.
+pub fn message_params(text: &str) -> Value {
+    serde_json::json!({"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": text}]}})
+}
+
+/// Reads an SSE body into frames (text between blank lines), as they arrive.
+pub struct SseReader {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl SseReader {
+    pub async fn open(url: &str, body: String) -> (reqwest::header::HeaderMap, SseReader) {
+        let response = client()
+            .post(url)
+            .header("content-type", "application/json")
+            .header("a2a-version", "1.0")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        (
+            response.headers().clone(),
+            SseReader {
+                response,
+                buffer: String::new(),
+            },
+        )
+    }
+
+    /// The next frame, or `None` at the end of the stream.
+    pub async fn frame(&mut self) -> Option<String> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let frame = self.buffer[..end].to_owned();
+                self.buffer.drain(..end + 2);
+                return Some(frame);
+            }
+            match self.response.chunk().await.unwrap() {
+                Some(chunk) => self.buffer.push_str(std::str::from_utf8(&chunk).unwrap()),
+                None => {
+                    assert!(self.buffer.is_empty(), "trailing bytes: {:?}", self.buffer);
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// The JSON of the next `data:` frame (skipping keepalive comments).
+    pub async fn data(&mut self) -> Option<Value> {
+        loop {
+            let frame = self.frame().await?;
+            if frame.starts_with(':') {
+                continue;
+            }
+            let data = frame
+                .lines()
+                .find_map(|l| l.strip_prefix("data: "))
+                .unwrap_or_else(|| panic!("no data line in {frame:?}"));
+            return Some(serde_json::from_str(data).unwrap());
+        }
+    }
+}
+
+pub fn task(id: &str, state: TaskState) -> Task {
+    Task {
+        id: id.to_owned(),
+        context_id: "ctx-1".to_owned(),
+        status: Some(TaskStatus {
+            state: state as i32,
+            message: None,
+            timestamp: Some(Timestamp {
+                seconds: 1_700_000_000,
+                nanos: 123_000_000,
+            }),
+        }),
+        ..Default::default()
+    }
+}
+
+pub fn status_update(task_id: &str, state: TaskState) -> StreamResponse {
+    StreamResponse {
+        payload: Some(stream_response::Payload::StatusUpdate(
+            TaskStatusUpdateEvent {
+                task_id: task_id.to_owned(),
+                context_id: "ctx-1".to_owned(),
+                status: task(task_id, state).status,
+                metadata: None,
+            },
+        )),
+    }
+}
+
+/// A loopback address no one listens on yet, for a gateway process to serve on.
+pub fn free_listen_address() -> String {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    format!("127.0.0.1:{port}")
+}
+
+/// Waits (at most 10 s) until a gateway process serves `/healthz` on `listen`.
+pub async fn await_serving(listen: &str) {
+    let started = std::time::Instant::now();
+    while reqwest::get(format!("http://{listen}/healthz"))
+        .await
+        .is_err()
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "gateway did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The gateway of `args` (and the TOML `file`, if any) built as the binary builds it, served
+/// on two worker threads (whose counters must be shared); returns its origin.
+pub async fn serve_on_workers(args: &[&str], file: Option<&str>) -> String {
+    use a2a_gateway::server::{workers::Workers, FrontendTemplate};
+    let file = file.map(|text| process::TempFile::new("toml", text));
+    let mut argv = vec!["a2a-gateway"];
+    argv.extend_from_slice(args);
+    if let Some(file) = &file {
+        argv.extend(["--config", file.path()]);
+    }
+    let config = a2a_gateway::config::Config::load(argv).unwrap();
+    let template = Arc::new(FrontendTemplate::new(&config, None).unwrap());
+    let workers = Workers::start(&template, &Arc::default(), 2, Duration::from_secs(1)).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(workers.serve(listener, std::future::pending()));
+    format!("http://{addr}")
+}

@@ -1,0 +1,660 @@
+//! Agents that fail, as real processes, in front of the real gateway binary: the case
+//! table's types, the agents (`scripted_agent.py`, and the reference SDK agent
+//! `tests/peers/agent.py` that gets SIGKILLed or restarted), the calls a case makes and
+//! what is checked after it. `runner.rs` runs the selected cases in parallel.
+//!
+//! Every case starts its own gateway with two routes: `/faulty` in front of the failing
+//! agent (`--timeout` and `--first-event-timeout` `TIMEOUT`, `--connect-timeout` 1 s,
+//! `--backend-max-message` 1 MiB) and `/good` in front of one well-behaved reference agent
+//! shared by all cases. After the case the gateway must still run, answer `/healthz`,
+//! serve a call on `/good`, and have logged no panic.
+
+pub mod agents;
+mod runner;
+
+// The hostile suite's gateway process and the verdicts both runners share.
+use super::hostile::{gateway, verdicts};
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use self::agents::{Scripted, SdkAgent};
+use self::gateway::{fresh_client, healthz, Gateway};
+use crate::harness::process::TempFile;
+pub use runner::verdict;
+
+/// `--timeout` and `--first-event-timeout` of the failing route.
+pub const TIMEOUT: Duration = Duration::from_secs(3);
+/// `--connect-timeout` of the failing route.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// What "at once" means: well below `TIMEOUT`, with room for a loaded machine.
+pub const AT_ONCE: Duration = Duration::from_secs(2);
+/// How late after `TIMEOUT` a deadline answer may come.
+const LATE: Duration = Duration::from_millis(1500);
+/// `--backend-max-message` of the failing route.
+pub const MAX_MESSAGE: usize = 1 << 20;
+/// A restarted agent is served again this soon after it is up.
+pub const RECONNECT: Duration = Duration::from_secs(2);
+/// No call may take longer than this, so a hang fails the case instead of the suite.
+const HARD_LIMIT: Duration = Duration::from_secs(15);
+
+pub const UNAVAILABLE: &[&str] = &["BACKEND_UNAVAILABLE"];
+pub const RESET: &[&str] = &["BACKEND_CONNECTION_RESET"];
+pub const DEADLINE: &[&str] = &["BACKEND_DEADLINE_EXCEEDED"];
+pub const BAD: &[&str] = &["BACKEND_BAD_RESPONSE"];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Binding {
+    Grpc,
+    HttpJson,
+}
+
+impl Binding {
+    /// The `--binding` value.
+    fn flag(self) -> &'static str {
+        match self {
+            Binding::Grpc => "GRPC",
+            Binding::HttpJson => "HTTP+JSON",
+        }
+    }
+
+    /// The name of the binding's test module and of its column in the README table.
+    pub fn module(self) -> &'static str {
+        match self {
+            Binding::Grpc => "grpc",
+            Binding::HttpJson => "http_json",
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Binding::Grpc => "gRPC",
+            Binding::HttpJson => "HTTP+JSON",
+        }
+    }
+}
+
+/// The failing agent.
+#[derive(Clone, Copy, Debug)]
+pub enum Agent {
+    /// Nothing listens on the port.
+    NotStarted,
+    /// `scripted_agent.py` in this mode, reached at an `http://` URL.
+    Scripted(&'static str),
+    /// The same, reached at an `https://` URL (the route trusts the test CA).
+    ScriptedAtHttps(&'static str),
+    /// The reference agent, SIGKILLed one second into a blocking `SendMessage`.
+    KilledMidUnary,
+    /// The reference agent, SIGKILLed after a stream's first event.
+    KilledMidStream,
+    /// The reference agent, SIGKILLed between calls and started again on its ports.
+    Restarted,
+}
+
+/// When the answer comes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum When {
+    /// Within `AT_ONCE` of the call (of the SIGKILL for the killed agents).
+    AtOnce,
+    /// At the route's deadline: `TIMEOUT` (`--timeout`, or `--first-event-timeout` for a
+    /// stream), not before and at most `LATE` after.
+    Deadline,
+    /// At `CONNECT_TIMEOUT` (`--connect-timeout`), not before and at most `LATE` after.
+    ConnectTimeout,
+}
+
+/// What the client gets: -32603 with an `ErrorInfo` of domain `a2a-gateway` and one of
+/// the reasons...
+#[derive(Clone, Copy, Debug)]
+pub enum Outcome {
+    /// ...as the JSON-RPC reply (for a stream: before any event, so no stream opens);
+    Reply(&'static [&'static str], When),
+    /// ...as the `event: error` frame that ends a stream after its first events.
+    ErrorFrame(&'static [&'static str], When),
+}
+
+impl Outcome {
+    pub fn reasons(self) -> &'static [&'static str] {
+        match self {
+            Outcome::Reply(reasons, _) | Outcome::ErrorFrame(reasons, _) => reasons,
+        }
+    }
+
+    pub fn when(self) -> When {
+        match self {
+            Outcome::Reply(_, when) | Outcome::ErrorFrame(_, when) => when,
+        }
+    }
+}
+
+/// One row of the table (and of the README's "When agents fail").
+pub struct Case {
+    pub name: &'static str,
+    pub binding: Binding,
+    pub agent: Agent,
+    /// A `SendMessage`, when the case has one.
+    pub unary: Option<Outcome>,
+    /// A `SendStreamingMessage`, when the case has one.
+    pub stream: Option<Outcome>,
+}
+
+impl Case {
+    /// `grpc::not_started`: the test's path.
+    pub fn key(&self) -> String {
+        format!("{}::{}", self.binding.module(), self.name)
+    }
+}
+
+/// What a case observed and what it found wrong.
+#[derive(Default)]
+struct Report {
+    notes: Vec<String>,
+    failures: Vec<String>,
+}
+
+impl Report {
+    fn check(&mut self, ok: bool, failure: impl FnOnce() -> String) {
+        if !ok {
+            self.failures.push(failure());
+        }
+    }
+}
+
+/// The well-behaved agent of every case's `/good` route.
+pub struct Good {
+    pub grpc: String,
+    pub rest: String,
+}
+
+/// Runs one case: the agent, the gateway, the calls, then the checks that the gateway
+/// is unharmed.
+pub(crate) async fn run_case(case: &'static Case, good: &Good) -> Result<String, String> {
+    let mut report = Report::default();
+    let mut agent = Started::start(case).await?;
+    let good_url = match case.binding {
+        Binding::Grpc => &good.grpc,
+        Binding::HttpJson => &good.rest,
+    };
+    let config = TempFile::new("toml", &routes(case.binding, &agent.url, good_url));
+    let deadline = format!("{}ms", TIMEOUT.as_millis());
+    let connect_timeout = format!("{}ms", CONNECT_TIMEOUT.as_millis());
+    let max_message = MAX_MESSAGE.to_string();
+    let args = [
+        "--config",
+        config.path(),
+        "--workers",
+        "2",
+        "--timeout",
+        &deadline,
+        "--first-event-timeout",
+        &deadline,
+        "--connect-timeout",
+        &connect_timeout,
+        "--backend-max-message",
+        &max_message,
+    ];
+    let log_name = format!("faults-{}-{}", case.binding.module(), case.name);
+    let mut gw = Gateway::start(&args, &log_name).await;
+    let faulty = format!("{}/faulty/a2a/jsonrpc", gw.base);
+    match case.agent {
+        Agent::NotStarted | Agent::Scripted(_) | Agent::ScriptedAtHttps(_) => {
+            let (unary, stream) = tokio::join!(
+                async {
+                    let mut report = Report::default();
+                    if let Some(expect) = case.unary {
+                        let started = Instant::now();
+                        let answer = unary(&faulty, "hello").await;
+                        check_reply(expect, "unary", &answer, started, &mut report);
+                    }
+                    report
+                },
+                async {
+                    let mut report = Report::default();
+                    if let Some(expect) = case.stream {
+                        check_stream(expect, &faulty, "stream", &mut report).await;
+                    }
+                    report
+                },
+            );
+            for part in [unary, stream] {
+                report.notes.extend(part.notes);
+                report.failures.extend(part.failures);
+            }
+        }
+        Agent::KilledMidUnary => killed_mid_unary(case, &mut agent, &faulty, &mut report).await,
+        Agent::KilledMidStream => killed_mid_stream(case, &mut agent, &faulty, &mut report).await,
+        Agent::Restarted => restarted(case, &mut agent, &faulty, &mut report).await,
+    }
+    let good_route = format!("{}/good/a2a/jsonrpc", gw.base);
+    check_alive(&mut gw, &good_route, &mut report).await;
+    let mut summary = report.notes.join("; ");
+    if report.failures.is_empty() {
+        Ok(summary)
+    } else {
+        let _ = write!(summary, "\n  failures: {}", report.failures.join("\n    "));
+        Err(summary)
+    }
+}
+
+/// The gateway's config: the failing route (trusting the test CA) and the good one, whose
+/// own deadlines are the defaults (a loaded machine must not make the good agent look slow).
+fn routes(binding: Binding, faulty: &str, good: &str) -> String {
+    let binding = binding.flag();
+    let ca = crate::harness::test_pki().ca_file.display();
+    format!(
+        r#"
+[[route]]
+name = "faulty"
+path = "/faulty"
+binding = "{binding}"
+backend = "{faulty}"
+backend-ca = "{ca}"
+
+[[route]]
+name = "good"
+path = "/good"
+binding = "{binding}"
+backend = "{good}"
+timeout = "30s"
+first-event-timeout = "30s"
+"#
+    )
+}
+
+/// The failing agent of a case, running (or not) for as long as the case.
+struct Started {
+    /// The failing route's backend URL.
+    url: String,
+    /// Kept for the case's lifetime (the process is killed when dropped).
+    _scripted: Option<Scripted>,
+    sdk: Option<SdkAgent>,
+}
+
+impl Started {
+    async fn start(case: &Case) -> Result<Started, String> {
+        let rest = |url: String| match case.binding {
+            Binding::Grpc => url,
+            Binding::HttpJson => format!("{url}/rest"),
+        };
+        Ok(match case.agent {
+            Agent::NotStarted => Started {
+                url: rest(format!("http://127.0.0.1:{}", agents::closed_port())),
+                _scripted: None,
+                sdk: None,
+            },
+            Agent::Scripted(mode) | Agent::ScriptedAtHttps(mode) => {
+                let scripted = Scripted::start(mode).await?;
+                let scheme = match case.agent {
+                    Agent::ScriptedAtHttps(_) => "https",
+                    _ => "http",
+                };
+                Started {
+                    url: rest(format!("{scheme}://127.0.0.1:{}", scripted.port)),
+                    _scripted: Some(scripted),
+                    sdk: None,
+                }
+            }
+            Agent::KilledMidUnary | Agent::KilledMidStream | Agent::Restarted => {
+                let sdk = SdkAgent::start(0, 0).await?;
+                Started {
+                    url: match case.binding {
+                        Binding::Grpc => sdk.grpc.clone(),
+                        Binding::HttpJson => sdk.rest.clone(),
+                    },
+                    _scripted: None,
+                    sdk: Some(sdk),
+                }
+            }
+        })
+    }
+
+    fn sdk(&mut self) -> &mut SdkAgent {
+        self.sdk.as_mut().expect("a reference agent case")
+    }
+}
+
+async fn killed_mid_unary(case: &Case, agent: &mut Started, url: &str, report: &mut Report) {
+    let expect = case.unary.expect("a unary outcome");
+    // 30 s of work: the blocking SendMessage is in flight when the agent dies.
+    let call = unary(url, "slow:30");
+    tokio::pin!(call);
+    let early = tokio::time::timeout(Duration::from_secs(1), &mut call).await;
+    if let Ok(answer) = early {
+        return report.failures.push(format!(
+            "the call ended before the kill: {}",
+            shown(&answer)
+        ));
+    }
+    agent.sdk().sigkill();
+    let killed = Instant::now();
+    let answer = call.await;
+    check_reply(expect, "unary after SIGKILL", &answer, killed, report);
+}
+
+async fn killed_mid_stream(case: &Case, agent: &mut Started, url: &str, report: &mut Report) {
+    let expect = case.stream.expect("a stream outcome");
+    let mut sse = match stream(url, "slow:30").await {
+        Ok(Streamed::Events(sse)) => sse,
+        Ok(Streamed::Json(reply)) => {
+            return report.failures.push(format!("no stream opened: {reply}"));
+        }
+        Err(e) => return report.failures.push(format!("no stream opened: {e}")),
+    };
+    match sse.data(HARD_LIMIT).await {
+        Ok(Some(first)) if first.get("result").is_some() => {}
+        other => return report.failures.push(format!("first event: {other:?}")),
+    }
+    agent.sdk().sigkill();
+    let killed = Instant::now();
+    check_error_frame(expect, "stream after SIGKILL", &mut sse, killed, report).await;
+}
+
+async fn restarted(case: &Case, agent: &mut Started, url: &str, report: &mut Report) {
+    let expect = case.unary.expect("a unary outcome while the agent is down");
+    let before = unary(url, "hello").await;
+    report.check(is_result(&before.reply), || {
+        format!("before the kill: {}", shown(&before))
+    });
+    let (grpc_port, http_port) = agent.sdk().ports();
+    agent.sdk().sigkill();
+    // The gateway learns of the lost connection (a FIN from the dead process's socket)
+    // asynchronously; the call while the agent is down is about the refused reconnect.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let started = Instant::now();
+    let down = unary(url, "hello").await;
+    check_reply(expect, "unary while down", &down, started, report);
+    match SdkAgent::start(grpc_port, http_port).await {
+        Ok(again) => agent.sdk = Some(again),
+        Err(e) => return report.failures.push(format!("restart: {e}")),
+    }
+    let up = Instant::now();
+    let after = unary(url, "hello").await;
+    let streamed = match stream(url, "stream").await {
+        Ok(Streamed::Events(mut sse)) => sse.data(HARD_LIMIT).await.map(|d| d.is_some()),
+        Ok(Streamed::Json(reply)) => Err(format!("no stream: {reply}")),
+        Err(e) => Err(e),
+    };
+    let took = up.elapsed();
+    report.notes.push(format!(
+        "after the restart: unary {}, stream {streamed:?}, within {} ms of READY",
+        shown(&after),
+        took.as_millis()
+    ));
+    report.check(is_result(&after.reply), || {
+        format!("first call after the restart: {}", shown(&after))
+    });
+    report.check(streamed == Ok(true), || {
+        format!("first stream after the restart: {streamed:?}")
+    });
+    report.check(took <= RECONNECT, || {
+        format!("served again after {took:?}, bound {RECONNECT:?}")
+    });
+}
+
+/// Checks a JSON-RPC reply against `expect` and its time against `since`.
+fn check_reply(
+    expect: Outcome,
+    what: &str,
+    answer: &Answered,
+    since: Instant,
+    report: &mut Report,
+) {
+    let took = since.elapsed();
+    report.notes.push(format!(
+        "{what}: {} after {} ms",
+        shown(answer),
+        took.as_millis()
+    ));
+    match (&answer.reply, expect) {
+        (Ok(reply), Outcome::Reply(reasons, _)) => check_fault(what, reply, reasons, report),
+        (_, Outcome::ErrorFrame(..)) => report
+            .failures
+            .push(format!("{what}: expected a stream, got {}", shown(answer))),
+        (Err(e), _) => report.failures.push(format!("{what}: {e}")),
+    }
+    check_time(what, expect.when(), took, report);
+}
+
+fn check_fault(what: &str, reply: &Value, reasons: &[&str], report: &mut Report) {
+    let error = &reply["error"];
+    let info = &error["data"][0];
+    let ok = error["code"] == -32603
+        && info["domain"] == "a2a-gateway"
+        && reasons.iter().any(|r| info["reason"] == *r);
+    report.check(ok, || {
+        format!("{what}: expected -32603 with a reason in {reasons:?}, got {reply}")
+    });
+}
+
+fn check_time(what: &str, when: When, took: Duration, report: &mut Report) {
+    let ok = match when {
+        When::AtOnce => took <= AT_ONCE,
+        When::Deadline => took >= TIMEOUT - Duration::from_millis(100) && took <= TIMEOUT + LATE,
+        When::ConnectTimeout => {
+            took >= CONNECT_TIMEOUT - Duration::from_millis(100) && took <= CONNECT_TIMEOUT + LATE
+        }
+    };
+    report.check(ok, || {
+        format!("{what}: answered after {took:?}, expected {when:?}")
+    });
+}
+
+/// A `SendStreamingMessage` against `expect`.
+async fn check_stream(expect: Outcome, url: &str, text: &str, report: &mut Report) {
+    let started = Instant::now();
+    match stream(url, text).await {
+        Ok(Streamed::Json(reply)) => {
+            let answer = Answered { reply: Ok(reply) };
+            check_reply(expect, "stream", &answer, started, report);
+        }
+        Ok(Streamed::Events(mut sse)) => {
+            check_error_frame(expect, "stream", &mut sse, started, report).await
+        }
+        Err(e) => report.failures.push(format!("stream: {e}")),
+    }
+}
+
+/// Reads a stream's events up to its `event: error` frame.
+async fn check_error_frame(
+    expect: Outcome,
+    what: &str,
+    sse: &mut Sse,
+    since: Instant,
+    report: &mut Report,
+) {
+    let Outcome::ErrorFrame(reasons, when) = expect else {
+        return report.failures.push(format!(
+            "{what}: a stream opened where {expect:?} was expected"
+        ));
+    };
+    let mut events = 0;
+    loop {
+        match sse.frame(HARD_LIMIT).await {
+            Ok(Some(frame)) if frame.starts_with(':') => {}
+            Ok(Some(frame)) if frame.starts_with("event: error") => {
+                let took = since.elapsed();
+                let data = frame_data(&frame).unwrap_or(Value::Null);
+                report.notes.push(format!(
+                    "{what}: {events} events, then error frame {} after {} ms",
+                    summary(&data),
+                    took.as_millis()
+                ));
+                check_fault(what, &data, reasons, report);
+                check_time(what, when, took, report);
+                let end = sse.frame(AT_ONCE).await;
+                return report.check(end == Ok(None), || {
+                    format!("{what}: after the error frame: {end:?}")
+                });
+            }
+            Ok(Some(_)) => events += 1,
+            other => {
+                return report.failures.push(format!(
+                    "{what}: {events} events, then {other:?} instead of an error frame"
+                ))
+            }
+        }
+    }
+}
+
+/// The gateway still runs, answers `/healthz` and a call on the good route, and logged
+/// no panic.
+async fn check_alive(gw: &mut Gateway, good: &str, report: &mut Report) {
+    if !gw.running() {
+        return report.failures.push("the gateway exited".into());
+    }
+    let health = healthz(&gw.base, Duration::from_secs(2)).await;
+    report.check(health.is_some(), || "no /healthz answer within 2 s".into());
+    let started = Instant::now();
+    let next = unary(good, "hello").await;
+    let took = started.elapsed();
+    report.check(
+        is_result(&next.reply) && took <= Duration::from_secs(3),
+        || format!("the next good call got {} after {took:?}", shown(&next)),
+    );
+    let panics = gw.panics();
+    report.check(panics.is_empty(), || {
+        format!("panics: {}", panics.join(" | "))
+    });
+}
+
+// ---- the client ---------------------------------------------------------------------------
+
+/// A JSON-RPC reply (or why there was none).
+pub struct Answered {
+    reply: Result<Value, String>,
+}
+
+fn is_result(reply: &Result<Value, String>) -> bool {
+    reply.as_ref().is_ok_and(|r| r.get("result").is_some())
+}
+
+/// `-32603 BACKEND_X "message"`, or `result`, for people.
+fn summary(reply: &Value) -> String {
+    let error = &reply["error"];
+    if error.is_null() {
+        return if reply.get("result").is_some() {
+            "result".into()
+        } else {
+            reply.to_string()
+        };
+    }
+    let reason = error["data"][0]["reason"].as_str().unwrap_or("-");
+    let mut message = error["message"].as_str().unwrap_or("").to_owned();
+    message.truncate(100);
+    format!("{} {reason} {message:?}", error["code"])
+}
+
+fn shown(answer: &Answered) -> String {
+    match &answer.reply {
+        Ok(reply) => summary(reply),
+        Err(e) => e.clone(),
+    }
+}
+
+/// Starts a `method` call whose message text is `text`; the response head.
+async fn open(url: &str, method: &str, text: &str) -> Result<reqwest::Response, String> {
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": method,
+        "params": {"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": text}]}},
+    });
+    let send = fresh_client()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("a2a-version", "1.0")
+        .body(body.to_string())
+        .send();
+    match tokio::time::timeout(HARD_LIMIT, send).await {
+        Err(_) => Err(format!("no answer within {HARD_LIMIT:?}")),
+        Ok(Err(e)) => Err(format!("HTTP error: {e}")),
+        Ok(Ok(r)) if r.status() != 200 => Err(format!("HTTP status {}", r.status())),
+        Ok(Ok(r)) => Ok(r),
+    }
+}
+
+async fn json_body(response: reqwest::Response) -> Result<Value, String> {
+    let body = tokio::time::timeout(HARD_LIMIT, response.bytes())
+        .await
+        .map_err(|_| format!("body not complete within {HARD_LIMIT:?}"))?
+        .map_err(|e| format!("body error: {e}"))?;
+    serde_json::from_slice(&body)
+        .map_err(|e| format!("not JSON ({e}): {:?}", String::from_utf8_lossy(&body)))
+}
+
+/// One `SendMessage`.
+async fn unary(url: &str, text: &str) -> Answered {
+    let reply = match open(url, "SendMessage", text).await {
+        Ok(response) => json_body(response).await,
+        Err(e) => Err(e),
+    };
+    Answered { reply }
+}
+
+/// The first answer of a streaming call: a JSON reply, or the event stream.
+enum Streamed {
+    Json(Value),
+    Events(Sse),
+}
+
+async fn stream(url: &str, text: &str) -> Result<Streamed, String> {
+    let response = open(url, "SendStreamingMessage", text).await?;
+    let is_sse = response
+        .headers()
+        .get("content-type")
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+    if is_sse {
+        Ok(Streamed::Events(Sse {
+            response,
+            buffer: Vec::new(),
+        }))
+    } else {
+        json_body(response).await.map(Streamed::Json)
+    }
+}
+
+/// An SSE body read frame by frame (the text between blank lines).
+struct Sse {
+    response: reqwest::Response,
+    buffer: Vec<u8>,
+}
+
+impl Sse {
+    /// The next frame; `Ok(None)` at the end, `Err` on a broken body or after `limit`.
+    async fn frame(&mut self, limit: Duration) -> Result<Option<String>, String> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            if let Some(end) = self.buffer.windows(2).position(|w| w == b"\n\n") {
+                let frame = String::from_utf8_lossy(&self.buffer[..end]).into_owned();
+                self.buffer.drain(..end + 2);
+                return Ok(Some(frame));
+            }
+            match tokio::time::timeout_at(deadline, self.response.chunk()).await {
+                Err(_) => return Err(format!("no frame within {limit:?}")),
+                Ok(Err(e)) => return Err(format!("body error: {e}")),
+                Ok(Ok(None)) if self.buffer.is_empty() => return Ok(None),
+                Ok(Ok(None)) => return Err(format!("trailing bytes {:?}", self.buffer)),
+                Ok(Ok(Some(chunk))) => self.buffer.extend_from_slice(&chunk),
+            }
+        }
+    }
+
+    /// The JSON of the next data frame, skipping keepalive comments.
+    async fn data(&mut self, limit: Duration) -> Result<Option<Value>, String> {
+        loop {
+            match self.frame(limit).await? {
+                Some(frame) if frame.starts_with(':') => {}
+                Some(frame) => return Ok(frame_data(&frame)),
+                None => return Ok(None),
+            }
+        }
+    }
+}
+
+/// The JSON of a frame's `data:` line.
+fn frame_data(frame: &str) -> Option<Value> {
+    let data = frame.lines().find_map(|l| l.strip_prefix("data: "))?;
+    serde_json::from_str(data).ok()
+}

@@ -1,0 +1,47 @@
+//! The integration tests, as one crate: one binary to link instead of one per suite. Each
+//! module is a suite (`cargo test --test it limits::` runs one), `harness` is what they
+//! share: the test backends, the gateway in-process and as a child process, DNS, pods,
+//! PKI, the reference-SDK peers. The few tests that need a process of their own run in a
+//! child process of this binary (`harness::own_process`); the suites that must not run
+//! beside the others at all are separate test targets (see `Cargo.toml`).
+
+mod harness;
+
+mod abuse;
+mod access_log;
+mod affinity;
+mod agent_faults;
+mod backend_mtls;
+mod batches;
+mod card_service;
+mod card_signing;
+mod cards;
+mod cli;
+mod cors;
+mod cost_budget;
+mod discovery;
+mod edge;
+mod endpoints;
+mod errors;
+mod fuzz_smoke;
+mod grpc_wire;
+mod hostile_backend;
+mod interop;
+mod jsonrpc;
+mod keepalive;
+mod legacy;
+mod limits;
+mod manifests;
+mod metrics;
+mod operations;
+mod proto_schema;
+mod push;
+mod readiness;
+mod rest_backend;
+mod routes;
+mod service_params;
+mod serving_tls;
+mod soak;
+mod streams;
+mod tls;
+mod traces;
