@@ -8,7 +8,7 @@
 //! the tests that run in a process of their own.
 
 // Answer enums are built once per call.
-#![allow(dead_code, clippy::large_enum_variant)]
+#![allow(clippy::large_enum_variant)]
 
 pub mod dns;
 pub mod faults;
@@ -389,7 +389,6 @@ impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
 /// `case::https`, so a failure names its scheme. Written above the case:
 /// `scheme_tests!(case);` (the case stays a plain function that rustfmt formats and grep
 /// finds; the macro only declares the module of its two tests).
-#[allow(unused_macros)] // not every test binary runs scheme cases
 macro_rules! scheme_tests {
     ($($case:ident),* $(,)?) => {$(
         mod $case {
@@ -405,7 +404,6 @@ macro_rules! scheme_tests {
         }
     )*};
 }
-#[allow(unused_imports)]
 pub(crate) use scheme_tests;
 
 /// The DNS name the test DNS server gives pods (`dns.rs`), in the test certificate too.

@@ -4,9 +4,6 @@
 //! `gateway.rs` the gateway process and the calls made to it, `verdicts.rs` what the
 //! runner shares with the agent-fault suite's.
 
-// Each part is used by the one test binary, not every item by every case.
-#![allow(dead_code)]
-
 pub mod frames;
 pub mod gateway;
 mod runner;

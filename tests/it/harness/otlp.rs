@@ -2,8 +2,6 @@
 //! (`TraceService/Export`) or its http/protobuf endpoint (`POST /v1/traces`), keeping every
 //! export request it receives.
 
-#![allow(dead_code)]
-
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 

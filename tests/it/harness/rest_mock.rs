@@ -3,8 +3,6 @@
 //! whatever the test's responder returns, including chunked SSE bodies, bodies that break
 //! off mid-way, and bodies whose end the test can observe.
 
-#![allow(dead_code)]
-
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -33,14 +31,6 @@ pub struct Recorded {
 impl Recorded {
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
-    }
-
-    pub fn header_all(&self, name: &str) -> Vec<&str> {
-        self.headers
-            .get_all(name)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .collect()
     }
 
     pub fn body_json(&self) -> serde_json::Value {

@@ -3,9 +3,6 @@
 //! Kubernetes Secret volume does), and a raw TLS client that reports what the server
 //! presented and what ALPN chose.
 
-// Each suite uses a part of these helpers.
-#![allow(dead_code)]
-
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -16,8 +13,7 @@ use rcgen::{
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
-/// The name the test DNS server gives pods (`harness::POD_NAME`).
-const POD_NAME: &str = "agents.a2a.test";
+use super::POD_NAME;
 
 /// A certificate authority of the test.
 pub struct Ca {

@@ -3,8 +3,6 @@
 //! well-behaved client measured on a thread and runtime of its own, so the attacking
 //! tasks of the test never delay it.
 
-#![allow(dead_code)] // each test binary uses a part
-
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -59,8 +59,6 @@ pub struct Peer {
     writer: Arc<tokio::sync::Mutex<WriteHalf<Box<dyn Io>>>>,
     frames: mpsc::UnboundedReceiver<Frame>,
     shared: Arc<Shared>,
-    /// Accept order of this connection on the server (0 = first).
-    pub index: usize,
     last_stream: u32,
     /// The reader task, which owns the socket's read half: aborted with the peer, so the
     /// socket closes even while reading is stopped.
@@ -76,7 +74,6 @@ impl Drop for Peer {
 impl Peer {
     fn start(
         io: Box<dyn Io>,
-        index: usize,
         violations: Arc<Mutex<Vec<String>>>,
     ) -> (Peer, watch::Receiver<bool>) {
         let (reader, writer) = tokio::io::split(io);
@@ -106,7 +103,6 @@ impl Peer {
             writer,
             frames,
             shared,
-            index,
             last_stream: 0,
             reader,
         };
@@ -367,7 +363,7 @@ impl Server {
                         },
                         None => Box::new(tcp),
                     };
-                    let (mut peer, mut closed) = Peer::start(io, index, seen);
+                    let (mut peer, mut closed) = Peer::start(io, seen);
                     let hostile_here = hostile == Hostile::Every || index == 0;
                     let run = async {
                         match hostile_here {
