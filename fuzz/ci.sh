@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A short libFuzzer run of every fuzz target, for CI (tests/fuzz_smoke.rs calls it when
+# A short libFuzzer run of every fuzz target, for CI (tests/libfuzzer.rs calls it when
 # cargo-fuzz is installed). Stable toolchain with RUSTC_BOOTSTRAP=1 (cargo-fuzz passes
 # nightly-only flags) and no sanitizer (AddressSanitizer needs nightly's runtime); Rust's
 # own checks (bounds, overflow, debug assertions) still turn bugs into crashes.

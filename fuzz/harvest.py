@@ -3,7 +3,7 @@
 
 The wire tests spell out what they send and what their mock agents answer: JSON-RPC
 request bodies, SSE bodies, HTTP+JSON error bodies and agent cards, as string literals
-and `json!` values in tests/*.rs, plus the PEM keys of tests/fixtures/card-signing. This
+and `json!` values in tests/**/*.rs, plus the PEM keys of tests/fixtures/card-signing. This
 script takes them out, sorts them per target and writes them to fuzz/corpus/<target>/
 as `h-<sha1>` files (status details are built from the error table's reasons and the
 details the tests send). Files named `regression-*` (inputs that once crashed a target)

@@ -389,7 +389,7 @@ async fn without_affinity_the_conversation_fails() {
 
 // ---- the wire against forged ids and page tokens: in-process agents -------------------------
 //
-// TestBackend agents (tests/common) on 127.0.0.1:0, each knowing which calls reached it; the
+// TestBackend agents (harness) on 127.0.0.1:0, each knowing which calls reached it; the
 // gateway built from a TOML file as the binary builds it. Nothing here needs the SDK peers.
 
 /// The key of the forgery tests' gateways, and another one.

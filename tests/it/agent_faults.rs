@@ -1,12 +1,12 @@
 //! Agents that fail, with real processes: the gateway binary in front of agents that are
 //! not started, SIGKILLed mid-call, silent, restarted, not gRPC at all, or HTTP+JSON
 //! agents answering HTML, truncated JSON, the wrong content type, an endless body or a
-//! redirect loop (`tests/faults/`). Each row of `fault_cases!` is one row of the README's
+//! redirect loop (`harness/faults/`). Each row of `fault_cases!` is one row of the README's
 //! "When agents fail" table and one test, `grpc::<name>` or `http_json::<name>`; the
 //! README test checks that the two lists agree, reasons and time bounds included.
 //!
-//! All selected cases run at once (`faults/runner.rs`); `cargo test --test agent_faults
-//! -- --nocapture` prints what each case observed.
+//! All selected cases run at once (`harness/faults/runner.rs`); `cargo test --test it
+//! agent_faults:: -- --nocapture` prints what each case observed.
 
 use crate::harness::faults;
 

@@ -433,7 +433,7 @@ pub fn test_pki() -> &'static TestPki {
         let mut server = CertificateParams::new(vec![
             "localhost".to_owned(),
             "127.0.0.1".to_owned(),
-            // The name of the pods behind the test DNS server (`tests/endpoints.rs`).
+            // The name of the pods behind the test DNS server (`tests/it/endpoints.rs`).
             POD_NAME.to_owned(),
         ])
         .unwrap();
@@ -524,7 +524,7 @@ pub const ROUTE_PREFIX: &str = "/agents/under-test";
 /// Serves `state` on 127.0.0.1:0 until the test ends; returns the JSON-RPC endpoint URL.
 /// The gateway answers as a multi-route gateway does: `state` is the route at
 /// `ROUTE_PREFIX`, beside a sibling route, so every wire suite checks that a route's
-/// endpoint behaves as the single endpoint of the flags-only shorthand (`tests/cli.rs`
+/// endpoint behaves as the single endpoint of the flags-only shorthand (`tests/it/cli.rs`
 /// runs that one).
 pub async fn serve(state: Arc<Gateway>, jsonrpc_path: &str) -> String {
     use a2a_gateway::server::routing::ServedRoute;

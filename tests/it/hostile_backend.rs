@@ -6,8 +6,8 @@
 //! descriptors where the attack aims at those).
 //!
 //! One row of `hostile_cases!` is one case; it becomes the tests `http::<name>` and
-//! `https::<name>`. All selected cases run in parallel on a runner (`hostile/mod.rs`);
-//! each test waits for its verdict. `cargo test --test hostile_backend -- --nocapture`
+//! `https::<name>`. All selected cases run in parallel on a runner (`harness/hostile.rs`);
+//! each test waits for its verdict. `cargo test --test it hostile_backend:: -- --nocapture`
 //! prints what each case observed (answer, time, peak RSS, CPU), passed or not.
 
 use crate::harness::hostile;

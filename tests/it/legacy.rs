@@ -121,7 +121,7 @@ fn task_id(reply: &Value) -> String {
 /// Differences that are the SDK's own, each with its reason.
 fn known_sdk_differences(mut value: Value) -> Value {
     // An uncaught exception in agent code is worded differently by each SDK binding (as in
-    // tests/interop.rs); the gateway passes the backend's message on, so only the code is
+    // tests/it/interop.rs); the gateway passes the backend's message on, so only the code is
     // comparable.
     if value.pointer("/error/code") == Some(&json!(-32603.0))
         && value.pointer("/error/data").is_none()
@@ -457,7 +457,7 @@ async fn v03_clients_get_cards_naming_the_gateway() {
 }
 
 /// What decides a v0.3 call: a v0.3 method name and a v0.3 version (none, empty or 0.3).
-/// The cases of tests/service_params.rs and tests/interop.rs do not move: a v1.0 name
+/// The cases of tests/it/service_params.rs and tests/it/interop.rs do not move: a v1.0 name
 /// without a version is -32009, a v0.3 name with `1.0` is -32601; `--legacy off` serves no
 /// v0.3 call.
 #[tokio::test]

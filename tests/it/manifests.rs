@@ -176,7 +176,7 @@ fn on_path(program: &str) -> bool {
 fn kustomize(dir: &Path) -> String {
     assert!(
         on_path("kubectl"),
-        "kubectl not found on PATH: tests/manifests.rs renders deploy/kubernetes with \
+        "kubectl not found on PATH: tests/it/manifests.rs renders deploy/kubernetes with \
          `kubectl kustomize` (kubectl >= 1.27, kustomize v5 built in; no cluster is contacted)"
     );
     let out = run(

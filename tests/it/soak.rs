@@ -9,7 +9,7 @@
 //! are gone) do not grow at all.
 //!
 //! `soak_30s` runs with the default `cargo test`; the long run is
-//! `A2A_SOAK_SECS=600 cargo test --release --test soak -- --ignored --nocapture`
+//! `A2A_SOAK_SECS=600 cargo test --release --test it soak::soak_long -- --ignored --nocapture`
 //! (default 10 minutes).
 
 use crate::harness;
@@ -39,7 +39,7 @@ async fn soak_30s() {
 
 /// The long soak (`A2A_SOAK_SECS`, default 600 s): run it on purpose, with `--release`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "minutes long: A2A_SOAK_SECS=600 cargo test --release --test soak -- --ignored"]
+#[ignore = "minutes long: A2A_SOAK_SECS=600 cargo test --release --test it soak::soak_long -- --ignored"]
 async fn soak_long() {
     let secs = std::env::var("A2A_SOAK_SECS")
         .ok()

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Provision the Python venv that validates the Kubernetes manifests (tests/manifests.rs):
+# Provision the Python venv that validates the Kubernetes manifests (tests/it/manifests.rs):
 # kubernetes-validate and its pins (requirements.txt) in ${CARGO_TARGET_DIR:-<repo>/target}/k8s-venv.
 # Prints only the venv's python path on stdout (see tests/provision-venv.sh).
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

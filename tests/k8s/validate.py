@@ -3,7 +3,7 @@
     python validate.py --versions 1.30,1.37 FILE...
 
 Each FILE holds one or more YAML documents (the output of `kubectl kustomize`, or a manifest).
-Prints one JSON object to stdout, for tests/manifests.rs to judge:
+Prints one JSON object to stdout, for tests/it/manifests.rs to judge:
 
     {"schema_versions": [every Kubernetes version the package has schemas for],
      "documents": [{"file": FILE, "document": <the document as JSON>,

@@ -7,7 +7,7 @@ One process serves the same agent on three bindings:
     (/rest/message:send, /rest/tasks/{id}, /rest/{tenant}/tasks/{id}, ...)
   * public agent card at /.well-known/agent-card.json
   * the SDK's v0.3 compatibility JSON-RPC endpoint: POST /v03/jsonrpc (v0.3 method names;
-    the reference for tests/legacy.rs)
+    the reference for tests/it/legacy.rs)
 
 Usage:  python agent.py --grpc-port P1 --http-port P2      (0 = pick a free port)
 When all listeners are up it prints exactly one stdout line, then serves until
@@ -18,7 +18,7 @@ Environment: A2A_TEST_MIN_PING_MS=N sets the gRPC server's ping policy (grpc C-c
 grpc.http2.min_ping_interval_without_data_ms, default 300000) to N ms, and
 A2A_TEST_MAX_PING_STRIKES=K its grpc.http2.max_ping_strikes (default 2); a client
 pinging more often than that gets GOAWAY ENHANCE_YOUR_CALM "too_many_pings" on the
-third strike. Used by tests/keepalive.rs to scale C-core's 5-minute window down.
+third strike. Used by tests/it/keepalive.rs to scale C-core's 5-minute window down.
 
 Push notifications: configs live in the SDK's in-memory store and the SDK's
 BasePushNotificationSender POSTs every later task event to each config's URL.

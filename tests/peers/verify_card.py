@@ -1,6 +1,6 @@
 """Verifies agent card signatures with the reference SDK's own verifier (a2a-sdk 1.3.0).
 
-Used by tests/card_signing.rs as an implementation independent of the gateway's: the SDK
+Used by tests/it/card_signing.rs as an implementation independent of the gateway's: the SDK
 parses the card as its client does (`a2a.client.card_resolver.parse_agent_card`), makes
 the canonical payload with its own JCS, and checks the JWS with PyJWT + cryptography.
 

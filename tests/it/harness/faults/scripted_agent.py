@@ -1,4 +1,4 @@
-"""Misbehaving agents for tests/agent_faults.rs, one behaviour per process.
+"""Misbehaving agents for tests/it/agent_faults.rs, one behaviour per process.
 
 Usage: python3 scripted_agent.py MODE [--port P] [--cert PEM --key PEM]
 Listens on 127.0.0.1:P (0 = a free port), prints `READY port=N` on stdout once listening,
