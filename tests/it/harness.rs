@@ -298,6 +298,14 @@ pub enum Scheme {
 }
 
 impl Scheme {
+    /// `http` or `https`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+        }
+    }
+
     /// The backend URL of a server on `addr`.
     pub fn url(self, addr: SocketAddr) -> String {
         match self {

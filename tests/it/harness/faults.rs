@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use self::agents::{Scripted, SdkAgent};
-use self::gateway::{fresh_client, healthz, Gateway};
+use self::gateway::{frame_data, fresh_client, healthz, Gateway};
 use crate::harness::process::TempFile;
 pub use runner::verdict;
 
@@ -651,10 +651,4 @@ impl Sse {
             }
         }
     }
-}
-
-/// The JSON of a frame's `data:` line.
-fn frame_data(frame: &str) -> Option<Value> {
-    let data = frame.lines().find_map(|l| l.strip_prefix("data: "))?;
-    serde_json::from_str(data).ok()
 }

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub use crate::harness::Scheme;
 use gateway::{
     frame_data, healthz, stream, unary, unary_within, Answered, Gateway, Streamed, HARD_LIMIT,
 };
@@ -85,21 +86,6 @@ pub struct Case {
     pub cpu: Option<Duration>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Scheme {
-    Http,
-    Https,
-}
-
-impl Scheme {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Scheme::Http => "http",
-            Scheme::Https => "https",
-        }
-    }
-}
-
 /// What a case observed, and what it found wrong.
 #[derive(Default)]
 struct Report {
@@ -126,10 +112,9 @@ impl Report {
 /// One case against one scheme: the hostile call, the answer and its timing, then the
 /// gateway's health, memory, CPU (and descriptors) afterwards.
 pub(crate) async fn run_case(case: &'static Case, scheme: Scheme) -> Result<String, String> {
-    let tls = scheme == Scheme::Https;
-    let server = Server::spawn(case.script, case.hostile, tls).await;
+    let server = Server::spawn(case.script, case.hostile, scheme).await;
     let backend = format!("{}://127.0.0.1:{}", scheme.as_str(), server.addr.port());
-    let ca = server::tls_identity().1.to_str().unwrap().to_owned();
+    let ca_flags = scheme.ca_flags();
     let timeout = format!("{}ms", DEADLINE.as_millis());
     let mut args = vec![
         "--backend",
@@ -141,9 +126,7 @@ pub(crate) async fn run_case(case: &'static Case, scheme: Scheme) -> Result<Stri
         "--keepalive",
         "1s",
     ];
-    if tls {
-        args.extend(["--backend-ca", &ca]);
-    }
+    args.extend(ca_flags.iter().map(String::as_str));
     let mut gw = Gateway::start(&args, &format!("{}-{}", case.name, scheme.as_str())).await;
     let mut report = Report::default();
     let cpu_before = gw.cpu();

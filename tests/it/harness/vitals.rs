@@ -1,7 +1,7 @@
-//! What the abuse and soak tests watch of a gateway process: its resident memory and open
-//! descriptors (from `/proc/PID`), the gauges it exports at `/metrics`, and the latency of a
-//! well-behaved client measured on a thread and runtime of its own, so the attacking
-//! tasks of the test never delay it.
+//! What the abuse, soak and hostile-backend tests watch of a gateway process: its resident
+//! memory and open descriptors (from `/proc/PID`), the gauges it exports at `/metrics`, and
+//! the latency of a well-behaved client measured on a thread and runtime of its own, so the
+//! attacking tasks of the test never delay it.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -9,12 +9,14 @@ use std::time::{Duration, Instant};
 
 /// Resident memory of process `pid`, in KiB (0 once it is gone).
 pub fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
+    status_kib(pid, "VmRSS:").unwrap_or(0)
+}
+
+/// The field `key` (`VmRSS:`, `VmHWM:`) of process `pid`'s `/proc/PID/status`, in KiB.
+pub fn status_kib(pid: u32, key: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let value = status.lines().find_map(|l| l.strip_prefix(key))?;
+    value.split_whitespace().next()?.parse().ok()
 }
 
 /// Open file descriptors of process `pid`.

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-const BIN: &str = env!("CARGO_BIN_EXE_a2a-gateway");
+use crate::harness::process::BIN;
+use crate::harness::vitals::{open_fds, status_kib};
 
 /// RSS at which the watchdog kills a gateway, so a memory bomb cannot take the machine
 /// (or the other cases running in parallel) with it; the case then fails.
@@ -113,9 +114,7 @@ impl Gateway {
 
     /// Open file descriptors.
     pub fn fds(&self) -> usize {
-        std::fs::read_dir(format!("/proc/{}/fd", self.pid))
-            .map(|d| d.count())
-            .unwrap_or(0)
+        open_fds(self.pid)
     }
 
     /// User + system CPU time so far.
@@ -150,12 +149,6 @@ impl Drop for Gateway {
         let _ = self.child.wait();
         let _ = std::fs::remove_file(&self.log);
     }
-}
-
-fn status_kib(pid: u32, key: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with(key))?;
-    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 async fn watch_memory(pid: u32, peak: Arc<AtomicU64>, killed: Arc<AtomicBool>) {

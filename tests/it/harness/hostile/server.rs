@@ -7,23 +7,20 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch, Notify};
 
 use super::frames::*;
+use crate::harness::{Io, Scheme};
 
 /// What a connection runs.
 pub type Script = for<'a> fn(&'a mut Peer) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
-
-pub trait Io: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Io for T {}
 
 /// One frame the client sent.
 #[derive(Debug)]
@@ -338,13 +335,12 @@ pub struct Server {
 }
 
 impl Server {
-    /// Listens on 127.0.0.1:0; `tls` serves TLS with ALPN `h2` (see `tls`).
-    pub async fn spawn(script: Script, hostile: Hostile, tls: bool) -> Server {
+    /// Listens on 127.0.0.1:0, with `scheme` (TLS with ALPN `h2`: `Scheme::accept`).
+    pub async fn spawn(script: Script, hostile: Hostile, scheme: Scheme) -> Server {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let accepted = Arc::new(AtomicUsize::new(0));
         let (release, released) = watch::channel(0usize);
-        let acceptor = tls.then(|| tokio_rustls::TlsAcceptor::from(tls_identity().0.clone()));
         let counter = accepted.clone();
         let violations = Arc::new(Mutex::new(Vec::new()));
         let seen = violations.clone();
@@ -352,16 +348,11 @@ impl Server {
             while let Ok((tcp, _)) = listener.accept().await {
                 let _ = tcp.set_nodelay(true);
                 let index = counter.fetch_add(1, Ordering::SeqCst);
-                let acceptor = acceptor.clone();
                 let mut released = released.clone();
                 let seen = seen.clone();
                 tokio::spawn(async move {
-                    let io: Box<dyn Io> = match acceptor {
-                        Some(acceptor) => match acceptor.accept(tcp).await {
-                            Ok(tls) => Box::new(tls),
-                            Err(_) => return,
-                        },
-                        None => Box::new(tcp),
+                    let Some(io) = scheme.accept(tcp).await else {
+                        return;
                     };
                     let (mut peer, mut closed) = Peer::start(io, seen);
                     let hostile_here = hostile == Hostile::Every || index == 0;
@@ -417,34 +408,4 @@ impl Drop for Server {
         let _ = self.release.send(usize::MAX);
         self.accept.abort();
     }
-}
-
-/// The TLS identity of every TLS server of the test binary: a self-signed certificate for
-/// 127.0.0.1 (made with rcgen), and the PEM file the gateway gets as `--backend-ca`.
-pub fn tls_identity() -> &'static (Arc<rustls::ServerConfig>, PathBuf) {
-    static IDENTITY: OnceLock<(Arc<rustls::ServerConfig>, PathBuf)> = OnceLock::new();
-    IDENTITY.get_or_init(|| {
-        let key = rcgen::generate_simple_self_signed(vec![
-            "127.0.0.1".to_owned(),
-            "localhost".to_owned(),
-        ])
-        .unwrap();
-        let dir = std::env::temp_dir().join(format!("a2a-hostile-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let ca = dir.join("ca.pem");
-        std::fs::write(&ca, key.cert.pem()).unwrap();
-        let cert = key.cert.der().clone();
-        let private = rustls::pki_types::PrivateKeyDer::Pkcs8(
-            rustls::pki_types::PrivatePkcs8KeyDer::from(key.signing_key.serialize_der()),
-        );
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(vec![cert], private)
-            .unwrap();
-        config.alpn_protocols = vec![b"h2".to_vec()];
-        (Arc::new(config), ca)
-    })
 }
