@@ -430,34 +430,18 @@ pub struct TestPki {
 pub fn test_pki() -> &'static TestPki {
     static PKI: OnceLock<TestPki> = OnceLock::new();
     PKI.get_or_init(|| {
-        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
-        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca.distinguished_name
-            .push(DnType::CommonName, "a2a-gateway test CA");
-        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-        let ca_key = KeyPair::generate().unwrap();
-        let ca = rcgen::CertifiedIssuer::self_signed(ca, ca_key).unwrap();
-        let mut server = CertificateParams::new(vec![
-            "localhost".to_owned(),
-            "127.0.0.1".to_owned(),
-            // The name of the pods behind the test DNS server (`tests/it/endpoints.rs`).
-            POD_NAME.to_owned(),
-        ])
-        .unwrap();
-        server
-            .distinguished_name
-            .push(DnType::CommonName, "a2a-gateway test backend");
-        let server_key = KeyPair::generate().unwrap();
-        let cert = server.signed_by(&server_key, &ca).unwrap();
+        let ca = tls_pki::Ca::new("a2a-gateway test CA");
+        // For `localhost`, `127.0.0.1` and the pods behind the test DNS server
+        // (`tests/it/endpoints.rs`).
+        let server = ca.server("a2a-gateway test backend", 1);
         let ca_file = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("test-ca-{}.pem", std::process::id()));
-        std::fs::write(&ca_file, ca.pem()).unwrap();
+        std::fs::write(&ca_file, &ca.pem).unwrap();
         TestPki {
-            ca_pem: ca.pem(),
+            ca_pem: ca.pem,
             ca_file,
-            cert_pem: cert.pem(),
-            key_pem: server_key.serialize_pem(),
+            cert_pem: server.cert_pem,
+            key_pem: server.key_pem,
         }
     })
 }
