@@ -1,15 +1,14 @@
-//! What the suites share. Here: test fixtures on real sockets: a scriptable tonic A2A
-//! backend that records what it receives, served over `http://` or `https://` (one test CA
-//! per test process), the gateway served on `127.0.0.1:0`, and small wire-level client
-//! helpers. In the submodules: the gateway binary as a child process (`process`), a test
-//! DNS server, pods that die, the reference-SDK peers, differential transcripts, the
-//! hostile-backend and agent-fault case machinery, an OTLP receiver, a mock HTTP+JSON
-//! agent, TLS certificates, what the abuse and soak suites watch of a gateway process, and
-//! the tests that run in a process of their own.
+//! What the suites share. Here: how the gateway reaches the test backend (`Scheme`: over
+//! `http://` or `https://`, one test CA per test process) and the gateway served on
+//! `127.0.0.1:0` in front of it. In the submodules: the scriptable gRPC test backend
+//! (`backend`), small wire-level clients (`client`), the gateway binary as a child process
+//! (`process`), a test DNS server, pods that die, the reference-SDK peers, differential
+//! transcripts, the hostile-backend and agent-fault case machinery, an OTLP receiver, a mock
+//! HTTP+JSON agent, TLS certificates, what the abuse, soak and hostile-backend suites watch
+//! of a gateway process, and the tests that run in a process of their own.
 
-// Answer enums are built once per call.
-#![allow(clippy::large_enum_variant)]
-
+pub mod backend;
+pub mod client;
 pub mod dns;
 pub mod faults;
 pub mod hostile;
@@ -23,6 +22,18 @@ pub mod tls_pki;
 pub mod transcript;
 pub mod vitals;
 
+pub use backend::{status_update, task, Answer, Step, TestBackend};
+pub use client::{client, message_params, post, post_with, request, rpc, SseReader};
+
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use a2a_gateway::backend::grpc::{GrpcBackend, GrpcSettings};
+use a2a_gateway::front::Gateway;
+use a2a_gateway::protocol::ops::Request;
+use a2a_gateway::protocol::params::ForwardPolicy;
+
 /// The name the test harness gives the test `name` of the module whose `module_path!()`
 /// is `module`: the module's path without the crate's name, then `name`.
 pub fn test_name(module: &str, name: &str) -> String {
@@ -30,262 +41,6 @@ pub fn test_name(module: &str, name: &str) -> String {
         Some((_, path)) => format!("{path}::{name}"),
         None => name.to_owned(),
     }
-}
-
-use std::net::SocketAddr;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
-
-use a2a_gateway::backend::grpc::{GrpcBackend, GrpcSettings};
-use a2a_gateway::front::Gateway;
-use a2a_gateway::proto::a2a_service_server::{A2aService, A2aServiceServer};
-use a2a_gateway::proto::*;
-use a2a_gateway::protocol::ops::{Reply, Request, StreamRequest, UnaryRequest};
-use a2a_gateway::protocol::params::ForwardPolicy;
-use futures::Stream;
-use serde_json::Value;
-use tonic::metadata::MetadataMap;
-use tonic::Status;
-
-/// What the test backend does for one call.
-pub enum Answer {
-    Reply(Reply),
-    /// The inner answer after a pause (the backend is slow).
-    After(Duration, Box<Answer>),
-    Error(Status),
-    Stream(Vec<Step>),
-}
-
-/// One step of a scripted stream.
-pub enum Step {
-    Event(StreamResponse),
-    Error(Status),
-    Sleep(Duration),
-    /// Never ends: the stream stays open until the client goes away.
-    Hang,
-}
-
-/// One call the backend received.
-#[derive(Clone)]
-pub struct Seen {
-    pub request: Request,
-    pub metadata: MetadataMap,
-}
-
-type Handler = dyn Fn(&Request) -> Answer + Send + Sync;
-
-/// A scriptable A2A gRPC backend.
-#[derive(Clone)]
-pub struct TestBackend {
-    handler: Arc<Handler>,
-    pub seen: Arc<Mutex<Vec<Seen>>>,
-    /// Streams the server dropped before their script ended (client went away).
-    pub cancelled: Arc<AtomicUsize>,
-}
-
-impl TestBackend {
-    pub fn new(handler: impl Fn(&Request) -> Answer + Send + Sync + 'static) -> Self {
-        Self {
-            handler: Arc::new(handler),
-            seen: Arc::default(),
-            cancelled: Arc::default(),
-        }
-    }
-
-    /// Serves on 127.0.0.1:0; returns the address.
-    pub async fn spawn(&self) -> SocketAddr {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let server = tonic::transport::Server::builder()
-            .add_service(A2aServiceServer::new(self.clone()))
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener));
-        tokio::spawn(server);
-        addr
-    }
-
-    /// Serves on 127.0.0.1:0 with `scheme`; returns the address.
-    pub async fn spawn_scheme(&self, scheme: Scheme) -> SocketAddr {
-        match scheme {
-            Scheme::Http => self.spawn().await,
-            Scheme::Https => {
-                let pki = test_pki();
-                self.spawn_tls(&pki.cert_pem, &pki.key_pem).await
-            }
-        }
-    }
-
-    /// Serves on `listener` with `server`'s HTTP/2 settings (and TLS, see `Scheme::server`) until `stop` resolves, then
-    /// shuts down gracefully (GOAWAY); the task ends once the server has.
-    pub fn spawn_on(
-        &self,
-        server: tonic::transport::Server,
-        listener: tokio::net::TcpListener,
-        stop: impl std::future::Future<Output = ()> + Send + 'static,
-    ) -> tokio::task::JoinHandle<()> {
-        let mut server = server;
-        let serving = server
-            .add_service(A2aServiceServer::new(self.clone()))
-            .serve_with_incoming_shutdown(
-                tokio_stream::wrappers::TcpListenerStream::new(listener),
-                stop,
-            );
-        tokio::spawn(async move {
-            let _ = serving.await;
-        })
-    }
-
-    /// Serves over TLS with the given PEM identity on 127.0.0.1:0; returns the address.
-    pub async fn spawn_tls(&self, cert_pem: &str, key_pem: &str) -> SocketAddr {
-        use tonic::transport::{Identity, ServerTlsConfig};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let tls = ServerTlsConfig::new().identity(Identity::from_pem(cert_pem, key_pem));
-        let server = tonic::transport::Server::builder()
-            .tls_config(tls)
-            .unwrap()
-            .add_service(A2aServiceServer::new(self.clone()))
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener));
-        tokio::spawn(server);
-        addr
-    }
-
-    pub fn last(&self) -> Seen {
-        self.seen
-            .lock()
-            .unwrap()
-            .last()
-            .cloned()
-            .expect("backend saw no call")
-    }
-
-    pub fn calls(&self) -> usize {
-        self.seen.lock().unwrap().len()
-    }
-
-    fn answer(&self, request: Request, metadata: MetadataMap) -> (Answer, MetadataMap) {
-        let answer = (self.handler)(&request);
-        let mut reply_md = MetadataMap::new();
-        // Like an agent that activates every extension the client asked for.
-        if let Some(ext) = metadata.get("a2a-extensions") {
-            reply_md.insert("a2a-extensions", ext.clone());
-        }
-        self.seen.lock().unwrap().push(Seen { request, metadata });
-        (answer, reply_md)
-    }
-
-    fn stream(&self, answer: Answer, md: MetadataMap) -> Result<tonic::Response<Events>, Status> {
-        let steps = match answer {
-            Answer::Stream(steps) => steps,
-            Answer::Error(status) => return Err(status),
-            Answer::Reply(_) | Answer::After(..) => panic!("unary answer for a streaming call"),
-        };
-        let guard = CancelGuard(self.cancelled.clone(), true);
-        let events = futures::stream::unfold(
-            (steps.into_iter(), guard),
-            |(mut steps, mut guard)| async move {
-                loop {
-                    match steps.next() {
-                        None => {
-                            guard.disarm();
-                            return None;
-                        }
-                        Some(Step::Event(e)) => return Some((Ok(e), (steps, guard))),
-                        Some(Step::Error(s)) => {
-                            guard.disarm();
-                            return Some((Err(s), (Vec::new().into_iter(), guard)));
-                        }
-                        Some(Step::Sleep(d)) => tokio::time::sleep(d).await,
-                        Some(Step::Hang) => std::future::pending::<()>().await,
-                    }
-                }
-            },
-        );
-        let mut response = tonic::Response::new(Box::pin(events) as Events);
-        *response.metadata_mut() = md;
-        Ok(response)
-    }
-}
-
-/// Counts a stream dropped before its script ended.
-struct CancelGuard(Arc<AtomicUsize>, bool);
-
-impl CancelGuard {
-    fn disarm(&mut self) {
-        self.1 = false;
-    }
-}
-
-impl Drop for CancelGuard {
-    fn drop(&mut self) {
-        if self.1 {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-}
-
-type Events = Pin<Box<dyn Stream<Item = Result<StreamResponse, Status>> + Send>>;
-
-// `async_trait` must see the methods, so the macro writes the whole impl.
-macro_rules! test_service {
-    ($( $rpc:ident($req:ty) -> $resp:ty = $variant:ident; )*) => {
-        #[tonic::async_trait]
-        impl A2aService for TestBackend {
-            $(
-            async fn $rpc(&self, request: tonic::Request<$req>) -> Result<tonic::Response<$resp>, Status> {
-                let (metadata, _, message) = request.into_parts();
-                let (mut answer, md) = self.answer(Request::Unary(UnaryRequest::$variant(message)), metadata);
-                while let Answer::After(pause, inner) = answer {
-                    tokio::time::sleep(pause).await;
-                    answer = *inner;
-                }
-                match (answer, md) {
-                    (Answer::Reply(Reply::$variant(reply)), md) => {
-                        let mut response = tonic::Response::new(reply);
-                        *response.metadata_mut() = md;
-                        Ok(response)
-                    }
-                    (Answer::Error(status), _) => Err(status),
-                    _ => panic!(concat!("wrong answer for ", stringify!($variant))),
-                }
-            }
-            )*
-
-            type SendStreamingMessageStream = Events;
-            type SubscribeToTaskStream = Events;
-
-            async fn send_streaming_message(
-                &self,
-                request: tonic::Request<SendMessageRequest>,
-            ) -> Result<tonic::Response<Events>, Status> {
-                let (metadata, _, message) = request.into_parts();
-                let (answer, md) = self.answer(Request::Stream(StreamRequest::SendStreamingMessage(message)), metadata);
-                self.stream(answer, md)
-            }
-
-            async fn subscribe_to_task(
-                &self,
-                request: tonic::Request<SubscribeToTaskRequest>,
-            ) -> Result<tonic::Response<Events>, Status> {
-                let (metadata, _, message) = request.into_parts();
-                let (answer, md) = self.answer(Request::Stream(StreamRequest::SubscribeToTask(message)), metadata);
-                self.stream(answer, md)
-            }
-        }
-    };
-}
-
-test_service! {
-    send_message(SendMessageRequest) -> SendMessageResponse = SendMessage;
-    get_task(GetTaskRequest) -> Task = GetTask;
-    list_tasks(ListTasksRequest) -> ListTasksResponse = ListTasks;
-    cancel_task(CancelTaskRequest) -> Task = CancelTask;
-    create_task_push_notification_config(TaskPushNotificationConfig) -> TaskPushNotificationConfig = CreateTaskPushNotificationConfig;
-    get_task_push_notification_config(GetTaskPushNotificationConfigRequest) -> TaskPushNotificationConfig = GetTaskPushNotificationConfig;
-    list_task_push_notification_configs(ListTaskPushNotificationConfigsRequest) -> ListTaskPushNotificationConfigsResponse = ListTaskPushNotificationConfigs;
-    delete_task_push_notification_config(DeleteTaskPushNotificationConfigRequest) -> pbjson_types::Empty = DeleteTaskPushNotificationConfig;
-    get_extended_agent_card(GetExtendedAgentCardRequest) -> AgentCard = GetExtendedAgentCard;
 }
 
 /// How the gateway reaches the test backend. The gRPC wire suites run every case over
@@ -574,143 +329,6 @@ pub async fn setup_with(
     settings: Settings,
 ) -> (TestBackend, String) {
     Scheme::Http.setup_with(handler, settings).await
-}
-
-pub fn client() -> reqwest::Client {
-    reqwest::Client::builder().build().unwrap()
-}
-
-/// POSTs raw bytes with `A2A-Version: 1.0`; returns status, headers and body text.
-pub async fn post(
-    url: &str,
-    body: impl Into<reqwest::Body>,
-) -> (u16, reqwest::header::HeaderMap, String) {
-    post_with(url, body, &[("a2a-version", "1.0")]).await
-}
-
-pub async fn post_with(
-    url: &str,
-    body: impl Into<reqwest::Body>,
-    headers: &[(&str, &str)],
-) -> (u16, reqwest::header::HeaderMap, String) {
-    let mut request = client()
-        .post(url)
-        .header("content-type", "application/json")
-        .body(body);
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let response = request.send().await.unwrap();
-    let status = response.status().as_u16();
-    let headers = response.headers().clone();
-    (status, headers, response.text().await.unwrap())
-}
-
-/// POSTs and parses a JSON reply, asserting HTTP 200 and `application/json`.
-pub async fn rpc(url: &str, body: &str) -> Value {
-    let (status, headers, text) = post(url, body.to_owned()).await;
-    assert_eq!(status, 200, "{text}");
-    assert_eq!(headers["content-type"], "application/json", "{text}");
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
-}
-
-/// A JSON-RPC request body.
-pub fn request(id: Value, method: &str, params: Value) -> String {
-    serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
-}
-
-/// A minimal valid SendMessageRequest as JSON params.
-pub fn message_params(text: &str) -> Value {
-    serde_json::json!({"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": text}]}})
-}
-
-/// Reads an SSE body into frames (text between blank lines), as they arrive.
-pub struct SseReader {
-    response: reqwest::Response,
-    buffer: String,
-}
-
-impl SseReader {
-    pub async fn open(url: &str, body: String) -> (reqwest::header::HeaderMap, SseReader) {
-        let response = client()
-            .post(url)
-            .header("content-type", "application/json")
-            .header("a2a-version", "1.0")
-            .body(body)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 200);
-        (
-            response.headers().clone(),
-            SseReader {
-                response,
-                buffer: String::new(),
-            },
-        )
-    }
-
-    /// The next frame, or `None` at the end of the stream.
-    pub async fn frame(&mut self) -> Option<String> {
-        loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let frame = self.buffer[..end].to_owned();
-                self.buffer.drain(..end + 2);
-                return Some(frame);
-            }
-            match self.response.chunk().await.unwrap() {
-                Some(chunk) => self.buffer.push_str(std::str::from_utf8(&chunk).unwrap()),
-                None => {
-                    assert!(self.buffer.is_empty(), "trailing bytes: {:?}", self.buffer);
-                    return None;
-                }
-            }
-        }
-    }
-
-    /// The JSON of the next `data:` frame (skipping keepalive comments).
-    pub async fn data(&mut self) -> Option<Value> {
-        loop {
-            let frame = self.frame().await?;
-            if frame.starts_with(':') {
-                continue;
-            }
-            let data = frame
-                .lines()
-                .find_map(|l| l.strip_prefix("data: "))
-                .unwrap_or_else(|| panic!("no data line in {frame:?}"));
-            return Some(serde_json::from_str(data).unwrap());
-        }
-    }
-}
-
-pub fn task(id: &str, state: TaskState) -> Task {
-    Task {
-        id: id.to_owned(),
-        context_id: "ctx-1".to_owned(),
-        status: Some(TaskStatus {
-            state: state as i32,
-            message: None,
-            timestamp: Some(Timestamp {
-                seconds: 1_700_000_000,
-                nanos: 123_000_000,
-            }),
-        }),
-        ..Default::default()
-    }
-}
-
-pub fn status_update(task_id: &str, state: TaskState) -> StreamResponse {
-    StreamResponse {
-        payload: Some(stream_response::Payload::StatusUpdate(
-            TaskStatusUpdateEvent {
-                task_id: task_id.to_owned(),
-                context_id: "ctx-1".to_owned(),
-                status: task(task_id, state).status,
-                metadata: None,
-            },
-        )),
-    }
 }
 
 /// A loopback address no one listens on yet, for a gateway process to serve on.
