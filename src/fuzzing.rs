@@ -1,6 +1,6 @@
 //! The fuzz targets' properties (issue 13), behind the `fuzzing` feature: each function
 //! takes one input, runs the real code path on it and panics when a property breaks, so
-//! libFuzzer (`fuzz/`) and the stable smoke test (`tests/fuzz_smoke.rs`) check the same
+//! libFuzzer (`fuzz/`) and the stable smoke test (`tests/it/fuzz_smoke.rs`) check the same
 //! thing with the same code.
 //!
 //! - `jsonrpc` / `jsonrpc_model`: a request body, raw or from the structure-aware model

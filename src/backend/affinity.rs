@@ -13,7 +13,7 @@
 //! An id that does not verify, whose endpoint the route no longer has, or that names
 //! another endpoint than the request's other ids is a task the agent cannot know: the
 //! agent's own task-not-found (-32001), not a gateway fault. A route without affinity
-//! never comes here (`tests/cost_budget.rs`).
+//! never comes here (`tests/it/cost_budget.rs`).
 
 mod codec;
 pub mod ids;

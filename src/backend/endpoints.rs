@@ -3,7 +3,7 @@
 //!
 //! **What a route's `backend` names** (`Targets`):
 //! - one `http(s)://` URL: one client per worker, exactly as without this module (no
-//!   balancing, no ejection, no request copies: `tests/cost_budget.rs` guards that path);
+//!   balancing, no ejection, no request copies: `tests/it/cost_budget.rs` guards that path);
 //! - several URLs (a TOML array, or `--backend` more than once): a fixed set of endpoints;
 //! - `dns:///name:port[/base/path]`: every address the name resolves to (a headless
 //!   Kubernetes Service answers with every ready pod), re-resolved every

@@ -280,7 +280,7 @@ mod tests {
 
     /// Every client-certificate alert is recognised as tokio-rustls reports it (a
     /// `rustls::Error` in an `io::Error`) and as h2 does (its text only; through h2 in
-    /// tests/backend_mtls.rs), and named; other alerts and I/O errors stay what they were.
+    /// tests/it/backend_mtls.rs), and named; other alerts and I/O errors stay what they were.
     #[test]
     fn client_certificate_alerts_are_named() {
         use std::io::{Error, ErrorKind};

@@ -486,7 +486,7 @@ async fn handle_one(
                 timeout: gateway.stream_timeout,
             };
             // Boxed: the stream's start is a large future, and unary calls should not
-            // carry its size (bytes per call, tests/cost_budget.rs). Streaming
+            // carry its size (bytes per call, tests/it/cost_budget.rs). Streaming
             // notifications are not started: nobody would read them.
             let Some(id) = id else {
                 return Handled::Nothing;

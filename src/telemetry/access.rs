@@ -161,7 +161,7 @@ impl CallRecord {
 
 /// `handling` with a place where backends leave their status (`backend_status_left`
 /// reads it once `handling` is done). Not an `async fn` that awaits it: that would store
-/// the future twice (bytes per call, tests/cost_budget.rs).
+/// the future twice (bytes per call, tests/it/cost_budget.rs).
 pub fn with_backend_status<F: std::future::Future>(handling: F) -> StatusScope<F> {
     BACKEND_STATUS.scope(Cell::new(None), handling)
 }

@@ -240,11 +240,8 @@ fn gateway_fault(error: &Value, reason: &str) {
 
 scheme_tests!(unreachable_backend_is_a_gateway_fault);
 async fn unreachable_backend_is_a_gateway_fault(scheme: Scheme) {
-    let port = {
-        let socket = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        socket.local_addr().unwrap().port()
-    };
-    let backend = scheme.url(([127, 0, 0, 1], port).into());
+    let closed = crate::harness::ClosedPort::new();
+    let backend = scheme.url(([127, 0, 0, 1], closed.port()).into());
     let url = gateway(&backend, Settings::default()).await;
     let reply = rpc(&url, GET_TASK).await;
     gateway_fault(&reply["error"], "BACKEND_UNAVAILABLE");

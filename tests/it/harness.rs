@@ -331,6 +331,23 @@ pub async fn setup_with(
     Scheme::Http.setup_with(handler, settings).await
 }
 
+/// A loopback port nothing listens on, for as long as this is kept: bound but never
+/// listening, so connects are refused and no other test (they share the process) can be
+/// given the port, as one was when it was merely released.
+pub struct ClosedPort(tokio::net::TcpSocket);
+
+impl ClosedPort {
+    pub fn new() -> ClosedPort {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        ClosedPort(socket)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.0.local_addr().unwrap().port()
+    }
+}
+
 /// A loopback address no one listens on yet, for a gateway process to serve on.
 pub fn free_listen_address() -> String {
     let port = std::net::TcpListener::bind("127.0.0.1:0")

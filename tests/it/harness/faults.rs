@@ -269,6 +269,8 @@ struct Started {
     url: String,
     /// Kept for the case's lifetime (the process is killed when dropped).
     _scripted: Option<Scripted>,
+    /// The port a not-started agent would have, kept closed.
+    _closed: Option<crate::harness::ClosedPort>,
     sdk: Option<SdkAgent>,
 }
 
@@ -279,11 +281,15 @@ impl Started {
             Binding::HttpJson => format!("{url}/rest"),
         };
         Ok(match case.agent {
-            Agent::NotStarted => Started {
-                url: rest(format!("http://127.0.0.1:{}", agents::closed_port())),
-                _scripted: None,
-                sdk: None,
-            },
+            Agent::NotStarted => {
+                let closed = crate::harness::ClosedPort::new();
+                Started {
+                    url: rest(format!("http://127.0.0.1:{}", closed.port())),
+                    _closed: Some(closed),
+                    _scripted: None,
+                    sdk: None,
+                }
+            }
             Agent::Scripted(mode) | Agent::ScriptedAtHttps(mode) => {
                 let scripted = Scripted::start(mode).await?;
                 let scheme = match case.agent {
@@ -293,6 +299,7 @@ impl Started {
                 Started {
                     url: rest(format!("{scheme}://127.0.0.1:{}", scripted.port)),
                     _scripted: Some(scripted),
+                    _closed: None,
                     sdk: None,
                 }
             }
@@ -304,6 +311,7 @@ impl Started {
                         Binding::HttpJson => sdk.rest.clone(),
                     },
                     _scripted: None,
+                    _closed: None,
                     sdk: Some(sdk),
                 }
             }

@@ -19,12 +19,6 @@ fn python() -> &'static Path {
     PYTHON.get_or_init(peer::python)
 }
 
-/// A loopback port nothing listens on (bound once, then released).
-pub fn closed_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
-}
-
 /// Starts `command` and waits (on a blocking thread) for its `READY ...` line.
 async fn ready(mut command: Command, what: &str) -> Result<(Child, String), String> {
     let what = what.to_owned();
