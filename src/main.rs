@@ -249,14 +249,14 @@ fn init_logging(format: LogFormat, access_log: bool) -> WorkerGuard {
         .with_env_filter(filter)
         .with_ansi(ansi)
         .with_writer(writer.clone());
-    if access_log {
-        let lines = match format {
-            LogFormat::Text => LineFormat::Text,
-            LogFormat::Json => LineFormat::Json,
-        };
-        if let Err(e) = sink::install(lines, writer) {
-            eprintln!("a2a-gateway: warning: no access log: cannot start its writer: {e}");
-        }
+    // Installed with the access log off too: it counts what the shared writer drops (the
+    // log filter, above, keeps access lines out).
+    let lines = match format {
+        LogFormat::Text => LineFormat::Text,
+        LogFormat::Json => LineFormat::Json,
+    };
+    if let Err(e) = sink::install(lines, writer) {
+        eprintln!("a2a-gateway: warning: no access log: cannot start its writer: {e}");
     }
     match format {
         LogFormat::Text => builder.init(),

@@ -307,14 +307,15 @@ async fn batch_member(
     raw: &RawValue,
     full: &AtomicBool,
 ) -> (Option<Box<str>>, Handled, bool) {
-    let rejected = |err: A2aError| {
-        gateway.metrics.rejected(err.kind);
-        let mut record = CallRecord::start(ctx.request, raw.get().len(), None);
-        record.failed(err.kind);
-        let out = error_bytes(None, &err);
+    // A member answered with an error without a call: counted, logged, and its bytes.
+    let answered = |id: Option<&str>, kind: ErrorKind, out: Vec<u8>| {
+        gateway.metrics.rejected(kind);
+        let mut record = CallRecord::start(ctx.request, raw.get().len(), id);
+        record.failed(kind);
         record.sent(out.len());
         Handled::Json(out, None)
     };
+    let rejected = |err: A2aError| answered(None, err.kind, error_bytes(None, &err));
     if !raw.get().starts_with('{') {
         let err = invalid_request("each batch element must be a JSON object");
         return (None, rejected(err), true);
@@ -327,15 +328,12 @@ async fn batch_member(
                 .filter(|id| valid_id(id))
                 .map(Box::from);
             if full.load(Relaxed) {
-                gateway.metrics.rejected(ErrorKind::Internal);
-                let mut record = CallRecord::start(ctx.request, raw.get().len(), id.as_deref());
-                record.failed(ErrorKind::Internal);
                 let out = match envelope.id {
                     Some(_) => reply_too_large(id.as_deref(), None, gateway.batch.reply),
                     None => Vec::new(),
                 };
-                record.sent(out.len());
-                return (id, Handled::Json(out, None), false);
+                let handled = answered(id.as_deref(), ErrorKind::Internal, out);
+                return (id, handled, false);
             }
             let handled = handle_one(gateway, ctx, envelope, true, raw.get().len()).await;
             (id, handled, true)

@@ -12,8 +12,8 @@
 //! out, SSE frames, client address, request id and trace id. No header value and no param
 //! other than the id is ever logged, so credentials cannot appear in it; the path, the ids
 //! and the request id are bounded and escaped (`untrusted::clip`).
-//! `--access-log false` installs no sink and turns the target off in the log filter; then
-//! `CallRecord::start` sees it disabled and keeps nothing.
+//! `--access-log false` turns the target off in the log filter; then `CallRecord::start`
+//! sees it disabled and keeps nothing.
 
 use std::cell::Cell;
 use std::net::SocketAddr;
