@@ -1,12 +1,14 @@
 //! What the gateway talks to: a backend takes one typed request and answers with a typed
-//! unary `Reply` or a stream of `StreamResponse`, or an `A2aError` already mapped through
-//! the error table (agent errors) or the fault table (`fault`, the gateway's own path).
+//! unary `Reply` or a stream of `StreamResponse` and the status it came with, or an
+//! `Error`: the agent's (mapped through the error table, with its status) or a typed
+//! `fault::Fault` of the gateway's own path. The front alone makes JSON of it.
 //! Implementations: `grpc` (on h2) and `rest` (HTTP+JSON); `endpoints` spreads a route's
 //! calls over many of them (pods behind a DNS name, or a list of URLs); `affinity` sends
 //! each task-scoped call to the endpoint that holds the task.
 
 pub mod affinity;
 pub mod endpoints;
+pub mod error;
 pub mod fault;
 pub mod grpc;
 pub mod observed;
@@ -18,8 +20,8 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use http::{HeaderName, HeaderValue};
 
+pub use self::error::{Error, Status};
 use crate::proto::StreamResponse;
-use crate::protocol::error::A2aError;
 use crate::protocol::ops::{Reply, StreamRequest, UnaryRequest};
 
 /// One backend call: the typed request plus what travels beside it. Cloned only to send a
@@ -33,28 +35,29 @@ pub struct Call<R> {
     pub timeout: Option<Duration>,
 }
 
-/// A successful backend answer and the extensions the backend reports as activated.
+/// A successful backend answer, the status it came with and the extensions the backend
+/// reports as activated.
 pub struct Answer<T> {
     pub value: T,
+    /// The backend's status (OK, or the HTTP+JSON binding's 2xx), for the access log;
+    /// `None` for an answer the gateway made alone (a listing no endpoint had more of).
+    pub status: Option<Status>,
     /// The backend's `A2A-Extensions` response parameter, passed on to the client.
     pub extensions: Option<HeaderValue>,
 }
 
 /// Events of a streaming operation, in backend order; an `Err` ends the stream.
-pub type EventStream = BoxStream<'static, Result<StreamResponse, A2aError>>;
+pub type EventStream = BoxStream<'static, Result<StreamResponse, Error>>;
 
 /// A backend binding.
 pub trait Backend: Send + Sync + 'static {
     /// Performs a unary operation.
-    fn unary(
-        &self,
-        call: Call<UnaryRequest>,
-    ) -> BoxFuture<'static, Result<Answer<Reply>, A2aError>>;
+    fn unary(&self, call: Call<UnaryRequest>) -> BoxFuture<'static, Result<Answer<Reply>, Error>>;
     /// Starts a streaming operation; dropping the stream cancels the backend call.
     fn stream(
         &self,
         call: Call<StreamRequest>,
-    ) -> BoxFuture<'static, Result<Answer<EventStream>, A2aError>>;
+    ) -> BoxFuture<'static, Result<Answer<EventStream>, Error>>;
     /// How many backend calls `request` makes at once, as the concurrency limits charge
     /// it (`front::limits`): one, but a call asked of every endpoint counts each.
     fn width(&self, _request: &UnaryRequest) -> usize {

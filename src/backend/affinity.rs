@@ -29,7 +29,7 @@ use ids::Ids;
 
 use super::endpoints::balance::Balanced;
 use super::endpoints::EndpointTag;
-use super::{Answer, Backend, Call, EventStream};
+use super::{Answer, Backend, Call, Error, EventStream};
 use crate::protocol::error::{A2aError, ErrorKind};
 use crate::protocol::ops::{Reply, StreamRequest, UnaryRequest};
 use crate::telemetry::untrusted::echoed;
@@ -167,7 +167,7 @@ pub fn restore_in(value: &mut impl Ids, codec: &IdCodec) -> Result<Option<Endpoi
 }
 
 impl Affine {
-    async fn unary_call(&self, mut call: Call<UnaryRequest>) -> Result<Answer<Reply>, A2aError> {
+    async fn unary_call(&self, mut call: Call<UnaryRequest>) -> Result<Answer<Reply>, Error> {
         if let UnaryRequest::ListTasks(request) = &mut call.request {
             if request.context_id.is_empty() {
                 let call = Call {
@@ -178,7 +178,7 @@ impl Affine {
                 return list::every_endpoint(&self.balanced, &self.codec, call).await;
             }
         }
-        let owner = restore_in(&mut call.request, &self.codec)?;
+        let owner = restore_in(&mut call.request, &self.codec).map_err(Error::unsent)?;
         let (tag, mut answer) = match owner {
             Some(tag) => {
                 let pinned = self.balanced.pinned(tag).await.ok_or_else(gone)?;
@@ -193,8 +193,8 @@ impl Affine {
     async fn stream_call(
         &self,
         mut call: Call<StreamRequest>,
-    ) -> Result<Answer<EventStream>, A2aError> {
-        let owner = restore_in(&mut call.request, &self.codec)?;
+    ) -> Result<Answer<EventStream>, Error> {
+        let owner = restore_in(&mut call.request, &self.codec).map_err(Error::unsent)?;
         let (tag, answer) = match owner {
             Some(tag) => {
                 let pinned = self.balanced.pinned(tag).await.ok_or_else(gone)?;
@@ -211,24 +211,22 @@ impl Affine {
         });
         Ok(Answer {
             value: events.boxed(),
+            status: answer.status,
             extensions: answer.extensions,
         })
     }
 }
 
 /// The error of an id whose endpoint left the route (its pod, and its tasks, are gone).
-fn gone() -> A2aError {
-    A2aError::with_message(
+fn gone() -> Error {
+    Error::unsent(A2aError::with_message(
         ErrorKind::TaskNotFound,
         "Task not found: the agent instance that held it is gone",
-    )
+    ))
 }
 
 impl Backend for Affine {
-    fn unary(
-        &self,
-        call: Call<UnaryRequest>,
-    ) -> BoxFuture<'static, Result<Answer<Reply>, A2aError>> {
+    fn unary(&self, call: Call<UnaryRequest>) -> BoxFuture<'static, Result<Answer<Reply>, Error>> {
         let this = Affine::new(self.balanced.clone(), self.codec.clone());
         async move { this.unary_call(call).await }.boxed()
     }
@@ -236,7 +234,7 @@ impl Backend for Affine {
     fn stream(
         &self,
         call: Call<StreamRequest>,
-    ) -> BoxFuture<'static, Result<Answer<EventStream>, A2aError>> {
+    ) -> BoxFuture<'static, Result<Answer<EventStream>, Error>> {
         let this = Affine::new(self.balanced.clone(), self.codec.clone());
         async move { this.stream_call(call).await }.boxed()
     }

@@ -41,6 +41,7 @@ use serde::Deserialize;
 use tokio::sync::{watch, Notify};
 
 use super::affinity::IdCodec;
+use super::fault::Fault;
 use super::Backend;
 use crate::telemetry::untrusted::{has_credentials, without_credentials};
 use crate::telemetry::EndpointStats;
@@ -350,34 +351,25 @@ impl RouteEndpoints {
             .collect()
     }
 
-    /// How a call on `endpoint` ended: `fault` is the gateway fault it reported, if any.
-    pub(crate) fn observe(
-        &self,
-        endpoint: &Endpoint,
-        fault: Option<crate::protocol::error::GatewayFault>,
-    ) {
-        use crate::protocol::error::GatewayFault::*;
+    /// How a call on `endpoint` ended: `fault` is the fault of the gateway's path, if any
+    /// (an agent's error is an answer: the path is healthy).
+    pub(crate) fn observe(&self, endpoint: &Endpoint, fault: Option<&Fault>) {
         let ejected = match fault {
             None => {
                 endpoint.health.succeeded();
                 false
             }
-            Some(BackendUnavailable) => {
+            Some(fault) if fault.unreached() => {
                 // Nothing reached the agent: the pod may be gone, so ask DNS again too.
                 self.resolve_soon.notify_one();
                 endpoint.health.unreachable(&self.policy)
             }
-            Some(BackendConnectionReset | BackendDeadlineExceeded) => {
-                endpoint.health.failed(&self.policy)
-            }
-            // The agent answered, badly; or the gateway stops: neither is the path's health.
-            Some(BackendBadResponse | ShuttingDown) => false,
-            // Refused by the gateway's own limits before any call left (`front::limits`), or
-            // a reply the batch bound dropped after it came back.
-            Some(RateLimited | Overloaded | HeadersTooLarge | ReplyTooLarge) => false,
+            Some(Fault::Lost(_) | Fault::Deadline(_)) => endpoint.health.failed(&self.policy),
+            // The agent answered, badly: not the path's health.
+            Some(_) => false,
         };
         if ejected {
-            tracing::warn!(endpoint = %endpoint.label, fault = ?fault, "endpoint ejected");
+            tracing::warn!(endpoint = %endpoint.label, fault = ?fault.map(Fault::gateway_fault), "endpoint ejected");
             self.ejected.notify_one();
         }
     }

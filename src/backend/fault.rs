@@ -31,6 +31,10 @@ pub enum Fault {
     /// The backend ended the TLS session with an alert (`tls_alert`), e.g. because it
     /// requires a client certificate: nothing reached the agent.
     TlsRefused(String),
+    /// The HTTP+JSON backend answered with something that is not the binding's answer (a
+    /// proxy's error page, a redirect, an empty 404, a body that does not decode): the
+    /// status and what came with it, e.g. `502 Bad Gateway with an empty body`.
+    Unusable(String),
 }
 
 /// TLS alerts (RFC 8446 §6.2) a backend sends about the gateway's client certificate: the
@@ -108,30 +112,39 @@ impl Fault {
     /// The fault table: each fault's row and what its message starts with.
     fn row(&self) -> (GatewayFault, &'static str, &str) {
         match self {
-            Fault::Connect(why) => (GatewayFault::BackendUnavailable, "backend unreachable", why),
+            Fault::Connect(why) => (
+                GatewayFault::BackendUnavailable,
+                "backend unreachable: ",
+                why,
+            ),
             Fault::Refused(why) => (
                 GatewayFault::BackendUnavailable,
-                "backend refused the call before processing it",
+                "backend refused the call before processing it: ",
                 why,
             ),
             Fault::Lost(why) => (
                 GatewayFault::BackendConnectionReset,
-                "connection to backend lost",
+                "connection to backend lost: ",
                 why,
             ),
             Fault::Deadline(why) => (
                 GatewayFault::BackendDeadlineExceeded,
-                "backend deadline exceeded",
+                "backend deadline exceeded: ",
                 why,
             ),
             Fault::BadResponse(why) => (
                 GatewayFault::BackendBadResponse,
-                "unusable backend answer",
+                "unusable backend answer: ",
                 why,
             ),
             Fault::TlsRefused(why) => (
                 GatewayFault::BackendUnavailable,
-                "backend refused the TLS connection",
+                "backend refused the TLS connection: ",
+                why,
+            ),
+            Fault::Unusable(why) => (
+                GatewayFault::BackendBadResponse,
+                "backend answered HTTP ",
                 why,
             ),
         }
@@ -198,32 +211,28 @@ impl Fault {
     pub fn gateway_fault(&self) -> GatewayFault {
         self.row().0
     }
-}
 
-/// The fault of the path to the agent that `err` reports; `None` for an agent's error, which
-/// says nothing about the path to the agent (whatever its details claim). Balancing uses it
-/// to judge endpoints (`backend::endpoints`).
-pub fn reported(err: &A2aError) -> Option<GatewayFault> {
-    err.fault.filter(|fault| {
-        matches!(
-            fault,
-            GatewayFault::BackendUnavailable
-                | GatewayFault::BackendConnectionReset
-                | GatewayFault::BackendDeadlineExceeded
-                | GatewayFault::BackendBadResponse
-                | GatewayFault::ShuttingDown
-        )
-    })
+    /// Whether the call certainly never reached the agent (so it may go to another
+    /// endpoint, and this one may be gone).
+    pub fn unreached(&self) -> bool {
+        match self {
+            Fault::Connect(_) | Fault::Refused(_) | Fault::TlsRefused(_) => true,
+            Fault::Lost(_) | Fault::Deadline(_) | Fault::BadResponse(_) | Fault::Unusable(_) => {
+                false
+            }
+        }
+    }
 }
 
 impl std::fmt::Display for Fault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let (_, what, why) = self.row();
-        write!(f, "{what}: {why}")
+        write!(f, "{what}{why}")
     }
 }
 
 impl From<Fault> for A2aError {
+    /// The fault's row: -32603, its `GatewayFault` reason, its message.
     fn from(fault: Fault) -> A2aError {
         A2aError::gateway(fault.gateway_fault(), fault.to_string())
     }
@@ -246,23 +255,29 @@ mod tests {
             ),
             (Fault::BadResponse("x".into()), "BACKEND_BAD_RESPONSE"),
             (Fault::TlsRefused("x".into()), "BACKEND_UNAVAILABLE"),
+            (Fault::Unusable("x".into()), "BACKEND_BAD_RESPONSE"),
         ];
         for (fault, reason) in rows {
-            let fault_row = fault.gateway_fault();
             let message = fault.to_string();
-            let err = A2aError::from(fault);
+            let typed = crate::backend::Error::from(fault.clone());
+            assert_eq!(typed.fault(), Some(&fault));
+            let err = A2aError::from(typed);
             assert_eq!(err.kind.code(), -32603);
             assert_eq!(err.message, message);
             assert_eq!(err.data[0]["reason"], reason);
             assert_eq!(err.data[0]["domain"], "a2a-gateway");
-            assert_eq!(reported(&err), Some(fault_row));
+            assert_eq!(err.fault, Some(fault.gateway_fault()));
+            let unavailable = fault.gateway_fault() == GatewayFault::BackendUnavailable;
+            assert_eq!(fault.unreached(), unavailable, "{fault:?}");
         }
     }
 
     #[test]
     fn agent_errors_report_no_fault() {
+        use crate::backend::error::{Error, Status};
+        let not_found = Status::Grpc(tonic::Code::NotFound);
         let agent = A2aError::a2a(crate::protocol::error::ErrorKind::TaskNotFound, "gone");
-        assert_eq!(reported(&agent), None);
+        assert_eq!(Error::agent(agent, not_found).fault(), None);
         // An agent's error that names the gateway's domain and a fault's reason is still
         // the agent's: it ejects no endpoint and is not retried.
         let claimed = serde_json::json!({
@@ -275,7 +290,8 @@ mod tests {
             "claims to be the gateway",
             vec![claimed],
         );
-        assert_eq!(reported(&forged), None);
+        let internal = Status::Grpc(tonic::Code::Internal);
+        assert_eq!(Error::agent(forged, internal).fault(), None);
     }
 
     /// Every client-certificate alert is recognised as tokio-rustls reports it (a

@@ -21,9 +21,10 @@ use futures::{FutureExt, StreamExt};
 use http::header::{CONTENT_TYPE, TE, USER_AGENT};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
 use prost::Message as _;
+use tonic::Code;
 
 use super::fault::Fault;
-use super::{Answer, Backend, Call, EventStream};
+use super::{Answer, Backend, Call, Error, EventStream, Status};
 use crate::backend::observed::BackendCall;
 use crate::proto::StreamResponse;
 use crate::protocol::error::{A2aError, ErrorKind};
@@ -219,10 +220,7 @@ impl Client {
     /// backend did not process (it was never sent, or REFUSED_STREAM) is sent once more,
     /// on a fresh connection, with its head built again (h2 takes it by value; building
     /// it twice only on a retry saves a copy on every call).
-    async fn start<R: TypedRequest>(
-        &self,
-        call: &Call<R>,
-    ) -> Result<(HeaderMap, Reading), A2aError> {
+    async fn start<R: TypedRequest>(&self, call: &Call<R>) -> Result<(HeaderMap, Reading), Error> {
         let body = encode(&call.request)?;
         let mut attempt = 0;
         let (response, in_flight) = loop {
@@ -258,7 +256,7 @@ impl Client {
         Ok((parts.headers, reading))
     }
 
-    async fn unary_call(&self, call: Call<UnaryRequest>) -> Result<Answer<Reply>, A2aError> {
+    async fn unary_call(&self, call: Call<UnaryRequest>) -> Result<Answer<Reply>, Error> {
         let (headers, mut reading) = self.start(&call).await?;
         while reading.fill().await? {}
         reading.finish().await?;
@@ -272,14 +270,12 @@ impl Client {
             .map_err(|e| Fault::BadResponse(format!("the reply cannot be decoded: {e}")))?;
         Ok(Answer {
             extensions: response_extensions(&headers),
+            status: Some(Status::Grpc(Code::Ok)),
             value,
         })
     }
 
-    async fn stream_call(
-        &self,
-        call: Call<StreamRequest>,
-    ) -> Result<Answer<EventStream>, A2aError> {
+    async fn stream_call(&self, call: Call<StreamRequest>) -> Result<Answer<EventStream>, Error> {
         let (headers, reading) = self.start(&call).await?;
         let events = futures::stream::unfold(Some(reading), |reading| async move {
             let mut reading = reading?;
@@ -291,6 +287,7 @@ impl Client {
         });
         Ok(Answer {
             extensions: response_extensions(&headers),
+            status: Some(Status::Grpc(Code::Ok)),
             value: events.boxed(),
         })
     }
@@ -300,7 +297,7 @@ impl Backend for GrpcBackend {
     fn unary(
         &self,
         mut call: Call<UnaryRequest>,
-    ) -> BoxFuture<'static, Result<Answer<Reply>, A2aError>> {
+    ) -> BoxFuture<'static, Result<Answer<Reply>, Error>> {
         let client = self.0.clone();
         let observed = client.observe(&mut call);
         async move { observed.unary(client.unary_call(call).await) }.boxed()
@@ -309,7 +306,7 @@ impl Backend for GrpcBackend {
     fn stream(
         &self,
         mut call: Call<StreamRequest>,
-    ) -> BoxFuture<'static, Result<Answer<EventStream>, A2aError>> {
+    ) -> BoxFuture<'static, Result<Answer<EventStream>, Error>> {
         let client = self.0.clone();
         let observed = client.observe(&mut call);
         async move { observed.stream(client.stream_call(call).await) }.boxed()
@@ -328,13 +325,13 @@ impl Client {
 }
 
 /// The request as one gRPC message: flag byte, length, protobuf.
-fn encode(request: &impl TypedRequest) -> Result<Bytes, A2aError> {
+fn encode(request: &impl TypedRequest) -> Result<Bytes, Error> {
     let len = request.encoded_len();
     let Ok(prefix) = u32::try_from(len) else {
-        return Err(A2aError::with_message(
+        return Err(Error::unsent(A2aError::with_message(
             ErrorKind::InvalidRequest,
             format!("request of {len} bytes exceeds gRPC's message size"),
-        ));
+        )));
     };
     let mut out = BytesMut::with_capacity(5 + len);
     out.put_u8(0);
@@ -342,7 +339,7 @@ fn encode(request: &impl TypedRequest) -> Result<Bytes, A2aError> {
     // The buffer has room for the whole message, so encoding cannot fail.
     request
         .encode(&mut out)
-        .map_err(|e| A2aError::with_message(ErrorKind::Internal, e.to_string()))?;
+        .map_err(|e| Error::unsent(A2aError::with_message(ErrorKind::Internal, e.to_string())))?;
     Ok(out.freeze())
 }
 
@@ -358,7 +355,7 @@ struct Reading {
 impl Reading {
     /// Reads one more DATA chunk into `messages`; `false` at the end of the body. The
     /// window is returned as data is taken, so a slow reader holds the backend back.
-    async fn fill(&mut self) -> Result<bool, A2aError> {
+    async fn fill(&mut self) -> Result<bool, Error> {
         match self.body.data().await {
             None => Ok(false),
             Some(Err(e)) => Err(self.call.fault(&e).into()),
@@ -371,7 +368,7 @@ impl Reading {
     }
 
     /// Reads the trailers and checks the status in them.
-    async fn finish(&mut self) -> Result<(), A2aError> {
+    async fn finish(&mut self) -> Result<(), Error> {
         let trailers = self
             .body
             .trailers()
@@ -385,7 +382,7 @@ impl Reading {
     }
 
     /// The next stream event; `None` once the stream ended with an OK status.
-    async fn next_event(&mut self) -> Result<Option<StreamResponse>, A2aError> {
+    async fn next_event(&mut self) -> Result<Option<StreamResponse>, Error> {
         loop {
             if let Some(message) = self.messages.next()? {
                 return StreamResponse::decode(message).map(Some).map_err(|e| {
@@ -426,7 +423,7 @@ impl Messages {
     /// length is checked as soon as its prefix is in, so a backend declaring a message over
     /// the limit is refused before its bytes are buffered; buffered bytes never exceed one
     /// message of the limit, its prefix and one chunk.
-    fn push(&mut self, chunk: Bytes) -> Result<(), A2aError> {
+    fn push(&mut self, chunk: Bytes) -> Result<(), Error> {
         if self.buf.is_empty() && self.whole.is_none() {
             message_len(&chunk, self.max)?;
             self.whole = Some(chunk);
@@ -448,7 +445,7 @@ impl Messages {
     }
 
     /// The next complete message, if one is buffered.
-    fn next(&mut self) -> Result<Option<Bytes>, A2aError> {
+    fn next(&mut self) -> Result<Option<Bytes>, Error> {
         if let Some(whole) = self.whole.as_mut() {
             match message_len(whole, self.max)? {
                 Some(len) if whole.len() >= 5 + len => {
@@ -476,7 +473,7 @@ impl Messages {
 }
 
 /// The length of the message at the start of `buf`, once its prefix is in.
-fn message_len(buf: &[u8], max: usize) -> Result<Option<usize>, A2aError> {
+fn message_len(buf: &[u8], max: usize) -> Result<Option<usize>, Error> {
     if buf.len() < 5 {
         return Ok(None);
     }
@@ -493,7 +490,7 @@ fn message_len(buf: &[u8], max: usize) -> Result<Option<usize>, A2aError> {
     Ok(Some(len))
 }
 
-fn too_large(len: usize, max: usize) -> A2aError {
+fn too_large(len: usize, max: usize) -> Error {
     Fault::BadResponse(format!(
         "a message of {len} bytes exceeds the limit of {max} bytes"
     ))
@@ -650,6 +647,7 @@ mod tests {
         let mut messages = Messages::new(64);
         messages.push(wire(&[&over]).slice(..3)).unwrap();
         let err = messages.push(wire(&[&over]).slice(3..5)).unwrap_err();
+        let err = A2aError::from(err);
         assert_eq!(err.data[0]["reason"], "BACKEND_BAD_RESPONSE");
         // A 4 GiB prefix is refused before anything is buffered.
         let mut messages = Messages::new(64);

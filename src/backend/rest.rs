@@ -56,16 +56,17 @@ use futures::{FutureExt, StreamExt};
 use http::header::{ACCEPT, CONTENT_TYPE, LOCATION};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tonic::Code;
 
 use self::route::{layout, Outgoing};
 use self::sse::SseParser;
+use super::error::Seen;
 use super::fault::Fault;
-use super::{Answer, Backend, Call, EventStream};
+use super::{Answer, Backend, Call, Error, EventStream, Status};
 use crate::backend::observed::BackendCall;
 use crate::proto::StreamResponse;
-use crate::protocol::error::{A2aError, ErrorKind, GatewayFault};
+use crate::protocol::error::{A2aError, ErrorKind};
 use crate::protocol::ops::{HttpMethod, Op, Reply, StreamRequest, TypedRequest, UnaryRequest};
 use crate::protocol::params::{response_extensions, SUPPORTED_VERSION, VERSION};
 use crate::telemetry::trace::Hop;
@@ -74,7 +75,6 @@ use crate::telemetry::untrusted::{clip, without_credentials};
 /// Media type of A2A JSON bodies (spec 11.1).
 const A2A_JSON: &str = "application/a2a+json";
 const EVENT_STREAM: &str = "text/event-stream";
-const DEBUG_INFO: &str = "type.googleapis.com/google.rpc.DebugInfo";
 /// Largest reply body or single stream event accepted unless `max_message` says otherwise
 /// (the default of `--backend-max-message`, the gRPC backend's limit too).
 pub(crate) const MAX_BODY: usize = 16 << 20;
@@ -217,7 +217,7 @@ impl Backend for RestBackend {
     fn unary(
         &self,
         mut call: Call<UnaryRequest>,
-    ) -> BoxFuture<'static, Result<Answer<Reply>, A2aError>> {
+    ) -> BoxFuture<'static, Result<Answer<Reply>, Error>> {
         let observed = self.shared.observe(&mut call);
         let shared = self.shared.clone();
         let max_body = self.max_body;
@@ -227,7 +227,7 @@ impl Backend for RestBackend {
     fn stream(
         &self,
         mut call: Call<StreamRequest>,
-    ) -> BoxFuture<'static, Result<Answer<EventStream>, A2aError>> {
+    ) -> BoxFuture<'static, Result<Answer<EventStream>, Error>> {
         let observed = self.shared.observe(&mut call);
         let shared = self.shared.clone();
         let max_body = self.max_body;
@@ -252,7 +252,7 @@ async fn call_unary(
     shared: Arc<Shared>,
     max_body: usize,
     mut call: Call<UnaryRequest>,
-) -> Result<Answer<Reply>, A2aError> {
+) -> Result<Answer<Reply>, Error> {
     let op = call.request.op();
     let (outgoing, headers) = prepare(&mut call, A2A_JSON)?;
     let method = http_method(op.http_rule().method);
@@ -274,14 +274,18 @@ async fn call_unary(
         let what = format!("a body that is not a {} reply", op.name());
         bad_response(status, content_type.clone(), &body, &what, Some(&e))
     })?;
-    Ok(Answer { value, extensions })
+    Ok(Answer {
+        value,
+        status: Some(Status::Http(status.as_u16())),
+        extensions,
+    })
 }
 
 async fn call_stream(
     shared: Arc<Shared>,
     max_body: usize,
     mut call: Call<StreamRequest>,
-) -> Result<Answer<EventStream>, A2aError> {
+) -> Result<Answer<EventStream>, Error> {
     let op = call.request.op();
     let timeout = call.timeout;
     let (outgoing, headers) = prepare(&mut call, EVENT_STREAM)?;
@@ -325,6 +329,7 @@ async fn call_stream(
     let extensions = response_extensions(response.headers());
     Ok(Answer {
         value: events(response, max_body),
+        status: Some(Status::Http(status.as_u16())),
         extensions,
     })
 }
@@ -348,7 +353,7 @@ impl Shared {
         outgoing: &Outgoing,
         headers: HeaderMap,
         timeout: Option<Duration>,
-    ) -> Result<reqwest::Response, A2aError> {
+    ) -> Result<reqwest::Response, Error> {
         let is_post = *method == Method::POST;
         let query = if is_post { "" } else { &outgoing.query };
         let url = format!("{}{}{query}", self.base, outgoing.path);
@@ -370,7 +375,7 @@ impl Shared {
 fn prepare<R: TypedRequest>(
     call: &mut Call<R>,
     accept: &'static str,
-) -> Result<(Outgoing, HeaderMap), A2aError> {
+) -> Result<(Outgoing, HeaderMap), Error> {
     let mut headers = HeaderMap::with_capacity(call.forwarded.len() + 2);
     for (name, value) in call.forwarded.drain(..) {
         headers.append(name, value);
@@ -380,7 +385,7 @@ fn prepare<R: TypedRequest>(
         HeaderValue::from_static(SUPPORTED_VERSION),
     );
     headers.insert(ACCEPT, HeaderValue::from_static(accept));
-    Ok((layout(&mut call.request)?, headers))
+    Ok((layout(&mut call.request).map_err(Error::unsent)?, headers))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -395,7 +400,7 @@ fn content_type(headers: &HeaderMap) -> Option<String> {
 async fn read_body(
     mut response: reqwest::Response,
     limit: usize,
-) -> Result<(Vec<u8>, bool), A2aError> {
+) -> Result<(Vec<u8>, bool), Error> {
     let mut body = Vec::new();
     while let Some(chunk) = response.chunk().await.map_err(|e| transport_error(&e))? {
         if body.len() + chunk.len() > limit {
@@ -409,7 +414,7 @@ async fn read_body(
 
 /// A non-2xx answer as an error: an A2A error body through the error table, anything else
 /// a bad response.
-pub(crate) async fn error_answer(response: reqwest::Response) -> A2aError {
+pub(crate) async fn error_answer(response: reqwest::Response) -> Error {
     let status = response.status();
     let content_type = content_type(response.headers());
     // Redirects are not followed (module doc); where one pointed tells people what to fix.
@@ -459,7 +464,9 @@ struct RpcStatus {
 
 impl RpcStatus {
     /// Through the error table: `ErrorInfo.reason`, else the status name, else `http`.
-    fn into_error(self, http: Option<StatusCode>) -> A2aError {
+    /// The status is `http`; an error event has none of its own (its stream's was a 2xx),
+    /// so it is the one the binding gives its row (spec 11.6).
+    fn into_error(self, http: Option<StatusCode>) -> Error {
         let by_name = self
             .status
             .as_deref()
@@ -470,7 +477,9 @@ impl RpcStatus {
             .or_else(|| http.map(|s| ErrorKind::from_http(s.as_u16())))
             .unwrap_or(ErrorKind::Internal);
         let message = self.message.unwrap_or_default();
-        A2aError::from_backend(fallback, &message, self.details.unwrap_or_default())
+        let error = A2aError::from_backend(fallback, &message, self.details.unwrap_or_default());
+        let status = http.map_or_else(|| error.kind.http(), |s| s.as_u16());
+        Error::agent(error, Status::Http(status))
     }
 }
 
@@ -483,14 +492,14 @@ fn grpc_code_named(name: &str) -> Option<Code> {
 }
 
 /// `BACKEND_BAD_RESPONSE`: the gateway could not use the backend's answer. The message
-/// names the HTTP status; the data carries status, content type and the body's start.
+/// names the HTTP status; what was seen carries status, content type and the body's start.
 fn bad_response(
     status: StatusCode,
     content_type: Option<String>,
     body: &[u8],
     what: &str,
     parse_error: Option<&serde_json::Error>,
-) -> A2aError {
+) -> Error {
     let status_text = format!(
         "{} {}",
         status.as_str(),
@@ -502,19 +511,6 @@ fn bad_response(
         ?content_type,
         "unusable backend answer: {what}"
     );
-    let mut error = A2aError::gateway(
-        GatewayFault::BackendBadResponse,
-        format!("backend answered HTTP {status_text} with {what}"),
-    );
-    let mut metadata = serde_json::Map::new();
-    metadata.insert("httpStatus".into(), json!(status.as_str()));
-    if let Some(content_type) = content_type {
-        metadata.insert("contentType".into(), json!(content_type));
-    }
-    metadata.insert("bodyLength".into(), json!(body.len().to_string()));
-    if let Some(info) = error.data.first_mut() {
-        info["metadata"] = Value::Object(metadata);
-    }
     let mut detail = String::from("the gateway could not parse the backend's answer");
     if let Some(e) = parse_error {
         detail.push_str(&format!(" ({e})"));
@@ -523,10 +519,13 @@ fn bad_response(
         detail.push_str("; body: ");
         detail.push_str(&snippet(body));
     }
-    error
-        .data
-        .push(json!({"@type": DEBUG_INFO, "detail": detail}));
-    error
+    let seen = Seen {
+        http_status: Some(status),
+        content_type,
+        body_length: Some(body.len()),
+        detail: Some(detail),
+    };
+    Error::seen(Fault::Unusable(format!("{status_text} with {what}")), seen)
 }
 
 /// The start of a body as text, for people.
@@ -541,13 +540,13 @@ fn snippet(body: &[u8]) -> String {
 
 /// A transport failure through the fault table; a request that could not be built is a
 /// gateway bug, reported as such.
-fn transport_error(error: &reqwest::Error) -> A2aError {
+fn transport_error(error: &reqwest::Error) -> Error {
     match Fault::reqwest(error) {
         Some(fault) => fault.into(),
         None => {
             tracing::error!(%error, "cannot build the backend request");
             let message = format!("cannot build the backend request: {error}");
-            A2aError::with_message(ErrorKind::Internal, message)
+            Error::unsent(A2aError::with_message(ErrorKind::Internal, message))
         }
     }
 }
@@ -589,10 +588,10 @@ pub(crate) fn events(response: reqwest::Response, max_body: usize) -> EventStrea
             let failure = match body.next().await {
                 Some(Ok(chunk)) => match state.parser.feed(&chunk) {
                     Ok(()) => continue,
-                    Err(e) => A2aError::gateway(
-                        GatewayFault::BackendBadResponse,
-                        format!("backend sent an unusable event stream: {e}"),
-                    ),
+                    Err(e) => {
+                        Fault::BadResponse(format!("backend sent an unusable event stream: {e}"))
+                            .into()
+                    }
                 },
                 Some(Err(e)) => transport_error(&e),
                 None => {
@@ -610,7 +609,7 @@ pub(crate) fn events(response: reqwest::Response, max_body: usize) -> EventStrea
 
 /// One SSE event: `Some(Ok)` a frame, `Some(Err)` an error that ends the stream, `None` an
 /// event type A2A does not use (ignored).
-fn decode_event(event: &str, data: &str) -> Option<Result<StreamResponse, A2aError>> {
+fn decode_event(event: &str, data: &str) -> Option<Result<StreamResponse, Error>> {
     match event {
         "message" => Some(serde_json::from_str(data).map_err(|e| {
             bad_event(
@@ -634,20 +633,16 @@ fn decode_event(event: &str, data: &str) -> Option<Result<StreamResponse, A2aErr
     }
 }
 
-fn bad_event(what: &str, parse_error: &serde_json::Error, data: &str) -> A2aError {
+fn bad_event(what: &str, parse_error: &serde_json::Error, data: &str) -> Error {
     tracing::warn!(error = %parse_error, "unusable backend event: {what}");
-    let mut error = A2aError::gateway(
-        GatewayFault::BackendBadResponse,
-        format!("{what}: {parse_error}"),
-    );
-    error.data.push(json!({
-        "@type": DEBUG_INFO,
-        "detail": format!(
+    let seen = Seen {
+        detail: Some(format!(
             "the gateway could not parse the backend's event; data: {}",
             snippet(data.as_bytes())
-        ),
-    }));
-    error
+        )),
+        ..Seen::default()
+    };
+    Error::seen(Fault::BadResponse(format!("{what}: {parse_error}")), seen)
 }
 
 #[cfg(test)]
@@ -671,15 +666,17 @@ mod tests {
                 {"@type":"type.googleapis.com/google.rpc.ErrorInfo",
                  "reason":"TASK_NOT_CANCELABLE","domain":"a2a-protocol.org"}]}}"#,
         );
-        let err = by_reason.into_error(Some(StatusCode::BAD_REQUEST));
+        let err = A2aError::from(by_reason.into_error(Some(StatusCode::BAD_REQUEST)));
         assert_eq!(err.kind, ErrorKind::TaskNotCancelable);
         assert_eq!(err.message, "m");
         let by_name = body(r#"{"error":{"status":"NOT_FOUND"}}"#);
-        let err = by_name.into_error(Some(StatusCode::BAD_REQUEST));
+        let err = A2aError::from(by_name.into_error(Some(StatusCode::BAD_REQUEST)));
         assert_eq!(err.kind, ErrorKind::TaskNotFound);
         assert_eq!(err.message, "Task not found");
         let by_http = body(r#"{"error":{"code":401,"message":"who?"}}"#);
         let err = by_http.into_error(Some(StatusCode::UNAUTHORIZED));
+        assert_eq!(err.status(), Some(Status::Http(401)));
+        let err = A2aError::from(err);
         assert_eq!(err.kind, ErrorKind::Unauthenticated);
     }
 
@@ -691,11 +688,15 @@ mod tests {
         )
         .unwrap()
         .unwrap_err();
+        assert_eq!(err.status(), Some(Status::Http(404)));
+        let err = A2aError::from(err);
         assert_eq!(
             (err.kind, err.message.as_str()),
             (ErrorKind::TaskNotFound, "gone")
         );
         let err = decode_event("message", "{not json").unwrap().unwrap_err();
+        assert!(matches!(err.fault(), Some(Fault::BadResponse(_))));
+        let err = A2aError::from(err);
         assert_eq!(err.kind, ErrorKind::Internal);
         assert_eq!(err.data[0]["reason"], "BACKEND_BAD_RESPONSE");
         assert!(decode_event("ping", "x").is_none());

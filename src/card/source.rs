@@ -14,7 +14,6 @@ use serde_json::Value;
 use super::{CardConfigError, CardSettings, MAX_CARD_SIZE};
 use crate::backend::{Backend, Call};
 use crate::proto::GetExtendedAgentCardRequest;
-use crate::protocol::error::A2aError;
 use crate::protocol::ops::UnaryRequest;
 use crate::telemetry::untrusted::{has_credentials, without_credentials};
 
@@ -61,8 +60,8 @@ pub(super) enum FetchError {
     TooLarge,
     #[error("not JSON: {0}")]
     Json(#[from] serde_json::Error),
-    #[error("GetExtendedAgentCard failed: {0}")]
-    Backend(A2aError),
+    #[error("GetExtendedAgentCard failed: {error} ({})", error.kind().code())]
+    Backend { error: crate::backend::Error },
     #[error("authorization file {0}: {1}")]
     Credential(PathBuf, String),
 }
@@ -326,7 +325,10 @@ async fn fetch_backend(
         forwarded,
         timeout: Some(timeout),
     };
-    let answer = backend.unary(call).await.map_err(FetchError::Backend)?;
+    let answer = backend
+        .unary(call)
+        .await
+        .map_err(|error| FetchError::Backend { error })?;
     // The reply's own JSON writer gives the card's ProtoJSON, checked like any other card.
     let mut json = Vec::new();
     answer.value.write_json(&mut json)?;

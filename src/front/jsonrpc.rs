@@ -27,7 +27,7 @@ use serde_json::value::RawValue;
 
 use crate::backend::affinity::ids::{overlong, MAX_ID_BYTES};
 use crate::backend::fault::Fault;
-use crate::backend::Call;
+use crate::backend::{Call, Status};
 use crate::front::envelope::{
     envelope_error, error_bytes, error_bytes_in, invalid_request, json_response, parse_error,
     read_body, sse_response, valid_id, write_error, write_response, BodyError, Envelope, Params,
@@ -40,7 +40,7 @@ use crate::protocol::legacy::{self, Dialect, Method};
 use crate::protocol::ops::{Op, Reply, Request, StreamRequest, UnaryRequest};
 use crate::protocol::params::{legacy_extensions, legacy_requested, negotiate_version};
 use crate::push::pushed_url;
-use crate::telemetry::access::{backend_status_left, with_backend_status, CallRecord};
+use crate::telemetry::access::CallRecord;
 use crate::telemetry::untrusted::{clip, clip_message};
 use crate::telemetry::{Meter, Outcome};
 
@@ -611,24 +611,29 @@ fn pin_tenant(request: &mut Request, tenant: &str) -> Result<(), A2aError> {
     Ok(())
 }
 
-/// Calls a unary operation within the deadline; returns the reply, and the backend's
-/// status for the access log.
+/// Calls a unary operation within the deadline; returns the reply (or the client's error:
+/// the one place a backend error becomes one), and the backend's status for the access log.
 async fn unary(
     gateway: &Gateway,
     call: Call<UnaryRequest>,
 ) -> (Result<(Reply, Option<HeaderValue>), A2aError>, Option<u16>) {
-    let mut pending = std::pin::pin!(with_backend_status(gateway.backend.unary(call)));
+    let pending = gateway.backend.unary(call);
     let answer = match gateway.unary_timeout {
-        Some(limit) => tokio::time::timeout(limit, pending.as_mut())
+        Some(limit) => tokio::time::timeout(limit, pending)
             .await
             .unwrap_or_else(|_| Err(Fault::deadline(limit).into())),
-        None => pending.as_mut().await,
+        None => pending.await,
     };
-    let status = backend_status_left(pending);
-    (
-        answer.map(|answer| (answer.value, answer.extensions)),
-        status,
-    )
+    match answer {
+        Ok(answer) => (
+            Ok((answer.value, answer.extensions)),
+            answer.status.map(Status::number),
+        ),
+        Err(err) => {
+            let status = err.status().map(Status::number);
+            (Err(err.into()), status)
+        }
+    }
 }
 
 /// Starts a stream and waits for its first event (within the first-event deadline), so an
@@ -644,9 +649,14 @@ async fn stream(
     v03: Option<Method>,
 ) -> Handled {
     let id: Box<str> = id.into();
-    let mut starting = std::pin::pin!(with_backend_status(gateway.backend.stream(call)));
+    // The backend's status is the stream start's: a later error is the stream's end.
+    let mut status = None;
     let first_event = async {
-        let answer = starting.as_mut().await.map_err(|e| (e, None))?;
+        let answer = gateway.backend.stream(call).await.map_err(|e| {
+            status = e.status();
+            (e, None)
+        })?;
+        status = answer.status;
         let mut events = answer.value;
         match events.next().await {
             Some(Ok(event)) => Ok((Some(event), events, answer.extensions)),
@@ -667,14 +677,14 @@ async fn stream(
         },
         None => first_event.await,
     };
-    record.backend_status(backend_status_left(starting));
+    record.backend_status(status.map(Status::number));
     let (first, events, extensions) = match started {
         Ok(started) => started,
         Err((err, extensions)) => {
-            meter.record(Outcome::Error(err.kind));
-            record.failed(err.kind);
+            meter.record(Outcome::Error(err.kind()));
+            record.failed(err.kind());
             let Some(method) = v03 else {
-                let out = error_bytes(Some(&id), &err);
+                let out = error_bytes(Some(&id), &A2aError::from(err));
                 record.sent(out.len());
                 return Handled::Json(out, extensions);
             };

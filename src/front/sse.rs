@@ -173,7 +173,7 @@ impl Stream for SseBody {
                     received = true;
                 }
                 Poll::Ready(Some(Err(err))) => {
-                    this.push_error(&mut buf, &err);
+                    this.push_error(&mut buf, &A2aError::from(err));
                     this.done = true;
                     written += 1;
                 }

@@ -32,7 +32,7 @@ use super::check_response;
 use super::model::{BackendScript, ErrorScript, JsonRpcCase, UnaryScript};
 use crate::backend::fault::Fault;
 use crate::backend::rest::sse::SseParser;
-use crate::backend::{Answer, Backend, Call, EventStream};
+use crate::backend::{Answer, Backend, Call, Error, EventStream, Status};
 use crate::card::{CardService, CardSettings, RouteCard, BACKEND_CARD_SOURCE};
 use crate::front::Gateway;
 use crate::proto::StreamResponse;
@@ -415,21 +415,19 @@ impl Scripted {
     }
 }
 
-fn agent_error(script: &ErrorScript) -> A2aError {
+fn agent_error(script: &ErrorScript) -> Error {
     let code = tonic::Code::from_i32(script.code);
     let data = details::from_status_bytes(&script.details_bytes());
-    A2aError::from_backend(ErrorKind::from_grpc(code), &script.message(), data)
+    let error = A2aError::from_backend(ErrorKind::from_grpc(code), &script.message(), data);
+    Error::agent(error, Status::Grpc(code))
 }
 
-fn undecodable(what: &str, e: &prost::DecodeError) -> A2aError {
+fn undecodable(what: &str, e: &prost::DecodeError) -> Error {
     Fault::BadResponse(format!("the backend's {what} cannot be decoded: {e}")).into()
 }
 
 impl Backend for Scripted {
-    fn unary(
-        &self,
-        call: Call<UnaryRequest>,
-    ) -> BoxFuture<'static, Result<Answer<Reply>, A2aError>> {
+    fn unary(&self, call: Call<UnaryRequest>) -> BoxFuture<'static, Result<Answer<Reply>, Error>> {
         let value = match &self.0.unary {
             UnaryScript::Empty => Ok(call
                 .request
@@ -442,18 +440,24 @@ impl Backend for Scripted {
             UnaryScript::Error(script) => Err(agent_error(script)),
         };
         let extensions = self.extensions();
-        futures::future::ready(value.map(|value| Answer { value, extensions })).boxed()
+        let status = Some(Status::Grpc(tonic::Code::Ok));
+        let answer = value.map(|value| Answer {
+            value,
+            status,
+            extensions,
+        });
+        futures::future::ready(answer).boxed()
     }
 
     fn stream(
         &self,
         _call: Call<StreamRequest>,
-    ) -> BoxFuture<'static, Result<Answer<EventStream>, A2aError>> {
+    ) -> BoxFuture<'static, Result<Answer<EventStream>, Error>> {
         let script = &self.0.stream;
         if let Some(refused) = &script.refused {
             return futures::future::ready(Err(agent_error(refused))).boxed();
         }
-        let mut events: Vec<Result<StreamResponse, A2aError>> = script
+        let mut events: Vec<Result<StreamResponse, Error>> = script
             .events
             .iter()
             .take(MAX_EVENTS)
@@ -464,6 +468,7 @@ impl Backend for Scripted {
         }
         let answer = Answer {
             value: futures::stream::iter(events).boxed(),
+            status: Some(Status::Grpc(tonic::Code::Ok)),
             extensions: self.extensions(),
         };
         futures::future::ready(Ok(answer)).boxed()

@@ -63,10 +63,11 @@ pub fn sse(body: &[u8]) {
         .body(reqwest::Body::wrap_stream(futures::stream::iter(chunks)))
         .expect("a valid response");
     let items: Vec<_> = futures::executor::block_on(events(response.into(), MAX_BODY).collect());
-    for (i, item) in items.iter().enumerate() {
+    let count = items.len();
+    for (i, item) in items.into_iter().enumerate() {
         if let Err(err) = item {
-            assert_eq!(i + 1, items.len(), "an error ends the stream");
-            check_error(err, false);
+            assert_eq!(i + 1, count, "an error ends the stream");
+            check_error(&err.into(), false);
         }
     }
 }
@@ -113,7 +114,7 @@ pub fn error_body(data: &[u8]) {
     }
     let err = futures::executor::block_on(error_answer(response.into()));
     // The agent's own details pass through as it sent them.
-    check_error(&err, false);
+    check_error(&err.into(), false);
 }
 
 /// `status_details` target: the bytes as a serialized `google.rpc.Status`, as the value of
@@ -150,7 +151,7 @@ pub fn status_details(data: &[u8]) {
         }
         match status::check(&headers) {
             Some(Ok(())) => assert_eq!(code, "0"),
-            Some(Err(err)) => check_error(&err, true),
+            Some(Err(err)) => check_error(&err.into(), true),
             None => panic!("grpc-status was sent"),
         }
     }

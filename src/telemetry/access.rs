@@ -1,8 +1,8 @@
 //! One call as the access log and the traces see it. The front keeps a `CallRecord` per
 //! JSON-RPC call (its server span and, when the access log is on, its line), finished when
-//! the reply is written or, for a stream, when the stream's body is dropped. Backends wrap
-//! each call in a `backend::observed::BackendCall` (its client span), which leaves the
-//! backend's status for the line here (`leave_backend_status`).
+//! the reply is written or, for a stream, when the stream's body is dropped. The backend's
+//! status comes with its answer (`backend::Answer`, `backend::Error::status`), and the
+//! front records it here (`backend_status`).
 //!
 //! The line has the shape of an INFO event of target `a2a_gateway::access`, written by
 //! `sink` off the request path (the log filter still decides whether there is one), with
@@ -15,7 +15,6 @@
 //! `--access-log false` turns the target off in the log filter; then `CallRecord::start`
 //! sees it disabled and keeps nothing.
 
-use std::cell::Cell;
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -32,11 +31,6 @@ use crate::protocol::ops::{Op, Reply, Request};
 
 /// The target of access log lines (`RUST_LOG=a2a_gateway::access=off` silences them too).
 pub const TARGET: &str = "a2a_gateway::access";
-
-tokio::task_local! {
-    /// The backend's status of the call being handled (`leave_backend_status`).
-    static BACKEND_STATUS: Cell<Option<u16>>;
-}
 
 /// The access log line of a call, filled in as it goes (kept only when the log is on).
 struct Line {
@@ -123,7 +117,7 @@ impl CallRecord {
         self.failure = Some(kind);
     }
 
-    /// The backend's status, as `with_backend_status` collected it.
+    /// The backend's status, as its answer or error gave it (`None`: not reached).
     pub fn backend_status(&mut self, status: Option<u16>) {
         if let Some(line) = &mut self.line {
             line.backend = status;
@@ -157,27 +151,6 @@ impl CallRecord {
             line.bytes_out += bytes;
         }
     }
-}
-
-/// `handling` with a place where backends leave their status (`backend_status_left`
-/// reads it once `handling` is done). Not an `async fn` that awaits it: that would store
-/// the future twice (bytes per call, tests/it/cost_budget.rs).
-pub fn with_backend_status<F: std::future::Future>(handling: F) -> StatusScope<F> {
-    BACKEND_STATUS.scope(Cell::new(None), handling)
-}
-
-/// Leaves the backend's `status` for the call being handled (`backend::observed`); a
-/// no-op outside `with_backend_status`.
-pub fn leave_backend_status(status: Option<u16>) {
-    let _ = BACKEND_STATUS.try_with(|cell| cell.set(status));
-}
-
-/// A future run by `with_backend_status`.
-pub type StatusScope<F> = tokio::task::futures::TaskLocalFuture<Cell<Option<u16>>, F>;
-
-/// The status a backend left while the scoped future ran.
-pub fn backend_status_left<F>(scoped: std::pin::Pin<&mut StatusScope<F>>) -> Option<u16> {
-    scoped.take_value().and_then(Cell::into_inner)
 }
 
 impl Drop for CallRecord {

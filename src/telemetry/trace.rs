@@ -35,7 +35,7 @@ use serde::Deserialize;
 use super::untrusted::{clip_message, clipped, without_credentials};
 use crate::proto::{send_message_response, stream_response, Message, Task, TaskState};
 use crate::protocol::binding::{Binding, JSONRPC};
-use crate::protocol::error::A2aError;
+use crate::protocol::error::{A2aError, ErrorKind};
 use crate::protocol::ops::{Op, Reply, Request, StreamRequest, UnaryRequest};
 use crate::protocol::params::SUPPORTED_VERSION;
 
@@ -678,15 +678,15 @@ impl ClientSpan {
         })
     }
 
-    /// Records the backend's answer: `Ok` or the error its `status` was read as
-    /// (`backend::observed::backend_status`).
-    pub fn answered(&mut self, result: Result<(), &A2aError>, status: Option<u16>) {
+    /// Records the backend's answer: its `status` (`None` when it was not reached or its
+    /// answer was unusable) and, for a failure, the client error's row and message.
+    pub fn answered(&mut self, status: Option<u16>, failure: Option<(ErrorKind, &str)>) {
         self.status = status;
-        if let Err(err) = result {
+        if let Some((kind, message)) = failure {
             self.span.set_status(Status::error(format!(
                 "{}: {}",
-                err.kind.code(),
-                clip_message(&err.message)
+                kind.code(),
+                clip_message(message)
             )));
         }
     }

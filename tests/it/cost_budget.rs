@@ -16,7 +16,7 @@ use std::alloc::System;
 use std::sync::Arc;
 use std::time::Duration;
 
-use a2a_gateway::backend::{Answer, Backend, Call, EventStream};
+use a2a_gateway::backend::{Answer, Backend, Call, Error, EventStream, Status};
 use a2a_gateway::front::Gateway;
 use a2a_gateway::proto::{
     part, send_message_response, stream_response, Artifact, Message, Part, Role,
@@ -119,11 +119,14 @@ fn first_text(message: &Message) -> &str {
         .unwrap_or_default()
 }
 
+/// The stub's answer to operations it does not serve, as an agent would give it.
+fn unsupported() -> Error {
+    let error = A2aError::new(ErrorKind::MethodNotFound);
+    Error::agent(error, Status::Grpc(tonic::Code::Unimplemented))
+}
+
 impl Backend for Stub {
-    fn unary(
-        &self,
-        call: Call<UnaryRequest>,
-    ) -> BoxFuture<'static, Result<Answer<Reply>, A2aError>> {
+    fn unary(&self, call: Call<UnaryRequest>) -> BoxFuture<'static, Result<Answer<Reply>, Error>> {
         let reply = match call.request {
             UnaryRequest::SendMessage(request) => {
                 let mut message = request.message.unwrap_or_default();
@@ -133,10 +136,11 @@ impl Backend for Stub {
                 }))
             }
             UnaryRequest::GetTask(_) => Ok(Reply::GetTask(self.task.clone())),
-            _ => Err(A2aError::new(ErrorKind::MethodNotFound)),
+            _ => Err(unsupported()),
         };
         let answer = reply.map(|value| Answer {
             value,
+            status: Some(Status::Grpc(tonic::Code::Ok)),
             extensions: None,
         });
         std::future::ready(answer).boxed()
@@ -145,9 +149,9 @@ impl Backend for Stub {
     fn stream(
         &self,
         call: Call<StreamRequest>,
-    ) -> BoxFuture<'static, Result<Answer<EventStream>, A2aError>> {
+    ) -> BoxFuture<'static, Result<Answer<EventStream>, Error>> {
         let StreamRequest::SendStreamingMessage(request) = call.request else {
-            return std::future::ready(Err(A2aError::new(ErrorKind::MethodNotFound))).boxed();
+            return std::future::ready(Err(unsupported())).boxed();
         };
         let frames: usize = first_text(&request.message.unwrap_or_default())
             .strip_prefix("stream:")
@@ -157,6 +161,7 @@ impl Backend for Stub {
         let events = futures::stream::iter((0..frames).map(move |_| Ok(event.clone()))).boxed();
         std::future::ready(Ok(Answer {
             value: events,
+            status: Some(Status::Grpc(tonic::Code::Ok)),
             extensions: None,
         }))
         .boxed()

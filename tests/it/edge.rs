@@ -7,10 +7,9 @@ use crate::harness;
 use std::sync::Arc;
 use std::time::Duration;
 
-use a2a_gateway::backend::{Answer as Answered, Backend, Call, EventStream};
+use a2a_gateway::backend::{Answer as Answered, Backend, Call, Error, EventStream};
 use a2a_gateway::front::Gateway;
 use a2a_gateway::proto::AgentCard;
-use a2a_gateway::protocol::error::A2aError;
 use a2a_gateway::protocol::ops::{Reply, StreamRequest, UnaryRequest};
 use futures::future::BoxFuture;
 use futures::FutureExt;
@@ -70,12 +69,13 @@ impl Backend for Panicking {
     fn unary(
         &self,
         call: Call<UnaryRequest>,
-    ) -> BoxFuture<'static, Result<Answered<Reply>, A2aError>> {
+    ) -> BoxFuture<'static, Result<Answered<Reply>, Error>> {
         if let UnaryRequest::SendMessage(_) = call.request {
             panic!("test backend panics on SendMessage");
         }
         std::future::ready(Ok(Answered {
             value: card(),
+            status: None,
             extensions: None,
         }))
         .boxed()
@@ -84,7 +84,7 @@ impl Backend for Panicking {
     fn stream(
         &self,
         _: Call<StreamRequest>,
-    ) -> BoxFuture<'static, Result<Answered<EventStream>, A2aError>> {
+    ) -> BoxFuture<'static, Result<Answered<EventStream>, Error>> {
         async { panic!("test backend panics in a stream call") }.boxed()
     }
 }

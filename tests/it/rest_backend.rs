@@ -193,7 +193,8 @@ async fn perform(
     match request {
         Request::Stream(request) => {
             let answer = backend.stream(call(request)).await?;
-            Ok((None, answer.value.collect().await))
+            let events = answer.value.map(|event| event.map_err(A2aError::from));
+            Ok((None, events.collect().await))
         }
         Request::Unary(request) => {
             Ok((Some(backend.unary(call(request)).await?.value), Vec::new()))
@@ -370,7 +371,12 @@ async fn empty_path_parameters_are_refused_without_a_request() {
             task_id: "t-1".into(),
             ..Default::default()
         });
-    let err = backend.unary(call(request)).await.err().unwrap();
+    let err = backend
+        .unary(call(request))
+        .await
+        .err()
+        .map(A2aError::from)
+        .unwrap();
     assert_eq!(err.kind, ErrorKind::InvalidParams);
     assert_eq!(err.data[1]["fieldViolations"][0]["field"], "id");
     assert!(mock.requests().is_empty());
@@ -532,12 +538,22 @@ async fn subscribe_405_on_both_methods_is_reported() {
     })
     .await;
     let backend = backend(&mock.url);
-    let err = backend.stream(subscribe("t-1")).await.err().unwrap();
+    let err = backend
+        .stream(subscribe("t-1"))
+        .await
+        .err()
+        .map(A2aError::from)
+        .unwrap();
     assert_eq!(err.kind, ErrorKind::MethodNotFound);
     assert_eq!(err.message, "no subscribe");
     assert_eq!(mock.requests().len(), 2);
     mock.clear();
-    backend.stream(subscribe("t-1")).await.err().unwrap();
+    backend
+        .stream(subscribe("t-1"))
+        .await
+        .err()
+        .map(A2aError::from)
+        .unwrap();
     assert_eq!(mock.requests().len(), 2, "POST was never learned");
 }
 
@@ -554,7 +570,8 @@ async fn stream_of(mock: &MockAgent) -> Vec<Result<StreamResponse, A2aError>> {
 }
 
 async fn collect_all(stream: EventStream) -> Vec<Result<StreamResponse, A2aError>> {
-    tokio::time::timeout(Duration::from_secs(10), stream.collect())
+    let events = stream.map(|event| event.map_err(A2aError::from));
+    tokio::time::timeout(Duration::from_secs(10), events.collect())
         .await
         .expect("stream ends")
 }
@@ -700,6 +717,7 @@ async fn stream_answered_with_json_is_a_bad_response() {
         .stream(call(StreamRequest::SendStreamingMessage(send)))
         .await
         .err()
+        .map(A2aError::from)
         .unwrap();
     assert_eq!(err.data[0]["reason"], "BACKEND_BAD_RESPONSE");
     assert!(
@@ -737,7 +755,12 @@ async fn unary_error(
         id: "t-1".into(),
         ..Default::default()
     });
-    backend(&mock.url).unary(call(request)).await.err().unwrap()
+    backend(&mock.url)
+        .unary(call(request))
+        .await
+        .err()
+        .map(A2aError::from)
+        .unwrap()
 }
 
 #[tokio::test]
@@ -923,7 +946,12 @@ async fn connection_refused_is_backend_unavailable() {
         id: "t-1".into(),
         ..Default::default()
     });
-    let err = backend.unary(call(request)).await.err().unwrap();
+    let err = backend
+        .unary(call(request))
+        .await
+        .err()
+        .map(A2aError::from)
+        .unwrap();
     assert_eq!(err.kind, ErrorKind::Internal);
     assert_eq!(err.data[0]["reason"], "BACKEND_UNAVAILABLE");
     assert!(
@@ -931,7 +959,12 @@ async fn connection_refused_is_backend_unavailable() {
         "{}",
         err.message
     );
-    let err = backend.stream(subscribe("t-1")).await.err().unwrap();
+    let err = backend
+        .stream(subscribe("t-1"))
+        .await
+        .err()
+        .map(A2aError::from)
+        .unwrap();
     assert_eq!(err.data[0]["reason"], "BACKEND_UNAVAILABLE");
 }
 
@@ -965,6 +998,7 @@ async fn slow_backend_is_deadline_exceeded() {
         })
         .await
         .err()
+        .map(A2aError::from)
         .unwrap();
     assert!(started.elapsed() < Duration::from_secs(3));
     assert_eq!(

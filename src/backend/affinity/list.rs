@@ -27,7 +27,7 @@ use super::{rewrite_out, IdCodec};
 use crate::backend::endpoints::balance::Balanced;
 use crate::backend::endpoints::EndpointTag;
 use crate::backend::fault::Fault;
-use crate::backend::{Answer, Call};
+use crate::backend::{Answer, Call, Error};
 use crate::proto::{ListTasksRequest, ListTasksResponse, Task};
 use crate::protocol::error::A2aError;
 use crate::protocol::ops::{Reply, UnaryRequest};
@@ -167,12 +167,12 @@ pub async fn every_endpoint(
     balanced: &Balanced,
     codec: &IdCodec,
     call: Call<ListTasksRequest>,
-) -> Result<Answer<Reply>, A2aError> {
+) -> Result<Answer<Reply>, Error> {
     let request = call.request;
     let filters = filters(&request);
     let token = match request.page_token.as_str() {
         "" => None,
-        text => Some(PageToken::open(text, codec, &filters)?),
+        text => Some(PageToken::open(text, codec, &filters).map_err(Error::unsent)?),
     };
     let size = request.page_size.unwrap_or(DEFAULT_PAGE).clamp(1, MAX_PAGE);
     let endpoints = balanced.every().await;
@@ -203,11 +203,12 @@ pub async fn every_endpoint(
             Some(async move { (pinned.tag(), position, pinned.unary(call).await) })
         })
         .collect();
-    let mut extensions = None;
+    let (mut extensions, mut status) = (None, None);
     let mut sources = Vec::with_capacity(started.len());
     for (tag, position, result) in futures::future::join_all(started).await {
         let answer = result?;
         extensions = extensions.or(answer.extensions);
+        status = status.or(answer.status);
         let Reply::ListTasks(page) = answer.value else {
             return Err(Fault::BadResponse("ListTasks answered with another reply".into()).into());
         };
@@ -244,6 +245,7 @@ pub async fn every_endpoint(
             page_size: size,
             total_size: total,
         }),
+        status,
         extensions,
     })
 }

@@ -29,9 +29,8 @@ use futures::{FutureExt, StreamExt};
 use tokio::sync::watch;
 
 use super::{Balance, Endpoint, EndpointSet, EndpointTag, RouteEndpoints};
-use crate::backend::fault::{self, Fault};
-use crate::backend::{Answer, Backend, Call, EventStream};
-use crate::protocol::error::{A2aError, GatewayFault};
+use crate::backend::fault::Fault;
+use crate::backend::{Answer, Backend, Call, Error, EventStream};
 use crate::protocol::ops::{Reply, StreamRequest, UnaryRequest};
 
 /// A worker's view of a balanced route.
@@ -170,7 +169,7 @@ impl Worker {
 
     /// The endpoint for a call, and whether another one exists to retry on. Before the
     /// route's name has first been resolved, waits for that (at most the connect timeout).
-    async fn first(&self) -> Result<(Pick, bool), A2aError> {
+    async fn first(&self) -> Result<(Pick, bool), Error> {
         if let (Some(pick), others) = self.choose(None) {
             return Ok((pick, others));
         }
@@ -253,9 +252,9 @@ impl<'a> Attempt<'a> {
         }
     }
 
-    fn judge<T>(&mut self, result: &Result<T, A2aError>) {
+    fn judge<T>(&mut self, result: &Result<T, Error>) {
         self.judged = true;
-        let fault = result.as_ref().err().and_then(fault::reported);
+        let fault = result.as_ref().err().and_then(Error::fault);
         self.route.observe(self.endpoint, fault);
     }
 }
@@ -264,9 +263,9 @@ impl Drop for Attempt<'_> {
     fn drop(&mut self) {
         self.outstanding.fetch_sub(1, Relaxed);
         let late = self.deadline.is_some_and(|d| self.started.elapsed() >= d);
-        if !self.judged && late {
-            let fault = Some(GatewayFault::BackendDeadlineExceeded);
-            self.route.observe(self.endpoint, fault);
+        if let (false, true, Some(limit)) = (self.judged, late, self.deadline) {
+            self.route
+                .observe(self.endpoint, Some(&Fault::deadline(limit)));
         }
     }
 }
@@ -281,8 +280,8 @@ impl Drop for Outstanding {
 }
 
 /// Whether the call certainly never reached the agent.
-fn unreached(err: &A2aError) -> bool {
-    fault::reported(err) == Some(GatewayFault::BackendUnavailable)
+fn unreached(err: &Error) -> bool {
+    err.fault().is_some_and(Fault::unreached)
 }
 
 impl Worker {
@@ -290,7 +289,7 @@ impl Worker {
         &self,
         pick: &Pick,
         call: Call<UnaryRequest>,
-    ) -> Result<Answer<Reply>, A2aError> {
+    ) -> Result<Answer<Reply>, Error> {
         let mut attempt = Attempt::start(&self.route, pick, call.timeout);
         let result = pick.client.unary(call).await;
         attempt.judge(&result);
@@ -301,7 +300,7 @@ impl Worker {
         &self,
         pick: &Pick,
         call: Call<StreamRequest>,
-    ) -> Result<Answer<EventStream>, A2aError> {
+    ) -> Result<Answer<EventStream>, Error> {
         let result = {
             // The first-event deadline is the front's too, but a stream's start has no
             // deadline of its own here: a late start is not judged.
@@ -320,12 +319,13 @@ impl Worker {
         let events = answer.value.map(move |event| {
             let _held = &outstanding;
             if let Err(err) = &event {
-                route.observe(&endpoint, fault::reported(err));
+                route.observe(&endpoint, err.fault());
             }
             event
         });
         Ok(Answer {
             value: events.boxed(),
+            status: answer.status,
             extensions: answer.extensions,
         })
     }
@@ -344,11 +344,11 @@ impl Pinned {
         self.pick.endpoint.tag
     }
 
-    pub async fn unary(&self, call: Call<UnaryRequest>) -> Result<Answer<Reply>, A2aError> {
+    pub async fn unary(&self, call: Call<UnaryRequest>) -> Result<Answer<Reply>, Error> {
         self.worker.unary_on(&self.pick, call).await
     }
 
-    pub async fn stream(&self, call: Call<StreamRequest>) -> Result<Answer<EventStream>, A2aError> {
+    pub async fn stream(&self, call: Call<StreamRequest>) -> Result<Answer<EventStream>, Error> {
         self.worker.stream_on(&self.pick, call).await
     }
 }
@@ -385,7 +385,7 @@ impl Balanced {
     pub async fn unary_tagged(
         &self,
         call: Call<UnaryRequest>,
-    ) -> Result<(EndpointTag, Answer<Reply>), A2aError> {
+    ) -> Result<(EndpointTag, Answer<Reply>), Error> {
         self.tagged(call).await
     }
 
@@ -393,16 +393,13 @@ impl Balanced {
     pub async fn stream_tagged(
         &self,
         call: Call<StreamRequest>,
-    ) -> Result<(EndpointTag, Answer<EventStream>), A2aError> {
+    ) -> Result<(EndpointTag, Answer<EventStream>), Error> {
         self.tagged(call).await
     }
 
     /// A call of either kind on the chosen endpoint, sent once more to another endpoint
     /// when it never reached the first (the spare copy is made only while there is another).
-    async fn tagged<R: CallKind>(
-        &self,
-        call: Call<R>,
-    ) -> Result<(EndpointTag, R::Answer), A2aError> {
+    async fn tagged<R: CallKind>(&self, call: Call<R>) -> Result<(EndpointTag, R::Answer), Error> {
         let worker = &self.0;
         let (pick, others) = worker.first().await?;
         let spare = others.then(|| call.clone());
@@ -427,7 +424,7 @@ trait CallKind: Clone + Send + 'static {
         worker: &'a Worker,
         pick: &'a Pick,
         call: Call<Self>,
-    ) -> impl std::future::Future<Output = Result<Self::Answer, A2aError>> + Send + 'a;
+    ) -> impl std::future::Future<Output = Result<Self::Answer, Error>> + Send + 'a;
 }
 
 impl CallKind for UnaryRequest {
@@ -436,7 +433,7 @@ impl CallKind for UnaryRequest {
         worker: &'a Worker,
         pick: &'a Pick,
         call: Call<Self>,
-    ) -> impl std::future::Future<Output = Result<Self::Answer, A2aError>> + Send + 'a {
+    ) -> impl std::future::Future<Output = Result<Self::Answer, Error>> + Send + 'a {
         worker.unary_on(pick, call)
     }
 }
@@ -447,16 +444,13 @@ impl CallKind for StreamRequest {
         worker: &'a Worker,
         pick: &'a Pick,
         call: Call<Self>,
-    ) -> impl std::future::Future<Output = Result<Self::Answer, A2aError>> + Send + 'a {
+    ) -> impl std::future::Future<Output = Result<Self::Answer, Error>> + Send + 'a {
         worker.stream_on(pick, call)
     }
 }
 
 impl Backend for Balanced {
-    fn unary(
-        &self,
-        call: Call<UnaryRequest>,
-    ) -> BoxFuture<'static, Result<Answer<Reply>, A2aError>> {
+    fn unary(&self, call: Call<UnaryRequest>) -> BoxFuture<'static, Result<Answer<Reply>, Error>> {
         let this = self.clone();
         async move { Ok(this.unary_tagged(call).await?.1) }.boxed()
     }
@@ -464,7 +458,7 @@ impl Backend for Balanced {
     fn stream(
         &self,
         call: Call<StreamRequest>,
-    ) -> BoxFuture<'static, Result<Answer<EventStream>, A2aError>> {
+    ) -> BoxFuture<'static, Result<Answer<EventStream>, Error>> {
         let this = self.clone();
         async move { Ok(this.stream_tagged(call).await?.1) }.boxed()
     }

@@ -109,14 +109,14 @@ impl GrpcBackend {
             ok_in_head: false,
             call: in_flight,
         };
-        while reading.fill().await.map_err(|e| e.message)? {}
+        while reading.fill().await.map_err(|e| e.to_string())? {}
         let trailers = reading
             .body
             .trailers()
             .await
             .map_err(|e| reading.call.fault(&e).to_string())?
             .unwrap_or_default();
-        let message = reading.messages.next().map_err(|e| e.message)?;
+        let message = reading.messages.next().map_err(|e| e.to_string())?;
         answer(&trailers, message)
     }
 }

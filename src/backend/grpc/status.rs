@@ -12,7 +12,9 @@ use http::HeaderMap;
 use serde_json::json;
 use tonic::Code;
 
+use crate::backend::error::Seen;
 use crate::backend::fault::Fault;
+use crate::backend::{Error, Status};
 use crate::protocol::details;
 use crate::protocol::error::{A2aError, ErrorKind, GatewayFault, GATEWAY_DOMAIN};
 
@@ -27,8 +29,8 @@ const BASE64: GeneralPurpose = GeneralPurpose::new(
 );
 
 /// The status in `headers`: `None` when there is no `grpc-status`, `Ok` for OK, else the
-/// error the client gets.
-pub fn check(headers: &HeaderMap) -> Option<Result<(), A2aError>> {
+/// agent's error (or a bad response).
+pub fn check(headers: &HeaderMap) -> Option<Result<(), Error>> {
     let value = headers.get(STATUS)?;
     Some(match code(value.as_bytes()) {
         Err(fault) => Err(fault.into()),
@@ -55,8 +57,8 @@ fn code(value: &[u8]) -> Result<Code, Fault> {
     }
 }
 
-/// The client's error for a non-OK `code`: message and details from the headers.
-fn error(code: Code, headers: &HeaderMap) -> A2aError {
+/// The agent's error for a non-OK `code`: message and details from the headers.
+fn error(code: Code, headers: &HeaderMap) -> Error {
     let message = headers
         .get(MESSAGE)
         .map(|m| {
@@ -80,12 +82,13 @@ fn error(code: Code, headers: &HeaderMap) -> A2aError {
             })],
         },
     };
-    A2aError::from_backend(ErrorKind::from_grpc(code), &message, data)
+    let error = A2aError::from_backend(ErrorKind::from_grpc(code), &message, data);
+    Error::agent(error, Status::Grpc(code))
 }
 
 /// A reply without `grpc-status` by its HTTP status: the gRPC spec's mapping where it
 /// gives a code A2A has its own error for (401, 403, 404), else `BACKEND_BAD_RESPONSE`.
-pub fn from_http(status: http::StatusCode) -> A2aError {
+pub fn from_http(status: http::StatusCode) -> Error {
     let code = match status.as_u16() {
         400 => Code::Internal,
         401 => Code::Unauthenticated,
@@ -100,16 +103,17 @@ pub fn from_http(status: http::StatusCode) -> A2aError {
     );
     let kind = ErrorKind::from_grpc(code);
     if kind != ErrorKind::Internal {
-        return A2aError::from_backend(kind, &message, Vec::new());
+        let error = A2aError::from_backend(kind, &message, Vec::new());
+        return Error::agent(error, Status::Grpc(code));
     }
     // No agent wrote this (a proxy's 502 page, a web server): as on the HTTP+JSON binding
     // it is the gateway's BACKEND_BAD_RESPONSE with the HTTP status, not a bare -32603
     // that clients and balancing would take for the agent's own internal error.
-    let mut error = A2aError::from(Fault::BadResponse(message));
-    if let Some(info) = error.data.first_mut() {
-        info["metadata"] = json!({"httpStatus": status.as_str()});
-    }
-    error
+    let seen = Seen {
+        http_status: Some(status),
+        ..Seen::default()
+    };
+    Error::seen(Fault::BadResponse(message), seen)
 }
 
 #[cfg(test)]
@@ -126,30 +130,35 @@ mod tests {
         map
     }
 
+    /// The client's error of a status that is one.
+    fn client(checked: Option<Result<(), Error>>) -> A2aError {
+        A2aError::from(checked.unwrap().unwrap_err())
+    }
+
     #[test]
     fn codes() {
         assert!(check(&HeaderMap::new()).is_none());
-        assert_eq!(check(&headers(&[(STATUS, b"0")])), Some(Ok(())));
-        let not_found = check(&headers(&[(STATUS, b"5")])).unwrap().unwrap_err();
+        assert!(matches!(check(&headers(&[(STATUS, b"0")])), Some(Ok(()))));
+        let not_found = client(check(&headers(&[(STATUS, b"5")])));
         assert_eq!(not_found.kind, ErrorKind::TaskNotFound);
         for unknown in [&b"17"[..], b"2147483647", b"2"] {
-            let err = check(&headers(&[(STATUS, unknown)])).unwrap().unwrap_err();
+            let err = client(check(&headers(&[(STATUS, unknown)])));
             assert_eq!(err.kind, ErrorKind::Internal, "{unknown:?}");
             assert!(err.data.is_empty(), "an agent error, not a fault");
         }
         for garbage in [&b"abc"[..], b"", b"-1", b" 5", b"99999999999"] {
-            let err = check(&headers(&[(STATUS, garbage)])).unwrap().unwrap_err();
+            let err = client(check(&headers(&[(STATUS, garbage)])));
             assert_eq!(err.data[0]["reason"], "BACKEND_BAD_RESPONSE", "{garbage:?}");
         }
     }
 
     #[test]
     fn http_statuses_without_a_grpc_status() {
-        let err = from_http(http::StatusCode::UNAUTHORIZED);
+        let err = A2aError::from(from_http(http::StatusCode::UNAUTHORIZED));
         assert_eq!(err.kind, ErrorKind::Unauthenticated);
         assert!(err.data.is_empty(), "mapped as gRPC says, not a fault");
         for status in [400, 429, 500, 502, 503, 504] {
-            let err = from_http(http::StatusCode::from_u16(status).unwrap());
+            let err = A2aError::from(from_http(http::StatusCode::from_u16(status).unwrap()));
             assert_eq!(err.kind, ErrorKind::Internal);
             assert_eq!(err.data[0]["reason"], "BACKEND_BAD_RESPONSE", "{status}");
             assert_eq!(err.data[0]["metadata"]["httpStatus"], status.to_string());
@@ -158,12 +167,10 @@ mod tests {
 
     #[test]
     fn messages_are_percent_decoded() {
-        let err = check(&headers(&[
+        let err = client(check(&headers(&[
             (STATUS, b"5"),
             (MESSAGE, b"no %E2%9C%93 task%zz"),
-        ]))
-        .unwrap()
-        .unwrap_err();
+        ])));
         assert_eq!(err.message, "no \u{2713} task%zz");
     }
 
@@ -184,15 +191,17 @@ mod tests {
         };
         let encoded =
             base64::engine::general_purpose::STANDARD_NO_PAD.encode(status.encode_to_vec());
-        let err = check(&headers(&[(STATUS, b"9"), (DETAILS, encoded.as_bytes())]))
-            .unwrap()
-            .unwrap_err();
+        let err = client(check(&headers(&[
+            (STATUS, b"9"),
+            (DETAILS, encoded.as_bytes()),
+        ])));
         assert_eq!(err.kind, ErrorKind::TaskNotCancelable);
         assert_eq!(err.data[0]["reason"], "TASK_NOT_CANCELABLE");
 
-        let err = check(&headers(&[(STATUS, b"5"), (DETAILS, b"!!not base64!!")]))
-            .unwrap()
-            .unwrap_err();
+        let err = client(check(&headers(&[
+            (STATUS, b"5"),
+            (DETAILS, b"!!not base64!!"),
+        ])));
         assert_eq!(err.kind, ErrorKind::TaskNotFound, "the status still maps");
         assert_eq!(err.data[0]["reason"], "BACKEND_BAD_RESPONSE");
         assert_eq!(err.data[0]["metadata"]["header"], DETAILS);
