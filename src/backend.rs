@@ -23,6 +23,7 @@ use http::{HeaderName, HeaderValue};
 pub use self::error::{Error, Status};
 use crate::proto::StreamResponse;
 use crate::protocol::ops::{Reply, StreamRequest, UnaryRequest};
+use crate::telemetry::trace::TraceContext;
 
 /// One backend call: the typed request plus what travels beside it. Cloned only to send a
 /// call that never reached the agent to another endpoint (`endpoints::balance`).
@@ -33,6 +34,9 @@ pub struct Call<R> {
     pub forwarded: Vec<(HeaderName, HeaderValue)>,
     /// Deadline sent to the backend (`grpc-timeout`); the gateway enforces it as well.
     pub timeout: Option<Duration>,
+    /// The trace context the call continues (`None` with traces off): the backend starts
+    /// its client span under it and writes the span's as `traceparent` in the outgoing head.
+    pub trace: Option<Box<TraceContext>>,
 }
 
 /// A successful backend answer, the status it came with and the extensions the backend

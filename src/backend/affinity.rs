@@ -174,6 +174,7 @@ impl Affine {
                     request: std::mem::take(request),
                     forwarded: call.forwarded,
                     timeout: call.timeout,
+                    trace: call.trace,
                 };
                 return list::every_endpoint(&self.balanced, &self.codec, call).await;
             }

@@ -184,7 +184,8 @@ impl GrpcBackend {
 }
 
 impl Client {
-    /// The request head: path, fixed metadata, the deadline, forwarded headers.
+    /// The request head: path, fixed metadata, the deadline, forwarded headers, the trace
+    /// context.
     fn head<R: TypedRequest>(&self, call: &Call<R>) -> http::Request<()> {
         let op = call.request.op();
         let mut request = http::Request::new(());
@@ -212,6 +213,9 @@ impl Client {
             } else {
                 tracing::debug!(header = %name, "header not representable as gRPC metadata");
             }
+        }
+        if let Some(trace) = &call.trace {
+            trace.write(headers);
         }
         request
     }
@@ -320,7 +324,7 @@ impl Client {
         let authority = self.uris[op as usize]
             .authority()
             .map_or("", |a| a.as_str());
-        BackendCall::start(op, Hop::Grpc { authority }, &mut call.forwarded)
+        BackendCall::start(op, Hop::Grpc { authority }, &mut call.trace)
     }
 }
 
@@ -608,6 +612,7 @@ mod tests {
                 request: UnaryRequest::GetExtendedAgentCard(Default::default()),
                 forwarded: Vec::new(),
                 timeout: Some(Duration::from_secs(5)),
+                trace: None,
             };
             let answer = client.unary_call(call).await.unwrap();
             assert!(matches!(answer.value, Reply::GetExtendedAgentCard(_)));

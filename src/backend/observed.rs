@@ -3,11 +3,10 @@
 //! backends wrap every call in one.
 
 use futures::StreamExt;
-use http::{HeaderName, HeaderValue};
 
 use crate::backend::{Answer, Error, EventStream, Status};
 use crate::protocol::ops::Op;
-use crate::telemetry::trace::{ClientSpan, Hop};
+use crate::telemetry::trace::{ClientSpan, Hop, TraceContext};
 
 /// One backend call: its client span, when traces are on.
 pub struct BackendCall {
@@ -27,11 +26,11 @@ fn answered(span: &mut ClientSpan, result: Result<Option<Status>, &Error>) {
 }
 
 impl BackendCall {
-    /// A call of `op` over `hop`; with traces on, its span's context replaces the forwarded
-    /// `traceparent` (`trace::ClientSpan::start`).
-    pub fn start(op: Op, hop: Hop<'_>, forwarded: &mut Vec<(HeaderName, HeaderValue)>) -> Self {
+    /// A call of `op` over `hop`; with traces on, its span's context replaces the call's
+    /// `trace`, for the outgoing head (`trace::ClientSpan::start`).
+    pub fn start(op: Op, hop: Hop<'_>, trace: &mut Option<Box<TraceContext>>) -> Self {
         BackendCall {
-            span: ClientSpan::start(op, hop, forwarded).map(Box::new),
+            span: ClientSpan::start(op, hop, trace).map(Box::new),
         }
     }
 

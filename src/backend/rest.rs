@@ -244,7 +244,7 @@ impl Shared {
             method: method.as_str(),
             base: &self.base,
         };
-        BackendCall::start(op, hop, &mut call.forwarded)
+        BackendCall::start(op, hop, &mut call.trace)
     }
 }
 
@@ -371,7 +371,7 @@ impl Shared {
 }
 
 /// Lays out the call's request (its tenant moves into the path) and builds its headers
-/// (the forwarded ones move into them).
+/// (the forwarded ones move into them, the trace context is written).
 fn prepare<R: TypedRequest>(
     call: &mut Call<R>,
     accept: &'static str,
@@ -385,6 +385,9 @@ fn prepare<R: TypedRequest>(
         HeaderValue::from_static(SUPPORTED_VERSION),
     );
     headers.insert(ACCEPT, HeaderValue::from_static(accept));
+    if let Some(trace) = &call.trace {
+        trace.write(&mut headers);
+    }
     Ok((layout(&mut call.request).map_err(Error::unsent)?, headers))
 }
 

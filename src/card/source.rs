@@ -324,6 +324,7 @@ async fn fetch_backend(
         }),
         forwarded,
         timeout: Some(timeout),
+        trace: None,
     };
     let answer = backend
         .unary(call)

@@ -471,7 +471,7 @@ async fn handle_one(
     if v03.is_some() {
         legacy_extensions(&ctx.request.headers, &mut forwarded);
     }
-    record.propagate(&mut forwarded);
+    let trace = record.propagate(&mut forwarded);
     let request = match request {
         Request::Stream(_) if in_batch => {
             let why = format!("{} streams and cannot be part of a batch", op.name());
@@ -482,6 +482,7 @@ async fn handle_one(
                 request,
                 forwarded,
                 timeout: gateway.stream_timeout,
+                trace,
             };
             // Boxed: the stream's start is a large future, and unary calls should not
             // carry its size (bytes per call, tests/it/cost_budget.rs). Streaming
@@ -511,6 +512,7 @@ async fn handle_one(
         request,
         forwarded,
         timeout: gateway.unary_timeout,
+        trace,
     };
     // Held until the answer is in: the call counts against the concurrency limits.
     let width = gateway.backend.width(&call.request);

@@ -22,7 +22,7 @@ use http::{HeaderName, HeaderValue};
 
 pub mod sink;
 
-use super::trace::{self, ServerSpan};
+use super::trace::{self, ServerSpan, TraceContext};
 use super::untrusted::{clip, ClippedField};
 use super::ClientAddr;
 use crate::proto::StreamResponse;
@@ -98,11 +98,14 @@ impl CallRecord {
         }
     }
 
-    /// Makes the backend call a child of the server span (`trace::ServerSpan::propagate`).
-    pub fn propagate(&self, forwarded: &mut Vec<(HeaderName, HeaderValue)>) {
-        if let Some(span) = &self.span {
-            span.propagate(forwarded);
-        }
+    /// The trace context that makes the backend call a child of the server span (`None`
+    /// with traces off); see `trace::ServerSpan::context`.
+    pub fn propagate(
+        &self,
+        forwarded: &mut Vec<(HeaderName, HeaderValue)>,
+    ) -> Option<Box<TraceContext>> {
+        let span = self.span.as_ref()?;
+        Some(span.context(forwarded))
     }
 
     /// Records a unary reply on the span.

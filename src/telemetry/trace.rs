@@ -3,9 +3,12 @@
 //! batches. The client's W3C `traceparent`/`tracestate` is continued, and the backend gets
 //! the gateway's client span as its parent, so the agent's spans join the same trace.
 //!
-//! How the context travels: the handler replaces the forwarded `traceparent` with its server
-//! span's (`ServerSpan::propagate`); each backend call starts its client span as the child of
-//! that header and replaces it with its own (`ClientSpan::start`). A balanced call sent to a
+//! How the context travels: as a typed value beside the backend call (`TraceContext`, a
+//! field of `backend::Call`). The handler takes its server span's (`ServerSpan::context`)
+//! and drops the client's own `traceparent`/`tracestate` from the forwarded headers; each
+//! backend call starts its client span as the child of that context and puts its own in
+//! its place (`ClientSpan::start`); the backend writes it as `traceparent`/`tracestate`
+//! when it builds the outgoing head (`TraceContext::write`). A balanced call sent to a
 //! second endpoint thus gets a second client span under the same server span.
 //!
 //! Attributes follow the drafted A2A conventions (`a2a.*`) and the RPC/HTTP ones for the
@@ -22,7 +25,8 @@ use std::time::Duration;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
 use opentelemetry::trace::{
-    Span as _, SpanKind, Status, TraceContextExt as _, TraceId, Tracer as _, TracerProvider as _,
+    Span as _, SpanContext, SpanKind, Status, TraceContextExt as _, TraceId, Tracer as _,
+    TracerProvider as _,
 };
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_otlp::{WithExportConfig as _, WithHttpConfig as _};
@@ -366,38 +370,36 @@ impl Extractor for Headers<'_> {
     }
 }
 
-/// Forwarded headers as the W3C propagator reads and writes them.
-struct Forwarded<'a>(&'a mut Vec<(HeaderName, HeaderValue)>);
+/// An outgoing head as the W3C propagator writes it.
+struct Head<'a>(&'a mut HeaderMap);
 
-impl Extractor for Forwarded<'_> {
-    fn get(&self, key: &str) -> Option<&str> {
-        let (_, value) = self.0.iter().find(|(name, _)| name.as_str() == key)?;
-        value.to_str().ok()
-    }
-
-    fn keys(&self) -> Vec<&str> {
-        self.0.iter().map(|(name, _)| name.as_str()).collect()
-    }
-}
-
-impl Injector for Forwarded<'_> {
+impl Injector for Head<'_> {
     fn set(&mut self, key: &str, value: String) {
-        let Ok(mut value) = HeaderValue::try_from(value) else {
+        let (Ok(name), Ok(mut value)) = (HeaderName::try_from(key), HeaderValue::try_from(value))
+        else {
             return;
         };
-        self.0.retain(|(name, _)| name.as_str() != key);
-        if let Ok(name) = HeaderName::try_from(key) {
-            crate::protocol::params::never_index_per_call(&name, &mut value);
-            self.0.push((name, value));
-        }
+        crate::protocol::params::never_index_per_call(&name, &mut value);
+        self.0.insert(name, value);
     }
 }
 
-/// Replaces the trace context in `forwarded` with `span`'s.
-fn inject(span: &Span, forwarded: &mut Vec<(HeaderName, HeaderValue)>) {
-    forwarded.retain(|(name, _)| name != TRACEPARENT && name != TRACESTATE);
-    let cx = Context::new().with_remote_span_context(span.span_context().clone());
-    TraceContextPropagator::new().inject_context(&cx, &mut Forwarded(forwarded));
+/// The trace context a backend call continues: the server span's, then (once the backend
+/// has started it) its client span's.
+#[derive(Clone, Debug)]
+pub struct TraceContext(SpanContext);
+
+impl TraceContext {
+    /// Writes the context into an outgoing head as `traceparent` (and `tracestate`).
+    pub fn write(&self, head: &mut HeaderMap) {
+        let cx = Context::new().with_remote_span_context(self.0.clone());
+        TraceContextPropagator::new().inject_context(&cx, &mut Head(head));
+    }
+}
+
+/// Whether `name` is a W3C trace context header (`traceparent`, `tracestate`).
+fn is_trace_header(name: &HeaderName) -> bool {
+    name == TRACEPARENT || name == TRACESTATE
 }
 
 /// The server span of one JSON-RPC call. Ended when dropped (a stream's when its body is).
@@ -467,10 +469,11 @@ impl ServerSpan {
         self.ids(task, message);
     }
 
-    /// Makes the backend a child of this span: its context replaces the client's
-    /// `traceparent`/`tracestate` among the forwarded headers.
-    pub fn propagate(&self, forwarded: &mut Vec<(HeaderName, HeaderValue)>) {
-        inject(&self.span, forwarded);
+    /// The context that makes the backend call a child of this span; the client's own
+    /// `traceparent`/`tracestate` leave the forwarded headers (the backend writes this one).
+    pub fn context(&self, forwarded: &mut Vec<(HeaderName, HeaderValue)>) -> Box<TraceContext> {
+        forwarded.retain(|(name, _)| !is_trace_header(name));
+        Box::new(TraceContext(self.span.span_context().clone()))
     }
 
     /// Records what a unary reply says about its task.
@@ -625,14 +628,18 @@ pub struct ClientSpan {
 
 impl ClientSpan {
     /// Starts the span of a call of `op` over `hop` (`None` when traces are off), the child
-    /// of the forwarded `traceparent` (the server span's), which it then replaces.
+    /// of the call's `trace` context (the server span's; a root without one), which it then
+    /// replaces with its own.
     pub fn start(
         op: Op,
         hop: Hop<'_>,
-        forwarded: &mut Vec<(HeaderName, HeaderValue)>,
+        trace: &mut Option<Box<TraceContext>>,
     ) -> Option<ClientSpan> {
         let tracer = tracer()?;
-        let parent = TraceContextPropagator::new().extract(&Forwarded(forwarded));
+        let parent = match trace.as_deref() {
+            Some(TraceContext(parent)) => Context::new().with_remote_span_context(parent.clone()),
+            None => Context::new(),
+        };
         let mut attributes = vec![
             KeyValue::new("a2a.method.name", op.name()),
             KeyValue::new("a2a.protocol.version", SUPPORTED_VERSION),
@@ -670,7 +677,11 @@ impl ClientSpan {
             .with_kind(SpanKind::Client)
             .with_attributes(attributes)
             .start_with_context(tracer, &parent);
-        inject(&span, forwarded);
+        let own = TraceContext(span.span_context().clone());
+        match trace {
+            Some(context) => **context = own,
+            None => *trace = Some(Box::new(own)),
+        }
         Some(ClientSpan {
             span,
             http,

@@ -28,6 +28,7 @@ fn call<R>(request: R) -> Call<R> {
         request,
         forwarded: Vec::new(),
         timeout: Some(Duration::from_secs(10)),
+        trace: None,
     }
 }
 
@@ -416,6 +417,7 @@ async fn headers_version_forwarded_content_type_and_extensions() {
             request: UnaryRequest::SendMessage(send.clone()),
             forwarded: forwarded.clone(),
             timeout: None,
+            trace: None,
         })
         .await
         .unwrap();
@@ -444,6 +446,7 @@ async fn headers_version_forwarded_content_type_and_extensions() {
             request: StreamRequest::SendStreamingMessage(send),
             forwarded,
             timeout: None,
+            trace: None,
         })
         .await
         .unwrap();
@@ -995,6 +998,7 @@ async fn slow_backend_is_deadline_exceeded() {
             request,
             forwarded: Vec::new(),
             timeout: Some(Duration::from_millis(200)),
+            trace: None,
         })
         .await
         .err()

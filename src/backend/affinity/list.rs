@@ -199,6 +199,7 @@ pub async fn every_endpoint(
                 request: UnaryRequest::ListTasks(asked),
                 forwarded: call.forwarded.clone(),
                 timeout: call.timeout,
+                trace: call.trace.clone(),
             };
             Some(async move { (pinned.tag(), position, pinned.unary(call).await) })
         })
