@@ -1,6 +1,7 @@
 //! a2a-gateway: a JSON-RPC 2.0 edge gateway in front of A2A v1.0 agents that speak gRPC
 //! or HTTP+JSON. The request path: `front::jsonrpc` → typed `protocol::ops::Request` →
-//! `backend::{grpc,rest}` → typed reply, stream or `protocol::error::A2aError` → JSON-RPC.
+//! `backend::{grpc,rest}` → typed reply, stream or `backend::Error` → JSON-RPC (the front
+//! makes a `protocol::error::A2aError` of an error, once).
 
 pub mod backend;
 pub mod card;

@@ -147,10 +147,6 @@ pub struct A2aError {
     pub kind: ErrorKind,
     pub message: String,
     pub data: Vec<Value>,
-    /// The fault of the gateway's own path this error reports (`gateway`), typed: retry,
-    /// ejection and the access log read it here, never back from `data` (where an agent
-    /// could write any domain).
-    pub fault: Option<GatewayFault>,
 }
 
 impl A2aError {
@@ -160,7 +156,6 @@ impl A2aError {
             kind,
             message: kind.message().to_owned(),
             data: Vec::new(),
-            fault: None,
         }
     }
 
@@ -170,7 +165,6 @@ impl A2aError {
             kind,
             message: message.into(),
             data: Vec::new(),
-            fault: None,
         }
     }
 
@@ -198,7 +192,6 @@ impl A2aError {
                     "fieldViolations": [{"field": field, "description": description}],
                 }),
             ],
-            fault: None,
         }
     }
 
@@ -214,7 +207,6 @@ impl A2aError {
                 "parseError",
                 why,
             )],
-            fault: None,
         }
     }
 
@@ -228,7 +220,6 @@ impl A2aError {
             kind,
             message: message.into(),
             data,
-            fault: None,
         }
     }
 
@@ -238,7 +229,6 @@ impl A2aError {
             kind: ErrorKind::Internal,
             message: message.into(),
             data: vec![error_info(fault.reason(), GATEWAY_DOMAIN)],
-            fault: Some(fault),
         }
     }
 
@@ -266,7 +256,6 @@ impl A2aError {
             kind,
             message,
             data,
-            fault: None,
         }
     }
 

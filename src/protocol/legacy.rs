@@ -178,7 +178,6 @@ fn invalid(problem: &str) -> A2aError {
         kind: ErrorKind::InvalidRequest,
         message: "Invalid Request".to_owned(),
         data: vec![Value::from(problem)],
-        fault: None,
     }
 }
 

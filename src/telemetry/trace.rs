@@ -856,4 +856,28 @@ mod tests {
         );
         assert_eq!(traceparent_trace_id(&headers), None);
     }
+
+    /// The call's context goes out as a W3C `traceparent`, never indexed by HPACK (new on
+    /// every call), and the client's own trace headers leave the forwarded ones.
+    #[test]
+    fn trace_context_is_written_into_the_head() {
+        use opentelemetry::trace::{SpanId, TraceFlags as Flags, TraceState};
+        let context = TraceContext(SpanContext::new(
+            TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").unwrap(),
+            SpanId::from_hex("00f067aa0ba902b7").unwrap(),
+            Flags::SAMPLED,
+            false,
+            TraceState::default(),
+        ));
+        let mut head = HeaderMap::new();
+        context.write(&mut head);
+        let written = &head[TRACEPARENT];
+        assert_eq!(
+            written,
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        );
+        assert!(written.is_sensitive());
+        assert!(is_trace_header(&HeaderName::from_static(TRACESTATE)));
+        assert!(!is_trace_header(&HeaderName::from_static("x-request-id")));
+    }
 }

@@ -227,7 +227,7 @@ impl Worker {
 
 /// One call on one endpoint: counted as outstanding until dropped, and judged once. A
 /// unary call's deadline is enforced by the front, which drops the call when it passes:
-/// a call dropped unfinished after its deadline counts as `BACKEND_DEADLINE_EXCEEDED`; one
+/// a call dropped unfinished after its deadline counts as a `Fault::Deadline`; one
 /// dropped earlier (the client went away) counts as nothing.
 struct Attempt<'a> {
     route: &'a RouteEndpoints,
