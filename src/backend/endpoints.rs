@@ -359,17 +359,18 @@ impl RouteEndpoints {
                 endpoint.health.succeeded();
                 false
             }
-            Some(fault) if fault.unreached() => {
+            Some(Fault::Connect(_) | Fault::Refused(_) | Fault::TlsRefused(_)) => {
                 // Nothing reached the agent: the pod may be gone, so ask DNS again too.
                 self.resolve_soon.notify_one();
                 endpoint.health.unreachable(&self.policy)
             }
             Some(Fault::Lost(_) | Fault::Deadline(_)) => endpoint.health.failed(&self.policy),
             // The agent answered, badly: not the path's health.
-            Some(_) => false,
+            Some(Fault::BadResponse(_) | Fault::Unusable(_)) => false,
         };
         if ejected {
-            tracing::warn!(endpoint = %endpoint.label, fault = ?fault.map(Fault::gateway_fault), "endpoint ejected");
+            let fault = fault.map(Fault::gateway_fault);
+            tracing::warn!(endpoint = %endpoint.label, ?fault, "endpoint ejected");
             self.ejected.notify_one();
         }
     }
