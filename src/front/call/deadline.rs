@@ -143,3 +143,64 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lifecycle::Lifecycle;
+
+    /// Collects `bounded` to its end: the events it let through, and its last error.
+    async fn run<S>(bounded: Bounded<S>) -> (usize, Option<A2aError>)
+    where
+        S: Stream<Item = Result<StreamResponse, A2aError>> + Unpin,
+    {
+        let items: Vec<_> = bounded.collect().await;
+        let events = items.iter().filter(|item| item.is_ok()).count();
+        (events, items.into_iter().find_map(Result::err))
+    }
+
+    #[tokio::test]
+    async fn a_stream_that_never_pauses_still_ends_at_its_deadline() {
+        // Ready at every poll, forever, with a yield so the timer can fire.
+        let events = futures::stream::unfold((), |()| async {
+            tokio::task::yield_now().await;
+            Some((Ok(StreamResponse::default()), ()))
+        })
+        .boxed();
+        let closing = Lifecycle::default().closing();
+        let deadline = Some(Duration::from_millis(20));
+        let (events, err) = run(Bounded::new(events, deadline, None, closing)).await;
+        assert!(events > 0);
+        let err = err.expect("the deadline's error event");
+        assert!(err.message.contains("deadline"), "{}", err.message);
+    }
+
+    #[tokio::test]
+    async fn an_idle_stream_ends_after_its_idle_timeout() {
+        let events = futures::stream::iter([Ok(StreamResponse::default())])
+            .chain(futures::stream::pending())
+            .boxed();
+        let closing = Lifecycle::default().closing();
+        let idle = Some(Duration::from_millis(20));
+        let (events, err) = run(Bounded::new(events, None, idle, closing)).await;
+        assert_eq!(events, 1);
+        let err = err.expect("the idle timeout's error event");
+        assert!(
+            err.message.contains("stream-idle-timeout"),
+            "{}",
+            err.message
+        );
+    }
+
+    #[tokio::test]
+    async fn the_gateway_closing_ends_an_open_stream() {
+        let lifecycle = Lifecycle::default();
+        let events = futures::stream::pending().boxed();
+        let bounded = Bounded::new(events, None, None, lifecycle.closing());
+        lifecycle.close_streams();
+        let (events, err) = run(bounded).await;
+        assert_eq!(events, 0);
+        let shutting_down = A2aError::gateway(GatewayFault::ShuttingDown, "");
+        assert_eq!(err.map(|e| e.kind), Some(shutting_down.kind));
+    }
+}
