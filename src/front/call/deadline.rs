@@ -18,6 +18,11 @@ use crate::proto::StreamResponse;
 use crate::protocol::error::{A2aError, GatewayFault};
 use crate::protocol::ops::Request;
 
+/// A stream that never pauses has its deadline and the shutdown checked after this many
+/// events (timers are polled once per pause otherwise, as often as before they wrapped
+/// the events).
+const CHECK_EVERY: u8 = 32;
+
 /// Bounds the layer inside in time, and the stream it answers.
 pub struct Deadline<L>(pub L);
 
@@ -60,6 +65,8 @@ pub struct Bounded<S> {
     idle: Option<(Duration, Pin<Box<Sleep>>)>,
     /// Resolves when the gateway shuts down with this stream still open.
     closing: Pin<Box<WaitForCancellationFutureOwned>>,
+    /// Events let through since the bounds were last checked.
+    unchecked: u8,
     ended: bool,
 }
 
@@ -75,12 +82,13 @@ impl<S> Bounded<S> {
             deadline: deadline.map(|d| Box::pin(sleep(d))),
             idle: idle.map(|d| (d, Box::pin(sleep(d)))),
             closing: Box::pin(closing),
+            unchecked: 0,
             ended: false,
         }
     }
 
-    /// The error of a bound that passed whether or not events arrive: the deadline, the
-    /// shutdown. Checked first, so a stream that never pauses still ends on time.
+    /// The error of a bound that passes whether or not events arrive: the deadline, the
+    /// shutdown.
     fn passed(&mut self, cx: &mut Context<'_>) -> Option<A2aError> {
         if let Some(deadline) = self.deadline.as_mut() {
             if deadline.as_mut().poll(cx).is_ready() {
@@ -118,28 +126,38 @@ where
         if this.ended {
             return Poll::Ready(None);
         }
-        if let Some(err) = this.passed(cx) {
-            this.ended = true;
-            return Poll::Ready(Some(Err(err)));
+        // Events that wait are sent before a bound is checked, as they were received
+        // first; a stream that never pauses is checked every `CHECK_EVERY` events.
+        let mut passed = None;
+        if this.unchecked >= CHECK_EVERY {
+            this.unchecked = 0;
+            passed = this.passed(cx);
         }
-        match this.events.poll_next_unpin(cx) {
-            Poll::Ready(Some(Ok(event))) => {
-                if let Some((limit, idle)) = this.idle.as_mut() {
-                    idle.as_mut().reset(Instant::now() + *limit);
+        if passed.is_none() {
+            match this.events.poll_next_unpin(cx) {
+                Poll::Ready(Some(Ok(event))) => {
+                    if let Some((limit, idle)) = this.idle.as_mut() {
+                        idle.as_mut().reset(Instant::now() + *limit);
+                    }
+                    this.unchecked += 1;
+                    return Poll::Ready(Some(Ok(event)));
                 }
-                Poll::Ready(Some(Ok(event)))
-            }
-            Poll::Ready(other) => {
-                this.ended = true;
-                Poll::Ready(other)
-            }
-            Poll::Pending => match this.idled(cx) {
-                Some(err) => {
+                Poll::Ready(other) => {
                     this.ended = true;
-                    Poll::Ready(Some(Err(err)))
+                    return Poll::Ready(other);
                 }
-                None => Poll::Pending,
-            },
+                Poll::Pending => {
+                    this.unchecked = 0;
+                    passed = this.passed(cx).or_else(|| this.idled(cx));
+                }
+            }
+        }
+        match passed {
+            Some(err) => {
+                this.ended = true;
+                Poll::Ready(Some(Err(err)))
+            }
+            None => Poll::Pending,
         }
     }
 }
@@ -160,7 +178,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_stream_that_never_pauses_still_ends_at_its_deadline() {
+    async fn a_stream_that_keeps_sending_still_ends_at_its_deadline() {
         // Ready at every poll, forever, with a yield so the timer can fire.
         let events = futures::stream::unfold((), |()| async {
             tokio::task::yield_now().await;
@@ -173,6 +191,27 @@ mod tests {
         assert!(events > 0);
         let err = err.expect("the deadline's error event");
         assert!(err.message.contains("deadline"), "{}", err.message);
+    }
+
+    #[tokio::test]
+    async fn a_stream_that_never_pauses_still_ends_at_its_deadline() {
+        // Ready at every poll; the reader yields between events so time goes on.
+        let events = futures::stream::repeat_with(|| Ok(StreamResponse::default())).boxed();
+        let closing = Lifecycle::default().closing();
+        let deadline = Some(Duration::from_millis(20));
+        let mut bounded = Bounded::new(events, deadline, None, closing);
+        let mut events = 0;
+        let err = loop {
+            match bounded.next().await {
+                Some(Ok(_)) => events += 1,
+                Some(Err(err)) => break err,
+                None => panic!("the stream ended without the deadline's error"),
+            }
+            tokio::task::yield_now().await;
+        };
+        assert!(events >= CHECK_EVERY.into(), "{events}");
+        assert!(err.message.contains("deadline"), "{}", err.message);
+        assert!(bounded.next().await.is_none());
     }
 
     #[tokio::test]
