@@ -1,7 +1,9 @@
 //! What clients talk to: the edge layers, the JSON-RPC endpoint (dispatch in `jsonrpc`, the
 //! envelope and response writers in `envelope`) and its SSE streams (`sse`).
 
+pub mod call;
 pub mod cors;
+pub mod dialect;
 pub mod envelope;
 pub mod jsonrpc;
 pub mod layers;

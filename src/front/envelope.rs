@@ -2,8 +2,9 @@
 //! and invalid-request errors), the request body read within its limit, and the writers
 //! of response objects and of the HTTP responses that carry them (JSON or SSE).
 //!
-//! Used by `jsonrpc.rs` (dispatch) and `sse.rs` (streams); it depends on neither (only
-//! on `limits`, which charges the body's bytes).
+//! Used by `jsonrpc.rs` (dispatch) and `dialect.rs` (results, errors and SSE events in a
+//! call's version); it depends on neither (only on `limits`, which charges the body's
+//! bytes).
 
 use std::borrow::Cow;
 
@@ -19,7 +20,6 @@ use serde_json::value::RawValue;
 use crate::front::limits::{BodyCharge, Refusal};
 use crate::protocol::error::{A2aError, ErrorKind};
 use crate::protocol::json::nesting_exceeds;
-use crate::protocol::legacy::{self, Method};
 use crate::protocol::ops::{Op, Request};
 use crate::protocol::params::EXTENSIONS;
 use crate::telemetry::untrusted::clip_message;
@@ -243,37 +243,33 @@ pub fn write_response(
 
 /// Appends `{"jsonrpc":"2.0","id":…,"error":{…}}`.
 pub fn write_error(out: &mut Vec<u8>, id: Option<&str>, err: &A2aError) {
-    write_error_in(out, id, err, None);
+    write_error_object(out, id, &err.to_json());
 }
 
-/// `write_error` for a call in the v0.3 dialect (`Some`: its method), whose error object
-/// the v0.3 mapping table writes.
-pub fn write_error_in(out: &mut Vec<u8>, id: Option<&str>, err: &A2aError, v03: Option<Method>) {
+/// `write_error` with the error `object` a call's dialect made of the error
+/// (`front::dialect`).
+pub fn write_error_object(out: &mut Vec<u8>, id: Option<&str>, object: &serde_json::Value) {
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
     out.extend_from_slice(id.unwrap_or("null").as_bytes());
     out.extend_from_slice(b",\"error\":");
-    let object = match v03 {
-        None => err.to_json(),
-        Some(_) => legacy::error(err),
-    };
     // A `Value` always serializes.
-    let _ = serde_json::to_writer(&mut *out, &object);
+    let _ = serde_json::to_writer(&mut *out, object);
     out.push(b'}');
 }
 
 /// A whole error response object; internal errors are logged, as the edge's unexpected
 /// failures.
 pub fn error_bytes(id: Option<&str>, err: &A2aError) -> Vec<u8> {
-    error_bytes_in(id, err, None)
+    error_bytes_as(id, err, &err.to_json())
 }
 
-/// `error_bytes` in the call's dialect (see `write_error_in`).
-pub fn error_bytes_in(id: Option<&str>, err: &A2aError, v03: Option<Method>) -> Vec<u8> {
+/// `error_bytes` with the error `object` a call's dialect made of `err`.
+pub fn error_bytes_as(id: Option<&str>, err: &A2aError, object: &serde_json::Value) -> Vec<u8> {
     if err.kind == ErrorKind::Internal {
         tracing::warn!(code = err.kind.code(), error = %clip_message(&err.message), "request failed");
     }
     let mut out = Vec::with_capacity(128);
-    write_error_in(&mut out, id, err, v03);
+    write_error_object(&mut out, id, object);
     out
 }
 

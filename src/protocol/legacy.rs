@@ -31,23 +31,6 @@ use crate::protocol::ops::{Op, Request};
 use objects::*;
 use shape::Shape;
 
-/// The protocol version a call was made in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Dialect {
-    V1_0,
-    V0_3,
-}
-
-impl Dialect {
-    /// The version as metrics and logs label it.
-    pub fn label(self) -> &'static str {
-        match self {
-            Dialect::V1_0 => "1.0",
-            Dialect::V0_3 => "0.3",
-        }
-    }
-}
-
 macro_rules! legacy_methods {
     ($( $variant:ident: $name:literal => $op:ident, $params:expr, $result:expr; )*) => {
         /// A v0.3 JSON-RPC method.

@@ -1,0 +1,123 @@
+//! Invoke, the innermost layer: the backend call. The forwarded headers (the route's
+//! policy, the dialect's), the server span's context, the call itself (`unary`, `stream`),
+//! the backend's status for the access line, and a unary reply written in the call's
+//! dialect. Here a `backend::Error` becomes the client's `A2aError`: the one conversion,
+//! through the fault table (`Fault::gateway_fault`) and the error table.
+
+use futures::stream::MapErr;
+use futures::{StreamExt, TryStreamExt};
+
+use crate::backend::fault::Fault;
+use crate::backend::{self, Backend, Call, EventStream, Status};
+use crate::front::call::{Answer, Exchange, Layer, Started};
+use crate::protocol::error::A2aError;
+use crate::protocol::ops::{Reply, Request, StreamRequest};
+use crate::telemetry::access::CallRecord;
+
+/// A backend's events with their errors as the client's.
+pub type ClientEvents = MapErr<EventStream, fn(backend::Error) -> A2aError>;
+
+/// Calls the backend.
+pub struct Invoke;
+
+impl Layer<Box<Request>> for Invoke {
+    type Events = ClientEvents;
+
+    async fn call(
+        &self,
+        x: &mut Exchange<'_>,
+        request: Box<Request>,
+    ) -> Result<Answer<ClientEvents>, A2aError> {
+        let gateway = x.gateway;
+        let mut forwarded = gateway.forward.select(&x.head.headers);
+        x.dialect.forward(x.head, &mut forwarded);
+        x.record.request(&request);
+        let trace = x.record.propagate(&mut forwarded);
+        let timeout = x.deadline;
+        match *request {
+            Request::Unary(request) => {
+                let call = Call {
+                    request,
+                    forwarded,
+                    timeout,
+                    trace,
+                };
+                let answer = gateway.backend.unary(call).await;
+                let (reply, extensions) = answered(&mut x.record, answer)?;
+                let Some(id) = x.id.as_deref() else {
+                    return Ok(Answer::Json(Vec::new(), extensions));
+                };
+                x.record.reply(&reply);
+                let card = gateway.card.as_deref();
+                let out = x.dialect.reply_bytes(id, &reply, card, x.head)?;
+                Ok(Answer::Json(out, extensions))
+            }
+            Request::Stream(request) => {
+                let call = Call {
+                    request,
+                    forwarded,
+                    timeout,
+                    trace,
+                };
+                // Boxed: the stream's start is a large future, and unary calls should not
+                // carry its size (bytes per call, tests/it/cost_budget.rs).
+                Ok(Box::pin(stream(&*gateway.backend, call, &mut x.record)).await)
+            }
+        }
+    }
+}
+
+/// A unary call's reply and the backend's activated extensions, or the client's error; the
+/// backend's status goes to the access line either way.
+fn answered(
+    record: &mut CallRecord,
+    answer: Result<backend::Answer<Reply>, backend::Error>,
+) -> Result<(Reply, Option<http::HeaderValue>), A2aError> {
+    match answer {
+        Ok(answer) => {
+            record.backend_status(answer.status.map(Status::number));
+            Ok((answer.value, answer.extensions))
+        }
+        Err(err) => {
+            record.backend_status(err.status().map(Status::number));
+            Err(err.into())
+        }
+    }
+}
+
+/// Starts a stream and waits for its first event, so an early error is a plain reply. The
+/// backend's status is the stream start's (a later error is the stream's end), recorded
+/// before the first event is awaited, so a first-event deadline keeps it.
+async fn stream(
+    backend: &dyn Backend,
+    call: Call<StreamRequest>,
+    record: &mut CallRecord,
+) -> Answer<ClientEvents> {
+    let answer = backend.stream(call).await;
+    let status = match &answer {
+        Ok(answer) => answer.status,
+        Err(err) => err.status(),
+    };
+    record.backend_status(status.map(Status::number));
+    let answer = match answer {
+        Ok(answer) => answer,
+        Err(err) => return Answer::Unstarted(err.into(), None),
+    };
+    let mut events = answer
+        .value
+        .map_err(A2aError::from as fn(backend::Error) -> A2aError);
+    match events.next().await {
+        Some(Ok(first)) => Answer::Stream(Started {
+            first: Box::new(first),
+            events,
+            extensions: answer.extensions,
+        }),
+        Some(Err(err)) => Answer::Unstarted(err, answer.extensions),
+        // An empty stream would leave the request without any answer (found by fuzzing,
+        // fuzz/README.md): the backend broke the stream's contract.
+        None => Answer::Unstarted(
+            Fault::BadResponse("the backend's stream ended before its first event".into()).into(),
+            answer.extensions,
+        ),
+    }
+}
