@@ -23,6 +23,7 @@ pub mod process;
 pub mod rest_mock;
 pub mod tls_pki;
 pub mod transcript;
+pub mod verdicts;
 pub mod vitals;
 
 pub use backend::{status_update, task, Answer, Step, TestBackend};

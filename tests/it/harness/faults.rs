@@ -12,9 +12,6 @@
 pub mod agents;
 mod runner;
 
-// What both case runners share.
-use super::hostile::verdicts;
-
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -24,8 +21,8 @@ use crate::harness::calls::{
     frame_data, healthz, stream, summary, unary, Answered, Sse, Streamed, HARD_LIMIT,
 };
 use crate::harness::process::{TempFile, Watched};
+use crate::harness::verdicts::Report;
 pub use runner::verdict;
-use verdicts::Report;
 
 /// `--timeout` and `--first-event-timeout` of the failing route.
 pub const TIMEOUT: Duration = Duration::from_secs(3);

@@ -1,13 +1,12 @@
 //! The hostile-backend suite's machinery: the case table's types and one case run against
 //! the real gateway binary with every check. `runner.rs` runs the selected cases in
-//! parallel, `server.rs` is the scripted HTTP/2 server, `frames.rs` its frames and HPACK,
-//! `verdicts.rs` what the runner shares with the agent-fault suite's. The gateway is a
-//! `process::Watched` process, called through `calls`.
+//! parallel, `server.rs` is the scripted HTTP/2 server, `frames.rs` its frames and HPACK.
+//! The verdicts and reports it shares with the agent-fault runner are in
+//! `harness/verdicts.rs`; the gateway is a `process::Watched` process, called through `calls`.
 
 pub mod frames;
 mod runner;
 pub mod server;
-pub mod verdicts;
 
 use std::time::{Duration, Instant};
 
@@ -18,11 +17,11 @@ use crate::harness::calls::{
     HARD_LIMIT,
 };
 use crate::harness::process::Watched;
+use crate::harness::verdicts::Report;
 use crate::harness::vitals::cpu_time;
 pub use crate::harness::Scheme;
 pub use runner::verdict;
 pub use server::{Hostile, Peer, Script, Server};
-use verdicts::Report;
 
 /// The call after a case, to a well-behaved connection, must succeed within this.
 const FOLLOW_UP: Duration = Duration::from_secs(3);
