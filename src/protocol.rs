@@ -1,5 +1,5 @@
 //! A2A protocol facts independent of any transport: the operation table, the error
-//! table, error details, and service parameters.
+//! table, error details, service parameters, and the message schema.
 
 pub mod binding;
 pub mod details;
@@ -8,3 +8,4 @@ pub mod json;
 pub mod legacy;
 pub mod ops;
 pub mod params;
+pub mod schema;

@@ -6,10 +6,10 @@
 //! What is signed ([`signing_payload`]): the card without its top-level `signatures`, with
 //! the defaults of implicit-presence fields removed as §8.4.1 rule 1 asks (fields that are
 //! `REQUIRED`, carry proto3 `optional`, or are message-typed stay even when empty/default),
-//! then canonicalised with RFC 8785 (JCS). The default removal needs the proto schema, so
-//! the card's fields are described in a table here (`AGENT_CARD`); a unit test compares
-//! it with the compiled descriptor set so a proto change cannot leave it silently stale.
-//! Members the table does not know (unknown fields, `Struct` contents) are signed as they are.
+//! then canonicalised with RFC 8785 (JCS). The default removal walks the card with the
+//! compiled proto schema (`protocol::schema`: fields, presence, nested messages); the one
+//! fact the descriptor lacks, the normative `REQUIRED` marks, is the table `REQUIRED` here.
+//! Members the schema does not know (unknown fields, `Struct` contents) are signed as they are.
 //!
 //! The signature is RFC 7515 with the payload detached: `protected` is the base64url of
 //! `{"alg","typ":"JOSE","kid","jku"?}`, the signing input is `protected "." b64url(payload)`,
@@ -30,6 +30,8 @@ use rustls_pki_types::PrivateKeyDer;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::protocol::schema::{self, Kind, Presence};
+
 /// RFC 8785 (JCS) canonical form of a JSON value.
 pub fn canonical_json(value: &serde_json::Value) -> Vec<u8> {
     // A `Value` holds only finite numbers and UTF-8 keys and a Vec cannot fail to take
@@ -44,7 +46,8 @@ pub fn signing_payload(card: &Value) -> Vec<u8> {
     if let Value::Object(members) = &mut card {
         members.remove("signatures");
     }
-    strip_defaults(&mut card, AGENT_CARD);
+    let schema = schema::message("AgentCard").expect("proto/a2a.proto declares AgentCard");
+    strip_defaults(&mut card, schema);
     canonical_json(&card)
 }
 
@@ -366,60 +369,43 @@ fn sec1_curve(der: &[u8]) -> Option<&[u8]> {
     }
 }
 
-/// A message of the card schema, as far as §8.4.1's default removal needs it.
-type Message = [Field];
-
-/// A field by its ProtoJSON (lowerCamel) name: how its presence is decided, what it holds.
-struct Field(&'static str, Presence, Shape);
-
-#[derive(Clone, Copy, PartialEq, Debug)]
-enum Presence {
-    /// `[(google.api.field_behavior) = REQUIRED]`: kept even when default.
-    Required,
-    /// proto3 `optional`, message-typed or oneof members: kept whenever present.
-    Explicit,
-    /// Plain proto3 scalars, repeated and map fields: omitted when default or empty.
-    Implicit,
-}
-
-#[derive(Clone, Copy)]
-enum Shape {
-    /// A scalar, a list of scalars, a `map<string, string>` or a `Struct`: not looked into.
-    Leaf,
-    /// A singular message.
-    Message(&'static Message),
-    /// A repeated message or a `map<string, Message>`: each element or value.
-    Each(&'static Message),
-}
-
-use Presence::{Explicit, Implicit, Required};
-use Shape::{Each, Leaf};
-
-/// Removes the default values §8.4.1 rule 1 asks to omit. `null` is ProtoJSON for "not
-/// set", so it goes whatever the field's presence.
-fn strip_defaults(value: &mut Value, message: &Message) {
+/// Removes the default values §8.4.1 rule 1 asks to omit from `value`, a `message` as
+/// ProtoJSON. `null` is ProtoJSON for "not set", so it goes whatever the field's presence.
+fn strip_defaults(value: &mut Value, message: &schema::Message) {
     let Value::Object(members) = value else {
         return;
     };
     members.retain(|name, value| {
-        let Some(Field(_, presence, shape)) = message.iter().find(|f| f.0 == name) else {
+        let Some(field) = message.field(name) else {
             return true;
         };
         if value.is_null() {
             return false;
         }
-        match (shape, &mut *value) {
-            (Shape::Message(inner), value) => strip_defaults(value, inner),
-            (Each(inner), Value::Array(items)) => items
-                .iter_mut()
-                .for_each(|item| strip_defaults(item, inner)),
-            (Each(inner), Value::Object(map)) => map
-                .values_mut()
-                .for_each(|item| strip_defaults(item, inner)),
-            _ => {}
+        if let Some(inner) = field.kind.message() {
+            match (&field.kind, &mut *value) {
+                (Kind::Message(_), value) => strip_defaults(value, inner),
+                // A list's items or a map's values, whichever JSON the field holds.
+                (_, Value::Array(items)) => items
+                    .iter_mut()
+                    .for_each(|item| strip_defaults(item, inner)),
+                (_, Value::Object(map)) => map
+                    .values_mut()
+                    .for_each(|item| strip_defaults(item, inner)),
+                _ => {}
+            }
         }
-        *presence != Implicit || !is_default(value)
+        keeps_default(message, field) || !is_default(value)
     });
+}
+
+/// Whether a field stays even when it holds its default: `REQUIRED` fields, and fields with
+/// explicit presence (proto3 `optional`, messages, oneof members).
+fn keeps_default(message: &schema::Message, field: &schema::Field) -> bool {
+    field.presence == Presence::Explicit
+        || REQUIRED.iter().any(|(name, fields)| {
+            *name == message.name && fields.contains(&field.json_name.as_str())
+        })
 }
 
 fn is_default(value: &Value) -> bool {
@@ -433,149 +419,43 @@ fn is_default(value: &Value) -> bool {
     }
 }
 
-// The schema of lf.a2a.v1.AgentCard and everything it holds, with the REQUIRED marks of
-// the normative a2a.proto (the gateway's own copy in proto/ drops those annotations).
-const AGENT_CARD: &Message = &[
-    Field("name", Required, Leaf),
-    Field("description", Required, Leaf),
-    Field("supportedInterfaces", Required, Each(AGENT_INTERFACE)),
-    Field("provider", Explicit, Shape::Message(AGENT_PROVIDER)),
-    Field("version", Required, Leaf),
-    Field("documentationUrl", Explicit, Leaf),
-    Field("capabilities", Required, Shape::Message(AGENT_CAPABILITIES)),
-    Field("securitySchemes", Implicit, Each(SECURITY_SCHEME)),
-    Field("securityRequirements", Implicit, Each(SECURITY_REQUIREMENT)),
-    Field("defaultInputModes", Required, Leaf),
-    Field("defaultOutputModes", Required, Leaf),
-    Field("skills", Required, Each(AGENT_SKILL)),
-    // Never reaches strip_defaults at the top level: signing_payload removes it.
-    Field("signatures", Implicit, Leaf),
-    Field("iconUrl", Explicit, Leaf),
-];
-const AGENT_INTERFACE: &Message = &[
-    Field("url", Required, Leaf),
-    Field("protocolBinding", Required, Leaf),
-    Field("tenant", Implicit, Leaf),
-    Field("protocolVersion", Required, Leaf),
-];
-const AGENT_PROVIDER: &Message = &[
-    Field("url", Required, Leaf),
-    Field("organization", Required, Leaf),
-];
-const AGENT_CAPABILITIES: &Message = &[
-    Field("streaming", Explicit, Leaf),
-    Field("pushNotifications", Explicit, Leaf),
-    Field("extensions", Implicit, Each(AGENT_EXTENSION)),
-    Field("extendedAgentCard", Explicit, Leaf),
-];
-const AGENT_EXTENSION: &Message = &[
-    Field("uri", Implicit, Leaf),
-    Field("description", Implicit, Leaf),
-    Field("required", Implicit, Leaf),
-    // A Struct: present or not, its contents are the agent's own JSON.
-    Field("params", Explicit, Leaf),
-];
-const AGENT_SKILL: &Message = &[
-    Field("id", Required, Leaf),
-    Field("name", Required, Leaf),
-    Field("description", Required, Leaf),
-    Field("tags", Required, Leaf),
-    Field("examples", Implicit, Leaf),
-    Field("inputModes", Implicit, Leaf),
-    Field("outputModes", Implicit, Leaf),
-    Field("securityRequirements", Implicit, Each(SECURITY_REQUIREMENT)),
-];
-const SECURITY_REQUIREMENT: &Message = &[Field("schemes", Implicit, Each(STRING_LIST))];
-const STRING_LIST: &Message = &[Field("list", Implicit, Leaf)];
-const SECURITY_SCHEME: &Message = &[
-    Field(
-        "apiKeySecurityScheme",
-        Explicit,
-        Shape::Message(API_KEY_SCHEME),
+/// The fields of the messages an AgentCard holds that the normative a2a.proto marks
+/// `[(google.api.field_behavior) = REQUIRED]` (the gateway's copy in proto/ drops the
+/// annotations), by message; §8.4.1 keeps them even when default. Everything else about
+/// the card's fields comes from the compiled schema (`protocol::schema`).
+const REQUIRED: &[(&str, &[&str])] = &[
+    (
+        "AgentCard",
+        &[
+            "name",
+            "description",
+            "supportedInterfaces",
+            "version",
+            "capabilities",
+            "defaultInputModes",
+            "defaultOutputModes",
+            "skills",
+        ],
     ),
-    Field(
-        "httpAuthSecurityScheme",
-        Explicit,
-        Shape::Message(HTTP_AUTH_SCHEME),
+    (
+        "AgentInterface",
+        &["url", "protocolBinding", "protocolVersion"],
     ),
-    Field(
-        "oauth2SecurityScheme",
-        Explicit,
-        Shape::Message(OAUTH2_SCHEME),
+    ("AgentProvider", &["url", "organization"]),
+    ("AgentSkill", &["id", "name", "description", "tags"]),
+    ("APIKeySecurityScheme", &["location", "name"]),
+    ("HTTPAuthSecurityScheme", &["scheme"]),
+    ("OAuth2SecurityScheme", &["flows"]),
+    ("OpenIdConnectSecurityScheme", &["openIdConnectUrl"]),
+    (
+        "AuthorizationCodeOAuthFlow",
+        &["authorizationUrl", "tokenUrl", "scopes"],
     ),
-    Field(
-        "openIdConnectSecurityScheme",
-        Explicit,
-        Shape::Message(OPEN_ID_CONNECT_SCHEME),
+    ("ClientCredentialsOAuthFlow", &["tokenUrl", "scopes"]),
+    (
+        "DeviceCodeOAuthFlow",
+        &["deviceAuthorizationUrl", "tokenUrl", "scopes"],
     ),
-    Field(
-        "mtlsSecurityScheme",
-        Explicit,
-        Shape::Message(MUTUAL_TLS_SCHEME),
-    ),
-];
-const API_KEY_SCHEME: &Message = &[
-    Field("description", Implicit, Leaf),
-    Field("location", Required, Leaf),
-    Field("name", Required, Leaf),
-];
-const HTTP_AUTH_SCHEME: &Message = &[
-    Field("description", Implicit, Leaf),
-    Field("scheme", Required, Leaf),
-    Field("bearerFormat", Implicit, Leaf),
-];
-const OAUTH2_SCHEME: &Message = &[
-    Field("description", Implicit, Leaf),
-    Field("flows", Required, Shape::Message(OAUTH_FLOWS)),
-    Field("oauth2MetadataUrl", Implicit, Leaf),
-];
-const OPEN_ID_CONNECT_SCHEME: &Message = &[
-    Field("description", Implicit, Leaf),
-    Field("openIdConnectUrl", Required, Leaf),
-];
-const MUTUAL_TLS_SCHEME: &Message = &[Field("description", Implicit, Leaf)];
-const OAUTH_FLOWS: &Message = &[
-    Field(
-        "authorizationCode",
-        Explicit,
-        Shape::Message(AUTHORIZATION_CODE_FLOW),
-    ),
-    Field(
-        "clientCredentials",
-        Explicit,
-        Shape::Message(CLIENT_CREDENTIALS_FLOW),
-    ),
-    Field("implicit", Explicit, Shape::Message(IMPLICIT_FLOW)),
-    Field("password", Explicit, Shape::Message(PASSWORD_FLOW)),
-    Field("deviceCode", Explicit, Shape::Message(DEVICE_CODE_FLOW)),
-];
-const AUTHORIZATION_CODE_FLOW: &Message = &[
-    Field("authorizationUrl", Required, Leaf),
-    Field("tokenUrl", Required, Leaf),
-    Field("refreshUrl", Implicit, Leaf),
-    Field("scopes", Required, Leaf),
-    Field("pkceRequired", Implicit, Leaf),
-];
-const CLIENT_CREDENTIALS_FLOW: &Message = &[
-    Field("tokenUrl", Required, Leaf),
-    Field("refreshUrl", Implicit, Leaf),
-    Field("scopes", Required, Leaf),
-];
-const IMPLICIT_FLOW: &Message = &[
-    Field("authorizationUrl", Implicit, Leaf),
-    Field("refreshUrl", Implicit, Leaf),
-    Field("scopes", Implicit, Leaf),
-];
-const PASSWORD_FLOW: &Message = &[
-    Field("tokenUrl", Implicit, Leaf),
-    Field("refreshUrl", Implicit, Leaf),
-    Field("scopes", Implicit, Leaf),
-];
-const DEVICE_CODE_FLOW: &Message = &[
-    Field("deviceAuthorizationUrl", Required, Leaf),
-    Field("tokenUrl", Required, Leaf),
-    Field("refreshUrl", Implicit, Leaf),
-    Field("scopes", Required, Leaf),
 ];
 
 #[cfg(test)]
@@ -861,77 +741,23 @@ mod tests {
     }
 
     #[test]
-    fn schema_table_matches_the_compiled_proto() {
-        use prost_types::field_descriptor_proto::{Label, Type};
-        use std::collections::{BTreeSet, HashMap};
-        let bytes = include_bytes!(concat!(env!("OUT_DIR"), "/a2a_descriptor.bin"));
-        let set = <prost_types::FileDescriptorSet as prost::Message>::decode(&bytes[..]).unwrap();
-        let messages: HashMap<String, &prost_types::DescriptorProto> = set
-            .file
-            .iter()
-            .filter(|f| f.package() == "lf.a2a.v1")
-            .flat_map(|f| &f.message_type)
-            .map(|m| (format!(".lf.a2a.v1.{}", m.name()), m))
-            .collect();
-
-        // Walks the proto from AgentCard with the table entry each field points to; every
-        // (proto message, table) pair is checked once, so a table reached by two paths
-        // (SecurityRequirement) is checked against both.
-        let mut todo = vec![(".lf.a2a.v1.AgentCard", AGENT_CARD)];
-        let mut seen = BTreeSet::new();
-        let mut types = BTreeSet::new();
-        while let Some((type_name, table)) = todo.pop() {
-            if !seen.insert((type_name, table.as_ptr() as usize)) {
-                continue;
-            }
-            types.insert(type_name);
-            let proto = messages[type_name];
-            assert_eq!(
-                table.iter().map(|f| f.0).collect::<BTreeSet<_>>(),
-                proto.field.iter().map(|f| f.json_name()).collect(),
-                "{type_name}"
-            );
-            for field in &proto.field {
-                let Field(_, presence, shape) =
-                    table.iter().find(|f| f.0 == field.json_name()).unwrap();
-                let what = format!("{}.{}", proto.name(), field.name());
-                let repeated = field.label() == Label::Repeated;
-                // A map is a repeated nested *Entry message; its value decides the shape.
-                let entry = proto
-                    .nested_type
-                    .iter()
-                    .find(|n| n.options.as_ref().is_some_and(|o| o.map_entry()))
-                    .filter(|n| field.type_name().ends_with(&format!(".{}", n.name())));
-                let target = match entry {
-                    Some(entry) => entry.field[1].type_name(),
-                    None if field.r#type() == Type::Message => field.type_name(),
-                    None => "",
-                };
-                let explicit = field.proto3_optional()
-                    || field.oneof_index.is_some()
-                    || (field.r#type() == Type::Message && !repeated);
-                // REQUIRED overrides presence: such fields are kept whatever their kind.
-                if *presence != Required {
-                    assert_eq!(*presence == Explicit, explicit, "{what}: presence");
-                }
-                match shape {
-                    // `signatures` is never looked into: signing_payload drops it.
-                    Leaf => assert!(
-                        !target.starts_with(".lf.a2a.v1.") || what == "AgentCard.signatures",
-                        "{what}: holds a message"
-                    ),
-                    Shape::Message(m) => {
-                        assert!(!repeated && messages.contains_key(target), "{what}");
-                        todo.push((target, m));
-                    }
-                    Each(m) => {
-                        assert!(repeated && messages.contains_key(target), "{what}");
-                        todo.push((target, m));
-                    }
-                }
+    fn required_marks_name_fields_the_card_holds() {
+        // Every message reachable from AgentCard, walked through the compiled schema.
+        let mut todo = vec![schema::message("AgentCard").unwrap()];
+        let mut reached = std::collections::BTreeSet::new();
+        while let Some(message) = todo.pop() {
+            if reached.insert(message.name.as_str()) {
+                todo.extend(message.fields.iter().filter_map(|f| f.kind.message()));
             }
         }
-        // AgentCardSignature is left out on purpose: `signatures` is not signed.
-        assert_eq!(types.len(), 20, "{types:?}");
+        for (name, fields) in REQUIRED {
+            assert!(reached.contains(name), "{name} is not in the card");
+            let message = schema::message(name).unwrap();
+            for field in *fields {
+                assert!(message.field(field).is_some(), "{name}.{field}");
+            }
+        }
+        // 20 messages and AgentCardSignature (whose `signatures` member is not signed).
+        assert_eq!(reached.len(), 21, "{reached:?}");
     }
 }

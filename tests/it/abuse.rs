@@ -126,15 +126,9 @@ async fn start(
     (backend, Gateways { attacked, control })
 }
 
-fn pid(gateway: &Running) -> u32 {
-    gateway.0.id()
-}
-
 /// `host:port` of the gateway.
 fn authority(gateway: &Running) -> String {
-    vitals::base_of(&gateway.1)
-        .trim_start_matches("http://")
-        .to_owned()
+    gateway.origin().trim_start_matches("http://").to_owned()
 }
 
 /// A raw HTTP/1.1 request to the JSON-RPC endpoint.
@@ -194,8 +188,8 @@ async fn slowloris_heads_are_cut_at_the_header_deadline() {
     let _serial = SERIAL.lock().await;
     let (_backend, gateway) = start(&["--client-header-timeout", "2s"], handler).await;
     let baseline = median_latency(&gateway.1).await;
-    let before = rss_kib(pid(&gateway));
-    let watch = RssWatch::start(pid(&gateway));
+    let before = rss_kib(gateway.pid());
+    let watch = RssWatch::start(gateway.pid());
     let address = authority(&gateway);
     let attackers: Vec<_> = (0..300)
         .map(|_| {
@@ -257,8 +251,8 @@ async fn slowloris_bodies_are_cut_at_the_body_deadline() {
     let _serial = SERIAL.lock().await;
     let (_backend, gateway) = start(&["--client-body-timeout", "2s"], handler).await;
     let baseline = median_latency(&gateway.1).await;
-    let before = rss_kib(pid(&gateway));
-    let watch = RssWatch::start(pid(&gateway));
+    let before = rss_kib(gateway.pid());
+    let watch = RssWatch::start(gateway.pid());
     let address = authority(&gateway);
     let attackers: Vec<_> = (0..100)
         .map(|_| {
@@ -364,8 +358,8 @@ async fn streams_never_read_are_dropped_and_their_calls_cancelled() {
     })
     .await;
     let baseline = median_latency(&gateway.1).await;
-    let before = rss_kib(pid(&gateway));
-    let watch = RssWatch::start(pid(&gateway));
+    let before = rss_kib(gateway.pid());
+    let watch = RssWatch::start(gateway.pid());
     let started = Instant::now();
     let mut clients = Vec::new();
     for id in 0..STREAMS {
@@ -496,11 +490,11 @@ async fn disconnect_storms_leave_nothing_behind() {
     let (mut tasks_before, mut fds_before) = (f64::MAX, usize::MAX);
     for _ in 0..5 {
         tasks_before = tasks_before.min(scraper.metric("a2a_gateway_tasks_alive").await);
-        fds_before = fds_before.min(open_fds(pid(&gateway)));
+        fds_before = fds_before.min(open_fds(gateway.pid()));
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let before = rss_kib(pid(&gateway));
-    let watch = RssWatch::start(pid(&gateway));
+    let before = rss_kib(gateway.pid());
+    let watch = RssWatch::start(gateway.pid());
     let address = authority(&gateway);
     let streams = Arc::new(AtomicUsize::new(0));
     let storm =
@@ -550,7 +544,7 @@ async fn disconnect_storms_leave_nothing_behind() {
         let cancelled = backend.cancelled.load(Ordering::SeqCst);
         let open = scraper.metric("a2a_gateway_streams_open").await;
         let tasks = scraper.metric("a2a_gateway_tasks_alive").await;
-        let fds = open_fds(pid(&gateway));
+        let fds = open_fds(gateway.pid());
         if cancelled == streams && open == 0.0 && tasks <= tasks_before && fds <= fds_before {
             println!(
                 "disconnect storm: settled after {:?}; fds {fds_before} -> {fds}, tasks {tasks_before} -> {tasks}",
@@ -562,7 +556,7 @@ async fn disconnect_storms_leave_nothing_behind() {
             settled.elapsed() < Duration::from_secs(20),
             "after the storm: {cancelled} of {streams} streams cancelled, {open} open, \
              tasks {tasks_before} -> {tasks}, fds {fds_before} -> {fds}; its connections:\n{}",
-            vitals::connections_of(pid(&gateway))
+            vitals::connections_of(gateway.pid())
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -592,9 +586,9 @@ async fn ten_thousand_idle_connections_are_held_cheaply_then_closed() {
     .await;
     vitals::warm_up(&gateway.1).await;
     let baseline = median_latency(&gateway.1).await;
-    let fds_before = open_fds(pid(&gateway));
-    let before = rss_kib(pid(&gateway));
-    let watch = RssWatch::start(pid(&gateway));
+    let fds_before = open_fds(gateway.pid());
+    let before = rss_kib(gateway.pid());
+    let watch = RssWatch::start(gateway.pid());
     let address = authority(&gateway);
     let opened = Instant::now();
     let mut streams = Vec::with_capacity(2 * EACH);
@@ -630,9 +624,9 @@ async fn ten_thousand_idle_connections_are_held_cheaply_then_closed() {
         "10,000 idle: connected in {connected:?}, 5,000 calls made after {:?}",
         opened.elapsed()
     );
-    let fds_held = open_fds(pid(&gateway));
+    let fds_held = open_fds(gateway.pid());
     assert!(fds_held >= fds_before + 2 * EACH, "{fds_held} descriptors");
-    let held = rss_kib(pid(&gateway));
+    let held = rss_kib(gateway.pid());
     gateway
         .assert_unhurt(baseline, "10,000 idle connections")
         .await;
@@ -664,12 +658,12 @@ async fn ten_thousand_idle_connections_are_held_cheaply_then_closed() {
     );
     assert!(lifetimes[lifetimes.len() - 1] < TIMEOUT + Duration::from_secs(8));
     let settled = Instant::now();
-    while open_fds(pid(&gateway)) > fds_before {
+    while open_fds(gateway.pid()) > fds_before {
         assert!(
             settled.elapsed() < Duration::from_secs(5),
             "descriptors after closing: {} (before: {fds_before}); its connections:\n{}",
-            open_fds(pid(&gateway)),
-            vitals::connections_of(pid(&gateway))
+            open_fds(gateway.pid()),
+            vitals::connections_of(gateway.pid())
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -715,8 +709,8 @@ async fn huge_headers_get_431_or_a_closed_connection() {
     let _serial = SERIAL.lock().await;
     let (backend, gateway) = start(&[], handler).await;
     let baseline = median_latency(&gateway.1).await;
-    let before = rss_kib(pid(&gateway));
-    let watch = RssWatch::start(pid(&gateway));
+    let before = rss_kib(gateway.pid());
+    let watch = RssWatch::start(gateway.pid());
     let address = authority(&gateway);
     let header = format!("x-huge: {}\r\n", "h".repeat(1 << 20));
     let attack = tokio::spawn(async move {
@@ -834,8 +828,8 @@ async fn hostile_json_gets_defined_answers() {
         ),
     ];
     let baseline = median_latency(&url).await;
-    let before = rss_kib(pid(&gateway));
-    let watch = RssWatch::start(pid(&gateway));
+    let before = rss_kib(gateway.pid());
+    let watch = RssWatch::start(gateway.pid());
     for (body, expected) in &cases {
         let started = Instant::now();
         let (status, _, text) = harness::post(&url, body.clone()).await;
@@ -935,8 +929,8 @@ async fn pipelined_floods_are_answered_in_order_or_cut_off() {
     drop(stream);
     // Never read.
     let baseline = median_latency(&gateway.1).await;
-    let before = rss_kib(pid(&gateway));
-    let watch = RssWatch::start(pid(&gateway));
+    let before = rss_kib(gateway.pid());
+    let watch = RssWatch::start(gateway.pid());
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.set_recv_buffer_size(4096).unwrap();
     let mut flood = socket.connect(address.parse().unwrap()).await.unwrap();
@@ -984,8 +978,8 @@ async fn http2_rapid_reset_is_bounded() {
     })
     .await;
     let baseline = median_latency(&gateway.1).await;
-    let before = rss_kib(pid(&gateway));
-    let watch = RssWatch::start(pid(&gateway));
+    let before = rss_kib(gateway.pid());
+    let watch = RssWatch::start(gateway.pid());
     let address = authority(&gateway);
     let attack = tokio::spawn(reset_bursts(address.clone(), 50, Duration::from_secs(4)));
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -1128,17 +1122,17 @@ async fn accepting_survives_running_out_of_descriptors() {
     }
     // Wait until the gateway holds every descriptor it may.
     let started = Instant::now();
-    while open_fds(pid(&gateway)) < 250 {
+    while open_fds(gateway.pid()) < 250 {
         assert!(
             started.elapsed() < Duration::from_secs(5),
             "{} fds",
-            open_fds(pid(&gateway))
+            open_fds(gateway.pid())
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     println!(
         "out of descriptors: the gateway holds {}",
-        open_fds(pid(&gateway))
+        open_fds(gateway.pid())
     );
     // A new connection waits in the listen backlog, answered once descriptors are free.
     let waiting = tokio::spawn(call(reqwest::Client::new(), gateway.1.clone()));
@@ -1152,7 +1146,7 @@ async fn accepting_survives_running_out_of_descriptors() {
         "an established client was not served"
     );
     assert!(
-        gateway.0.id() > 0 && rss_kib(pid(&gateway)) > 0,
+        gateway.0.id() > 0 && rss_kib(gateway.pid()) > 0,
         "the gateway died"
     );
     hogs.truncate(0);

@@ -1,13 +1,16 @@
 //! What the suites share. Here: how the gateway reaches the test backend (`Scheme`: over
 //! `http://` or `https://`, one test CA per test process) and the gateway served on
 //! `127.0.0.1:0` in front of it. In the submodules: the scriptable gRPC test backend
-//! (`backend`), small wire-level clients (`client`), the gateway binary as a child process
-//! (`process`), a test DNS server, pods that die, the reference-SDK peers, differential
-//! transcripts, the hostile-backend and agent-fault case machinery, an OTLP receiver, a mock
-//! HTTP+JSON agent, TLS certificates, what the abuse, soak and hostile-backend suites watch
-//! of a gateway process, and the tests that run in a process of their own.
+//! (`backend`), small wire-level clients (`client`) and the bounded ones of the case runners
+//! (`calls`), the gateway binary as a child process (`process`, the only place it is
+//! started to serve), a test DNS server, pods that die, the reference-SDK peers,
+//! differential transcripts, the hostile-backend and agent-fault case machinery, an OTLP
+//! receiver, a mock HTTP+JSON agent, TLS certificates, what the abuse, soak and
+//! hostile-backend suites watch of a gateway process, and the tests that run in a process of
+//! their own.
 
 pub mod backend;
+pub mod calls;
 pub mod client;
 pub mod dns;
 pub mod faults;
@@ -20,6 +23,7 @@ pub mod process;
 pub mod rest_mock;
 pub mod tls_pki;
 pub mod transcript;
+pub mod verdicts;
 pub mod vitals;
 
 pub use backend::{status_update, task, Answer, Step, TestBackend};

@@ -12,15 +12,13 @@
 use crate::harness;
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use harness::peer::Peer;
+use harness::process::{start_with, Running};
 use harness::*;
 use serde_json::{json, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
-
-const BIN: &str = env!("CARGO_BIN_EXE_a2a-gateway");
 
 /// C-core's ping policy scaled down: 2 s instead of 5 minutes, two strikes (its default).
 const SERVER_POLICY: &[(&str, &str)] = &[
@@ -33,15 +31,14 @@ const DOUBLED: &str = "keepalive interval doubled";
 
 /// The gateway binary with its log (stderr, JSON lines) in a file; killed when dropped.
 struct Gateway {
-    child: Child,
-    url: String,
+    process: Running,
     log: PathBuf,
 }
 
 impl Drop for Gateway {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let _ = self.process.0.kill();
+        let _ = self.process.0.wait();
         let _ = std::fs::remove_file(&self.log);
     }
 }
@@ -54,26 +51,15 @@ impl Gateway {
 
     /// `start` with `workers` serving threads (each has its own backend connection).
     async fn start_workers(name: &str, backend: &str, flags: &[&str], workers: u8) -> Gateway {
-        let listen = free_listen_address();
         let log =
             std::env::temp_dir().join(format!("a2a-keepalive-{}-{name}.log", std::process::id()));
-        let child = Command::new(BIN)
-            .args(["--backend", backend, "--listen", &listen])
-            .args(["--workers", &workers.to_string()])
-            .args(["--keepalive", "1s", "--log-format", "json"])
-            .args(flags)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        let gateway = Gateway {
-            child,
-            url: format!("http://{listen}/a2a/jsonrpc"),
-            log,
-        };
-        await_serving(&listen).await;
-        gateway
+        let workers = workers.to_string();
+        let mut args = vec!["--backend", backend, "--workers", &workers];
+        args.extend(["--keepalive", "1s", "--log-format", "json"]);
+        args.extend_from_slice(flags);
+        let stderr = std::fs::File::create(&log).unwrap().into();
+        let process = start_with(&args, &[("RUST_LOG", "info")], stderr).await;
+        Gateway { process, log }
     }
 
     fn log_lines(&self, containing: &str) -> Vec<String> {
@@ -89,7 +75,7 @@ impl Gateway {
     async fn waiting_task(&self) -> String {
         let params = json!({"message": {"messageId": uuid::Uuid::new_v4().to_string(),
                                         "role": "ROLE_USER", "parts": [{"text": "input"}]}});
-        let reply = rpc(&self.url, &request(json!(1), "SendMessage", params)).await;
+        let reply = rpc(&self.process.1, &request(json!(1), "SendMessage", params)).await;
         let task = &reply["result"]["task"];
         assert_eq!(
             task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
@@ -102,7 +88,7 @@ impl Gateway {
     /// that follow, as they arrive (the channel closes at the end of the stream).
     async fn subscribe(&self, task: &str) -> UnboundedReceiver<String> {
         let body = request(json!(2), "SubscribeToTask", json!({"id": task}));
-        let (headers, mut sse) = SseReader::open(&self.url, body).await;
+        let (headers, mut sse) = SseReader::open(&self.process.1, body).await;
         assert_eq!(headers["content-type"], "text/event-stream");
         let first = sse.data().await.expect("the subscription's first event");
         assert_eq!(first["result"]["task"]["id"], task, "{first}");
@@ -120,7 +106,7 @@ impl Gateway {
     /// Cancels `task`; its subscription must deliver the canceled status, then end.
     async fn cancel_and_see_it(&self, task: &str, frames: &mut UnboundedReceiver<String>) {
         let reply = rpc(
-            &self.url,
+            &self.process.1,
             &request(json!(3), "CancelTask", json!({"id": task})),
         )
         .await;

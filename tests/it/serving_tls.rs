@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use harness::process::{spawn, Running, BIN};
 use harness::process::{OutputWithin, EXITS_WITHIN};
-use harness::process::{Running, BIN};
 use harness::{free_listen_address, message_params, request};
 use http::Version;
 use serde_json::{json, Value};
@@ -35,22 +35,17 @@ struct Https {
 async fn start(args: &[String], log: Option<&std::fs::File>) -> Https {
     let listen = free_listen_address();
     let stderr = log.map_or_else(Stdio::null, |f| Stdio::from(f.try_clone().unwrap()));
-    let mut child = Command::new(BIN)
-        .args(args)
-        .args(["--listen", &listen])
-        .stdout(Stdio::null())
-        .stderr(stderr)
-        .spawn()
-        .unwrap();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut process = spawn(&args, &listen, &[], stderr);
     let started = Instant::now();
     while tokio::net::TcpStream::connect(&listen).await.is_err() {
-        assert!(child.try_wait().unwrap().is_none(), "the gateway exited");
+        assert!(process.running(), "the gateway exited");
         assert!(started.elapsed() < Duration::from_secs(10), "no listener");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     Https {
         url: format!("https://{listen}/a2a/jsonrpc"),
-        _process: Running(child, String::new()),
+        _process: process,
         listen,
     }
 }

@@ -124,8 +124,8 @@ async fn soak(length: Duration) {
         Stdio::inherit(),
     )
     .await;
-    let pid = gateway.0.id();
-    let base = vitals::base_of(&gateway.1);
+    let pid = gateway.pid();
+    let base = gateway.origin().to_owned();
     let urls = Arc::new(Urls {
         sdk: format!("{base}/sdk/a2a/jsonrpc"),
         local: format!("{base}/local/a2a/jsonrpc"),

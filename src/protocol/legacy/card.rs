@@ -3,58 +3,61 @@
 //! `additionalInterfaces`) v1.0 replaced by `supportedInterfaces`, and the dual-format card
 //! that carries both (as the reference SDK serves it: v1.0 members, plus the v0.3 ones where
 //! v1.0 has none).
+//!
+//! The v1.0 side comes from the compiled schema (`protocol::schema`): most rows are `Proto`
+//! rows that name their message and only what v0.3 renames or drops; the fields, and which
+//! row a nested message takes (`ROWS`), follow from the proto.
 
 use serde_json::{json, Map, Value};
 
-use super::shape::{Conv, Invalid, Member, Shape};
+use super::shape::{Change, Conv, Invalid, Member, Shape};
 use crate::protocol::binding::JSONRPC;
-
-const fn m(v1: &'static str, v03: &'static str, conv: Conv) -> Member {
-    Member {
-        v1,
-        v03,
-        conv,
-        required: false,
-    }
-}
 
 /// The `protocolVersion` a v0.3 card declares.
 pub const V03_PROTOCOL_VERSION: &str = "0.3.0";
 
-static PROVIDER: Shape = Shape::Table {
-    name: "AgentProvider",
-    kind: None,
-    members: &[
-        m("url", "url", Conv::Same),
-        m("organization", "organization", Conv::Same),
-    ],
-    derive: None,
-};
+/// A v1.0 message of the card that v0.3 writes the same way, but for `changes`; its fields
+/// come from the compiled schema.
+const fn proto(message: &'static str, changes: &'static [(&'static str, Change)]) -> Shape {
+    Shape::Proto {
+        message,
+        changes,
+        rows: &ROWS,
+        derive: None,
+    }
+}
 
-static EXTENSION: Shape = Shape::Table {
-    name: "AgentExtension",
-    kind: None,
-    members: &[
-        m("uri", "uri", Conv::Same),
-        m("description", "description", Conv::Same),
-        m("required", "required", Conv::Same),
-        m("params", "params", Conv::Same),
-    ],
-    derive: None,
-};
+/// The v0.3 row of each v1.0 message the card holds (the interfaces, the extended-card flag
+/// and the signatures aside): how a field holding one converts.
+static ROWS: [(&str, &Shape); 16] = [
+    ("AgentProvider", &PROVIDER),
+    ("AgentCapabilities", &CAPABILITIES),
+    ("AgentExtension", &EXTENSION),
+    ("AgentSkill", &SKILL),
+    ("SecurityRequirement", &SECURITY_REQUIREMENT),
+    ("SecurityScheme", &SECURITY_SCHEME),
+    ("APIKeySecurityScheme", &API_KEY),
+    ("HTTPAuthSecurityScheme", &HTTP_AUTH),
+    ("OAuth2SecurityScheme", &OAUTH2),
+    ("OpenIdConnectSecurityScheme", &OPEN_ID_CONNECT),
+    ("MutualTlsSecurityScheme", &MUTUAL_TLS),
+    ("OAuthFlows", &OAUTH_FLOWS),
+    ("AuthorizationCodeOAuthFlow", &OAUTH_FLOW),
+    ("ClientCredentialsOAuthFlow", &OAUTH_FLOW),
+    ("ImplicitOAuthFlow", &OAUTH_FLOW),
+    ("PasswordOAuthFlow", &OAUTH_FLOW),
+];
+
+static PROVIDER: Shape = proto("AgentProvider", &[]);
+
+static EXTENSION: Shape = proto("AgentExtension", &[]);
 
 /// `extendedAgentCard` is a top-level member in v0.3 (`supportsAuthenticatedExtendedCard`),
 /// moved by `CARD`.
-static CAPABILITIES: Shape = Shape::Table {
-    name: "AgentCapabilities",
-    kind: None,
-    members: &[
-        m("streaming", "streaming", Conv::Same),
-        m("pushNotifications", "pushNotifications", Conv::Same),
-        m("extensions", "extensions", Conv::List(&EXTENSION)),
-    ],
-    derive: None,
-};
+static CAPABILITIES: Shape = proto(
+    "AgentCapabilities",
+    &[("extendedAgentCard", Change::Dropped)],
+);
 
 /// v1.0 `{"schemes": {"name": {"list": [scopes]}}}` ↔ v0.3 `{"name": [scopes]}`.
 static SECURITY_REQUIREMENT: Shape = Shape::Custom {
@@ -83,30 +86,26 @@ static SECURITY_REQUIREMENT: Shape = Shape::Custom {
     },
 };
 
-static SKILL: Shape = Shape::Table {
-    name: "AgentSkill",
-    kind: None,
-    members: &[
-        m("id", "id", Conv::Same),
-        m("name", "name", Conv::Same),
-        m("description", "description", Conv::Same),
-        m("tags", "tags", Conv::Same),
-        m("examples", "examples", Conv::Same),
-        m("inputModes", "inputModes", Conv::Same),
-        m("outputModes", "outputModes", Conv::Same),
-        m(
-            "securityRequirements",
-            "security",
-            Conv::List(&SECURITY_REQUIREMENT),
-        ),
-    ],
+static SKILL: Shape = Shape::Proto {
+    message: "AgentSkill",
+    changes: &[("securityRequirements", Change::Renamed("security"))],
+    rows: &ROWS,
     derive: Some(|skill| {
         skill.entry("tags").or_insert_with(|| json!([]));
     }),
 };
 
-/// OAuth flows share their members; v1.0's `pkceRequired` and device-code flow have no v0.3
-/// form and are left out.
+const fn m(v1: &'static str, v03: &'static str, conv: Conv) -> Member {
+    Member {
+        v1,
+        v03,
+        conv,
+        required: false,
+    }
+}
+
+/// v0.3's flows, one row for the four v1.0 flows it has: the members any v0.3 flow has,
+/// read from whichever flow holds them. v1.0's `pkceRequired` has no v0.3 form.
 static OAUTH_FLOW: Shape = Shape::Table {
     name: "OAuthFlow",
     kind: None,
@@ -119,75 +118,21 @@ static OAUTH_FLOW: Shape = Shape::Table {
     derive: None,
 };
 
-static OAUTH_FLOWS: Shape = Shape::Table {
-    name: "OAuthFlows",
-    kind: None,
-    members: &[
-        m(
-            "authorizationCode",
-            "authorizationCode",
-            Conv::Object(&OAUTH_FLOW),
-        ),
-        m(
-            "clientCredentials",
-            "clientCredentials",
-            Conv::Object(&OAUTH_FLOW),
-        ),
-        m("implicit", "implicit", Conv::Object(&OAUTH_FLOW)),
-        m("password", "password", Conv::Object(&OAUTH_FLOW)),
-    ],
-    derive: None,
-};
+/// v1.0's device-code flow has no v0.3 form.
+static OAUTH_FLOWS: Shape = proto("OAuthFlows", &[("deviceCode", Change::Dropped)]);
 
-static API_KEY: Shape = Shape::Table {
-    name: "APIKeySecurityScheme",
-    kind: None,
-    members: &[
-        m("description", "description", Conv::Same),
-        m("location", "in", Conv::Same),
-        m("name", "name", Conv::Same),
-    ],
-    derive: None,
-};
+static API_KEY: Shape = proto(
+    "APIKeySecurityScheme",
+    &[("location", Change::Renamed("in"))],
+);
 
-static HTTP_AUTH: Shape = Shape::Table {
-    name: "HTTPAuthSecurityScheme",
-    kind: None,
-    members: &[
-        m("description", "description", Conv::Same),
-        m("scheme", "scheme", Conv::Same),
-        m("bearerFormat", "bearerFormat", Conv::Same),
-    ],
-    derive: None,
-};
+static HTTP_AUTH: Shape = proto("HTTPAuthSecurityScheme", &[]);
 
-static OAUTH2: Shape = Shape::Table {
-    name: "OAuth2SecurityScheme",
-    kind: None,
-    members: &[
-        m("description", "description", Conv::Same),
-        m("flows", "flows", Conv::Object(&OAUTH_FLOWS)),
-        m("oauth2MetadataUrl", "oauth2MetadataUrl", Conv::Same),
-    ],
-    derive: None,
-};
+static OAUTH2: Shape = proto("OAuth2SecurityScheme", &[]);
 
-static OPEN_ID_CONNECT: Shape = Shape::Table {
-    name: "OpenIdConnectSecurityScheme",
-    kind: None,
-    members: &[
-        m("description", "description", Conv::Same),
-        m("openIdConnectUrl", "openIdConnectUrl", Conv::Same),
-    ],
-    derive: None,
-};
+static OPEN_ID_CONNECT: Shape = proto("OpenIdConnectSecurityScheme", &[]);
 
-static MUTUAL_TLS: Shape = Shape::Table {
-    name: "MutualTLSSecurityScheme",
-    kind: None,
-    members: &[m("description", "description", Conv::Same)],
-    derive: None,
-};
+static MUTUAL_TLS: Shape = proto("MutualTlsSecurityScheme", &[]);
 
 /// `SecurityScheme`'s oneof ↔ the v0.3 scheme tagged by `type`.
 pub static SECURITY_SCHEME: Shape = Shape::Union {
@@ -206,33 +151,16 @@ pub static SECURITY_SCHEME: Shape = Shape::Union {
     ],
 };
 
-/// The card's members other than its interfaces and the extended-card flag.
-static CARD_MEMBERS: Shape = Shape::Table {
-    name: "AgentCard",
-    kind: None,
-    members: &[
-        m("name", "name", Conv::Same),
-        m("description", "description", Conv::Same),
-        m("version", "version", Conv::Same),
-        m("provider", "provider", Conv::Object(&PROVIDER)),
-        m("documentationUrl", "documentationUrl", Conv::Same),
-        m("iconUrl", "iconUrl", Conv::Same),
-        m("capabilities", "capabilities", Conv::Object(&CAPABILITIES)),
-        m(
-            "securitySchemes",
-            "securitySchemes",
-            Conv::Map(&SECURITY_SCHEME),
-        ),
-        m(
-            "securityRequirements",
-            "security",
-            Conv::List(&SECURITY_REQUIREMENT),
-        ),
-        m("defaultInputModes", "defaultInputModes", Conv::Same),
-        m("defaultOutputModes", "defaultOutputModes", Conv::Same),
-        m("skills", "skills", Conv::List(&SKILL)),
-        m("signatures", "signatures", Conv::Same),
+/// The card's members other than its interfaces (written by `CARD`); v0.3 signatures are
+/// v1.0's.
+static CARD_MEMBERS: Shape = Shape::Proto {
+    message: "AgentCard",
+    changes: &[
+        ("supportedInterfaces", Change::Dropped),
+        ("securityRequirements", Change::Renamed("security")),
+        ("signatures", Change::Unchanged),
     ],
+    rows: &ROWS,
     derive: Some(|card| {
         // Required by the v0.3 schema, optional or defaulted in v1.0.
         card.entry("capabilities").or_insert_with(|| json!({}));
@@ -368,5 +296,76 @@ fn merge(into: &mut Value, from: Value) {
             }
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::schema;
+
+    fn row_of(message: &str) -> &'static Shape {
+        ROWS.iter()
+            .find(|(name, _)| *name == message)
+            .unwrap_or_else(|| panic!("{message} has no v0.3 row"))
+            .1
+    }
+
+    /// Walks the schema from AgentCard along the rows: every message the card holds (but
+    /// where a row drops or keeps a field unchanged) has a row, every change names a field,
+    /// and a oneof's cases are its fields, each converted by its message's row. A message
+    /// added to the proto without its v0.3 decision fails here.
+    #[test]
+    fn the_rows_cover_the_card_schema() {
+        let mut todo = vec![("AgentCard", &CARD_MEMBERS)];
+        let mut reached = Vec::new();
+        while let Some((name, shape)) = todo.pop() {
+            if reached.contains(&name) {
+                continue;
+            }
+            reached.push(name);
+            let message = schema::message(name).unwrap();
+            match shape {
+                Shape::Proto {
+                    message: row_message,
+                    changes,
+                    ..
+                } => {
+                    assert_eq!(*row_message, name);
+                    for (field, _) in *changes {
+                        assert!(message.field(field).is_some(), "{name}.{field}");
+                    }
+                    for field in &message.fields {
+                        let change = changes.iter().find(|(f, _)| *f == field.json_name);
+                        if let (None | Some((_, Change::Renamed(_))), Some(inner)) =
+                            (change, field.kind.message())
+                        {
+                            todo.push((inner.name.as_str(), row_of(&inner.name)));
+                        }
+                    }
+                }
+                Shape::Union { cases, .. } => {
+                    let fields: Vec<&str> = message
+                        .fields
+                        .iter()
+                        .map(|f| f.json_name.as_str())
+                        .collect();
+                    let names: Vec<&str> = cases.iter().map(|c| c.0).collect();
+                    assert_eq!(names, fields, "{name}");
+                    for (case, _, shape) in *cases {
+                        let inner = message.field(case).unwrap().kind.message().unwrap();
+                        assert!(std::ptr::eq(*shape, row_of(&inner.name)), "{name}.{case}");
+                        todo.push((inner.name.as_str(), shape));
+                    }
+                }
+                // The custom rows and the shared v0.3 flow row state their own members.
+                Shape::Custom { .. } | Shape::Table { .. } => {}
+            }
+        }
+        reached.sort();
+        let mut rows: Vec<&str> = ROWS.iter().map(|(name, _)| *name).collect();
+        rows.push("AgentCard");
+        rows.sort();
+        assert_eq!(reached, rows, "every row is reached");
     }
 }

@@ -1,9 +1,13 @@
 //! The walker that applies the object rows of the mapping table (`objects`, `card`) in
 //! either direction: v1.0 ProtoJSON → v0.3 JSON for replies and stream events, v0.3 JSON →
 //! v1.0 ProtoJSON for params. A row renames members, maps enum values, recurses into nested
-//! objects, or names a function for the few conversions that are no renaming.
+//! objects, or names a function for the few conversions that are no renaming. A `Proto` row
+//! takes its members from the compiled schema (`protocol::schema`) and states only the v0.3
+//! differences.
 
 use serde_json::{Map, Value};
+
+use crate::protocol::schema::{self, Kind};
 
 /// `(v1.0 value, v0.3 value)` pairs of one enum; the first pair also stands for v1.0 values
 /// outside the table (a newer agent's state is `unknown` to a v0.3 client).
@@ -32,6 +36,7 @@ pub enum Conv {
 }
 
 /// One member of an object row.
+#[derive(Clone, Copy)]
 pub struct Member {
     pub v1: &'static str,
     pub v03: &'static str,
@@ -44,6 +49,22 @@ pub struct Member {
 /// object (e.g. `final`, derived from the state).
 pub type Derive = fn(&mut Map<String, Value>);
 
+/// How a `Proto` row treats one field of its message, where v0.3 differs from "the same
+/// name, converted by the field's type".
+#[derive(Clone, Copy)]
+pub enum Change {
+    /// The member's v0.3 name.
+    Renamed(&'static str),
+    /// No v0.3 member: v0.3 has no such field, or the row's caller moves it.
+    Dropped,
+    /// The same JSON in both versions, not looked into.
+    Unchanged,
+}
+
+/// The v0.3 rows of v1.0 messages, by message name: how a `Proto` row converts the fields
+/// that hold messages.
+pub type Rows = &'static [(&'static str, &'static Shape)];
+
 /// One object row of the table.
 pub enum Shape {
     /// Converted member by member; members outside the row are dropped. `kind` is the v0.3
@@ -52,6 +73,15 @@ pub enum Shape {
         name: &'static str,
         kind: Option<&'static str>,
         members: &'static [Member],
+        derive: Option<Derive>,
+    },
+    /// The v1.0 message `message` of the schema, converted field by field as a `Table` with
+    /// a member per schema field: each keeps its name and converts by its type (a nested
+    /// message by its row in `rows`), except for the `changes`.
+    Proto {
+        message: &'static str,
+        changes: &'static [(&'static str, Change)],
+        rows: Rows,
         derive: Option<Derive>,
     },
     /// A oneof: v1.0 wraps the value in a member named after the case, v0.3 tags the value
@@ -111,10 +141,45 @@ impl Invalid {
 impl Shape {
     fn name(&self) -> &'static str {
         match self {
-            Shape::Table { name, .. } | Shape::Union { name, .. } | Shape::Custom { name, .. } => {
-                name
-            }
+            Shape::Table { name, .. }
+            | Shape::Proto { message: name, .. }
+            | Shape::Union { name, .. }
+            | Shape::Custom { name, .. } => name,
         }
+    }
+
+    /// The members of a `Proto` row: one per field of its schema message.
+    fn proto_members(
+        message: &'static str,
+        changes: &'static [(&'static str, Change)],
+        rows: Rows,
+    ) -> impl Iterator<Item = Member> {
+        let fields = schema::message(message).map_or(&[][..], |m| &m.fields[..]);
+        fields.iter().filter_map(move |field| {
+            let v1 = field.json_name.as_str();
+            // A message without a row passes unchanged (the card rows' test walks the
+            // schema so that every message the card holds has its row).
+            let row = |name: &str| rows.iter().find(|(m, _)| *m == name).map(|(_, s)| *s);
+            let by_type = match &field.kind {
+                Kind::Leaf => None,
+                Kind::Message(name) => row(name).map(Conv::Object),
+                Kind::List(name) => row(name).map(Conv::List),
+                Kind::Map(name) => row(name).map(Conv::Map),
+            }
+            .unwrap_or(Conv::Same);
+            let (v03, conv) = match changes.iter().find(|(name, _)| *name == v1) {
+                None => (v1, by_type),
+                Some((_, Change::Renamed(v03))) => (*v03, by_type),
+                Some((_, Change::Dropped)) => return None,
+                Some((_, Change::Unchanged)) => (v1, Conv::Same),
+            };
+            Some(Member {
+                v1,
+                v03,
+                conv,
+                required: false,
+            })
+        })
     }
 
     /// A v1.0 value of this row as v0.3. A value that is not an object passes unchanged
@@ -134,18 +199,24 @@ impl Shape {
                 if let Some(kind) = kind {
                     out.insert("kind".into(), Value::from(*kind));
                 }
-                for member in members.iter() {
-                    let converted = match object.remove(member.v1).filter(|v| !v.is_null()) {
-                        Some(v) => member.conv.to_v03(v),
-                        // ProtoJSON omits defaults the v0.3 schema requires: ids become "",
-                        // enums their first value, lists empty.
-                        None if member.required => member.conv.absent_v03(),
-                        None => None,
-                    };
-                    if let Some(v) = converted {
-                        out.insert(member.v03.into(), v);
-                    }
+                members_to_v03(members.iter().copied(), object, &mut out);
+                if let Some(derive) = derive {
+                    derive(&mut out);
                 }
+                Value::Object(out)
+            }
+            Shape::Proto {
+                message,
+                changes,
+                rows,
+                derive,
+            } => {
+                let mut out = Map::new();
+                members_to_v03(
+                    Self::proto_members(message, changes, rows),
+                    object,
+                    &mut out,
+                );
                 if let Some(derive) = derive {
                     derive(&mut out);
                 }
@@ -171,24 +242,17 @@ impl Shape {
     pub fn to_v1(&self, value: Value) -> Result<Value, Invalid> {
         match self {
             Shape::Table { members, .. } => {
-                let mut object = self.object(value)?;
-                let mut out = Map::new();
-                for member in members.iter() {
-                    match object.remove(member.v03).filter(|v| !v.is_null()) {
-                        Some(v) => {
-                            let v = member.conv.to_v1(v).map_err(|e| e.within(member.v03))?;
-                            if let Some(v) = v {
-                                out.insert(member.v1.into(), v);
-                            }
-                        }
-                        None if member.required => {
-                            return Err(Invalid::new("field required").within(member.v03))
-                        }
-                        None => {}
-                    }
-                }
-                Ok(Value::Object(out))
+                members_to_v1(members.iter().copied(), self.object(value)?)
             }
+            Shape::Proto {
+                message,
+                changes,
+                rows,
+                ..
+            } => members_to_v1(
+                Self::proto_members(message, changes, rows),
+                self.object(value)?,
+            ),
             Shape::Union { tag, cases, .. } => {
                 let object = self.object(value)?;
                 let found = object
@@ -214,6 +278,49 @@ impl Shape {
             _ => Err(Invalid::new(format!("expected a {} object", self.name()))),
         }
     }
+}
+
+/// Moves `members` of a v1.0 object into its v0.3 form `out`.
+fn members_to_v03(
+    members: impl Iterator<Item = Member>,
+    mut object: Map<String, Value>,
+    out: &mut Map<String, Value>,
+) {
+    for member in members {
+        let converted = match object.remove(member.v1).filter(|v| !v.is_null()) {
+            Some(v) => member.conv.to_v03(v),
+            // ProtoJSON omits defaults the v0.3 schema requires: ids become "",
+            // enums their first value, lists empty.
+            None if member.required => member.conv.absent_v03(),
+            None => None,
+        };
+        if let Some(v) = converted {
+            out.insert(member.v03.into(), v);
+        }
+    }
+}
+
+/// The v1.0 form of a v0.3 object made of `members`; members outside them are dropped.
+fn members_to_v1(
+    members: impl Iterator<Item = Member>,
+    mut object: Map<String, Value>,
+) -> Result<Value, Invalid> {
+    let mut out = Map::new();
+    for member in members {
+        match object.remove(member.v03).filter(|v| !v.is_null()) {
+            Some(v) => {
+                let v = member.conv.to_v1(v).map_err(|e| e.within(member.v03))?;
+                if let Some(v) = v {
+                    out.insert(member.v1.into(), v);
+                }
+            }
+            None if member.required => {
+                return Err(Invalid::new("field required").within(member.v03))
+            }
+            None => {}
+        }
+    }
+    Ok(Value::Object(out))
 }
 
 impl Conv {

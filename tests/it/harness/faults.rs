@@ -12,17 +12,16 @@
 pub mod agents;
 mod runner;
 
-// The hostile suite's gateway process and the verdicts both runners share.
-use super::hostile::{gateway, verdicts};
-
-use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use self::agents::{Scripted, SdkAgent};
-use self::gateway::{frame_data, fresh_client, healthz, Gateway};
-use crate::harness::process::TempFile;
+use crate::harness::calls::{
+    frame_data, healthz, stream, summary, unary, Answered, Sse, Streamed, HARD_LIMIT,
+};
+use crate::harness::process::{TempFile, Watched};
+use crate::harness::verdicts::Report;
 pub use runner::verdict;
 
 /// `--timeout` and `--first-event-timeout` of the failing route.
@@ -37,8 +36,6 @@ const LATE: Duration = Duration::from_millis(1500);
 pub const MAX_MESSAGE: usize = 1 << 20;
 /// A restarted agent is served again this soon after it is up.
 pub const RECONNECT: Duration = Duration::from_secs(2);
-/// No call may take longer than this, so a hang fails the case instead of the suite.
-const HARD_LIMIT: Duration = Duration::from_secs(15);
 
 pub const UNAVAILABLE: &[&str] = &["BACKEND_UNAVAILABLE"];
 pub const RESET: &[&str] = &["BACKEND_CONNECTION_RESET"];
@@ -147,21 +144,6 @@ impl Case {
     }
 }
 
-/// What a case observed and what it found wrong.
-#[derive(Default)]
-struct Report {
-    notes: Vec<String>,
-    failures: Vec<String>,
-}
-
-impl Report {
-    fn check(&mut self, ok: bool, failure: impl FnOnce() -> String) {
-        if !ok {
-            self.failures.push(failure());
-        }
-    }
-}
-
 /// The well-behaved agent of every case's `/good` route.
 pub struct Good {
     pub grpc: String,
@@ -196,8 +178,8 @@ pub(crate) async fn run_case(case: &'static Case, good: &Good) -> Result<String,
         &max_message,
     ];
     let log_name = format!("faults-{}-{}", case.binding.module(), case.name);
-    let mut gw = Gateway::start(&args, &log_name).await;
-    let faulty = format!("{}/faulty/a2a/jsonrpc", gw.base);
+    let mut gw = Watched::start(&args, &log_name).await;
+    let faulty = format!("{}/faulty/a2a/jsonrpc", gw.origin());
     match case.agent {
         Agent::NotStarted | Agent::Scripted(_) | Agent::ScriptedAtHttps(_) => {
             let (unary, stream) = tokio::join!(
@@ -218,24 +200,16 @@ pub(crate) async fn run_case(case: &'static Case, good: &Good) -> Result<String,
                     report
                 },
             );
-            for part in [unary, stream] {
-                report.notes.extend(part.notes);
-                report.failures.extend(part.failures);
-            }
+            report.extend(unary);
+            report.extend(stream);
         }
         Agent::KilledMidUnary => killed_mid_unary(case, &mut agent, &faulty, &mut report).await,
         Agent::KilledMidStream => killed_mid_stream(case, &mut agent, &faulty, &mut report).await,
         Agent::Restarted => restarted(case, &mut agent, &faulty, &mut report).await,
     }
-    let good_route = format!("{}/good/a2a/jsonrpc", gw.base);
+    let good_route = format!("{}/good/a2a/jsonrpc", gw.origin());
     check_alive(&mut gw, &good_route, &mut report).await;
-    let mut summary = report.notes.join("; ");
-    if report.failures.is_empty() {
-        Ok(summary)
-    } else {
-        let _ = write!(summary, "\n  failures: {}", report.failures.join("\n    "));
-        Err(summary)
-    }
+    report.outcome()
 }
 
 /// The gateway's config: the failing route (trusting the test CA) and the good one, whose
@@ -332,7 +306,7 @@ async fn killed_mid_unary(case: &Case, agent: &mut Started, url: &str, report: &
     if let Ok(answer) = early {
         return report.failures.push(format!(
             "the call ended before the kill: {}",
-            shown(&answer)
+            answer.shown()
         ));
     }
     agent.sdk().sigkill();
@@ -362,8 +336,8 @@ async fn killed_mid_stream(case: &Case, agent: &mut Started, url: &str, report: 
 async fn restarted(case: &Case, agent: &mut Started, url: &str, report: &mut Report) {
     let expect = case.unary.expect("a unary outcome while the agent is down");
     let before = unary(url, "hello").await;
-    report.check(is_result(&before.reply), || {
-        format!("before the kill: {}", shown(&before))
+    report.check(before.is_result(), || {
+        format!("before the kill: {}", before.shown())
     });
     let (grpc_port, http_port) = agent.sdk().ports();
     agent.sdk().sigkill();
@@ -380,18 +354,22 @@ async fn restarted(case: &Case, agent: &mut Started, url: &str, report: &mut Rep
     let up = Instant::now();
     let after = unary(url, "hello").await;
     let streamed = match stream(url, "stream").await {
-        Ok(Streamed::Events(mut sse)) => sse.data(HARD_LIMIT).await.map(|d| d.is_some()),
+        Ok(Streamed::Events(mut sse)) => sse
+            .data(HARD_LIMIT)
+            .await
+            .map(|d| d.is_some())
+            .map_err(|e| e.to_string()),
         Ok(Streamed::Json(reply)) => Err(format!("no stream: {reply}")),
         Err(e) => Err(e),
     };
     let took = up.elapsed();
     report.notes.push(format!(
         "after the restart: unary {}, stream {streamed:?}, within {} ms of READY",
-        shown(&after),
+        after.shown(),
         took.as_millis()
     ));
-    report.check(is_result(&after.reply), || {
-        format!("first call after the restart: {}", shown(&after))
+    report.check(after.is_result(), || {
+        format!("first call after the restart: {}", after.shown())
     });
     report.check(streamed == Ok(true), || {
         format!("first stream after the restart: {streamed:?}")
@@ -412,14 +390,14 @@ fn check_reply(
     let took = since.elapsed();
     report.notes.push(format!(
         "{what}: {} after {} ms",
-        shown(answer),
+        answer.shown(),
         took.as_millis()
     ));
     match (&answer.reply, expect) {
         (Ok(reply), Outcome::Reply(reasons, _)) => check_fault(what, reply, reasons, report),
         (_, Outcome::ErrorFrame(..)) => report
             .failures
-            .push(format!("{what}: expected a stream, got {}", shown(answer))),
+            .push(format!("{what}: expected a stream, got {}", answer.shown())),
         (Err(e), _) => report.failures.push(format!("{what}: {e}")),
     }
     check_time(what, expect.when(), took, report);
@@ -454,7 +432,10 @@ async fn check_stream(expect: Outcome, url: &str, text: &str, report: &mut Repor
     let started = Instant::now();
     match stream(url, text).await {
         Ok(Streamed::Json(reply)) => {
-            let answer = Answered { reply: Ok(reply) };
+            let answer = Answered {
+                elapsed: started.elapsed(),
+                reply: Ok(reply),
+            };
             check_reply(expect, "stream", &answer, started, report);
         }
         Ok(Streamed::Events(mut sse)) => {
@@ -508,155 +489,20 @@ async fn check_error_frame(
 
 /// The gateway still runs, answers `/healthz` and a call on the good route, and logged
 /// no panic.
-async fn check_alive(gw: &mut Gateway, good: &str, report: &mut Report) {
-    if !gw.running() {
+async fn check_alive(gw: &mut Watched, good: &str, report: &mut Report) {
+    if !gw.process.running() {
         return report.failures.push("the gateway exited".into());
     }
-    let health = healthz(&gw.base, Duration::from_secs(2)).await;
+    let health = healthz(gw.origin(), Duration::from_secs(2)).await;
     report.check(health.is_some(), || "no /healthz answer within 2 s".into());
     let started = Instant::now();
     let next = unary(good, "hello").await;
     let took = started.elapsed();
-    report.check(
-        is_result(&next.reply) && took <= Duration::from_secs(3),
-        || format!("the next good call got {} after {took:?}", shown(&next)),
-    );
+    report.check(next.is_result() && took <= Duration::from_secs(3), || {
+        format!("the next good call got {} after {took:?}", next.shown())
+    });
     let panics = gw.panics();
     report.check(panics.is_empty(), || {
         format!("panics: {}", panics.join(" | "))
     });
-}
-
-// ---- the client ---------------------------------------------------------------------------
-
-/// A JSON-RPC reply (or why there was none).
-pub struct Answered {
-    reply: Result<Value, String>,
-}
-
-fn is_result(reply: &Result<Value, String>) -> bool {
-    reply.as_ref().is_ok_and(|r| r.get("result").is_some())
-}
-
-/// `-32603 BACKEND_X "message"`, or `result`, for people.
-fn summary(reply: &Value) -> String {
-    let error = &reply["error"];
-    if error.is_null() {
-        return if reply.get("result").is_some() {
-            "result".into()
-        } else {
-            reply.to_string()
-        };
-    }
-    let reason = error["data"][0]["reason"].as_str().unwrap_or("-");
-    let mut message = error["message"].as_str().unwrap_or("").to_owned();
-    message.truncate(100);
-    format!("{} {reason} {message:?}", error["code"])
-}
-
-fn shown(answer: &Answered) -> String {
-    match &answer.reply {
-        Ok(reply) => summary(reply),
-        Err(e) => e.clone(),
-    }
-}
-
-/// Starts a `method` call whose message text is `text`; the response head.
-async fn open(url: &str, method: &str, text: &str) -> Result<reqwest::Response, String> {
-    let body = json!({
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": method,
-        "params": {"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": text}]}},
-    });
-    let send = fresh_client()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("a2a-version", "1.0")
-        .body(body.to_string())
-        .send();
-    match tokio::time::timeout(HARD_LIMIT, send).await {
-        Err(_) => Err(format!("no answer within {HARD_LIMIT:?}")),
-        Ok(Err(e)) => Err(format!("HTTP error: {e}")),
-        Ok(Ok(r)) if r.status() != 200 => Err(format!("HTTP status {}", r.status())),
-        Ok(Ok(r)) => Ok(r),
-    }
-}
-
-async fn json_body(response: reqwest::Response) -> Result<Value, String> {
-    let body = tokio::time::timeout(HARD_LIMIT, response.bytes())
-        .await
-        .map_err(|_| format!("body not complete within {HARD_LIMIT:?}"))?
-        .map_err(|e| format!("body error: {e}"))?;
-    serde_json::from_slice(&body)
-        .map_err(|e| format!("not JSON ({e}): {:?}", String::from_utf8_lossy(&body)))
-}
-
-/// One `SendMessage`.
-async fn unary(url: &str, text: &str) -> Answered {
-    let reply = match open(url, "SendMessage", text).await {
-        Ok(response) => json_body(response).await,
-        Err(e) => Err(e),
-    };
-    Answered { reply }
-}
-
-/// The first answer of a streaming call: a JSON reply, or the event stream.
-enum Streamed {
-    Json(Value),
-    Events(Sse),
-}
-
-async fn stream(url: &str, text: &str) -> Result<Streamed, String> {
-    let response = open(url, "SendStreamingMessage", text).await?;
-    let is_sse = response
-        .headers()
-        .get("content-type")
-        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
-    if is_sse {
-        Ok(Streamed::Events(Sse {
-            response,
-            buffer: Vec::new(),
-        }))
-    } else {
-        json_body(response).await.map(Streamed::Json)
-    }
-}
-
-/// An SSE body read frame by frame (the text between blank lines).
-struct Sse {
-    response: reqwest::Response,
-    buffer: Vec<u8>,
-}
-
-impl Sse {
-    /// The next frame; `Ok(None)` at the end, `Err` on a broken body or after `limit`.
-    async fn frame(&mut self, limit: Duration) -> Result<Option<String>, String> {
-        let deadline = tokio::time::Instant::now() + limit;
-        loop {
-            if let Some(end) = self.buffer.windows(2).position(|w| w == b"\n\n") {
-                let frame = String::from_utf8_lossy(&self.buffer[..end]).into_owned();
-                self.buffer.drain(..end + 2);
-                return Ok(Some(frame));
-            }
-            match tokio::time::timeout_at(deadline, self.response.chunk()).await {
-                Err(_) => return Err(format!("no frame within {limit:?}")),
-                Ok(Err(e)) => return Err(format!("body error: {e}")),
-                Ok(Ok(None)) if self.buffer.is_empty() => return Ok(None),
-                Ok(Ok(None)) => return Err(format!("trailing bytes {:?}", self.buffer)),
-                Ok(Ok(Some(chunk))) => self.buffer.extend_from_slice(&chunk),
-            }
-        }
-    }
-
-    /// The JSON of the next data frame, skipping keepalive comments.
-    async fn data(&mut self, limit: Duration) -> Result<Option<Value>, String> {
-        loop {
-            match self.frame(limit).await? {
-                Some(frame) if frame.starts_with(':') => {}
-                Some(frame) => return Ok(frame_data(&frame)),
-                None => return Ok(None),
-            }
-        }
-    }
 }

@@ -1,24 +1,25 @@
 //! The hostile-backend suite's machinery: the case table's types and one case run against
 //! the real gateway binary with every check. `runner.rs` runs the selected cases in
-//! parallel, `server.rs` is the scripted HTTP/2 server, `frames.rs` its frames and HPACK,
-//! `gateway.rs` the gateway process and the calls made to it, `verdicts.rs` what the
-//! runner shares with the agent-fault suite's.
+//! parallel, `server.rs` is the scripted HTTP/2 server, `frames.rs` its frames and HPACK.
+//! The verdicts and reports it shares with the agent-fault runner are in
+//! `harness/verdicts.rs`; the gateway is a `process::Watched` process, called through `calls`.
 
 pub mod frames;
-pub mod gateway;
 mod runner;
 pub mod server;
-pub mod verdicts;
 
-use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-pub use crate::harness::Scheme;
-use gateway::{
-    frame_data, healthz, stream, unary, unary_within, Answered, Gateway, Streamed, HARD_LIMIT,
+use crate::harness::calls::{
+    frame_data, healthz, stream, summary, unary, unary_within, Answered, SseError, Streamed,
+    HARD_LIMIT,
 };
+use crate::harness::process::Watched;
+use crate::harness::verdicts::Report;
+use crate::harness::vitals::cpu_time;
+pub use crate::harness::Scheme;
 pub use runner::verdict;
 pub use server::{Hostile, Peer, Script, Server};
 
@@ -86,29 +87,6 @@ pub struct Case {
     pub cpu: Option<Duration>,
 }
 
-/// What a case observed, and what it found wrong.
-#[derive(Default)]
-struct Report {
-    notes: Vec<String>,
-    failures: Vec<String>,
-}
-
-impl Report {
-    fn note(&mut self, note: String) {
-        self.notes.push(note);
-    }
-
-    fn fail(&mut self, failure: String) {
-        self.failures.push(failure);
-    }
-
-    fn check(&mut self, ok: bool, failure: impl FnOnce() -> String) {
-        if !ok {
-            self.fail(failure());
-        }
-    }
-}
-
 /// One case against one scheme: the hostile call, the answer and its timing, then the
 /// gateway's health, memory, CPU (and descriptors) afterwards.
 pub(crate) async fn run_case(case: &'static Case, scheme: Scheme) -> Result<String, String> {
@@ -127,13 +105,13 @@ pub(crate) async fn run_case(case: &'static Case, scheme: Scheme) -> Result<Stri
         "1s",
     ];
     args.extend(ca_flags.iter().map(String::as_str));
-    let mut gw = Gateway::start(&args, &format!("{}-{}", case.name, scheme.as_str())).await;
+    let mut gw = Watched::start(&args, &format!("{}-{}", case.name, scheme.as_str())).await;
     let mut report = Report::default();
-    let cpu_before = gw.cpu();
+    let cpu_before = cpu_time(gw.process.pid());
 
     let probe = case
         .cpu
-        .map(|_| tokio::spawn(probe_health(gw.base.clone())));
+        .map(|_| tokio::spawn(probe_health(gw.origin().to_owned())));
     hostile_call(case, &gw, &mut report).await;
     if let Some(probe) = probe {
         match probe.is_finished() {
@@ -157,7 +135,7 @@ pub(crate) async fn run_case(case: &'static Case, scheme: Scheme) -> Result<Stri
     report.check(peak <= case.rss_mib as f64, || {
         format!("peak RSS {peak:.0} MiB > {} MiB", case.rss_mib)
     });
-    let used = gw.cpu().saturating_sub(cpu_before);
+    let used = cpu_time(gw.process.pid()).saturating_sub(cpu_before);
     report.note(format!("CPU {:.2} s", used.as_secs_f64()));
     if let Some(limit) = case.cpu {
         report.check(used <= limit, || {
@@ -168,44 +146,37 @@ pub(crate) async fn run_case(case: &'static Case, scheme: Scheme) -> Result<Stri
             )
         });
     }
-    let mut summary = report.notes.join("; ");
-    if report.failures.is_empty() {
-        Ok(summary)
-    } else {
-        let _ = write!(
-            summary,
-            "\n  failures: {}",
-            report.failures.join("\n            ")
-        );
-        Err(summary)
-    }
+    report.outcome()
 }
 
 /// `/healthz` every 250 ms until aborted; an error once it takes over 1 s.
-async fn probe_health(base: String) -> Result<(), String> {
+async fn probe_health(origin: String) -> Result<(), String> {
     let mut worst = Duration::ZERO;
     loop {
         tokio::time::sleep(Duration::from_millis(250)).await;
-        match healthz(&base, Duration::from_secs(1)).await {
+        match healthz(&origin, Duration::from_secs(1)).await {
             Some(took) => worst = worst.max(took),
             None => return Err(format!("/healthz gave no answer within 1 s during the hostile call (worst before: {worst:?})")),
         }
     }
 }
 
-async fn hostile_call(case: &Case, gw: &Gateway, report: &mut Report) {
+/// The message text of every call but `LargeUnary`'s.
+const TEXT: &str = "hi";
+
+async fn hostile_call(case: &Case, gw: &Watched, report: &mut Report) {
     let url = gw.jsonrpc();
     match case.call {
         Call::Unary => {
-            let answered = unary(&url, "SendMessage").await;
+            let answered = unary(url, TEXT).await;
             check_answer(case, &answered, report);
         }
         Call::LargeUnary => {
-            let answered = unary_within(&url, "SendMessage", 100_000, HARD_LIMIT).await;
+            let answered = unary_within(url, &"hi".repeat(50_000), HARD_LIMIT).await;
             check_answer(case, &answered, report);
         }
         Call::BothWorkers => {
-            let (a, b) = tokio::join!(unary(&url, "SendMessage"), unary(&url, "SendMessage"));
+            let (a, b) = tokio::join!(unary(url, TEXT), unary(url, TEXT));
             check_answer(case, &a, report);
             check_answer(case, &b, report);
         }
@@ -226,7 +197,7 @@ async fn hostile_call(case: &Case, gw: &Gateway, report: &mut Report) {
                     before = gw.fds();
                 }
                 let mut each = Report::default();
-                let answered = unary(&url, "SendMessage").await;
+                let answered = unary(url, TEXT).await;
                 check_answer(case, &answered, &mut each);
                 if i == 0 || !each.failures.is_empty() && bad == 0 {
                     report.notes.append(&mut each.notes);
@@ -246,7 +217,7 @@ async fn hostile_call(case: &Case, gw: &Gateway, report: &mut Report) {
         }
         Call::Stream => {
             let started = Instant::now();
-            let reply = match stream(&url).await {
+            let reply = match stream(url, TEXT).await {
                 Ok(Streamed::Json(v)) => Ok(v),
                 Ok(Streamed::Events(mut sse)) => Err(format!(
                     "an event stream opened; first frame {:?}",
@@ -312,23 +283,8 @@ fn check_reply(expect: Expect, reply: &Value, report: &mut Report) {
     }
 }
 
-/// `-32603 BACKEND_X "message"` or `result`.
-fn summary(reply: &Value) -> String {
-    let error = &reply["error"];
-    if error.is_null() {
-        return match reply.get("result") {
-            Some(_) => "result".into(),
-            None => format!("{reply}"),
-        };
-    }
-    let reason = error["data"][0]["reason"].as_str().unwrap_or("-");
-    let mut message = error["message"].as_str().unwrap_or("").to_owned();
-    message.truncate(80);
-    format!("{} {reason} {message:?}", error["code"])
-}
-
-async fn stalled_stream(case: &Case, gw: &Gateway, report: &mut Report) {
-    let mut sse = match stream(&gw.jsonrpc()).await {
+async fn stalled_stream(case: &Case, gw: &Watched, report: &mut Report) {
+    let mut sse = match stream(gw.jsonrpc(), TEXT).await {
         Ok(Streamed::Events(sse)) => sse,
         Ok(Streamed::Json(reply)) => {
             report.note(format!("answer {} before any event", summary(&reply)));
@@ -376,9 +332,9 @@ async fn stalled_stream(case: &Case, gw: &Gateway, report: &mut Report) {
     }
 }
 
-async fn quiet_stream(gw: &Gateway, report: &mut Report) {
+async fn quiet_stream(gw: &Watched, report: &mut Report) {
     let started = Instant::now();
-    let mut sse = match stream(&gw.jsonrpc()).await {
+    let mut sse = match stream(gw.jsonrpc(), TEXT).await {
         Ok(Streamed::Events(sse)) => sse,
         Ok(Streamed::Json(reply)) => {
             return report.fail(format!("expected a stream, got {}", summary(&reply)))
@@ -397,7 +353,7 @@ async fn quiet_stream(gw: &Gateway, report: &mut Report) {
             Ok(Some(f)) if f.starts_with(':') => keepalives += 1,
             Ok(Some(f)) => return report.fail(format!("unexpected frame {f:?}")),
             Ok(None) => return report.fail("the quiet stream was ended".into()),
-            Err(e) if e == "timeout" => break,
+            Err(SseError::Timeout(_)) => break,
             Err(e) => return report.fail(format!("the quiet stream broke: {e}")),
         }
     }
@@ -411,8 +367,8 @@ async fn quiet_stream(gw: &Gateway, report: &mut Report) {
 
 /// The gateway lives, answers `/healthz` at once, did not panic, and (if the hostile
 /// server serves later connections well) answers the next call.
-async fn check_alive(case: &Case, gw: &mut Gateway, report: &mut Report) {
-    if !gw.running() {
+async fn check_alive(case: &Case, gw: &mut Watched, report: &mut Report) {
+    if !gw.process.running() {
         let why = match gw.killed_for_memory() {
             true => "killed by the test's watchdog for its RSS",
             false => "exited",
@@ -421,19 +377,15 @@ async fn check_alive(case: &Case, gw: &mut Gateway, report: &mut Report) {
     }
     // 2 s, not the 1 s of the probes during CPU cases (which run alone): the other cases
     // running beside this one load the machine's 2 cores; a wedged worker never answers.
-    match healthz(&gw.base, Duration::from_secs(2)).await {
+    match healthz(gw.origin(), Duration::from_secs(2)).await {
         Some(took) => report.note(format!("/healthz after in {} ms", took.as_millis())),
         None => report.fail("/healthz gave no answer within 2 s after the case".into()),
     }
     if case.hostile == Hostile::First {
-        let next = unary_within(&gw.jsonrpc(), "SendMessage", 2, FOLLOW_UP).await;
-        let ok = next.elapsed <= FOLLOW_UP
-            && next.reply.as_ref().is_ok_and(|r| r.get("result").is_some());
+        let next = unary_within(gw.jsonrpc(), TEXT, FOLLOW_UP).await;
+        let ok = next.elapsed <= FOLLOW_UP && next.is_result();
         let secs = next.elapsed.as_secs_f64();
-        let got = match &next.reply {
-            Ok(r) => summary(r),
-            Err(e) => e.clone(),
-        };
+        let got = next.shown();
         report.check(ok, || {
             format!("the next call to a well-behaved connection got {got} in {secs:.2} s")
         });

@@ -1,14 +1,25 @@
-//! The gateway binary as a child process: started on a free loopback port, waited for
-//! until it serves, killed when dropped.
+//! The gateway binary as a child process, the one way the suites run it: `spawn` starts
+//! it, `Running` is the process (killed when dropped) and its JSON-RPC endpoint. `start`
+//! serves on a free loopback port and waits until it serves; `Watched::start` serves on a
+//! port the gateway picks itself, keeps its JSON log in a file and bounds its memory, for
+//! the case runners (hostile backends, failing agents) that run many gateways at once.
 
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use serde_json::Value;
+
+use super::calls::healthz;
+use super::vitals::{open_fds, status_kib};
 use super::{await_serving, free_listen_address};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_a2a-gateway");
 
-/// A running gateway process, killed when dropped.
+/// A running gateway process, killed when dropped: the process, and its JSON-RPC endpoint
+/// (`http://127.0.0.1:PORT/a2a/jsonrpc`; empty when the caller serves something else).
 pub struct Running(pub Child, pub String);
 
 impl Drop for Running {
@@ -19,6 +30,20 @@ impl Drop for Running {
 }
 
 impl Running {
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn origin(&self) -> &str {
+        self.1.trim_end_matches("/a2a/jsonrpc")
+    }
+
+    /// Whether the process still runs.
+    pub fn running(&mut self) -> bool {
+        matches!(self.0.try_wait(), Ok(None))
+    }
+
     /// Sends SIGTERM, as Kubernetes does to stop a pod.
     pub fn terminate(&self) {
         let pid = self.0.id().to_string();
@@ -42,6 +67,20 @@ impl Running {
     }
 }
 
+/// Starts the binary serving on `listen` with `args`, extra environment variables and its
+/// log sent to `stderr`; does not wait for it to serve. The endpoint is plain HTTP's.
+pub fn spawn(args: &[&str], listen: &str, env: &[(&str, &str)], stderr: Stdio) -> Running {
+    let child = Command::new(BIN)
+        .args(args)
+        .args(["--listen", listen])
+        .envs(env.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    Running(child, format!("http://{listen}/a2a/jsonrpc"))
+}
+
 pub async fn start(args: &[&str]) -> Running {
     start_with(args, &[], Stdio::null()).await
 }
@@ -50,17 +89,147 @@ pub async fn start(args: &[&str]) -> Running {
 /// the caller says.
 pub async fn start_with(args: &[&str], env: &[(&str, &str)], stderr: Stdio) -> Running {
     let listen = free_listen_address();
-    let child = Command::new(BIN)
-        .args(args)
-        .args(["--listen", &listen])
-        .envs(env.iter().copied())
-        .stdout(Stdio::null())
-        .stderr(stderr)
-        .spawn()
-        .unwrap();
-    let running = Running(child, format!("http://{listen}/a2a/jsonrpc"));
+    let running = spawn(args, &listen, env, stderr);
     await_serving(&listen).await;
     running
+}
+
+/// RSS at which the watchdog kills a watched gateway, so a memory bomb cannot take the
+/// machine (or the other cases running in parallel) with it; the case then fails.
+const KILL_AT_KIB: u64 = 768 << 10;
+
+/// A gateway process of a case runner: its JSON log kept in a file (removed when dropped)
+/// and its memory watched (killed above `KILL_AT_KIB`).
+pub struct Watched {
+    pub process: Running,
+    log: PathBuf,
+    /// Highest VmHWM seen by the watchdog (KiB) and whether it had to kill the process.
+    peak_kib: Arc<AtomicU64>,
+    killed: Arc<AtomicBool>,
+    watchdog: tokio::task::JoinHandle<()>,
+}
+
+impl Watched {
+    /// Starts the binary with `args`, listening on a port it picks itself (a port picked
+    /// here could be taken by a case running in parallel before the gateway binds it);
+    /// returns once its log names the port and `/healthz` answers there.
+    pub async fn start(args: &[&str], log_name: &str) -> Watched {
+        let log =
+            std::env::temp_dir().join(format!("a2a-watched-{}/{log_name}.log", std::process::id()));
+        std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+        let mut args = args.to_vec();
+        args.extend(["--log-format", "json"]);
+        let env = [
+            // Warnings, and the one info line that names the address.
+            ("RUST_LOG", "warn,a2a_gateway=info"),
+            // A panic's backtrace would be symbolized (~150 MiB of debug info in RSS).
+            ("RUST_BACKTRACE", "0"),
+        ];
+        let stderr = std::fs::File::create(&log).unwrap().into();
+        let mut process = spawn(&args, "127.0.0.1:0", &env, stderr);
+        process.1.clear();
+        let pid = process.pid();
+        let peak_kib = Arc::new(AtomicU64::new(0));
+        let killed = Arc::new(AtomicBool::new(false));
+        let watchdog = tokio::spawn(watch_memory(pid, peak_kib.clone(), killed.clone()));
+        let mut watched = Watched {
+            process,
+            log,
+            peak_kib,
+            killed,
+            watchdog,
+        };
+        let started = Instant::now();
+        loop {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "gateway did not start"
+            );
+            assert!(watched.process.running(), "gateway exited at start");
+            if watched.process.1.is_empty() {
+                if let Some(listen) = watched.listen_address() {
+                    watched.process.1 = format!("http://{listen}/a2a/jsonrpc");
+                }
+            }
+            if !watched.process.1.is_empty()
+                && healthz(watched.origin(), Duration::from_secs(1))
+                    .await
+                    .is_some()
+            {
+                return watched;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The address in the log's "a2a-gateway serving" line.
+    fn listen_address(&self) -> Option<String> {
+        let log = std::fs::read_to_string(&self.log).ok()?;
+        let line = log.lines().find(|l| l.contains("a2a-gateway serving"))?;
+        let fields: Value = serde_json::from_str(line).ok()?;
+        Some(fields["fields"]["listen"].as_str()?.to_owned())
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn origin(&self) -> &str {
+        self.process.origin()
+    }
+
+    /// The JSON-RPC endpoint of the flags-only route.
+    pub fn jsonrpc(&self) -> &str {
+        &self.process.1
+    }
+
+    /// Peak resident set size (VmHWM) in MiB, as far as it is known.
+    pub fn peak_rss_mib(&self) -> f64 {
+        let now = status_kib(self.process.pid(), "VmHWM:").unwrap_or(0);
+        now.max(self.peak_kib.load(Ordering::SeqCst)) as f64 / 1024.0
+    }
+
+    /// Whether the watchdog killed the process for its memory.
+    pub fn killed_for_memory(&self) -> bool {
+        self.killed.load(Ordering::SeqCst)
+    }
+
+    /// Open file descriptors.
+    pub fn fds(&self) -> usize {
+        open_fds(self.process.pid())
+    }
+
+    /// Lines of the gateway's log that report a panic.
+    pub fn panics(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("panicked"))
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        self.watchdog.abort();
+        let _ = self.process.0.kill();
+        let _ = self.process.0.wait();
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+async fn watch_memory(pid: u32, peak: Arc<AtomicU64>, killed: Arc<AtomicBool>) {
+    loop {
+        if let Some(hwm) = status_kib(pid, "VmHWM:") {
+            peak.fetch_max(hwm, Ordering::SeqCst);
+            if hwm > KILL_AT_KIB {
+                if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
+                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                }
+                killed.store(true, Ordering::SeqCst);
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// A file (a config, a card) in the temporary directory, removed when dropped.

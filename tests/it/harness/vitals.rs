@@ -24,6 +24,20 @@ pub fn open_fds(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
 }
 
+/// User + system CPU time of process `pid` so far (zero once it is gone).
+pub fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the `(comm)`; utime and stime are fields 14 and 15 of the line.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields
+        .get(11..13)
+        .map(|f| f.iter().filter_map(|t| t.parse::<u64>().ok()).sum())
+        .unwrap_or(0);
+    // USER_HZ is 100 on Linux.
+    Duration::from_millis(ticks * 10)
+}
+
 /// Samples a process's RSS every 20 ms until dropped; `peak_kib` is the highest seen.
 pub struct RssWatch {
     peak: Arc<AtomicU64>,

@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use super::agents::SdkAgent;
-use super::verdicts::{selected_by_args, Outcome, Verdicts};
 use super::{run_case, Case, Good};
 use crate::harness::test_name;
+use crate::harness::verdicts::{selected_by_args, Outcome, Verdicts};
 
 /// The test body of one row of the suite whose `module_path!()` is `suite`: waits for the
 /// runner's verdict, panics on a failure.

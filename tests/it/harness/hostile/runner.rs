@@ -7,9 +7,9 @@ use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use super::verdicts::{judge, selected_by_args, Verdicts};
 use super::{run_case, Case, Scheme};
 use crate::harness::test_name;
+use crate::harness::verdicts::{judge, selected_by_args, Verdicts};
 
 /// The test body of one row and scheme of the suite whose `module_path!()` is `suite`:
 /// waits for the runner's verdict, panics on failure.

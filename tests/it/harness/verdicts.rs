@@ -1,6 +1,6 @@
 //! What the two case runners (`hostile/runner.rs`, `faults/runner.rs`) share: which cases
-//! the test harness's command line selects, and the verdicts their cases report on the
-//! runner's thread, awaited by each case's own test.
+//! the test harness's command line selects, what a case reports, and the verdicts their
+//! cases report on the runner's thread, awaited by each case's own test.
 
 use std::collections::HashMap;
 use std::sync::{Condvar, Mutex};
@@ -8,6 +8,48 @@ use std::time::{Duration, Instant};
 
 /// A case's outcome: a summary either way.
 pub type Outcome = Result<String, String>;
+
+/// What a case observed, and what it found wrong.
+#[derive(Default)]
+pub struct Report {
+    pub notes: Vec<String>,
+    pub failures: Vec<String>,
+}
+
+impl Report {
+    pub fn note(&mut self, note: String) {
+        self.notes.push(note);
+    }
+
+    pub fn fail(&mut self, failure: String) {
+        self.failures.push(failure);
+    }
+
+    pub fn check(&mut self, ok: bool, failure: impl FnOnce() -> String) {
+        if !ok {
+            self.fail(failure());
+        }
+    }
+
+    /// Adds what another part of the case reported.
+    pub fn extend(&mut self, part: Report) {
+        self.notes.extend(part.notes);
+        self.failures.extend(part.failures);
+    }
+
+    /// The notes, and the failures if any.
+    pub fn outcome(self) -> Outcome {
+        let summary = self.notes.join("; ");
+        if self.failures.is_empty() {
+            Ok(summary)
+        } else {
+            Err(format!(
+                "{summary}\n  failures: {}",
+                self.failures.join("\n    ")
+            ))
+        }
+    }
+}
 
 /// The verdicts reported so far, by case key.
 #[derive(Default)]
