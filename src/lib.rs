@@ -14,6 +14,7 @@ pub mod proto;
 pub mod protocol;
 pub mod push;
 pub mod server;
+pub mod settings;
 pub mod signing;
 pub mod telemetry;
 pub mod units;

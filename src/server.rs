@@ -26,27 +26,25 @@ use tower::ServiceExt as _;
 use tower_http::cors::CorsLayer;
 
 use self::clients::ClientLimits;
-use crate::backend::affinity::{load_codec, Affine, Affinity, IdCodec};
+use crate::backend::affinity::{Affine, IdCodec};
 use crate::backend::endpoints::balance::Balanced;
 use crate::backend::endpoints::{
-    probe_address, AtAddress, Endpoint, NewClient, Policy, Resolution, RouteEndpoints, Targets,
+    probe_address, AtAddress, Endpoint, NewClient, RouteEndpoints, Targets,
 };
-use crate::backend::grpc::{GrpcBackend, GrpcSettings};
+use crate::backend::grpc::GrpcBackend;
 use crate::backend::{rest::RestBackend, Backend};
 use crate::card::{CardService, RouteCard, BACKEND_CARD_SOURCE};
-use crate::config::{Cli, Config, ConfigError, RouteConfig};
 use crate::front::layers::{self, Edge, MaybeCors};
 use crate::front::limits::Limits;
 use crate::front::Gateway;
 use crate::lifecycle::Lifecycle;
 use crate::protocol::binding::Binding;
-use crate::protocol::params::ForwardPolicy;
+use crate::settings::{ConfigError, RouteSettings, Settings, Upstream};
 use crate::telemetry::ClientAddr;
 use crate::telemetry::Metrics;
-use crate::units::optional;
 use tls::ServerTls;
 
-/// A route's backend or card could not be built from the configuration.
+/// A route's backend or card could not be built from its settings.
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {
     #[error(transparent)]
@@ -64,22 +62,15 @@ pub enum BackendError {
     },
 }
 
-/// The gateway of one validated configuration, checked and built once; each serving
-/// thread takes its own instance (`gateway`). The backend's shared parts are built here
-/// once (the CA file read, TLS set up, the gRPC keepalive policy a backend's GOAWAY
-/// `too_many_pings` adjusts for every worker; for many endpoints their set, health and
-/// resolution, `backend::endpoints`); each instance has its own connections.
+/// The gateway of one route's settings, built once; each serving thread takes its own
+/// instance (`gateway`). The backend's shared parts are built here once (TLS set up, the
+/// gRPC keepalive policy a backend's GOAWAY `too_many_pings` adjusts for every worker; for
+/// many endpoints their set, health and resolution, `backend::endpoints`); each instance
+/// has its own connections.
 pub struct GatewayTemplate {
-    cli: Cli,
-    forward: ForwardPolicy,
-    /// The route's push URL policy (`None`: the guard is off).
-    push: Option<crate::push::PushPolicy>,
-    /// What the route's `backend` names, as parsed once (readiness probes the same).
+    settings: RouteSettings,
+    /// What the route's backend is, with the demo agent's address in place of `--demo`.
     targets: Targets,
-    /// The CA bundle trusted for `https://` backends, besides the system roots.
-    ca: Option<Vec<u8>>,
-    /// The client certificate chain and key (PEM) for a backend that asks for one.
-    id: Option<Vec<u8>>,
     backend: BackendTemplate,
 }
 
@@ -94,44 +85,27 @@ enum BackendTemplate {
 }
 
 impl GatewayTemplate {
-    /// Checks `cli` and builds the backend's shared parts for `backends` (one URL, a
-    /// list, or a `dns:///` name). A `dns:///` name is resolved by a task on the current
-    /// runtime from now on.
-    /// `route` names the route, whose affinity ids are its own.
-    pub fn new(cli: &Cli, backends: &[String], route: &str) -> Result<Self, BackendError> {
-        let forward = cli.validate()?;
-        let push = cli.push_policy().map_err(ConfigError::from)?;
-        let ca = match &cli.backend_ca {
-            Some(path) => Some(read_ca(path)?),
-            None => None,
+    /// Builds the backend's shared parts of `settings` (one URL, a list, or a `dns:///`
+    /// name; `demo_backend` for the demo agent). A `dns:///` name is resolved by a task on
+    /// the current runtime from now on.
+    pub fn new(settings: &RouteSettings, demo_backend: Option<&str>) -> Result<Self, BackendError> {
+        let targets = match (&settings.upstream, demo_backend) {
+            (Upstream::Targets(targets), _) => targets.clone(),
+            (Upstream::Demo, Some(url)) => Targets::One(url.to_owned()),
+            (Upstream::Demo, None) => return Err(ConfigError::NoBackend.into()),
         };
-        let id = tls::backend_identity(cli)?;
-        let targets = Targets::parse(backends, cli.backend_tls).map_err(ConfigError::BackendUrl)?;
-        let codec = match cli.affinity {
-            Affinity::None => None,
-            Affinity::Task => {
-                let file = cli.affinity_key_file.as_deref();
-                let codec = load_codec(cli.affinity_key.as_ref(), file, route)
-                    .map_err(ConfigError::AffinityKey)?;
-                Some(Arc::new(codec))
-            }
-        };
+        let codec = settings.affinity.clone();
         let backend = match targets.clone() {
-            // `--demo` replaces the backends after the flags were checked.
-            Targets::One(_) if codec.is_some() => {
-                return Err(ConfigError::AffinityOneBackend.into())
-            }
-            Targets::One(url) => match cli.binding {
-                Binding::Grpc => {
-                    BackendTemplate::Grpc(grpc_backend(cli, &url, ca.as_deref(), id.as_deref())?)
-                }
+            Targets::One(url) => match settings.binding {
+                Binding::Grpc => BackendTemplate::Grpc(grpc_backend(settings, &url)?),
                 Binding::HttpJson => {
-                    // Built once here so a bad URL or CA fails at start, not in a worker.
+                    // Built once here so a bad URL fails at start, not in a worker.
+                    let client = &settings.client;
                     RestBackend::with_identity(
                         &url,
-                        cli.connect_timeout,
-                        ca.as_deref(),
-                        id.as_deref(),
+                        client.connect_timeout,
+                        client.ca.as_deref(),
+                        client.identity.as_deref(),
                     )?;
                     BackendTemplate::Rest { url }
                 }
@@ -139,44 +113,45 @@ impl GatewayTemplate {
             Targets::List(urls) => {
                 let endpoints = urls
                     .iter()
-                    .map(|url| listed_endpoint(cli, url, ca.clone(), id.clone(), codec.as_deref()))
+                    .map(|url| listed_endpoint(settings, url, codec.as_deref()))
                     .collect::<Result<_, _>>()?;
-                BackendTemplate::Balanced(RouteEndpoints::fixed(endpoints, policy(cli)), codec)
+                BackendTemplate::Balanced(
+                    RouteEndpoints::fixed(endpoints, settings.policy.clone()),
+                    codec,
+                )
             }
             Targets::Dns(target) => {
-                let at = dns_endpoints(cli, &target.url(), ca.clone(), id.clone(), codec.clone())?;
-                let resolution = Resolution {
-                    interval: cli.backend_resolve_interval,
-                    server: cli.backend_resolver,
-                };
-                let route = RouteEndpoints::resolved(&target, &resolution, at, policy(cli))
-                    .map_err(ConfigError::BackendUrl)?;
+                let at = dns_endpoints(settings, &target.url(), codec.clone())?;
+                let route = RouteEndpoints::resolved(
+                    &target,
+                    &settings.resolution,
+                    at,
+                    settings.policy.clone(),
+                )
+                .map_err(ConfigError::BackendUrl)?;
                 BackendTemplate::Balanced(route, codec)
             }
         };
         Ok(GatewayTemplate {
-            cli: cli.clone(),
-            forward,
-            push,
+            settings: settings.clone(),
             targets,
-            ca,
-            id,
             backend,
         })
     }
 
     /// A backend client of its own, for the runtime this is called on.
     pub fn backend(&self) -> Result<Arc<dyn Backend>, BackendError> {
+        let client = &self.settings.client;
         Ok(match &self.backend {
             BackendTemplate::Grpc(grpc) => Arc::new(grpc.for_worker()),
             BackendTemplate::Rest { url } => Arc::new(
                 RestBackend::with_identity(
                     url,
-                    self.cli.connect_timeout,
-                    self.ca.as_deref(),
-                    self.id.as_deref(),
+                    client.connect_timeout,
+                    client.ca.as_deref(),
+                    client.identity.as_deref(),
                 )?
-                .max_message(self.cli.backend_max_message),
+                .max_message(client.max_message),
             ),
             BackendTemplate::Balanced(route, None) => Arc::new(Balanced::new(route.clone())),
             BackendTemplate::Balanced(route, Some(codec)) => {
@@ -187,10 +162,10 @@ impl GatewayTemplate {
 
     /// The route's push guard, resolving on the runtime this is called on.
     fn push_guard(&self) -> Result<Option<crate::push::PushGuard>, BackendError> {
-        let Some(policy) = &self.push else {
+        let Some(policy) = &self.settings.push else {
             return Ok(None);
         };
-        crate::push::PushGuard::new(policy.clone(), self.cli.backend_resolver)
+        crate::push::PushGuard::new(policy.clone(), self.settings.resolution.server)
             .map(Some)
             .map_err(|e| ConfigError::PushResolver(e).into())
     }
@@ -211,24 +186,21 @@ impl GatewayTemplate {
         card: Option<Arc<CardService>>,
         lifecycle: Arc<Lifecycle>,
     ) -> Result<Arc<Gateway>, BackendError> {
-        let cli = &self.cli;
+        let settings = &self.settings;
         Ok(Arc::new(Gateway {
             backend: self.backend()?,
-            forward: self.forward.clone(),
-            unary_timeout: optional(cli.timeout),
-            stream_timeout: optional(cli.stream_timeout),
-            first_event_timeout: cli.first_event_deadline(),
-            keepalive: cli.keepalive,
-            max_body: cli.max_body,
-            batch: crate::front::BatchLimits {
-                size: cli.max_batch_size,
-                reply: cli.max_batch_reply,
-            },
-            tenant: cli.tenant.clone(),
+            forward: settings.forward.clone(),
+            unary_timeout: settings.unary_timeout,
+            stream_timeout: settings.stream_timeout,
+            first_event_timeout: settings.first_event_timeout,
+            keepalive: settings.keepalive,
+            max_body: settings.max_body,
+            batch: settings.batch,
+            tenant: settings.tenant.clone(),
             card,
             lifecycle,
             metrics,
-            legacy: cli.legacy == crate::config::Legacy::V03,
+            legacy: settings.legacy,
             push: self.push_guard()?,
         }))
     }
@@ -256,21 +228,19 @@ pub struct FrontendTemplate {
 }
 
 struct RouteTemplate {
-    config: RouteConfig,
     gateway: GatewayTemplate,
     card: Option<Arc<CardService>>,
 }
 
 impl FrontendTemplate {
     /// Builds every route's backend template and card service (a card file is read and
-    /// checked now), and the listener's TLS (its files too). `demo_backend` replaces the
-    /// backend URL (the `--demo` agent's address); the demo route serves the demo agent's
-    /// card unless one is configured.
+    /// checked now). `demo_backend` is the `--demo` agent's address; the demo route serves
+    /// the demo agent's card unless one is configured.
     /// Runs on the runtime the card services will refresh on (`start_cards`).
-    pub fn new(config: &Config, demo_backend: Option<&str>) -> Result<Self, BackendError> {
-        let mut routes = Vec::with_capacity(config.routes.len());
-        let mut checks = Vec::with_capacity(config.routes.len());
-        for route in &config.routes {
+    pub fn new(settings: &Settings, demo_backend: Option<&str>) -> Result<Self, BackendError> {
+        let mut routes = Vec::with_capacity(settings.routes.len());
+        let mut checks = Vec::with_capacity(settings.routes.len());
+        for route in &settings.routes {
             let in_route = |error: BackendError| BackendError::Route {
                 route: route.name.clone(),
                 error: Box::new(error),
@@ -282,31 +252,24 @@ impl FrontendTemplate {
             );
             routes.push(built);
         }
-        let cli = &config.cli;
+        let process = &settings.process;
         let readiness =
-            readiness::Readiness::new(checks, cli.readiness_cache, cli.readiness_timeout);
-        let origins = crate::card::origin::Origins::new(&crate::card::origin::OriginSettings {
-            public_url: cli.public_url.as_deref(),
-            trust_forwarded: cli.trust_forwarded,
-            trusted_proxy_hops: cli.trusted_proxy_hops,
-            allowed_hosts: &cli.allowed_hosts,
-            tls: cli.tls_cert.is_some(),
-        })?;
-        let route_limits: Vec<_> = config
+            readiness::Readiness::new(checks, process.readiness_cache, process.readiness_timeout);
+        let route_limits: Vec<_> = settings
             .routes
             .iter()
-            .map(|route| (route.name.as_str(), route.settings.route_limits()))
+            .map(|route| (route.name.as_str(), route.limits))
             .collect();
         Ok(FrontendTemplate {
             routes,
             lifecycle: Arc::default(),
-            origins,
-            limits: Limits::new(config.cli.global_limits(), &route_limits),
-            cors: crate::front::cors::layer(&config.cli.cors()).map_err(ConfigError::from)?,
+            origins: process.origins.clone(),
+            limits: Limits::new(process.limits, &route_limits),
+            cors: process.cors.clone(),
             readiness: Arc::new(readiness),
-            admin_listener: config.cli.admin_listen.is_some(),
-            tls: ServerTls::from_cli(&config.cli)?,
-            client_limits: ClientLimits::from_cli(&config.cli),
+            admin_listener: process.admin_listen.is_some(),
+            tls: process.tls.clone(),
+            client_limits: process.client_limits,
         })
     }
 
@@ -326,11 +289,12 @@ impl FrontendTemplate {
     pub fn frontend(&self, metrics: &Arc<Metrics>) -> Result<Frontend, BackendError> {
         let mut served = Vec::with_capacity(self.routes.len());
         for route in &self.routes {
+            let settings = &route.gateway.settings;
             served.push(routing::ServedRoute {
-                name: route.config.name.clone(),
-                prefix: route.config.prefix.clone(),
-                host: route.config.host.clone(),
-                jsonrpc_path: route.config.settings.jsonrpc_path.clone(),
+                name: settings.name.clone(),
+                prefix: settings.prefix.clone(),
+                host: settings.host.clone(),
+                jsonrpc_path: settings.jsonrpc_path.clone(),
                 endpoints: route.gateway.endpoints().cloned(),
                 gateway: route.gateway.gateway(
                     metrics.clone(),
@@ -346,7 +310,7 @@ impl FrontendTemplate {
         let extra: Vec<String> = self
             .routes
             .iter()
-            .flat_map(|route| route.config.settings.sensitive_header.iter().cloned())
+            .flat_map(|route| route.gateway.settings.sensitive_headers.iter().cloned())
             .collect();
         Ok(
             Frontend::new(served, metrics.clone(), self.lifecycle.clone())
@@ -374,24 +338,12 @@ impl FrontendTemplate {
     pub fn tls(&self) -> Option<&ServerTls> {
         self.tls.as_ref()
     }
-
-    /// The routes, as configured.
-    pub fn routes(&self) -> impl Iterator<Item = &RouteConfig> {
-        self.routes.iter().map(|route| &route.config)
-    }
 }
 
 impl RouteTemplate {
-    fn new(route: &RouteConfig, demo_backend: Option<&str>) -> Result<Self, BackendError> {
-        let backends = match demo_backend {
-            Some(url) => vec![url.to_owned()],
-            None => route.settings.backend.clone(),
-        };
-        if backends.is_empty() {
-            return Err(ConfigError::NoBackend.into());
-        }
-        let gateway = GatewayTemplate::new(&route.settings, &backends, &route.name)?;
-        let mut settings = route.card();
+    fn new(route: &RouteSettings, demo_backend: Option<&str>) -> Result<Self, BackendError> {
+        let gateway = GatewayTemplate::new(route, demo_backend)?;
+        let mut settings = route.card.clone();
         if demo_backend.is_some() && settings.source.is_none() {
             settings.source = Some(BACKEND_CARD_SOURCE.to_owned());
         }
@@ -403,89 +355,62 @@ impl RouteTemplate {
         };
         let place = route_card(route);
         let card = Some(Arc::new(CardService::new(&settings, place, backend)?));
-        Ok(RouteTemplate {
-            config: route.clone(),
-            gateway,
-            card,
-        })
+        Ok(RouteTemplate { gateway, card })
     }
 }
 
 /// What the card service of `route` must know about it.
-fn route_card(route: &RouteConfig) -> RouteCard {
-    let cli = &route.settings;
+fn route_card(route: &RouteSettings) -> RouteCard {
+    let origin = &route.origin;
     RouteCard {
         route: route.name.clone(),
         jsonrpc_path: route.jsonrpc_path(),
         card_path: route.card_path(),
-        public_url: cli.public_url.clone(),
-        trust_forwarded: cli.trust_forwarded,
-        trusted_proxy_hops: cli.trusted_proxy_hops,
-        allowed_hosts: cli.allowed_hosts.clone(),
-        tls: cli.tls_cert.is_some(),
-        fixed_tenant: cli.tenant.clone(),
-        binding: cli.binding,
-        legacy: cli.legacy == crate::config::Legacy::V03,
+        public_url: origin.public_url.clone(),
+        trust_forwarded: origin.trust_forwarded,
+        trusted_proxy_hops: origin.trusted_proxy_hops,
+        allowed_hosts: origin.allowed_hosts.clone(),
+        tls: origin.tls,
+        fixed_tenant: route.tenant.clone(),
+        binding: route.binding,
+        legacy: route.legacy,
     }
 }
 
-/// One gateway for a validated configuration and its backend URLs (one serving thread).
-pub fn gateway(
-    cli: &Cli,
-    backends: &[String],
-    metrics: Arc<Metrics>,
-) -> Result<Arc<Gateway>, BackendError> {
-    GatewayTemplate::new(cli, backends, crate::config::routes::DEFAULT_ROUTE)?.gateway(
-        metrics,
-        None,
-        Arc::default(),
-    )
+/// One gateway for a route's settings (one serving thread).
+pub fn gateway(route: &RouteSettings, metrics: Arc<Metrics>) -> Result<Arc<Gateway>, BackendError> {
+    GatewayTemplate::new(route, None)?.gateway(metrics, None, Arc::default())
 }
 
-fn grpc_backend(
-    cli: &Cli,
-    url: &str,
-    ca: Option<&[u8]>,
-    id: Option<&[u8]>,
-) -> Result<GrpcBackend, BackendError> {
-    let settings = GrpcSettings {
-        connect_timeout: cli.connect_timeout,
-        keepalive_interval: cli.backend_keepalive,
-        keepalive_timeout: cli.backend_keepalive_timeout,
-        keepalive_while_idle: cli.backend_keepalive_while_idle,
-        max_message: cli.backend_max_message,
-    };
-    Ok(GrpcBackend::with_identity(url, &settings, ca, id)?)
-}
-
-fn policy(cli: &Cli) -> Policy {
-    Policy {
-        balance: cli.balance,
-        eject_after: cli.eject_after,
-        eject_backoff: cli.eject_backoff,
-        connect_timeout: cli.connect_timeout,
-    }
+fn grpc_backend(settings: &RouteSettings, url: &str) -> Result<GrpcBackend, BackendError> {
+    let client = &settings.client;
+    Ok(GrpcBackend::with_identity(
+        url,
+        &client.grpc(),
+        client.ca.as_deref(),
+        client.identity.as_deref(),
+    )?)
 }
 
 /// One URL of a balanced list, checked now (a bad one fails the start).
 fn listed_endpoint(
-    cli: &Cli,
+    settings: &RouteSettings,
     url: &str,
-    ca: Option<Vec<u8>>,
-    id: Option<Vec<u8>>,
     codec: Option<&IdCodec>,
 ) -> Result<Endpoint, BackendError> {
     let probe = probe_address(url)
         .ok_or_else(|| ConfigError::BackendUrl(format!("{url:?} has no host")))?;
-    let new_client: NewClient = match cli.binding {
+    let client = &settings.client;
+    let (ca, id) = (client.ca.clone(), client.identity.clone());
+    let new_client: NewClient = match settings.binding {
         Binding::Grpc => {
-            let grpc = grpc_backend(cli, url, ca.as_deref(), id.as_deref())?;
+            let grpc = grpc_backend(settings, url)?;
             Box::new(move || Ok(Arc::new(grpc.for_worker()) as Arc<dyn Backend>))
         }
         Binding::HttpJson => {
-            RestBackend::with_identity(url, cli.connect_timeout, ca.as_deref(), id.as_deref())?;
-            let (url, timeout) = (url.to_owned(), cli.connect_timeout);
-            let max_message = cli.backend_max_message;
+            RestBackend::with_identity(url, client.connect_timeout, ca.as_deref(), id.as_deref())?;
+            let (url, timeout) = (url.to_owned(), client.connect_timeout);
+            let max_message = client.max_message;
             Box::new(move || {
                 let rest = RestBackend::with_identity(&url, timeout, ca.as_deref(), id.as_deref())
                     .map_err(|e| e.to_string())?;
@@ -500,15 +425,14 @@ fn listed_endpoint(
 /// (the DNS name's, for `:authority`, `Host` and TLS), connecting to the address. The
 /// URL is checked now.
 fn dns_endpoints(
-    cli: &Cli,
+    settings: &RouteSettings,
     url: &str,
-    ca: Option<Vec<u8>>,
-    id: Option<Vec<u8>>,
     codec: Option<Arc<IdCodec>>,
 ) -> Result<AtAddress, BackendError> {
-    Ok(match cli.binding {
+    let client = &settings.client;
+    Ok(match settings.binding {
         Binding::Grpc => {
-            let grpc = grpc_backend(cli, url, ca.as_deref(), id.as_deref())?;
+            let grpc = grpc_backend(settings, url)?;
             Box::new(move |address| {
                 let pod = grpc.at(address);
                 let new_client: NewClient =
@@ -518,14 +442,15 @@ fn dns_endpoints(
             })
         }
         Binding::HttpJson => {
-            RestBackend::with_identity(url, cli.connect_timeout, ca.as_deref(), id.as_deref())?;
+            let (ca, id) = (client.ca.clone(), client.identity.clone());
+            RestBackend::with_identity(url, client.connect_timeout, ca.as_deref(), id.as_deref())?;
             let (url, timeout, ca, id) = (
                 url.to_owned(),
-                cli.connect_timeout,
+                client.connect_timeout,
                 Arc::new(ca),
                 Arc::new(id),
             );
-            let max_message = cli.backend_max_message;
+            let max_message = client.max_message;
             Box::new(move |address| {
                 let (url, ca, id) = (url.clone(), ca.clone(), id.clone());
                 let new_client: NewClient = Box::new(move || {
@@ -539,18 +464,6 @@ fn dns_endpoints(
             })
         }
     })
-}
-
-/// Reads a PEM bundle and checks it holds at least one certificate, so a bad file is a
-/// startup error rather than a failure of every call.
-fn read_ca(path: &std::path::Path) -> Result<Vec<u8>, ConfigError> {
-    let fail = |why: String| ConfigError::BackendCa(path.to_owned(), why);
-    let pem = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
-    match reqwest::Certificate::from_pem_bundle(&pem) {
-        Ok(certificates) if !certificates.is_empty() => Ok(pem),
-        Ok(_) => Err(fail("no PEM certificate in the file".into())),
-        Err(e) => Err(fail(e.to_string())),
-    }
 }
 
 /// Serves `router` on `listener` on the current runtime until `shutdown` resolves, then

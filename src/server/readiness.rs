@@ -35,8 +35,8 @@ use super::{BackendTemplate, GatewayTemplate};
 use crate::backend::endpoints::{probe_address, RouteEndpoints, Targets};
 use crate::backend::grpc::health::HealthAnswer;
 use crate::backend::grpc::GrpcBackend;
-use crate::config::ConfigError;
 use crate::protocol::binding::Binding;
+use crate::settings::ConfigError;
 
 /// The readiness of every route, checked at most once per cache period.
 pub struct Readiness {
@@ -179,8 +179,7 @@ type ProbeOf = Box<dyn Fn(&str) -> Option<Probe> + Send + Sync>;
 impl RouteCheck {
     /// The check of route `name`, whose backend `template` built.
     pub(super) fn new(name: &str, template: &GatewayTemplate) -> Result<RouteCheck, ConfigError> {
-        let cli = &template.cli;
-        let service: Arc<str> = cli.health_service.as_str().into();
+        let service: Arc<str> = template.settings.health_service.as_str().into();
         let target = match &template.backend {
             BackendTemplate::Grpc(grpc) => {
                 let origin = grpc.origin();
@@ -269,16 +268,15 @@ impl RouteCheck {
 /// How the endpoints of a balanced route are probed: their gRPC clients are made as the
 /// route's own are (`listed_endpoint`, `dns_endpoints`), with connections of their own.
 fn balanced_probes(template: &GatewayTemplate, service: Arc<str>) -> Result<ProbeOf, ConfigError> {
-    let cli = &template.cli;
-    if cli.binding == Binding::HttpJson {
+    let settings = &template.settings;
+    if settings.binding == Binding::HttpJson {
         return Ok(match &template.targets {
             Targets::Dns(_) => Box::new(|label| Some(Probe::connect(label.to_owned()))),
             _ => Box::new(|label| probe_address(label).map(Probe::connect)),
         });
     }
-    let (ca, id) = (template.ca.as_deref(), template.id.as_deref());
     let grpc = |url: &str| {
-        super::grpc_backend(cli, url, ca, id).map_err(|e| ConfigError::BackendUrl(e.to_string()))
+        super::grpc_backend(settings, url).map_err(|e| ConfigError::BackendUrl(e.to_string()))
     };
     Ok(match &template.targets {
         Targets::Dns(target) => {

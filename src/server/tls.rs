@@ -30,7 +30,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio_rustls::server::TlsStream;
 
-use crate::config::{Cli, ClientAuth, ConfigError};
+use crate::config::{ClientAuth, ConfigError};
 
 /// How often the certificate files are read for changes.
 const RELOAD_POLL: Duration = Duration::from_secs(1);
@@ -137,8 +137,11 @@ const BACKEND_CLIENT: IdentityFlags = IdentityFlags {
 
 /// The client certificate chain and key a route's backend clients present
 /// (`--backend-client-cert`, `--backend-client-key`), read and checked now, as one PEM text.
-pub fn backend_identity(cli: &Cli) -> Result<Option<Vec<u8>>, ConfigError> {
-    let paths = BACKEND_CLIENT.paths(&cli.backend_client_cert, &cli.backend_client_key)?;
+pub fn backend_identity(
+    cert: Option<&Path>,
+    key: Option<&Path>,
+) -> Result<Option<Vec<u8>>, ConfigError> {
+    let paths = BACKEND_CLIENT.paths(cert, key)?;
     let Some((cert, key)) = paths else {
         return Ok(None);
     };
@@ -150,8 +153,8 @@ impl IdentityFlags {
     /// `cert` and `key` given together (or neither); an error names the flag at fault.
     fn paths<'a>(
         &self,
-        cert: &'a Option<PathBuf>,
-        key: &'a Option<PathBuf>,
+        cert: Option<&'a Path>,
+        key: Option<&'a Path>,
     ) -> Result<Option<(&'a Path, &'a Path)>, ConfigError> {
         match (cert, key) {
             (None, None) => Ok(None),
@@ -184,27 +187,37 @@ pub struct ServerTls {
     certificate: Arc<Certificate>,
 }
 
+/// The listener's TLS settings, as given.
+pub struct ListenerTlsSettings<'a> {
+    pub cert: Option<&'a Path>,
+    pub key: Option<&'a Path>,
+    /// Client certificates must chain to these CAs.
+    pub client_ca: Option<&'a Path>,
+    pub client_auth: ClientAuth,
+    pub handshake_timeout: Duration,
+}
+
 impl ServerTls {
     /// The listener's TLS from `--tls-cert`, `--tls-key` and `--tls-client-ca`, every
     /// file read and checked now; `None` without them (cleartext).
-    pub fn from_cli(cli: &Cli) -> Result<Option<ServerTls>, ConfigError> {
-        let Some((cert, key)) = LISTENER.paths(&cli.tls_cert, &cli.tls_key)? else {
-            return match cli.tls_client_ca {
+    pub fn new(settings: &ListenerTlsSettings<'_>) -> Result<Option<ServerTls>, ConfigError> {
+        let Some((cert, key)) = LISTENER.paths(settings.cert, settings.key)? else {
+            return match settings.client_ca {
                 Some(_) => Err(ConfigError::Needs("--tls-client-ca", "--tls-cert")),
                 None => Ok(None),
             };
         };
-        if cli.tls_handshake_timeout.is_zero() {
+        if settings.handshake_timeout.is_zero() {
             return Err(ConfigError::TlsHandshakeTimeout);
         }
         let (pair, certified) = LISTENER.read(cert, key)?;
         let builder = rustls::ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .map_err(|e| ConfigError::TlsCert(cert.to_owned(), e.to_string()))?;
-        let builder = match &cli.tls_client_ca {
+        let builder = match settings.client_ca {
             None => builder.with_no_client_auth(),
             Some(ca) => {
-                builder.with_client_cert_verifier(client_verifier(ca, cli.tls_client_auth)?)
+                builder.with_client_cert_verifier(client_verifier(ca, settings.client_auth)?)
             }
         };
         let certificate = Arc::new(Certificate {
@@ -220,7 +233,7 @@ impl ServerTls {
         config.alpn_protocols = ALPN.iter().map(|p| p.to_vec()).collect();
         Ok(Some(ServerTls {
             acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
-            handshake_timeout: cli.tls_handshake_timeout,
+            handshake_timeout: settings.handshake_timeout,
             certificate,
         }))
     }

@@ -303,18 +303,18 @@ pub async fn serve(state: Arc<Gateway>, jsonrpc_path: &str) -> String {
 /// The gateway built exactly as the binary builds it from `args` (flags after the
 /// program name), served on 127.0.0.1:0. Returns the JSON-RPC endpoint URL.
 pub async fn gateway_from_flags(args: &[&str]) -> String {
-    use clap::Parser;
     // The SDK peers' conversations register push hooks on loopback (`http://127.0.0.1:9/…`),
     // which the push guard refuses unless admitted.
     let admit_loopback_hooks = ["--push-allow-http", "--push-allow", "127.0.0.1"];
-    let cli = a2a_gateway::config::Cli::try_parse_from(
+    let settings = a2a_gateway::settings::Settings::load(
         std::iter::once("a2a-gateway")
             .chain(args.iter().copied())
             .chain(admit_loopback_hooks),
     )
     .unwrap();
-    let state = a2a_gateway::server::gateway(&cli, &cli.backend, Default::default()).unwrap();
-    serve(state, &cli.jsonrpc_path).await
+    let route = &settings.routes[0];
+    let state = a2a_gateway::server::gateway(route, Default::default()).unwrap();
+    serve(state, &route.jsonrpc_path).await
 }
 
 /// A cleartext test backend and the gateway in front of it.
@@ -383,7 +383,7 @@ pub async fn serve_on_workers(args: &[&str], file: Option<&str>) -> String {
     if let Some(file) = &file {
         argv.extend(["--config", file.path()]);
     }
-    let config = a2a_gateway::config::Config::load(argv).unwrap();
+    let config = a2a_gateway::settings::Settings::load(argv).unwrap();
     let template = Arc::new(FrontendTemplate::new(&config, None).unwrap());
     let workers = Workers::start(&template, &Arc::default(), 2, Duration::from_secs(1)).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
