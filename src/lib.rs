@@ -13,6 +13,7 @@ pub mod lifecycle;
 pub mod proto;
 pub mod protocol;
 pub mod push;
+pub mod route;
 pub mod server;
 pub mod settings;
 pub mod signing;

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use a2a_gateway::backend::endpoints::Targets;
-use a2a_gateway::server::FrontendTemplate;
+use a2a_gateway::route::Routes;
 use a2a_gateway::settings::{LoadError, LogFormat, RouteSettings, Settings, Upstream};
 use a2a_gateway::telemetry::access::sink::{self, LineFormat};
 use a2a_gateway::telemetry::trace::Tracing;
@@ -70,7 +70,7 @@ fn main() -> ExitCode {
 /// `check-config`: everything a start would build, but nothing served.
 async fn check(settings: &Settings, file: &std::path::Path) -> ExitCode {
     let demo = settings.process.demo.then_some("http://127.0.0.1:1");
-    if let Err(e) = FrontendTemplate::new(settings, demo) {
+    if let Err(e) = Routes::new(settings, demo) {
         return fail(&e.to_string());
     }
     println!("{}: ok, {} route(s)", file.display(), settings.routes.len());
@@ -101,7 +101,7 @@ async fn run(settings: Settings) -> ExitCode {
     } else {
         None
     };
-    let template = match FrontendTemplate::new(&settings, demo_backend.as_deref()) {
+    let template = match Routes::new(&settings, demo_backend.as_deref()) {
         Ok(template) => Arc::new(template),
         Err(e) => return fail(&e.to_string()),
     };
@@ -159,7 +159,7 @@ async fn run(settings: Settings) -> ExitCode {
 /// runtime, until the process exits: during the drain its `/readyz` answers 503 too.
 async fn serve_admin(
     addr: std::net::SocketAddr,
-    template: &FrontendTemplate,
+    template: &Routes,
     metrics: &Arc<a2a_gateway::telemetry::Metrics>,
     grace: std::time::Duration,
 ) -> Result<(), String> {

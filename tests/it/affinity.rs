@@ -27,7 +27,7 @@ use a2a_gateway::proto::{
     TaskState,
 };
 use a2a_gateway::protocol::ops::{Reply, Request, StreamRequest, UnaryRequest};
-use a2a_gateway::server::FrontendTemplate;
+use a2a_gateway::route::Routes;
 use a2a_gateway::settings::Settings;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -487,7 +487,7 @@ impl WireAgents {
 async fn gateway_of(config: &str) -> String {
     let file = harness::process::TempFile::new("toml", config);
     let config = Settings::load(["a2a-gateway", "--config", file.path()]).unwrap();
-    let template = FrontendTemplate::new(&config, None).unwrap();
+    let template = Routes::new(&config, None).unwrap();
     let frontend = template.frontend(&Default::default()).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

@@ -313,7 +313,7 @@ pub async fn gateway_from_flags(args: &[&str]) -> String {
     )
     .unwrap();
     let route = &settings.routes[0];
-    let state = a2a_gateway::server::gateway(route, Default::default()).unwrap();
+    let state = a2a_gateway::route::gateway(route, Default::default()).unwrap();
     serve(state, &route.jsonrpc_path).await
 }
 
@@ -376,7 +376,8 @@ pub async fn await_serving(listen: &str) {
 /// The gateway of `args` (and the TOML `file`, if any) built as the binary builds it, served
 /// on two worker threads (whose counters must be shared); returns its origin.
 pub async fn serve_on_workers(args: &[&str], file: Option<&str>) -> String {
-    use a2a_gateway::server::{workers::Workers, FrontendTemplate};
+    use a2a_gateway::route::Routes;
+    use a2a_gateway::server::workers::Workers;
     let file = file.map(|text| process::TempFile::new("toml", text));
     let mut argv = vec!["a2a-gateway"];
     argv.extend_from_slice(args);
@@ -384,7 +385,7 @@ pub async fn serve_on_workers(args: &[&str], file: Option<&str>) -> String {
         argv.extend(["--config", file.path()]);
     }
     let config = a2a_gateway::settings::Settings::load(argv).unwrap();
-    let template = Arc::new(FrontendTemplate::new(&config, None).unwrap());
+    let template = Arc::new(Routes::new(&config, None).unwrap());
     let workers = Workers::start(&template, &Arc::default(), 2, Duration::from_secs(1)).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

@@ -10,7 +10,7 @@
 //! in the log on every change.
 //!
 //! The gateway is built from flags as the binary builds it (`Settings::load`,
-//! `FrontendTemplate`), so its `/readyz` and `/metrics` are the binary's; each test reads
+//! `route::Routes`), so its `/readyz` and `/metrics` are the binary's; each test reads
 //! both its main (public) listener and its admin listener.
 
 use crate::harness;
@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use a2a_gateway::server::FrontendTemplate;
+use a2a_gateway::route::Routes;
 use a2a_gateway::settings::Settings;
 use harness::pods::Pod;
 use harness::process::{start_with, TempFile};
@@ -45,7 +45,7 @@ struct Served {
 async fn gateway(args: &[&str]) -> Served {
     let config =
         Settings::load(std::iter::once("a2a-gateway").chain(args.iter().copied())).unwrap();
-    let template = FrontendTemplate::new(&config, None).unwrap();
+    let template = Routes::new(&config, None).unwrap();
     let metrics = Arc::default();
     Served {
         public: serve(template.frontend(&metrics).unwrap()).await,

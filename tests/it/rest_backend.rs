@@ -1012,5 +1012,5 @@ async fn the_server_builds_an_http_json_gateway() {
     ])
     .unwrap();
     let route = &settings.routes[0];
-    assert!(a2a_gateway::server::gateway(route, Default::default()).is_ok());
+    assert!(a2a_gateway::route::gateway(route, Default::default()).is_ok());
 }
