@@ -15,6 +15,7 @@ use crate::backend::endpoints::Balance;
 use crate::card::CardSettings;
 use crate::protocol::binding::Binding;
 use crate::protocol::params::ForwardPolicyError;
+use crate::server::tls::ClientAuth;
 use crate::telemetry::trace::{OtlpProtocol, TraceConfigError};
 use crate::units::{parse_duration, parse_size};
 
@@ -520,14 +521,6 @@ pub enum Legacy {
     Off,
 }
 
-/// Whether clients of the HTTPS listener must present a certificate (`--tls-client-auth`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ClientAuth {
-    Required,
-    Optional,
-}
-
 /// Log line formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -563,20 +556,8 @@ pub enum ConfigError {
     BackendKeepaliveTimeout,
     #[error("--backend-ca {0:?}: {1}")]
     BackendCa(std::path::PathBuf, String),
-    #[error("--tls-cert {0:?}: {1}")]
-    TlsCert(std::path::PathBuf, String),
-    #[error("--tls-key {0:?}: {1}")]
-    TlsKey(std::path::PathBuf, String),
-    #[error("--tls-client-ca {0:?}: {1}")]
-    TlsClientCa(std::path::PathBuf, String),
-    #[error("--tls-handshake-timeout must be greater than 0")]
-    TlsHandshakeTimeout,
-    #[error("--backend-client-cert {0:?}: {1}")]
-    BackendClientCert(std::path::PathBuf, String),
-    #[error("--backend-client-key {0:?}: {1}")]
-    BackendClientKey(std::path::PathBuf, String),
-    #[error("{0} needs {1}")]
-    Needs(&'static str, &'static str),
+    #[error(transparent)]
+    Tls(#[from] crate::server::tls::TlsConfigError),
     #[error("--{0} must be greater than 0")]
     ClientTimeout(&'static str),
     #[error("--backend is required (or --demo, or [[route]] tables in --config)")]

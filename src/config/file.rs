@@ -11,11 +11,12 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{Cli, ClientAuth, LogFormat};
+use super::{Cli, LogFormat};
 use crate::backend::affinity::{Affinity, AffinityKey};
 use crate::backend::endpoints::Balance;
 use crate::card::CardSettings;
 use crate::protocol::binding::Binding;
+use crate::server::tls::ClientAuth;
 use crate::telemetry::trace::OtlpProtocol;
 use crate::units::{duration_text, size_text};
 

@@ -10,12 +10,10 @@
 
 use super::file::ParsedFile;
 use super::{Cli, ConfigError};
+use crate::server::routing::DEFAULT_ROUTE;
 
 /// Paths the gateway itself answers; no route may take them.
 const RESERVED: [&str; 4] = ["/healthz", "/readyz", "/metrics", "/.well-known"];
-
-/// The route of the flags-only shorthand.
-pub const DEFAULT_ROUTE: &str = "default";
 
 /// One checked route.
 #[derive(Clone, Debug)]
