@@ -1,6 +1,7 @@
-//! The whole configuration: command-line flags, each also settable by environment variable
-//! and by a TOML file (`--config`), validated before anything starts, with errors that name
-//! the bad flag or key. Precedence: flag, then environment, then file, then default.
+//! The command line and the `--config` file: flags, each also settable by environment
+//! variable and by a TOML file, merged with precedence flag, then environment, then file,
+//! then default. Only `settings` reads the result (`Config`), checking and typing it; the
+//! errors of both name the bad flag or key.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -10,15 +11,13 @@ use clap::{CommandFactory, FromArgMatches, Parser, ValueEnum};
 use serde::Deserialize;
 
 use crate::backend::affinity::{Affinity, AffinityKey};
-use crate::backend::endpoints::{Balance, Targets};
+use crate::backend::endpoints::Balance;
 use crate::card::CardSettings;
-use crate::front::cors::CorsSettings;
-use crate::front::limits::{GlobalLimitSettings, RouteLimitSettings};
 use crate::protocol::binding::Binding;
-use crate::protocol::params::{ForwardPolicy, ForwardPolicyError, HeaderRules};
-use crate::push::{PushAllowError, PushPolicy};
-use crate::telemetry::trace::{OtlpProtocol, TraceConfigError, TraceFlags, TraceSettings};
-use crate::units::{optional, parse_duration, parse_size};
+use crate::protocol::params::ForwardPolicyError;
+use crate::server::tls::ClientAuth;
+use crate::telemetry::trace::{OtlpProtocol, TraceConfigError};
+use crate::units::{parse_duration, parse_size};
 
 mod file;
 pub mod routes;
@@ -522,14 +521,6 @@ pub enum Legacy {
     Off,
 }
 
-/// Whether clients of the HTTPS listener must present a certificate (`--tls-client-auth`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ClientAuth {
-    Required,
-    Optional,
-}
-
 /// Log line formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -565,20 +556,8 @@ pub enum ConfigError {
     BackendKeepaliveTimeout,
     #[error("--backend-ca {0:?}: {1}")]
     BackendCa(std::path::PathBuf, String),
-    #[error("--tls-cert {0:?}: {1}")]
-    TlsCert(std::path::PathBuf, String),
-    #[error("--tls-key {0:?}: {1}")]
-    TlsKey(std::path::PathBuf, String),
-    #[error("--tls-client-ca {0:?}: {1}")]
-    TlsClientCa(std::path::PathBuf, String),
-    #[error("--tls-handshake-timeout must be greater than 0")]
-    TlsHandshakeTimeout,
-    #[error("--backend-client-cert {0:?}: {1}")]
-    BackendClientCert(std::path::PathBuf, String),
-    #[error("--backend-client-key {0:?}: {1}")]
-    BackendClientKey(std::path::PathBuf, String),
-    #[error("{0} needs {1}")]
-    Needs(&'static str, &'static str),
+    #[error(transparent)]
+    Tls(#[from] crate::server::tls::TlsConfigError),
     #[error("--{0} must be greater than 0")]
     ClientTimeout(&'static str),
     #[error("--backend is required (or --demo, or [[route]] tables in --config)")]
@@ -621,6 +600,8 @@ pub enum ConfigError {
     #[error(transparent)]
     Traces(#[from] TraceConfigError),
     #[error(transparent)]
+    Card(#[from] crate::card::CardConfigError),
+    #[error(transparent)]
     PushAllow(#[from] crate::push::PushAllowError),
     #[error("--push-guard: {0}")]
     PushResolver(String),
@@ -640,200 +621,8 @@ pub enum LoadError {
     Invalid(#[from] ConfigError),
 }
 
-impl Cli {
-    /// Checks what clap cannot; returns the forward policy it builds on the way.
-    pub fn validate(&self) -> Result<ForwardPolicy, ConfigError> {
-        if self.backend.is_empty() && !self.demo {
-            return Err(ConfigError::NoBackend);
-        }
-        if !self.jsonrpc_path.starts_with('/') {
-            return Err(ConfigError::JsonRpcPath(self.jsonrpc_path.clone()));
-        }
-        if !self.backend.is_empty() {
-            let targets =
-                Targets::parse(&self.backend, self.backend_tls).map_err(ConfigError::BackendUrl)?;
-            if self.affinity == Affinity::Task && matches!(targets, Targets::One(_)) {
-                return Err(ConfigError::AffinityOneBackend);
-            }
-        }
-        if self.affinity == Affinity::Task && self.affinity_key_file.is_none() {
-            // A key file is read when the route is built; a key given here is checked now
-            // (the route's name only derives its codec: any does for the check).
-            crate::backend::affinity::load_codec(self.affinity_key.as_ref(), None, "")
-                .map_err(ConfigError::AffinityKey)?;
-        }
-        if self.backend_resolve_interval.is_zero() {
-            return Err(ConfigError::ResolveInterval);
-        }
-        if self.eject_after == 0 {
-            return Err(ConfigError::EjectAfter);
-        }
-        if self.eject_backoff.is_zero() {
-            return Err(ConfigError::EjectBackoff);
-        }
-        if self.keepalive.is_zero() {
-            return Err(ConfigError::Keepalive);
-        }
-        if self.backend_keepalive.is_zero() {
-            return Err(ConfigError::BackendKeepalive);
-        }
-        if self.backend_keepalive_timeout.is_zero() {
-            return Err(ConfigError::BackendKeepaliveTimeout);
-        }
-        for (flag, timeout) in [
-            ("client-header-timeout", self.client_header_timeout),
-            ("client-body-timeout", self.client_body_timeout),
-            ("client-idle-timeout", self.client_idle_timeout),
-            ("client-send-timeout", self.client_send_timeout),
-        ] {
-            if timeout.is_zero() {
-                return Err(ConfigError::ClientTimeout(flag));
-            }
-        }
-        if self.tenant.as_deref() == Some("") {
-            return Err(ConfigError::Tenant);
-        }
-        if self.readiness_timeout.is_zero() {
-            return Err(ConfigError::ReadinessTimeout);
-        }
-        if self.admin_listen == Some(self.listen) && self.listen.port() != 0 {
-            return Err(ConfigError::AdminListen);
-        }
-        if let Some(url) = &self.public_url {
-            crate::card::origin::check_public_url(url).map_err(ConfigError::PublicUrl)?;
-        }
-        for host in &self.allowed_hosts {
-            crate::card::origin::check_allowed_host(host).map_err(ConfigError::AllowedHosts)?;
-        }
-        if self.trusted_proxy_hops == 0 {
-            return Err(ConfigError::TrustedProxyHops);
-        }
-        self.check_limits()?;
-        self.push_policy()?;
-        crate::front::cors::layer(&self.cors())?;
-        Ok(ForwardPolicy::with_rules(&HeaderRules {
-            forward: &self.forward_headers,
-            set: &self.set_header,
-            remove: &self.remove_header,
-            identity: &self.identity_header,
-            sensitive: &self.sensitive_header,
-            fixed_tenant: self.tenant.is_some(),
-        })?)
-    }
-}
-
-/// Each feature's own settings, as the flags, environment and file gave them.
-impl Cli {
-    pub fn cors(&self) -> CorsSettings<'_> {
-        CorsSettings {
-            origins: &self.cors_origin,
-            allow_headers: &self.cors_allow_header,
-            allow_methods: &self.cors_allow_method,
-            max_age: self.cors_max_age,
-        }
-    }
-
-    /// The route's push guard; `None` when it is off (`push-guard = false`).
-    pub fn push_policy(&self) -> Result<Option<PushPolicy>, PushAllowError> {
-        if !self.push_guard {
-            return Ok(None);
-        }
-        PushPolicy::new(self.push_allow_http, &self.push_allow).map(Some)
-    }
-
-    pub fn global_limits(&self) -> GlobalLimitSettings {
-        GlobalLimitSettings {
-            max_body_bytes_in_flight: self.global_max_body_bytes_in_flight,
-            max_concurrent_calls: self.global_max_concurrent_calls,
-            max_concurrent_streams: self.global_max_concurrent_streams,
-            rate_limit: self.global_rate_limit,
-            rate_burst: self.global_rate_burst,
-        }
-    }
-
-    pub fn route_limits(&self) -> RouteLimitSettings {
-        RouteLimitSettings {
-            max_concurrent_calls: self.max_concurrent_calls,
-            max_concurrent_streams: self.max_concurrent_streams,
-            rate_limit: self.rate_limit,
-            rate_burst: self.rate_burst,
-            max_header_size: self.max_header_size,
-            stream_idle_timeout: self.stream_idle_timeout,
-        }
-    }
-}
-
-impl Cli {
-    /// A batch has room for a member; a rate is a finite number of calls per second; a
-    /// burst needs its rate.
-    fn check_limits(&self) -> Result<(), ConfigError> {
-        for (setting, size) in [
-            ("max-body", self.max_body),
-            ("max-batch-reply", self.max_batch_reply),
-            ("backend-max-message", self.backend_max_message),
-        ] {
-            if size == 0 {
-                let why = "must be at least 1 byte".to_owned();
-                return Err(ConfigError::Limit(setting, why));
-            }
-        }
-        if self.max_batch_size == 0 {
-            let why = "must be at least 1 (1: one call per request)".to_owned();
-            return Err(ConfigError::Limit("max-batch-size", why));
-        }
-        for (flag, rate, burst) in [
-            ("rate-limit", self.rate_limit, self.rate_burst),
-            (
-                "global-rate-limit",
-                self.global_rate_limit,
-                self.global_rate_burst,
-            ),
-        ] {
-            if !rate.is_finite() || rate < 0.0 {
-                let why = format!("{rate} is not a number of calls per second");
-                return Err(ConfigError::Limit(flag, why));
-            }
-            if burst > 0 && rate == 0.0 {
-                let why = "a burst needs a rate".to_owned();
-                return Err(ConfigError::Limit(flag, why));
-            }
-        }
-        Ok(())
-    }
-
-    /// Trace export from the flags, else the standard `OTEL_*` variables of `env`;
-    /// `None`: traces are off.
-    pub fn trace_settings(
-        &self,
-        env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Option<TraceSettings>, ConfigError> {
-        let flags = TraceFlags {
-            endpoint: self.otlp_endpoint.as_deref(),
-            protocol: self.otlp_protocol,
-            sampler: self.trace_sampler.as_deref(),
-            sampler_arg: self.trace_sampler_arg,
-        };
-        Ok(TraceSettings::resolve(flags, env)?)
-    }
-}
-
-impl Cli {
-    /// The deadline of a stream's first event: --first-event-timeout, else --timeout.
-    pub fn first_event_deadline(&self) -> Option<Duration> {
-        optional(self.first_event_timeout.unwrap_or(self.timeout))
-    }
-
-    /// The number of serving threads: `--workers`, or one per CPU this process may use
-    /// (which respects a container's CPU limit).
-    pub fn worker_count(&self) -> usize {
-        match self.workers {
-            0 => std::thread::available_parallelism().map_or(1, usize::from),
-            n => n,
-        }
-    }
-}
-
-/// A loaded and checked configuration: the process-wide settings and the routes.
+/// A parsed configuration, before `settings` checks and types it: the process-wide
+/// settings and the routes.
 #[derive(Clone, Debug)]
 pub struct Config {
     /// Flags, environment and file, before any route's own keys.
@@ -844,7 +633,7 @@ pub struct Config {
 impl Config {
     /// Parses `args` (program name first), fills every setting the command line and
     /// environment left at its default from the config file (`--config`, or the file of
-    /// `check-config`), and checks the whole result, routes included.
+    /// `check-config`), and checks the routes' names, paths and hosts.
     pub fn load<I, T>(args: I) -> Result<Config, LoadError>
     where
         I: IntoIterator<Item = T>,
@@ -875,12 +664,14 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::settings::Settings;
 
     fn load(args: &[&str], file: &str) -> Result<Cli, String> {
-        load_config(args, file).map(|config| config.cli)
+        load_config(args, file).map(|(config, _)| config.cli)
     }
 
-    fn load_config(args: &[&str], file: &str) -> Result<Config, String> {
+    /// The merged configuration of `args` and `file`, and its settings, checked.
+    fn load_config(args: &[&str], file: &str) -> Result<(Config, Settings), String> {
         static FILES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = FILES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!("a2a-config-{}-{n}", std::process::id()));
@@ -889,7 +680,11 @@ mod tests {
         std::fs::write(&path, file).unwrap();
         let mut argv = vec!["a2a-gateway", "--config", path.to_str().unwrap()];
         argv.extend_from_slice(args);
-        let result = Config::load(argv).map_err(|e| e.to_string());
+        let settings = Settings::load(argv.clone()).map_err(|e| e.to_string());
+        let result = settings.and_then(|settings| {
+            let config = Config::load(argv).map_err(|e| e.to_string())?;
+            Ok((config, settings))
+        });
         std::fs::remove_dir_all(&dir).ok();
         result
     }
@@ -914,7 +709,6 @@ mod tests {
         assert_eq!(cli.forward_headers, ["x-tenant"]);
         assert_eq!(cli.log_format, LogFormat::Json);
         assert_eq!(cli.keepalive, Duration::from_secs(15), "defaults stay");
-        assert!(cli.validate().is_ok());
     }
 
     #[test]
@@ -1002,22 +796,27 @@ mod tests {
             backend = "http://search:8080/a2a"
             binding = "HTTP+JSON"
         "#;
-        let config = load_config(&["--connect-timeout", "2s"], file).unwrap();
+        let (config, settings) = load_config(&["--connect-timeout", "2s"], file).unwrap();
         let [billing, search] = &config.routes[..] else {
             panic!("two routes: {:?}", config.routes);
         };
+        let billing_settings = &settings.routes[0];
         assert_eq!(billing.prefix, "/agents/billing");
-        assert_eq!(billing.jsonrpc_path(), "/agents/billing/a2a/jsonrpc");
         assert_eq!(
-            billing.card_path(),
+            billing_settings.jsonrpc_path(),
+            "/agents/billing/a2a/jsonrpc"
+        );
+        assert_eq!(
+            billing_settings.card_path(),
             "/agents/billing/.well-known/agent-card.json"
         );
         assert_eq!(billing.settings.timeout, Duration::from_secs(60));
         assert_eq!(billing.settings.tenant.as_deref(), Some("acme"));
         assert_eq!(billing.line, Some(6));
-        assert!(billing
-            .card()
+        assert!(billing_settings
+            .card
             .source
+            .clone()
             .unwrap()
             .starts_with("http://billing:8081"));
         assert_eq!(search.host.as_deref(), Some("search.example.com"));
@@ -1038,8 +837,9 @@ mod tests {
 
     #[test]
     fn the_shorthand_is_one_root_route() {
-        let config = load_config(&["--backend", "http://a:1", "--card", "card.json"], "").unwrap();
-        let [route] = &config.routes[..] else {
+        let (_, settings) =
+            load_config(&["--backend", "http://a:1", "--card", "card.json"], "").unwrap();
+        let [route] = &settings.routes[..] else {
             panic!("one route")
         };
         assert_eq!(
@@ -1047,7 +847,7 @@ mod tests {
             ("default", "")
         );
         assert_eq!(route.jsonrpc_path(), "/a2a/jsonrpc");
-        assert_eq!(route.card().source.as_deref(), Some("card.json"));
+        assert_eq!(route.card.source.as_deref(), Some("card.json"));
     }
 
     /// Each kind of route mistake fails at load, naming the route, its line and the key.
@@ -1132,6 +932,6 @@ mod tests {
         let file = route("a", "path = \"/a\"\nhost = \"x.example\"")
             + &route("b", "path = \"/a\"\nhost = \"y.example\"")
             + &route("c", "path = \"/a\"");
-        assert_eq!(load_config(&[], &file).unwrap().routes.len(), 3);
+        assert_eq!(load_config(&[], &file).unwrap().1.routes.len(), 3);
     }
 }

@@ -4,8 +4,9 @@ use std::process::ExitCode;
 
 use std::sync::Arc;
 
-use a2a_gateway::config::{Command, Config, LoadError, LogFormat};
-use a2a_gateway::server::FrontendTemplate;
+use a2a_gateway::backend::endpoints::Targets;
+use a2a_gateway::route::Routes;
+use a2a_gateway::settings::{LoadError, LogFormat, RouteSettings, Settings, Upstream};
 use a2a_gateway::telemetry::access::sink::{self, LineFormat};
 use a2a_gateway::telemetry::trace::Tracing;
 use a2a_gateway::telemetry::untrusted::without_credentials;
@@ -22,8 +23,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const USAGE_ERROR: u8 = 2;
 
 fn main() -> ExitCode {
-    let config = match Config::load(std::env::args_os()) {
-        Ok(config) => config,
+    let settings = match Settings::load(std::env::args_os()) {
+        Ok(settings) => settings,
         Err(LoadError::Flags(e)) if !e.use_stderr() => {
             // --help and --version
             let _ = e.print();
@@ -32,12 +33,9 @@ fn main() -> ExitCode {
         Err(LoadError::Flags(e)) => return fail(&one_line(&e.to_string())),
         Err(e) => return fail(&e.to_string()),
     };
-    let traces = match config.cli.trace_settings(&|name| std::env::var(name).ok()) {
-        Ok(traces) => traces,
-        Err(e) => return fail(&e.to_string()),
-    };
+    let process = &settings.process;
     // Held to the end: dropping it writes what the log still holds (at most a second).
-    let _log = init_logging(config.cli.log_format, config.cli.access_log);
+    let _log = init_logging(process.log_format, process.access_log);
     raise_fd_limit();
     // The main thread accepts connections, handles signals and runs the demo agent; the
     // workers serve the calls (server::workers).
@@ -48,11 +46,12 @@ fn main() -> ExitCode {
         Ok(runtime) => runtime,
         Err(e) => return fail(&format!("cannot start the runtime: {e}")),
     };
-    if let Some(Command::CheckConfig { file }) = &config.cli.command {
-        return runtime.block_on(check(&config, file));
+    if let Some(file) = &process.check_config {
+        return runtime.block_on(check(&settings, file));
     }
     // Started before serving and shut down after the last connection is drained, so the
     // spans of every call are exported (`Tracing::shutdown` flushes what is buffered).
+    let traces = process.traces.clone();
     let tracing = match traces.as_ref().map(Tracing::start).transpose() {
         Ok(tracing) => tracing,
         Err(e) => return fail(&e),
@@ -60,7 +59,7 @@ fn main() -> ExitCode {
     if let Some(settings) = &traces {
         tracing::info!(endpoint = %without_credentials(&settings.endpoint), protocol = ?settings.protocol, sampler = ?settings.sampler, "exporting traces over OTLP");
     }
-    let code = runtime.block_on(run(config));
+    let code = runtime.block_on(run(settings));
     sink::flush();
     if let Some(tracing) = tracing {
         tracing.shutdown();
@@ -69,27 +68,27 @@ fn main() -> ExitCode {
 }
 
 /// `check-config`: everything a start would build, but nothing served.
-async fn check(config: &Config, file: &std::path::Path) -> ExitCode {
-    let demo = config.cli.demo.then_some("http://127.0.0.1:1");
-    if let Err(e) = FrontendTemplate::new(config, demo) {
+async fn check(settings: &Settings, file: &std::path::Path) -> ExitCode {
+    let demo = settings.process.demo.then_some("http://127.0.0.1:1");
+    if let Err(e) = Routes::new(settings, demo) {
         return fail(&e.to_string());
     }
-    println!("{}: ok, {} route(s)", file.display(), config.routes.len());
-    for route in &config.routes {
+    println!("{}: ok, {} route(s)", file.display(), settings.routes.len());
+    for route in &settings.routes {
         println!(
             "  {}: {}{} -> {} ({})",
             route.name,
             route.host.as_deref().unwrap_or("*"),
             route.jsonrpc_path(),
-            backends(&route.settings.backend),
-            route.settings.binding,
+            backends(route),
+            route.binding,
         );
     }
     ExitCode::SUCCESS
 }
 
-async fn run(config: Config) -> ExitCode {
-    let cli = &config.cli;
+async fn run(settings: Settings) -> ExitCode {
+    let cli = &settings.process;
     let listener = match tokio::net::TcpListener::bind(cli.listen).await {
         Ok(listener) => listener,
         Err(e) => return fail(&format!("cannot listen on {}: {e}", cli.listen)),
@@ -102,13 +101,13 @@ async fn run(config: Config) -> ExitCode {
     } else {
         None
     };
-    let template = match FrontendTemplate::new(&config, demo_backend.as_deref()) {
+    let template = match Routes::new(&settings, demo_backend.as_deref()) {
         Ok(template) => Arc::new(template),
         Err(e) => return fail(&e.to_string()),
     };
     // The cards refresh on this runtime, beside the acceptor: never on a worker's.
     template.start_cards();
-    let count = cli.worker_count();
+    let count = cli.workers;
     let metrics = Arc::default();
     if let Some(addr) = cli.admin_listen {
         if let Err(e) = serve_admin(addr, &template, &metrics, cli.shutdown_grace).await {
@@ -121,23 +120,23 @@ async fn run(config: Config) -> ExitCode {
             Err(e) => return fail(&e),
         };
     let local = listener.local_addr().map_or(cli.listen, |a| a);
-    let tls = cli.tls_cert.is_some();
+    let tls = cli.tls.is_some();
     tracing::info!(listen = %local, workers = count, demo = cli.demo, tls, "a2a-gateway serving");
-    for route in template.routes() {
+    for route in &settings.routes {
         tracing::info!(
             route = %route.name,
             host = route.host.as_deref().unwrap_or("*"),
             jsonrpc = %route.jsonrpc_path(),
-            backend = demo_backend.clone().unwrap_or_else(|| backends(&route.settings.backend)),
-            binding = %route.settings.binding,
-            tenant = route.settings.tenant.as_deref().unwrap_or_default(),
+            backend = demo_backend.clone().unwrap_or_else(|| backends(route)),
+            binding = %route.binding,
+            tenant = route.tenant.as_deref().unwrap_or_default(),
             "route"
         );
     }
     if let Some(backend) = &demo_backend {
         println!(
             "a2a-gateway demo: JSON-RPC at {scheme}://{local}{}, card at {scheme}://{local}/.well-known/agent-card.json (demo agent over gRPC at {backend})",
-            cli.jsonrpc_path,
+            settings.routes[0].jsonrpc_path,
             scheme = if tls { "https" } else { "http" },
         );
     }
@@ -160,7 +159,7 @@ async fn run(config: Config) -> ExitCode {
 /// runtime, until the process exits: during the drain its `/readyz` answers 503 too.
 async fn serve_admin(
     addr: std::net::SocketAddr,
-    template: &FrontendTemplate,
+    template: &Routes,
     metrics: &Arc<a2a_gateway::telemetry::Metrics>,
     grace: std::time::Duration,
 ) -> Result<(), String> {
@@ -182,10 +181,14 @@ async fn serve_admin(
 }
 
 /// A route's backends as logs and `check-config` show them.
-fn backends(urls: &[String]) -> String {
-    match urls {
-        [] => "demo agent".to_owned(),
-        urls => urls.join(", "),
+fn backends(route: &RouteSettings) -> String {
+    match &route.upstream {
+        Upstream::Demo => "demo agent".to_owned(),
+        Upstream::Targets(Targets::One(url)) => url.clone(),
+        Upstream::Targets(Targets::List(urls)) => urls.join(", "),
+        Upstream::Targets(Targets::Dns(target)) => {
+            format!("dns:///{}:{}{}", target.name, target.port, target.path)
+        }
     }
 }
 

@@ -208,7 +208,7 @@ fn public_url(text: &str) -> Result<String, CardConfigError> {
     check_public_url(text).map_err(|why| CardConfigError::new("public-url", why))
 }
 
-/// `public_url` for the configuration's own check (`config::Cli::validate`); the error
+/// `public_url` for the configuration's own check (`settings`); the error
 /// says why.
 pub(crate) fn check_public_url(text: &str) -> Result<String, String> {
     let fail = |why: &str| format!("{:?}: {why}", without_credentials(text));

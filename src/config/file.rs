@@ -1,7 +1,8 @@
 //! The `--config` TOML file. Top-level keys are the flags' names without `--`; `[[route]]`
-//! tables describe one route each (several agents behind one gateway). The settings a route
-//! may set are listed once (`file_config!`), so the top level and the routes accept exactly
-//! the same keys for them. Errors name the key and, where the parser knows it, the line.
+//! tables describe one route each (several agents behind one gateway). Every setting is
+//! listed once (`file_config!`), which declares its key, its type and how it fills `Cli`;
+//! the top level and the routes accept exactly the same keys for the route settings.
+//! Errors name the key and, where the parser knows it, the line.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -10,18 +11,24 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{Cli, ClientAuth, LogFormat};
+use super::{Cli, LogFormat};
 use crate::backend::affinity::{Affinity, AffinityKey};
 use crate::backend::endpoints::Balance;
 use crate::card::CardSettings;
 use crate::protocol::binding::Binding;
+use crate::server::tls::ClientAuth;
 use crate::telemetry::trace::OtlpProtocol;
 use crate::units::{duration_text, size_text};
 
-/// Declares the file's two tables from one list of the settings a route may set: `plain`
-/// ones replace a `Cli` field, `optional` ones fill an `Option` field of `Cli`.
+/// Declares the file's two tables and how they apply to `Cli`, each setting named once:
+/// `global` settings exist once per process (top level only), the others a route may set
+/// too (top level and `[[route]]`). `plain` ones replace a `Cli` field, `optional` ones
+/// (`global_optional`) fill an `Option` field of `Cli`. A key is its `Cli` field's name in
+/// kebab case, which is also the flag's id.
 macro_rules! file_config {
     (
+        global { $($(#[$ga:meta])* $global:ident: $gty:ty,)* }
+        global_optional { $($(#[$goa:meta])* $gopt:ident: $goty:ty,)* }
         plain { $($(#[$pa:meta])* $plain:ident: $pty:ty,)* }
         optional { $($(#[$oa:meta])* $opt:ident: $oty:ty,)* }
     ) => {
@@ -30,49 +37,8 @@ macro_rules! file_config {
         #[derive(Debug, Default, Deserialize)]
         #[serde(deny_unknown_fields, rename_all = "kebab-case")]
         pub struct FileConfig {
-            listen: Option<SocketAddr>,
-            #[serde(default, deserialize_with = "duration_text")]
-            shutdown_grace: Option<Duration>,
-            #[serde(default, deserialize_with = "duration_text")]
-            drain_delay: Option<Duration>,
-            workers: Option<usize>,
-            log_format: Option<LogFormat>,
-            global_max_concurrent_calls: Option<usize>,
-            global_max_concurrent_streams: Option<usize>,
-            #[serde(default, deserialize_with = "size_text")]
-            global_max_body_bytes_in_flight: Option<usize>,
-            global_rate_limit: Option<f64>,
-            global_rate_burst: Option<u32>,
-            cors_origin: Option<Vec<String>>,
-            allowed_hosts: Option<Vec<String>>,
-            cors_allow_header: Option<Vec<String>>,
-            cors_allow_method: Option<Vec<String>>,
-            #[serde(default, deserialize_with = "duration_text")]
-            cors_max_age: Option<Duration>,
-            admin_listen: Option<SocketAddr>,
-            #[serde(default, deserialize_with = "duration_text")]
-            readiness_cache: Option<Duration>,
-            #[serde(default, deserialize_with = "duration_text")]
-            readiness_timeout: Option<Duration>,
-            tls_cert: Option<PathBuf>,
-            tls_key: Option<PathBuf>,
-            tls_client_ca: Option<PathBuf>,
-            tls_client_auth: Option<ClientAuth>,
-            #[serde(default, deserialize_with = "duration_text")]
-            tls_handshake_timeout: Option<Duration>,
-            access_log: Option<bool>,
-            otlp_endpoint: Option<String>,
-            otlp_protocol: Option<OtlpProtocol>,
-            trace_sampler: Option<String>,
-            trace_sampler_arg: Option<f64>,
-            #[serde(default, deserialize_with = "duration_text")]
-            client_header_timeout: Option<Duration>,
-            #[serde(default, deserialize_with = "duration_text")]
-            client_body_timeout: Option<Duration>,
-            #[serde(default, deserialize_with = "duration_text")]
-            client_idle_timeout: Option<Duration>,
-            #[serde(default, deserialize_with = "duration_text")]
-            client_send_timeout: Option<Duration>,
+            $($(#[$ga])* $global: Option<$gty>,)*
+            $($(#[$goa])* $gopt: Option<$goty>,)*
             /// One table per route; none: the top-level settings are the one route.
             #[serde(default)]
             route: Vec<RouteFile>,
@@ -129,48 +95,34 @@ macro_rules! file_config {
         }
 
         impl FileConfig {
-            fn split(self) -> (Globals, RouteSettings, Vec<RouteFile>) {
-                let globals = Globals {
-                    listen: self.listen,
-                    shutdown_grace: self.shutdown_grace,
-                    drain_delay: self.drain_delay,
-                    workers: self.workers,
-                    log_format: self.log_format,
-                    global_max_concurrent_calls: self.global_max_concurrent_calls,
-                    global_max_concurrent_streams: self.global_max_concurrent_streams,
-                    global_max_body_bytes_in_flight: self.global_max_body_bytes_in_flight,
-                    global_rate_limit: self.global_rate_limit,
-                    global_rate_burst: self.global_rate_burst,
-                    cors_origin: self.cors_origin,
-                    allowed_hosts: self.allowed_hosts,
-                    cors_allow_header: self.cors_allow_header,
-                    cors_allow_method: self.cors_allow_method,
-                    cors_max_age: self.cors_max_age,
-                    admin_listen: self.admin_listen,
-                    readiness_cache: self.readiness_cache,
-                    readiness_timeout: self.readiness_timeout,
-                    tls_cert: self.tls_cert,
-                    tls_key: self.tls_key,
-                    tls_client_ca: self.tls_client_ca,
-                    tls_client_auth: self.tls_client_auth,
-                    tls_handshake_timeout: self.tls_handshake_timeout,
-                    access_log: self.access_log,
-                    otlp_endpoint: self.otlp_endpoint,
-                    otlp_protocol: self.otlp_protocol,
-                    trace_sampler: self.trace_sampler,
-                    trace_sampler_arg: self.trace_sampler_arg,
-                    client_header_timeout: self.client_header_timeout,
-                    client_body_timeout: self.client_body_timeout,
-                    client_idle_timeout: self.client_idle_timeout,
-                    client_send_timeout: self.client_send_timeout,
-                };
+            /// Sets every global setting the command line and environment did not set
+            /// (`unset(flag id)`), and returns the file's routes.
+            pub fn apply(
+                self,
+                text: String,
+                cli: &mut Cli,
+                unset: &dyn Fn(&str) -> bool,
+            ) -> ParsedFile {
+                $(if let Some(value) = self.$global {
+                    if unset(stringify!($global)) {
+                        cli.$global = value;
+                    }
+                })*
+                // Settings whose `Cli` field is optional itself.
+                $(if self.$gopt.is_some() && unset(stringify!($gopt)) {
+                    cli.$gopt = self.$gopt;
+                })*
                 let settings = RouteSettings {
                     forward_header: self.forward_header,
                     card: self.card,
                     $($plain: self.$plain,)*
                     $($opt: self.$opt,)*
                 };
-                (globals, settings, self.route)
+                settings.apply(cli, unset);
+                ParsedFile {
+                    routes: self.route,
+                    text,
+                }
             }
         }
 
@@ -195,6 +147,53 @@ macro_rules! file_config {
 }
 
 file_config! {
+    global {
+        listen: SocketAddr,
+        #[serde(default, deserialize_with = "duration_text")]
+        shutdown_grace: Duration,
+        #[serde(default, deserialize_with = "duration_text")]
+        drain_delay: Duration,
+        workers: usize,
+        log_format: LogFormat,
+        global_max_concurrent_calls: usize,
+        global_max_concurrent_streams: usize,
+        #[serde(default, deserialize_with = "size_text")]
+        global_max_body_bytes_in_flight: usize,
+        global_rate_limit: f64,
+        global_rate_burst: u32,
+        cors_origin: Vec<String>,
+        allowed_hosts: Vec<String>,
+        cors_allow_header: Vec<String>,
+        cors_allow_method: Vec<String>,
+        #[serde(default, deserialize_with = "duration_text")]
+        cors_max_age: Duration,
+        #[serde(default, deserialize_with = "duration_text")]
+        readiness_cache: Duration,
+        #[serde(default, deserialize_with = "duration_text")]
+        readiness_timeout: Duration,
+        tls_client_auth: ClientAuth,
+        #[serde(default, deserialize_with = "duration_text")]
+        tls_handshake_timeout: Duration,
+        access_log: bool,
+        #[serde(default, deserialize_with = "duration_text")]
+        client_header_timeout: Duration,
+        #[serde(default, deserialize_with = "duration_text")]
+        client_body_timeout: Duration,
+        #[serde(default, deserialize_with = "duration_text")]
+        client_idle_timeout: Duration,
+        #[serde(default, deserialize_with = "duration_text")]
+        client_send_timeout: Duration,
+    }
+    global_optional {
+        admin_listen: SocketAddr,
+        tls_cert: PathBuf,
+        tls_key: PathBuf,
+        tls_client_ca: PathBuf,
+        otlp_endpoint: String,
+        otlp_protocol: OtlpProtocol,
+        trace_sampler: String,
+        trace_sampler_arg: f64,
+    }
     plain {
         binding: Binding,
         jsonrpc_path: String,
@@ -276,42 +275,6 @@ fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<Stri
     }))
 }
 
-/// The settings that exist once per process.
-struct Globals {
-    listen: Option<SocketAddr>,
-    shutdown_grace: Option<Duration>,
-    drain_delay: Option<Duration>,
-    workers: Option<usize>,
-    log_format: Option<LogFormat>,
-    global_max_concurrent_calls: Option<usize>,
-    global_max_concurrent_streams: Option<usize>,
-    global_max_body_bytes_in_flight: Option<usize>,
-    global_rate_limit: Option<f64>,
-    global_rate_burst: Option<u32>,
-    cors_origin: Option<Vec<String>>,
-    allowed_hosts: Option<Vec<String>>,
-    cors_allow_header: Option<Vec<String>>,
-    cors_allow_method: Option<Vec<String>>,
-    cors_max_age: Option<Duration>,
-    admin_listen: Option<SocketAddr>,
-    readiness_cache: Option<Duration>,
-    readiness_timeout: Option<Duration>,
-    tls_cert: Option<PathBuf>,
-    tls_key: Option<PathBuf>,
-    tls_client_ca: Option<PathBuf>,
-    tls_client_auth: Option<ClientAuth>,
-    tls_handshake_timeout: Option<Duration>,
-    access_log: Option<bool>,
-    otlp_endpoint: Option<String>,
-    otlp_protocol: Option<OtlpProtocol>,
-    trace_sampler: Option<String>,
-    trace_sampler_arg: Option<f64>,
-    client_header_timeout: Option<Duration>,
-    client_body_timeout: Option<Duration>,
-    client_idle_timeout: Option<Duration>,
-    client_send_timeout: Option<Duration>,
-}
-
 /// What selects a route, as written in its table.
 pub struct RouteSelector {
     pub name: Spanned<String>,
@@ -366,55 +329,5 @@ impl FileConfig {
                 format!("{at}key `{key}`: {message}")
             }
         })
-    }
-
-    /// Sets every global setting the command line and environment did not set (`unset`),
-    /// and returns the file's routes.
-    pub fn apply(self, text: String, cli: &mut Cli, unset: &dyn Fn(&str) -> bool) -> ParsedFile {
-        let (globals, settings, routes) = self.split();
-        macro_rules! take {
-            ($($field:ident),*) => {$(
-                if let Some(value) = globals.$field {
-                    if unset(stringify!($field)) {
-                        cli.$field = value;
-                    }
-                }
-            )*};
-        }
-        take!(listen, shutdown_grace, drain_delay, workers, log_format);
-        take!(
-            global_max_concurrent_calls,
-            global_max_concurrent_streams,
-            global_max_body_bytes_in_flight,
-            global_rate_limit,
-            global_rate_burst,
-            cors_origin,
-            cors_allow_header,
-            cors_allow_method,
-            cors_max_age,
-            allowed_hosts
-        );
-        take!(readiness_cache, readiness_timeout);
-        take!(tls_client_auth, tls_handshake_timeout);
-        take!(access_log);
-        take!(
-            client_header_timeout,
-            client_body_timeout,
-            client_idle_timeout,
-            client_send_timeout
-        );
-        // Settings whose `Cli` field is optional itself.
-        macro_rules! take_optional {
-            ($($field:ident),*) => {$(
-                if globals.$field.is_some() && unset(stringify!($field)) {
-                    cli.$field = globals.$field;
-                }
-            )*};
-        }
-        take_optional!(admin_listen, tls_cert, tls_key, tls_client_ca);
-        take_optional!(otlp_endpoint, otlp_protocol);
-        take_optional!(trace_sampler, trace_sampler_arg);
-        settings.apply(cli, unset);
-        ParsedFile { routes, text }
     }
 }

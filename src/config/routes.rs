@@ -5,18 +5,15 @@
 //! with the route's own keys over them. Without `[[route]]` tables the global settings are
 //! the one route, at the root (the flags-only shorthand).
 //!
-//! Checked here, before anything starts: names, paths, hosts, each route's settings, and
-//! that no two routes can match the same request.
+//! Checked here, before anything starts: names, paths, hosts, and that no two routes can
+//! match the same request (`settings` checks each route's settings).
 
 use super::file::ParsedFile;
 use super::{Cli, ConfigError};
-use crate::card::{CardSettings, SignaturePolicy};
+use crate::server::routing::DEFAULT_ROUTE;
 
 /// Paths the gateway itself answers; no route may take them.
 const RESERVED: [&str; 4] = ["/healthz", "/readyz", "/metrics", "/.well-known"];
-
-/// The route of the flags-only shorthand.
-pub const DEFAULT_ROUTE: &str = "default";
 
 /// One checked route.
 #[derive(Clone, Debug)]
@@ -33,38 +30,8 @@ pub struct RouteConfig {
 }
 
 impl RouteConfig {
-    /// The public path of the route's JSON-RPC endpoint.
-    pub fn jsonrpc_path(&self) -> String {
-        format!("{}{}", self.prefix, self.settings.jsonrpc_path)
-    }
-
-    /// The public path of the route's agent card.
-    pub fn card_path(&self) -> String {
-        format!("{}/.well-known/agent-card.json", self.prefix)
-    }
-
-    /// The route's card settings: the `card` table, with the `--card*` flags over it.
-    pub fn card(&self) -> CardSettings {
-        let cli = &self.settings;
-        let mut card = cli.card_settings.clone();
-        if cli.card.is_some() {
-            card.source.clone_from(&cli.card);
-        }
-        if cli.card_sign_key.is_some() {
-            card.sign_key.clone_from(&cli.card_sign_key);
-        }
-        if cli.card_sign_kid.is_some() {
-            card.sign_kid.clone_from(&cli.card_sign_kid);
-        }
-        // A key is given to be used.
-        if card.sign_key.is_some() && card.signatures.is_none() {
-            card.signatures = Some(SignaturePolicy::Resign);
-        }
-        card
-    }
-
     /// How messages name the route: its name and, from a file, its line.
-    fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         match self.line {
             Some(line) => format!("route {:?} (line {line})", self.name),
             None => format!("route {:?}", self.name),
@@ -83,7 +50,6 @@ pub fn resolve(cli: &Cli, file: Option<ParsedFile>) -> Result<Vec<RouteConfig>, 
             line: None,
             settings: cli.clone(),
         };
-        route.settings.validate()?;
         return Ok(vec![route]);
     }
     for (key, set) in [
@@ -158,12 +124,6 @@ fn check_route(
             Ok(host) => route.host = Some(host),
             Err(why) => return fail(&route, "host", format!("{host:?} {why}")),
         }
-    }
-    if let Err(e) = route.settings.validate() {
-        return Err(ConfigError::RouteSettings {
-            route: route.label(),
-            error: Box::new(e),
-        });
     }
     Ok(route)
 }

@@ -20,8 +20,6 @@ use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{sleep_until, Instant, Sleep};
 
-use crate::config::Cli;
-
 /// HTTP/2 pings find connections whose peer vanished while streams are open (idle ones
 /// are closed by the idle timeout); hyper's server pings only after this long without
 /// reading anything from the client.
@@ -50,17 +48,6 @@ pub struct ClientLimits {
     pub idle_timeout: Duration,
     /// A connection whose client accepts no response bytes this long is closed.
     pub send_timeout: Duration,
-}
-
-impl ClientLimits {
-    pub fn from_cli(cli: &Cli) -> Self {
-        ClientLimits {
-            header_timeout: cli.client_header_timeout,
-            body_timeout: cli.client_body_timeout,
-            idle_timeout: cli.client_idle_timeout,
-            send_timeout: cli.client_send_timeout,
-        }
-    }
 }
 
 impl Default for ClientLimits {

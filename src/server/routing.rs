@@ -26,7 +26,6 @@ use tower_http::cors::CorsLayer;
 
 use crate::backend::endpoints::RouteEndpoints;
 use crate::card::origin::Origins;
-use crate::config::routes::DEFAULT_ROUTE;
 use crate::front::jsonrpc::refused_response;
 use crate::front::limits::Limits;
 use crate::front::{jsonrpc, Gateway};
@@ -317,6 +316,9 @@ impl Frontend {
         any_host
     }
 }
+
+/// The name of the route of the flags-only shorthand.
+pub const DEFAULT_ROUTE: &str = "default";
 
 /// One route in front of `gateway` at the root, answering JSON-RPC at `jsonrpc_path`
 /// (what the one-route shorthand serves; tests use it too).

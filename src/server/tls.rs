@@ -30,8 +30,6 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio_rustls::server::TlsStream;
 
-use crate::config::{Cli, ClientAuth, ConfigError};
-
 /// How often the certificate files are read for changes.
 const RELOAD_POLL: Duration = Duration::from_secs(1);
 
@@ -113,32 +111,62 @@ impl PemPair {
 
 /// A pair of certificate and key flags, and their configuration errors.
 struct IdentityFlags {
-    cert: fn(PathBuf, String) -> ConfigError,
-    key: fn(PathBuf, String) -> ConfigError,
+    cert: fn(PathBuf, String) -> TlsConfigError,
+    key: fn(PathBuf, String) -> TlsConfigError,
     cert_flag: &'static str,
     key_flag: &'static str,
 }
 
+/// A TLS file or setting that cannot be served with; the message names the flag.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsConfigError {
+    #[error("--tls-cert {0:?}: {1}")]
+    Cert(PathBuf, String),
+    #[error("--tls-key {0:?}: {1}")]
+    Key(PathBuf, String),
+    #[error("--tls-client-ca {0:?}: {1}")]
+    ClientCa(PathBuf, String),
+    #[error("--tls-handshake-timeout must be greater than 0")]
+    HandshakeTimeout,
+    #[error("--backend-client-cert {0:?}: {1}")]
+    BackendClientCert(PathBuf, String),
+    #[error("--backend-client-key {0:?}: {1}")]
+    BackendClientKey(PathBuf, String),
+    #[error("{0} needs {1}")]
+    Needs(&'static str, &'static str),
+}
+
+/// Whether clients of the HTTPS listener must present a certificate (`--tls-client-auth`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientAuth {
+    Required,
+    Optional,
+}
+
 /// The listener's `--tls-cert` and `--tls-key`.
 const LISTENER: IdentityFlags = IdentityFlags {
-    cert: ConfigError::TlsCert,
-    key: ConfigError::TlsKey,
+    cert: TlsConfigError::Cert,
+    key: TlsConfigError::Key,
     cert_flag: "--tls-cert",
     key_flag: "--tls-key",
 };
 
 /// The `--backend-client-cert` and `--backend-client-key` of a route.
 const BACKEND_CLIENT: IdentityFlags = IdentityFlags {
-    cert: ConfigError::BackendClientCert,
-    key: ConfigError::BackendClientKey,
+    cert: TlsConfigError::BackendClientCert,
+    key: TlsConfigError::BackendClientKey,
     cert_flag: "--backend-client-cert",
     key_flag: "--backend-client-key",
 };
 
 /// The client certificate chain and key a route's backend clients present
 /// (`--backend-client-cert`, `--backend-client-key`), read and checked now, as one PEM text.
-pub fn backend_identity(cli: &Cli) -> Result<Option<Vec<u8>>, ConfigError> {
-    let paths = BACKEND_CLIENT.paths(&cli.backend_client_cert, &cli.backend_client_key)?;
+pub fn backend_identity(
+    cert: Option<&Path>,
+    key: Option<&Path>,
+) -> Result<Option<Vec<u8>>, TlsConfigError> {
+    let paths = BACKEND_CLIENT.paths(cert, key)?;
     let Some((cert, key)) = paths else {
         return Ok(None);
     };
@@ -150,19 +178,19 @@ impl IdentityFlags {
     /// `cert` and `key` given together (or neither); an error names the flag at fault.
     fn paths<'a>(
         &self,
-        cert: &'a Option<PathBuf>,
-        key: &'a Option<PathBuf>,
-    ) -> Result<Option<(&'a Path, &'a Path)>, ConfigError> {
+        cert: Option<&'a Path>,
+        key: Option<&'a Path>,
+    ) -> Result<Option<(&'a Path, &'a Path)>, TlsConfigError> {
         match (cert, key) {
             (None, None) => Ok(None),
-            (Some(_), None) => Err(ConfigError::Needs(self.cert_flag, self.key_flag)),
-            (None, Some(_)) => Err(ConfigError::Needs(self.key_flag, self.cert_flag)),
+            (Some(_), None) => Err(TlsConfigError::Needs(self.cert_flag, self.key_flag)),
+            (None, Some(_)) => Err(TlsConfigError::Needs(self.key_flag, self.cert_flag)),
             (Some(cert), Some(key)) => Ok(Some((cert, key))),
         }
     }
 
     /// Reads and checks the pair; an error names the flag and file at fault.
-    fn read(&self, cert: &Path, key: &Path) -> Result<(PemPair, CertifiedKey), ConfigError> {
+    fn read(&self, cert: &Path, key: &Path) -> Result<(PemPair, CertifiedKey), TlsConfigError> {
         let checked = PemPair::read(cert, key)
             .and_then(|pair| pair.certified_key().map(|certified| (pair, certified)));
         checked.map_err(|e| match e {
@@ -184,27 +212,37 @@ pub struct ServerTls {
     certificate: Arc<Certificate>,
 }
 
+/// The listener's TLS settings, as given.
+pub struct ListenerTlsSettings<'a> {
+    pub cert: Option<&'a Path>,
+    pub key: Option<&'a Path>,
+    /// Client certificates must chain to these CAs.
+    pub client_ca: Option<&'a Path>,
+    pub client_auth: ClientAuth,
+    pub handshake_timeout: Duration,
+}
+
 impl ServerTls {
     /// The listener's TLS from `--tls-cert`, `--tls-key` and `--tls-client-ca`, every
     /// file read and checked now; `None` without them (cleartext).
-    pub fn from_cli(cli: &Cli) -> Result<Option<ServerTls>, ConfigError> {
-        let Some((cert, key)) = LISTENER.paths(&cli.tls_cert, &cli.tls_key)? else {
-            return match cli.tls_client_ca {
-                Some(_) => Err(ConfigError::Needs("--tls-client-ca", "--tls-cert")),
+    pub fn new(settings: &ListenerTlsSettings<'_>) -> Result<Option<ServerTls>, TlsConfigError> {
+        let Some((cert, key)) = LISTENER.paths(settings.cert, settings.key)? else {
+            return match settings.client_ca {
+                Some(_) => Err(TlsConfigError::Needs("--tls-client-ca", "--tls-cert")),
                 None => Ok(None),
             };
         };
-        if cli.tls_handshake_timeout.is_zero() {
-            return Err(ConfigError::TlsHandshakeTimeout);
+        if settings.handshake_timeout.is_zero() {
+            return Err(TlsConfigError::HandshakeTimeout);
         }
         let (pair, certified) = LISTENER.read(cert, key)?;
         let builder = rustls::ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
-            .map_err(|e| ConfigError::TlsCert(cert.to_owned(), e.to_string()))?;
-        let builder = match &cli.tls_client_ca {
+            .map_err(|e| TlsConfigError::Cert(cert.to_owned(), e.to_string()))?;
+        let builder = match settings.client_ca {
             None => builder.with_no_client_auth(),
             Some(ca) => {
-                builder.with_client_cert_verifier(client_verifier(ca, cli.tls_client_auth)?)
+                builder.with_client_cert_verifier(client_verifier(ca, settings.client_auth)?)
             }
         };
         let certificate = Arc::new(Certificate {
@@ -220,7 +258,7 @@ impl ServerTls {
         config.alpn_protocols = ALPN.iter().map(|p| p.to_vec()).collect();
         Ok(Some(ServerTls {
             acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
-            handshake_timeout: cli.tls_handshake_timeout,
+            handshake_timeout: settings.handshake_timeout,
             certificate,
         }))
     }
@@ -294,8 +332,8 @@ async fn linger(mut tcp: TcpStream) {
 fn client_verifier(
     path: &Path,
     auth: ClientAuth,
-) -> Result<Arc<dyn ClientCertVerifier>, ConfigError> {
-    let fail = |why: String| ConfigError::TlsClientCa(path.to_owned(), why);
+) -> Result<Arc<dyn ClientCertVerifier>, TlsConfigError> {
+    let fail = |why: String| TlsConfigError::ClientCa(path.to_owned(), why);
     let pem = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
     let mut roots = rustls::RootCertStore::empty();
     for certificate in CertificateDer::pem_slice_iter(&pem) {

@@ -7,7 +7,7 @@
 //!
 //! One acceptor on the main runtime deals connections out round-robin, so keep-alive
 //! clients spread evenly over the workers. What must be learnt once per backend (the
-//! keepalive backoff) is shared through the one `FrontendTemplate` every worker builds from.
+//! keepalive backoff) is shared through the one `route::Routes` every worker builds from.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -18,7 +18,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
-use super::{accept_failed, serve_connections, FrontendTemplate};
+use super::clients::ClientLimits;
+use super::tls::ServerTls;
+use super::{accept_failed, serve_connections, Frontend};
 use crate::telemetry::Metrics;
 
 /// Running workers, each fed connections by the acceptor.
@@ -27,13 +29,24 @@ pub struct Workers {
     finished: Vec<oneshot::Receiver<()>>,
 }
 
+/// What the workers serve: each builds a `Frontend` of its own on its runtime (`route`'s
+/// `Routes`), behind the listener's TLS and client bounds.
+pub trait Frontends: Send + Sync + 'static {
+    /// One worker's routes, with backend clients of its own, sharing `metrics`.
+    fn worker_frontend(&self, metrics: &Arc<Metrics>) -> Result<Frontend, String>;
+    /// The listener's HTTPS, when configured.
+    fn tls(&self) -> Option<&ServerTls>;
+    /// What each client connection may hold, and for how long.
+    fn client_limits(&self) -> ClientLimits;
+}
+
 impl Workers {
     /// Starts `count` workers serving the routes of `template`, with shared `metrics`,
     /// over its TLS when configured (whose certificate reloading starts here too); each
     /// drains for at most `grace` at shutdown. Returns once each has built its backend
     /// clients, or the first error (a configuration a client refuses).
     pub fn start(
-        template: &Arc<FrontendTemplate>,
+        template: &Arc<impl Frontends>,
         metrics: &Arc<Metrics>,
         count: usize,
         grace: Duration,
@@ -54,7 +67,7 @@ impl Workers {
             std::thread::Builder::new()
                 .name(format!("a2a-worker-{index}"))
                 .spawn(move || {
-                    run_worker(&template, &metrics, connections, ready_tx, grace);
+                    run_worker(template.as_ref(), &metrics, connections, ready_tx, grace);
                     let _ = finished_tx.send(());
                 })
                 .map_err(|e| format!("cannot start a worker thread: {e}"))?;
@@ -112,7 +125,7 @@ impl Workers {
 /// One worker thread's life: its runtime, its gateway (reported through `ready`), then
 /// the connections it is handed until the acceptor stops.
 fn run_worker(
-    template: &FrontendTemplate,
+    template: &impl Frontends,
     metrics: &Arc<Metrics>,
     connections: mpsc::UnboundedReceiver<std::net::TcpStream>,
     ready: std::sync::mpsc::Sender<Result<(), String>>,
@@ -130,10 +143,10 @@ fn run_worker(
     };
     runtime.block_on(async {
         // Built on this runtime, so the backend clients' tasks run here too.
-        let frontend = match template.frontend(metrics) {
+        let frontend = match template.worker_frontend(metrics) {
             Ok(frontend) => frontend,
             Err(e) => {
-                let _ = ready.send(Err(e.to_string()));
+                let _ = ready.send(Err(e));
                 return;
             }
         };

@@ -22,13 +22,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use a2a_gateway::backend::affinity::IdCodec;
-use a2a_gateway::config::Config;
 use a2a_gateway::proto::{
     send_message_response, ListTasksRequest, ListTasksResponse, SendMessageResponse, Task,
     TaskState,
 };
 use a2a_gateway::protocol::ops::{Reply, Request, StreamRequest, UnaryRequest};
-use a2a_gateway::server::FrontendTemplate;
+use a2a_gateway::route::Routes;
+use a2a_gateway::settings::Settings;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use harness::peer::Peer;
@@ -486,8 +486,8 @@ impl WireAgents {
 /// The gateway of the TOML `config`, built and served as the binary serves it: its origin.
 async fn gateway_of(config: &str) -> String {
     let file = harness::process::TempFile::new("toml", config);
-    let config = Config::load(["a2a-gateway", "--config", file.path()]).unwrap();
-    let template = FrontendTemplate::new(&config, None).unwrap();
+    let config = Settings::load(["a2a-gateway", "--config", file.path()]).unwrap();
+    let template = Routes::new(&config, None).unwrap();
     let frontend = template.frontend(&Default::default()).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

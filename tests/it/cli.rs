@@ -283,20 +283,20 @@ async fn workers_share_one_set_of_metrics() {
 #[test]
 fn workers_come_from_the_flag_the_environment_or_the_config_file() {
     let load = |args: &[&str]| {
-        a2a_gateway::config::Config::load(
+        a2a_gateway::settings::Settings::load(
             std::iter::once("a2a-gateway").chain(args.iter().copied()),
         )
         .unwrap()
-        .cli
+        .process
     };
-    assert_eq!(load(&["--demo", "--workers", "3"]).worker_count(), 3);
+    assert_eq!(load(&["--demo", "--workers", "3"]).workers, 3);
     let cpus = std::thread::available_parallelism().unwrap().get();
-    assert_eq!(load(&["--demo"]).worker_count(), cpus);
+    assert_eq!(load(&["--demo"]).workers, cpus);
     let path = std::env::temp_dir().join(format!("a2a-workers-{}.toml", std::process::id()));
     std::fs::write(&path, "workers = 5\n").unwrap();
-    let cli = load(&["--demo", "--config", path.to_str().unwrap()]);
+    let process = load(&["--demo", "--config", path.to_str().unwrap()]);
     std::fs::remove_file(&path).ok();
-    assert_eq!(cli.worker_count(), 5);
+    assert_eq!(process.workers, 5);
     let out = run(&["--demo", "--workers", "many"]);
     assert_eq!(out.status.code(), Some(2));
     let out = Command::new(BIN)

@@ -9,10 +9,10 @@ use crate::harness;
 use std::sync::Arc;
 use std::time::Duration;
 
-use a2a_gateway::config::Config;
 use a2a_gateway::proto::TaskState;
 use a2a_gateway::protocol::ops::{Reply, Request, UnaryRequest};
-use a2a_gateway::server::FrontendTemplate;
+use a2a_gateway::route::Routes;
+use a2a_gateway::settings::Settings;
 use harness::*;
 use reqwest::header::HeaderMap;
 use reqwest::Method;
@@ -42,8 +42,8 @@ async fn setup_file(args: &[&str], file: Option<&str>) -> (TestBackend, String) 
     if let Some(file) = &file {
         argv.extend(["--config", file.path()]);
     }
-    let config = Config::load(argv).unwrap();
-    let template = FrontendTemplate::new(&config, None).unwrap();
+    let config = Settings::load(argv).unwrap();
+    let template = Routes::new(&config, None).unwrap();
     let frontend = template.frontend(&Arc::default()).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

@@ -1,7 +1,7 @@
 //! Agents with many pods, on real sockets: gRPC test backends ("pods", each on a runtime
 //! the test can kill) and HTTP+JSON mock agents behind one `dns:///` name served by the
 //! test DNS server (`common/dns.rs`), and behind a static list of URLs. The gateway is
-//! built from flags as the binary builds it (`Config::load`, `FrontendTemplate`), so
+//! built from flags as the binary builds it (`Settings::load`, `route::Routes`), so
 //! `/readyz` and `/metrics` are the binary's.
 //!
 //! Every limit at its limit: traffic within ±20 % of an even share over 900 calls; no
@@ -16,10 +16,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use a2a_gateway::config::Config;
 use a2a_gateway::proto::{part, send_message_response, SendMessageResponse, TaskState};
 use a2a_gateway::protocol::ops::{Reply, Request, StreamRequest, UnaryRequest};
-use a2a_gateway::server::FrontendTemplate;
+use a2a_gateway::route::Routes;
+use a2a_gateway::settings::Settings;
 use futures::StreamExt;
 use harness::dns::TestDns;
 use harness::pods::{ips, pod_addresses, Pod};
@@ -34,16 +34,18 @@ const SLOW: Duration = Duration::from_secs(2);
 
 /// The gateway of `args` (flags after the program name) on 127.0.0.1:0: its base URL.
 async fn gateway(args: &[&str]) -> String {
-    let config = Config::load(std::iter::once("a2a-gateway").chain(args.iter().copied())).unwrap();
-    let template = FrontendTemplate::new(&config, None).unwrap();
+    let config =
+        Settings::load(std::iter::once("a2a-gateway").chain(args.iter().copied())).unwrap();
+    let template = Routes::new(&config, None).unwrap();
     serve(template.frontend(&Arc::default()).unwrap()).await
 }
 
 /// The gateway of `args` and its admin listener (whose `/readyz` says why a route is not
 /// ready; the main one's only that it is not): both base URLs.
 async fn gateway_with_admin(args: &[&str]) -> (String, String) {
-    let config = Config::load(std::iter::once("a2a-gateway").chain(args.iter().copied())).unwrap();
-    let template = FrontendTemplate::new(&config, None).unwrap();
+    let config =
+        Settings::load(std::iter::once("a2a-gateway").chain(args.iter().copied())).unwrap();
+    let template = Routes::new(&config, None).unwrap();
     let metrics = Arc::default();
     let main = serve(template.frontend(&metrics).unwrap()).await;
     let admin = serve(template.admin_frontend(&metrics).unwrap()).await;

@@ -307,18 +307,18 @@ pub async fn serve(state: Arc<Gateway>, jsonrpc_path: &str) -> String {
 /// The gateway built exactly as the binary builds it from `args` (flags after the
 /// program name), served on 127.0.0.1:0. Returns the JSON-RPC endpoint URL.
 pub async fn gateway_from_flags(args: &[&str]) -> String {
-    use clap::Parser;
     // The SDK peers' conversations register push hooks on loopback (`http://127.0.0.1:9/…`),
     // which the push guard refuses unless admitted.
     let admit_loopback_hooks = ["--push-allow-http", "--push-allow", "127.0.0.1"];
-    let cli = a2a_gateway::config::Cli::try_parse_from(
+    let settings = a2a_gateway::settings::Settings::load(
         std::iter::once("a2a-gateway")
             .chain(args.iter().copied())
             .chain(admit_loopback_hooks),
     )
     .unwrap();
-    let state = a2a_gateway::server::gateway(&cli, &cli.backend, Default::default()).unwrap();
-    serve(state, &cli.jsonrpc_path).await
+    let route = &settings.routes[0];
+    let state = a2a_gateway::route::gateway(route, Default::default()).unwrap();
+    serve(state, &route.jsonrpc_path).await
 }
 
 /// A cleartext test backend and the gateway in front of it.
@@ -380,15 +380,16 @@ pub async fn await_serving(listen: &str) {
 /// The gateway of `args` (and the TOML `file`, if any) built as the binary builds it, served
 /// on two worker threads (whose counters must be shared); returns its origin.
 pub async fn serve_on_workers(args: &[&str], file: Option<&str>) -> String {
-    use a2a_gateway::server::{workers::Workers, FrontendTemplate};
+    use a2a_gateway::route::Routes;
+    use a2a_gateway::server::workers::Workers;
     let file = file.map(|text| process::TempFile::new("toml", text));
     let mut argv = vec!["a2a-gateway"];
     argv.extend_from_slice(args);
     if let Some(file) = &file {
         argv.extend(["--config", file.path()]);
     }
-    let config = a2a_gateway::config::Config::load(argv).unwrap();
-    let template = Arc::new(FrontendTemplate::new(&config, None).unwrap());
+    let config = a2a_gateway::settings::Settings::load(argv).unwrap();
+    let template = Arc::new(Routes::new(&config, None).unwrap());
     let workers = Workers::start(&template, &Arc::default(), 2, Duration::from_secs(1)).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

@@ -11,9 +11,9 @@ use crate::harness;
 
 use std::time::{Duration, Instant};
 
-use a2a_gateway::config::Config;
 use a2a_gateway::proto::*;
 use a2a_gateway::protocol::ops::{Reply, Request, UnaryRequest};
+use a2a_gateway::settings::Settings;
 use harness::process::TempFile;
 use harness::*;
 use serde_json::{json, Value};
@@ -502,7 +502,7 @@ fn limit_settings_are_checked_where_they_are_written() {
         let file = TempFile::new("toml", file);
         let mut argv = vec!["a2a-gateway", "--config", file.path()];
         argv.extend_from_slice(args);
-        Config::load(argv).map(|_| ()).map_err(|e| e.to_string())
+        Settings::load(argv).map(|_| ()).map_err(|e| e.to_string())
     };
     let backend = "backend = \"http://a:1\"\n";
     let err = load(&["--rate-burst", "5"], backend).unwrap_err();

@@ -9,8 +9,8 @@
 //! (issue 20: no route names or agent addresses on the public port), and the reasons are
 //! in the log on every change.
 //!
-//! The gateway is built from flags as the binary builds it (`Config::load`,
-//! `FrontendTemplate`), so its `/readyz` and `/metrics` are the binary's; each test reads
+//! The gateway is built from flags as the binary builds it (`Settings::load`,
+//! `route::Routes`), so its `/readyz` and `/metrics` are the binary's; each test reads
 //! both its main (public) listener and its admin listener.
 
 use crate::harness;
@@ -20,8 +20,8 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use a2a_gateway::config::Config;
-use a2a_gateway::server::FrontendTemplate;
+use a2a_gateway::route::Routes;
+use a2a_gateway::settings::Settings;
 use harness::pods::Pod;
 use harness::process::{start_with, TempFile};
 use harness::{free_listen_address, message_params, request, rpc, Scheme, TestBackend};
@@ -43,8 +43,9 @@ struct Served {
 /// The gateway of `args` (flags after the program name) on 127.0.0.1:0, with its admin
 /// listener beside it, sharing one readiness as the binary's listeners do.
 async fn gateway(args: &[&str]) -> Served {
-    let config = Config::load(std::iter::once("a2a-gateway").chain(args.iter().copied())).unwrap();
-    let template = FrontendTemplate::new(&config, None).unwrap();
+    let config =
+        Settings::load(std::iter::once("a2a-gateway").chain(args.iter().copied())).unwrap();
+    let template = Routes::new(&config, None).unwrap();
     let metrics = Arc::default();
     Served {
         public: serve(template.frontend(&metrics).unwrap()).await,
@@ -558,18 +559,21 @@ fn readiness_settings_load_and_are_checked() {
         let file = TempFile::new("toml", file);
         let mut argv = vec!["a2a-gateway", "--config", file.path()];
         argv.extend_from_slice(args);
-        Config::load(argv).map_err(|e| e.to_string())
+        Settings::load(argv).map_err(|e| e.to_string())
     };
     let file = "backend = \"http://a:1\"\nadmin-listen = \"127.0.0.1:9090\"\nreadiness-cache = \"5s\"\nreadiness-timeout = \"250ms\"\nhealth-service = \"x.Y\"\n";
     let config = load(&[], file).unwrap();
-    let cli = &config.cli;
-    assert_eq!(cli.admin_listen, Some("127.0.0.1:9090".parse().unwrap()));
-    assert_eq!(cli.readiness_cache, Duration::from_secs(5));
-    assert_eq!(cli.readiness_timeout, Duration::from_millis(250));
-    assert_eq!(config.routes[0].settings.health_service, "x.Y");
+    let process = &config.process;
+    assert_eq!(
+        process.admin_listen,
+        Some("127.0.0.1:9090".parse().unwrap())
+    );
+    assert_eq!(process.readiness_cache, Duration::from_secs(5));
+    assert_eq!(process.readiness_timeout, Duration::from_millis(250));
+    assert_eq!(config.routes[0].health_service, "x.Y");
     let config = load(&["--admin-listen", "127.0.0.1:9191"], file).unwrap();
     assert_eq!(
-        config.cli.admin_listen,
+        config.process.admin_listen,
         Some("127.0.0.1:9191".parse().unwrap()),
         "the flag wins"
     );

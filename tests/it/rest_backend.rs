@@ -1041,13 +1041,14 @@ async fn bad_backend_urls_are_refused() {
 
 #[tokio::test]
 async fn the_server_builds_an_http_json_gateway() {
-    use clap::Parser;
-    let cli = a2a_gateway::config::Cli::parse_from([
+    let settings = a2a_gateway::settings::Settings::load([
         "a2a-gateway",
         "--binding",
         "HTTP+JSON",
         "--backend",
         "http://127.0.0.1:9/base",
-    ]);
-    assert!(a2a_gateway::server::gateway(&cli, &cli.backend, Default::default()).is_ok());
+    ])
+    .unwrap();
+    let route = &settings.routes[0];
+    assert!(a2a_gateway::route::gateway(route, Default::default()).is_ok());
 }

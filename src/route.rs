@@ -1,0 +1,363 @@
+//! Assembles routes from their settings, in one place: each route's backend (a connector
+//! per binding that serves one URL, a list and a `dns:///` name alike, `connect`), its card
+//! service, its readiness check (`readiness`) and its handler (`front::Gateway`, built by
+//! `Route::handler` only). `Routes` is every route of the settings, built once; each serving
+//! thread takes its own `Frontend` from it. Sockets are `server`'s.
+
+mod connect;
+mod readiness;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::backend::affinity::Affine;
+use crate::backend::endpoints::balance::Balanced;
+use crate::backend::endpoints::{probe_address, Endpoint, RouteEndpoints, Targets};
+use crate::backend::Backend;
+use crate::card::{CardService, RouteCard, BACKEND_CARD_SOURCE};
+use crate::front::limits::Limits;
+use crate::front::Gateway;
+use crate::lifecycle::Lifecycle;
+use crate::server::clients::ClientLimits;
+use crate::server::readiness::{AgentCheck, Readiness};
+use crate::server::routing::{self, Frontend};
+use crate::server::tls::ServerTls;
+use crate::server::workers::Frontends;
+use crate::settings::{ConfigError, RouteSettings, Settings, Upstream};
+use crate::telemetry::Metrics;
+use connect::Connector;
+
+/// A route could not be built from its settings.
+#[derive(Debug, thiserror::Error)]
+pub enum RouteError {
+    #[error(transparent)]
+    Card(#[from] crate::card::CardConfigError),
+    #[error(transparent)]
+    Grpc(#[from] crate::backend::grpc::GrpcConfigError),
+    #[error(transparent)]
+    Rest(#[from] crate::backend::rest::RestConfigError),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("route {route:?}: {error}")]
+    Route {
+        route: String,
+        error: Box<RouteError>,
+    },
+}
+
+/// A route's backend, built once and shared by every worker (TLS set up, the gRPC
+/// keepalive policy a backend's GOAWAY `too_many_pings` adjusts for every worker; for many
+/// endpoints their set, health and resolution, `backend::endpoints`); each worker's
+/// clients have connections of their own.
+enum Backends {
+    One {
+        url: String,
+        connector: Connector,
+    },
+    /// A list of URLs, balanced; each URL's connector (by label) for its probe.
+    List {
+        endpoints: Arc<RouteEndpoints>,
+        connectors: HashMap<String, Connector>,
+    },
+    /// Every address of a DNS name, balanced: the name's connector, placed at each.
+    Dns {
+        endpoints: Arc<RouteEndpoints>,
+        base: Connector,
+    },
+}
+
+impl Backends {
+    /// The backend of `settings` (`demo_backend` for the demo agent). A `dns:///` name is
+    /// resolved by a task on the current runtime from now on.
+    fn new(settings: &RouteSettings, demo_backend: Option<&str>) -> Result<Backends, RouteError> {
+        let targets = match (&settings.upstream, demo_backend) {
+            (Upstream::Targets(targets), _) => targets.clone(),
+            (Upstream::Demo, Some(url)) => Targets::One(url.to_owned()),
+            (Upstream::Demo, None) => return Err(ConfigError::NoBackend.into()),
+        };
+        let (binding, client) = (settings.binding, &settings.client);
+        let codec = settings.affinity.as_deref();
+        Ok(match targets {
+            Targets::One(url) => Backends::One {
+                connector: Connector::new(&url, binding, client)?,
+                url,
+            },
+            Targets::List(urls) => {
+                let mut connectors = HashMap::with_capacity(urls.len());
+                let mut endpoints = Vec::with_capacity(urls.len());
+                for url in urls {
+                    let probe = probe_address(&url)
+                        .ok_or_else(|| ConfigError::BackendUrl(format!("{url:?} has no host")))?;
+                    let connector = Connector::new(&url, binding, client)?;
+                    let new_client = connector.clone().new_client();
+                    endpoints.push(Endpoint::new(url.clone(), probe, new_client, codec));
+                    connectors.insert(url, connector);
+                }
+                let policy = settings.policy.clone();
+                Backends::List {
+                    endpoints: RouteEndpoints::fixed(endpoints, policy),
+                    connectors,
+                }
+            }
+            Targets::Dns(target) => {
+                let base = Connector::new(&target.url(), binding, client)?;
+                let (at, codec) = (base.clone(), settings.affinity.clone());
+                let endpoint_at = Box::new(move |address| {
+                    let label = std::net::SocketAddr::to_string(&address);
+                    let new_client = at.at(address).new_client();
+                    Endpoint::new(label.clone(), label, new_client, codec.as_deref())
+                });
+                let (resolution, policy) = (&settings.resolution, settings.policy.clone());
+                let endpoints = RouteEndpoints::resolved(&target, resolution, endpoint_at, policy)
+                    .map_err(ConfigError::BackendUrl)?;
+                Backends::Dns { endpoints, base }
+            }
+        })
+    }
+
+    /// The route's endpoints, when it balances over many (readiness and metrics).
+    fn endpoints(&self) -> Option<&Arc<RouteEndpoints>> {
+        match self {
+            Backends::One { .. } => None,
+            Backends::List { endpoints, .. } | Backends::Dns { endpoints, .. } => Some(endpoints),
+        }
+    }
+}
+
+/// One route, built: its settings, backend and card service.
+struct Route {
+    settings: RouteSettings,
+    backends: Backends,
+    /// The route's card service (`None` only for `gateway`'s bare handler).
+    card: Option<Arc<CardService>>,
+}
+
+impl Route {
+    /// Builds the route of `settings`: its backend and its card service (a card file is read
+    /// and checked now). With `demo_backend` the demo route serves the demo agent's card
+    /// unless one is configured.
+    fn new(settings: &RouteSettings, demo_backend: Option<&str>) -> Result<Route, RouteError> {
+        let mut route = Route {
+            settings: settings.clone(),
+            backends: Backends::new(settings, demo_backend)?,
+            card: None,
+        };
+        let mut card = settings.card.clone();
+        if demo_backend.is_some() && card.source.is_none() {
+            card.source = Some(BACKEND_CARD_SOURCE.to_owned());
+        }
+        // Every route has a card service: without a source of its own it still rewrites
+        // the extended cards of GetExtendedAgentCard and checks the request's host.
+        let backend = match card.source.as_deref() {
+            Some(BACKEND_CARD_SOURCE) => Some(route.backend()?),
+            _ => None,
+        };
+        let service = CardService::new(&card, route_card(settings), backend)?;
+        route.card = Some(Arc::new(service));
+        Ok(route)
+    }
+
+    /// A backend client of its own, for the runtime this is called on.
+    fn backend(&self) -> Result<Arc<dyn Backend>, RouteError> {
+        let balanced = match &self.backends {
+            Backends::One { connector, .. } => return Ok(connector.client()?),
+            Backends::List { endpoints, .. } | Backends::Dns { endpoints, .. } => {
+                Balanced::new(endpoints.clone())
+            }
+        };
+        Ok(match &self.settings.affinity {
+            None => Arc::new(balanced),
+            Some(codec) => Arc::new(Affine::new(balanced, codec.clone())),
+        })
+    }
+
+    /// The route's handler for one serving thread: a backend client and push guard of its
+    /// own (resolving on the runtime this is called on), sharing `metrics`, the card and
+    /// the process's `lifecycle`. The one place a `front::Gateway` is built.
+    fn handler(
+        &self,
+        metrics: Arc<Metrics>,
+        lifecycle: Arc<Lifecycle>,
+    ) -> Result<Arc<Gateway>, RouteError> {
+        let settings = &self.settings;
+        let push = match &settings.push {
+            None => None,
+            Some(policy) => Some(
+                crate::push::PushGuard::new(policy.clone(), settings.resolution.server)
+                    .map_err(ConfigError::PushResolver)?,
+            ),
+        };
+        Ok(Arc::new(Gateway {
+            backend: self.backend()?,
+            forward: settings.forward.clone(),
+            unary_timeout: settings.unary_timeout,
+            stream_timeout: settings.stream_timeout,
+            first_event_timeout: settings.first_event_timeout,
+            keepalive: settings.keepalive,
+            max_body: settings.max_body,
+            batch: settings.batch,
+            tenant: settings.tenant.clone(),
+            card: self.card.clone(),
+            lifecycle,
+            metrics,
+            legacy: settings.legacy,
+            push,
+        }))
+    }
+}
+
+/// What the card service of `route` must know about it.
+fn route_card(route: &RouteSettings) -> RouteCard {
+    let origin = &route.origin;
+    RouteCard {
+        route: route.name.clone(),
+        jsonrpc_path: route.jsonrpc_path(),
+        card_path: route.card_path(),
+        public_url: origin.public_url.clone(),
+        trust_forwarded: origin.trust_forwarded,
+        trusted_proxy_hops: origin.trusted_proxy_hops,
+        allowed_hosts: origin.allowed_hosts.clone(),
+        tls: origin.tls,
+        fixed_tenant: route.tenant.clone(),
+        binding: route.binding,
+        legacy: route.legacy,
+    }
+}
+
+/// The bare handler of one route's settings, without a card service (one serving thread).
+pub fn gateway(
+    settings: &RouteSettings,
+    metrics: Arc<Metrics>,
+) -> Result<Arc<Gateway>, RouteError> {
+    let route = Route {
+        settings: settings.clone(),
+        backends: Backends::new(settings, None)?,
+        card: None,
+    };
+    route.handler(metrics, Arc::default())
+}
+
+/// Every route of the settings, built once (`new`); each serving thread takes its own
+/// `Frontend` from it (`frontend`). The routes' card services are shared by every thread.
+pub struct Routes {
+    routes: Vec<Route>,
+    lifecycle: Arc<Lifecycle>,
+    /// The global public URL, forwarded-header trust and allowed hosts, for the catalog.
+    origins: crate::card::origin::Origins,
+    /// Every route's limits, shared by all workers, and the CORS layer.
+    limits: Option<Arc<Limits>>,
+    cors: Option<tower_http::cors::CorsLayer>,
+    /// `/readyz`'s checks of the agents, shared by every thread and listener.
+    readiness: Arc<Readiness>,
+    /// Whether `/metrics` is served by the admin listener instead of the main one.
+    admin_listener: bool,
+    /// The listener's HTTPS (`--tls-cert`), shared by every serving thread.
+    tls: Option<ServerTls>,
+    /// What each client connection may hold, and for how long.
+    client_limits: ClientLimits,
+}
+
+impl Routes {
+    /// Builds every route of `settings`. `demo_backend` is the `--demo` agent's address.
+    /// Runs on the runtime the card services will refresh on (`start_cards`) and the
+    /// readiness checks run on.
+    pub fn new(settings: &Settings, demo_backend: Option<&str>) -> Result<Routes, RouteError> {
+        let mut routes = Vec::with_capacity(settings.routes.len());
+        let mut checks: Vec<(String, Box<dyn AgentCheck>)> = Vec::new();
+        for route in &settings.routes {
+            let in_route = |error: RouteError| RouteError::Route {
+                route: route.name.clone(),
+                error: Box::new(error),
+            };
+            let built = Route::new(route, demo_backend).map_err(in_route)?;
+            let check = readiness::RouteCheck::new(&built.backends, &route.health_service)
+                .map_err(|e| in_route(e.into()))?;
+            checks.push((route.name.clone(), Box::new(check)));
+            routes.push(built);
+        }
+        let process = &settings.process;
+        let readiness = Readiness::new(checks, process.readiness_cache, process.readiness_timeout);
+        let route_limits: Vec<_> = settings
+            .routes
+            .iter()
+            .map(|route| (route.name.as_str(), route.limits))
+            .collect();
+        Ok(Routes {
+            routes,
+            lifecycle: Arc::default(),
+            origins: process.origins.clone(),
+            limits: Limits::new(process.limits, &route_limits),
+            cors: process.cors.clone(),
+            readiness: Arc::new(readiness),
+            admin_listener: process.admin_listen.is_some(),
+            tls: process.tls.clone(),
+            client_limits: process.client_limits,
+        })
+    }
+
+    /// Starts fetching and refreshing every route's card, on the current runtime.
+    pub fn start_cards(&self) {
+        for card in self.routes.iter().filter_map(|r| r.card.as_ref()) {
+            card.start();
+        }
+    }
+
+    /// One serving thread's routes, with backend clients of their own, sharing `metrics`.
+    pub fn frontend(&self, metrics: &Arc<Metrics>) -> Result<Frontend, RouteError> {
+        let mut served = Vec::with_capacity(self.routes.len());
+        for route in &self.routes {
+            let settings = &route.settings;
+            served.push(routing::ServedRoute {
+                name: settings.name.clone(),
+                prefix: settings.prefix.clone(),
+                host: settings.host.clone(),
+                jsonrpc_path: settings.jsonrpc_path.clone(),
+                endpoints: route.backends.endpoints().cloned(),
+                gateway: route.handler(metrics.clone(), self.lifecycle.clone())?,
+            });
+        }
+        let surface = match self.admin_listener {
+            true => routing::Surface::Public,
+            false => routing::Surface::All,
+        };
+        let extra: Vec<String> = self
+            .routes
+            .iter()
+            .flat_map(|route| route.settings.sensitive_headers.iter().cloned())
+            .collect();
+        Ok(
+            Frontend::new(served, metrics.clone(), self.lifecycle.clone())
+                .with_sensitive(crate::protocol::params::sensitive_names(&extra))
+                .with_origin(self.origins.clone())
+                .with_limits(self.limits.clone())
+                .with_cors(self.cors.clone())
+                .with_readiness(self.readiness.clone(), surface),
+        )
+    }
+
+    /// The admin listener's frontend (`--admin-listen`): `/metrics`, `/healthz` and
+    /// `/readyz` only, on the current runtime.
+    pub fn admin_frontend(&self, metrics: &Arc<Metrics>) -> Result<Frontend, RouteError> {
+        let frontend = self.frontend(metrics)?;
+        Ok(frontend.with_readiness(self.readiness.clone(), routing::Surface::Admin))
+    }
+
+    /// The life of the process every route and stream of every thread follows.
+    pub fn lifecycle(&self) -> &Arc<Lifecycle> {
+        &self.lifecycle
+    }
+}
+
+impl Frontends for Routes {
+    fn worker_frontend(&self, metrics: &Arc<Metrics>) -> Result<Frontend, String> {
+        self.frontend(metrics).map_err(|e| e.to_string())
+    }
+
+    fn tls(&self) -> Option<&ServerTls> {
+        self.tls.as_ref()
+    }
+
+    fn client_limits(&self) -> ClientLimits {
+        self.client_limits
+    }
+}

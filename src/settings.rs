@@ -1,0 +1,195 @@
+//! The gateway's settings, typed and checked: flags, environment and the `--config` file
+//! merged once (`config` parses and merges them) into `Settings { process, routes }`.
+//! Once built they are valid: every file they name is read and checked (TLS material, CA
+//! bundles, affinity keys), every URL, header rule and policy parsed; nothing downstream
+//! parses a setting again or sees the command line.
+
+mod route;
+
+pub use route::{ClientSettings, RouteOrigin, RouteSettings, Upstream};
+
+pub use crate::config::{ConfigError, LoadError, LogFormat};
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tower_http::cors::CorsLayer;
+
+use crate::card::origin::{OriginSettings, Origins};
+use crate::config::{Cli, Command, Config};
+use crate::front::limits::GlobalLimitSettings;
+use crate::server::clients::ClientLimits;
+use crate::server::tls::{ListenerTlsSettings, ServerTls};
+use crate::telemetry::trace::{TraceFlags, TraceSettings};
+
+/// Everything the gateway runs with, checked.
+pub struct Settings {
+    pub process: ProcessSettings,
+    /// At least one; no two match the same request.
+    pub routes: Vec<RouteSettings>,
+}
+
+/// The settings that exist once per process.
+pub struct ProcessSettings {
+    pub listen: SocketAddr,
+    /// The listener of `/metrics`, `/healthz` and `/readyz` only.
+    pub admin_listen: Option<SocketAddr>,
+    /// Serving threads (`--workers`, or one per CPU this process may use).
+    pub workers: usize,
+    pub drain_delay: Duration,
+    pub shutdown_grace: Duration,
+    pub log_format: LogFormat,
+    pub access_log: bool,
+    /// Trace export; `None`: traces are off.
+    pub traces: Option<TraceSettings>,
+    /// The listener's HTTPS, its files read and checked; `None`: cleartext.
+    pub tls: Option<ServerTls>,
+    /// What each client connection may hold, and for how long.
+    pub client_limits: ClientLimits,
+    pub readiness_cache: Duration,
+    pub readiness_timeout: Duration,
+    pub limits: GlobalLimitSettings,
+    /// `None`: no CORS headers at all.
+    pub cors: Option<CorsLayer>,
+    /// The global public URL, forwarded-header trust and allowed hosts, for the catalog.
+    pub(crate) origins: Origins,
+    /// `--demo`: the one route's backend is the embedded demo agent.
+    pub demo: bool,
+    /// `check-config FILE`: check, print the routes and exit.
+    pub check_config: Option<PathBuf>,
+}
+
+impl Settings {
+    /// Parses `args` (program name first), fills every setting the command line and
+    /// environment left at its default from the config file (`--config`, or the file of
+    /// `check-config`), and checks and types the whole result, routes included. Trace
+    /// settings not given by flags come from the process's `OTEL_*` variables.
+    pub fn load<I, T>(args: I) -> Result<Settings, LoadError>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let config = Config::load(args)?;
+        // Routes first: their messages name a bad setting before the process's do.
+        let routes = config
+            .routes
+            .into_iter()
+            .map(RouteSettings::new)
+            .collect::<Result<_, _>>()?;
+        let process = ProcessSettings::new(&config.cli, &|name| std::env::var(name).ok())?;
+        Ok(Settings { process, routes })
+    }
+}
+
+impl ProcessSettings {
+    /// The process-wide settings of `cli`, checked; `env` gives the `OTEL_*` variables.
+    fn new(
+        cli: &Cli,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<ProcessSettings, ConfigError> {
+        let client_limits = client_limits(cli)?;
+        if cli.readiness_timeout.is_zero() {
+            return Err(ConfigError::ReadinessTimeout);
+        }
+        if cli.admin_listen == Some(cli.listen) && cli.listen.port() != 0 {
+            return Err(ConfigError::AdminListen);
+        }
+        for host in &cli.allowed_hosts {
+            crate::card::origin::check_allowed_host(host).map_err(ConfigError::AllowedHosts)?;
+        }
+        let limits = GlobalLimitSettings {
+            max_body_bytes_in_flight: cli.global_max_body_bytes_in_flight,
+            max_concurrent_calls: cli.global_max_concurrent_calls,
+            max_concurrent_streams: cli.global_max_concurrent_streams,
+            rate_limit: cli.global_rate_limit,
+            rate_burst: cli.global_rate_burst,
+        };
+        route::check_rate("global-rate-limit", limits.rate_limit, limits.rate_burst)?;
+        let cors = crate::front::cors::layer(&crate::front::cors::CorsSettings {
+            origins: &cli.cors_origin,
+            allow_headers: &cli.cors_allow_header,
+            allow_methods: &cli.cors_allow_method,
+            max_age: cli.cors_max_age,
+        })?;
+        let traces = TraceSettings::resolve(
+            TraceFlags {
+                endpoint: cli.otlp_endpoint.as_deref(),
+                protocol: cli.otlp_protocol,
+                sampler: cli.trace_sampler.as_deref(),
+                sampler_arg: cli.trace_sampler_arg,
+            },
+            env,
+        )?;
+        let origins = Origins::new(&OriginSettings {
+            public_url: cli.public_url.as_deref(),
+            trust_forwarded: cli.trust_forwarded,
+            trusted_proxy_hops: cli.trusted_proxy_hops,
+            allowed_hosts: &cli.allowed_hosts,
+            tls: cli.tls_cert.is_some(),
+        });
+        let tls = ServerTls::new(&ListenerTlsSettings {
+            cert: cli.tls_cert.as_deref(),
+            key: cli.tls_key.as_deref(),
+            client_ca: cli.tls_client_ca.as_deref(),
+            client_auth: cli.tls_client_auth,
+            handshake_timeout: cli.tls_handshake_timeout,
+        })?;
+        Ok(ProcessSettings {
+            listen: cli.listen,
+            admin_listen: cli.admin_listen,
+            workers: match cli.workers {
+                0 => std::thread::available_parallelism().map_or(1, usize::from),
+                n => n,
+            },
+            drain_delay: cli.drain_delay,
+            shutdown_grace: cli.shutdown_grace,
+            log_format: cli.log_format,
+            access_log: cli.access_log,
+            traces,
+            tls,
+            client_limits,
+            readiness_cache: cli.readiness_cache,
+            readiness_timeout: cli.readiness_timeout,
+            limits,
+            cors,
+            origins: origins?,
+            demo: cli.demo,
+            check_config: cli
+                .command
+                .as_ref()
+                .map(|Command::CheckConfig { file }| file.clone()),
+        })
+    }
+}
+
+/// The client connection deadlines, each greater than zero.
+fn client_limits(cli: &Cli) -> Result<ClientLimits, ConfigError> {
+    for (flag, timeout) in [
+        ("client-header-timeout", cli.client_header_timeout),
+        ("client-body-timeout", cli.client_body_timeout),
+        ("client-idle-timeout", cli.client_idle_timeout),
+        ("client-send-timeout", cli.client_send_timeout),
+    ] {
+        if timeout.is_zero() {
+            return Err(ConfigError::ClientTimeout(flag));
+        }
+    }
+    Ok(ClientLimits {
+        header_timeout: cli.client_header_timeout,
+        body_timeout: cli.client_body_timeout,
+        idle_timeout: cli.client_idle_timeout,
+        send_timeout: cli.client_send_timeout,
+    })
+}
+
+/// Names what is served, never the keys and files the settings hold.
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let routes: Vec<&str> = self.routes.iter().map(|r| r.name.as_str()).collect();
+        f.debug_struct("Settings")
+            .field("listen", &self.process.listen)
+            .field("routes", &routes)
+            .finish_non_exhaustive()
+    }
+}

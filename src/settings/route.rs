@@ -1,0 +1,381 @@
+//! One route's settings, typed and checked (`RouteSettings::new`): its backend targets,
+//! client and balancing settings, the affinity id codec, the forwarding policy, deadlines,
+//! limits, push policy and card settings. Files are read here (the backend CA bundle, the
+//! client identity, the affinity key file), so a bad one fails the load, naming the route.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::backend::affinity::{load_codec, Affinity, IdCodec};
+use crate::backend::endpoints::{Policy, Resolution, Targets};
+use crate::backend::grpc::GrpcSettings;
+use crate::card::{CardSettings, SignaturePolicy};
+use crate::config::{Cli, ConfigError, Legacy, RouteConfig};
+use crate::front::limits::RouteLimitSettings;
+use crate::front::BatchLimits;
+use crate::protocol::binding::Binding;
+use crate::protocol::params::{ForwardPolicy, HeaderRules};
+use crate::push::PushPolicy;
+use crate::units::optional;
+
+/// One checked route: what selects it and everything its call path is built from.
+#[derive(Clone)]
+pub struct RouteSettings {
+    pub name: String,
+    /// Public path prefix: empty (the root) or `/segment[/segment…]`, no trailing `/`.
+    pub prefix: String,
+    /// Lowercase host name (no port) the route answers for; `None`: any host.
+    pub host: Option<String>,
+    /// The route's JSON-RPC path below its prefix (`--jsonrpc-path`).
+    pub jsonrpc_path: String,
+    pub upstream: Upstream,
+    pub binding: Binding,
+    pub client: ClientSettings,
+    /// How a balanced route spreads and ejects.
+    pub policy: Policy,
+    /// Where `dns:///` names (and push URL hosts) are resolved.
+    pub resolution: Resolution,
+    /// Task affinity's id codec, keyed for this route; `None`: no affinity.
+    pub affinity: Option<Arc<IdCodec>>,
+    /// The service `/readyz` asks a gRPC agent about.
+    pub health_service: String,
+    pub forward: ForwardPolicy,
+    /// Deadlines; `None`: none.
+    pub unary_timeout: Option<Duration>,
+    pub stream_timeout: Option<Duration>,
+    pub first_event_timeout: Option<Duration>,
+    /// Interval of SSE keepalive comments on idle streams.
+    pub keepalive: Duration,
+    pub max_body: usize,
+    pub batch: BatchLimits,
+    pub limits: RouteLimitSettings,
+    pub tenant: Option<String>,
+    /// Whether v0.3 clients are served.
+    pub legacy: bool,
+    /// The push URL policy; `None`: the guard is off.
+    pub push: Option<PushPolicy>,
+    /// The `card` table with the `--card*` flags over it.
+    pub card: CardSettings,
+    pub origin: RouteOrigin,
+    /// Headers carrying credentials besides the standard ones (`--sensitive-header`).
+    pub sensitive_headers: Vec<String>,
+}
+
+/// What a route's backend is.
+#[derive(Clone)]
+pub enum Upstream {
+    /// The `backend` setting, parsed.
+    Targets(Targets),
+    /// `--demo`: the embedded demo agent, whose address is known once it runs.
+    Demo,
+}
+
+/// How a route's backend clients connect and what they accept.
+#[derive(Clone)]
+pub struct ClientSettings {
+    pub connect_timeout: Duration,
+    /// Largest message, reply body or stream event accepted from the backend.
+    pub max_message: usize,
+    /// gRPC keepalive: a ping after this long without reading anything…
+    pub keepalive_interval: Duration,
+    /// …unanswered this long closes the connection…
+    pub keepalive_timeout: Duration,
+    /// …and also while no call is in flight.
+    pub keepalive_while_idle: bool,
+    /// The CA bundle (PEM, checked) trusted for `https://` backends besides the system
+    /// roots.
+    pub ca: Option<Vec<u8>>,
+    /// The client certificate chain and key (PEM, checked) for a backend that asks.
+    pub identity: Option<Vec<u8>>,
+}
+
+impl ClientSettings {
+    /// The settings of the route's gRPC clients.
+    pub fn grpc(&self) -> GrpcSettings {
+        GrpcSettings {
+            connect_timeout: self.connect_timeout,
+            keepalive_interval: self.keepalive_interval,
+            keepalive_timeout: self.keepalive_timeout,
+            keepalive_while_idle: self.keepalive_while_idle,
+            max_message: self.max_message,
+        }
+    }
+}
+
+/// Where the route's public URLs come from (its card's interface).
+#[derive(Clone)]
+pub struct RouteOrigin {
+    pub public_url: Option<String>,
+    pub trust_forwarded: bool,
+    pub trusted_proxy_hops: usize,
+    pub allowed_hosts: Vec<String>,
+    /// The listener serves TLS.
+    pub tls: bool,
+}
+
+impl RouteSettings {
+    /// Checks and types `route`; an error of a `[[route]]` table names the route and line.
+    pub(super) fn new(route: RouteConfig) -> Result<RouteSettings, ConfigError> {
+        let label = route.line.map(|_| route.label());
+        let RouteConfig {
+            name,
+            prefix,
+            host,
+            settings: cli,
+            ..
+        } = route;
+        let checked = typed(&cli, &name);
+        let parts = checked.map_err(|error| match label {
+            Some(route) => ConfigError::RouteSettings {
+                route,
+                error: Box::new(error),
+            },
+            None => error,
+        })?;
+        Ok(RouteSettings {
+            name,
+            prefix,
+            host,
+            ..parts
+        })
+    }
+
+    /// The public path of the route's JSON-RPC endpoint.
+    pub fn jsonrpc_path(&self) -> String {
+        format!("{}{}", self.prefix, self.jsonrpc_path)
+    }
+
+    /// The public path of the route's agent card.
+    pub fn card_path(&self) -> String {
+        format!("{}/.well-known/agent-card.json", self.prefix)
+    }
+}
+
+/// The settings of `cli` for the route `name` (which keys its affinity ids); the name,
+/// prefix and host are left empty for the caller.
+fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
+    let upstream = upstream(cli)?;
+    let affinity = affinity(cli, name, &upstream)?;
+    check_positive(cli)?;
+    if cli.tenant.as_deref() == Some("") {
+        return Err(ConfigError::Tenant);
+    }
+    if let Some(url) = &cli.public_url {
+        crate::card::origin::check_public_url(url).map_err(ConfigError::PublicUrl)?;
+    }
+    if cli.trusted_proxy_hops == 0 {
+        return Err(ConfigError::TrustedProxyHops);
+    }
+    let (max_body, batch, limits) = limits(cli)?;
+    let push = match cli.push_guard {
+        true => Some(PushPolicy::new(cli.push_allow_http, &cli.push_allow)?),
+        false => None,
+    };
+    let forward = ForwardPolicy::with_rules(&HeaderRules {
+        forward: &cli.forward_headers,
+        set: &cli.set_header,
+        remove: &cli.remove_header,
+        identity: &cli.identity_header,
+        sensitive: &cli.sensitive_header,
+        fixed_tenant: cli.tenant.is_some(),
+    })?;
+    Ok(RouteSettings {
+        name: String::new(),
+        prefix: String::new(),
+        host: None,
+        jsonrpc_path: cli.jsonrpc_path.clone(),
+        upstream,
+        binding: cli.binding,
+        client: client(cli)?,
+        policy: Policy {
+            balance: cli.balance,
+            eject_after: cli.eject_after,
+            eject_backoff: cli.eject_backoff,
+            connect_timeout: cli.connect_timeout,
+        },
+        resolution: Resolution {
+            interval: cli.backend_resolve_interval,
+            server: cli.backend_resolver,
+        },
+        affinity,
+        health_service: cli.health_service.clone(),
+        forward,
+        unary_timeout: optional(cli.timeout),
+        stream_timeout: optional(cli.stream_timeout),
+        first_event_timeout: optional(cli.first_event_timeout.unwrap_or(cli.timeout)),
+        keepalive: cli.keepalive,
+        max_body,
+        batch,
+        limits,
+        tenant: cli.tenant.clone(),
+        legacy: cli.legacy == Legacy::V03,
+        push,
+        card: card(cli),
+        origin: RouteOrigin {
+            public_url: cli.public_url.clone(),
+            trust_forwarded: cli.trust_forwarded,
+            trusted_proxy_hops: cli.trusted_proxy_hops,
+            allowed_hosts: cli.allowed_hosts.clone(),
+            tls: cli.tls_cert.is_some(),
+        },
+        sensitive_headers: cli.sensitive_header.clone(),
+    })
+}
+
+/// The route's backend: the parsed `backend` URLs, or the demo agent.
+fn upstream(cli: &Cli) -> Result<Upstream, ConfigError> {
+    if cli.backend.is_empty() && !cli.demo {
+        return Err(ConfigError::NoBackend);
+    }
+    if !cli.jsonrpc_path.starts_with('/') {
+        return Err(ConfigError::JsonRpcPath(cli.jsonrpc_path.clone()));
+    }
+    if cli.demo {
+        return Ok(Upstream::Demo);
+    }
+    let targets = Targets::parse(&cli.backend, cli.backend_tls).map_err(ConfigError::BackendUrl)?;
+    Ok(Upstream::Targets(targets))
+}
+
+/// The id codec of `--affinity task`, keyed by the key (or key file) and the route's name;
+/// affinity needs several endpoints to choose among.
+fn affinity(
+    cli: &Cli,
+    route: &str,
+    upstream: &Upstream,
+) -> Result<Option<Arc<IdCodec>>, ConfigError> {
+    if cli.affinity == Affinity::None {
+        return Ok(None);
+    }
+    if matches!(
+        upstream,
+        Upstream::Demo | Upstream::Targets(Targets::One(_))
+    ) {
+        return Err(ConfigError::AffinityOneBackend);
+    }
+    let file = cli.affinity_key_file.as_deref();
+    let codec = load_codec(cli.affinity_key.as_ref(), file, route);
+    Ok(Some(Arc::new(codec.map_err(ConfigError::AffinityKey)?)))
+}
+
+/// Intervals and counts that must not be zero.
+fn check_positive(cli: &Cli) -> Result<(), ConfigError> {
+    let zero = [
+        (
+            cli.backend_resolve_interval.is_zero(),
+            ConfigError::ResolveInterval,
+        ),
+        (cli.eject_after == 0, ConfigError::EjectAfter),
+        (cli.eject_backoff.is_zero(), ConfigError::EjectBackoff),
+        (cli.keepalive.is_zero(), ConfigError::Keepalive),
+        (
+            cli.backend_keepalive.is_zero(),
+            ConfigError::BackendKeepalive,
+        ),
+        (
+            cli.backend_keepalive_timeout.is_zero(),
+            ConfigError::BackendKeepaliveTimeout,
+        ),
+    ];
+    match zero.into_iter().find(|(is_zero, _)| *is_zero) {
+        Some((_, error)) => Err(error),
+        None => Ok(()),
+    }
+}
+
+/// The body, batch and route limits: a batch has room for a member, a message for a byte.
+fn limits(cli: &Cli) -> Result<(usize, BatchLimits, RouteLimitSettings), ConfigError> {
+    for (setting, size) in [
+        ("max-body", cli.max_body),
+        ("max-batch-reply", cli.max_batch_reply),
+        ("backend-max-message", cli.backend_max_message),
+    ] {
+        if size == 0 {
+            let why = "must be at least 1 byte".to_owned();
+            return Err(ConfigError::Limit(setting, why));
+        }
+    }
+    if cli.max_batch_size == 0 {
+        let why = "must be at least 1 (1: one call per request)".to_owned();
+        return Err(ConfigError::Limit("max-batch-size", why));
+    }
+    check_rate("rate-limit", cli.rate_limit, cli.rate_burst)?;
+    let batch = BatchLimits {
+        size: cli.max_batch_size,
+        reply: cli.max_batch_reply,
+    };
+    let limits = RouteLimitSettings {
+        max_concurrent_calls: cli.max_concurrent_calls,
+        max_concurrent_streams: cli.max_concurrent_streams,
+        rate_limit: cli.rate_limit,
+        rate_burst: cli.rate_burst,
+        max_header_size: cli.max_header_size,
+        stream_idle_timeout: cli.stream_idle_timeout,
+    };
+    Ok((cli.max_body, batch, limits))
+}
+
+/// A rate is a finite number of calls per second; a burst needs its rate.
+pub(super) fn check_rate(flag: &'static str, rate: f64, burst: u32) -> Result<(), ConfigError> {
+    if !rate.is_finite() || rate < 0.0 {
+        let why = format!("{rate} is not a number of calls per second");
+        return Err(ConfigError::Limit(flag, why));
+    }
+    if burst > 0 && rate == 0.0 {
+        let why = "a burst needs a rate".to_owned();
+        return Err(ConfigError::Limit(flag, why));
+    }
+    Ok(())
+}
+
+/// The backend clients' settings, the CA bundle and client identity read and checked.
+fn client(cli: &Cli) -> Result<ClientSettings, ConfigError> {
+    let ca = match &cli.backend_ca {
+        Some(path) => Some(read_ca(path)?),
+        None => None,
+    };
+    let identity = crate::server::tls::backend_identity(
+        cli.backend_client_cert.as_deref(),
+        cli.backend_client_key.as_deref(),
+    )?;
+    Ok(ClientSettings {
+        connect_timeout: cli.connect_timeout,
+        max_message: cli.backend_max_message,
+        keepalive_interval: cli.backend_keepalive,
+        keepalive_timeout: cli.backend_keepalive_timeout,
+        keepalive_while_idle: cli.backend_keepalive_while_idle,
+        ca,
+        identity,
+    })
+}
+
+/// Reads a PEM bundle and checks it holds at least one certificate, so a bad file is a
+/// startup error rather than a failure of every call.
+fn read_ca(path: &std::path::Path) -> Result<Vec<u8>, ConfigError> {
+    let fail = |why: String| ConfigError::BackendCa(path.to_owned(), why);
+    let pem = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
+    match reqwest::Certificate::from_pem_bundle(&pem) {
+        Ok(certificates) if !certificates.is_empty() => Ok(pem),
+        Ok(_) => Err(fail("no PEM certificate in the file".into())),
+        Err(e) => Err(fail(e.to_string())),
+    }
+}
+
+/// The route's card settings: the `card` table, with the `--card*` flags over it.
+fn card(cli: &Cli) -> CardSettings {
+    let mut card = cli.card_settings.clone();
+    if cli.card.is_some() {
+        card.source.clone_from(&cli.card);
+    }
+    if cli.card_sign_key.is_some() {
+        card.sign_key.clone_from(&cli.card_sign_key);
+    }
+    if cli.card_sign_kid.is_some() {
+        card.sign_kid.clone_from(&cli.card_sign_kid);
+    }
+    // A key is given to be used.
+    if card.sign_key.is_some() && card.signatures.is_none() {
+        card.signatures = Some(SignaturePolicy::Resign);
+    }
+    card
+}
