@@ -6,7 +6,6 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser, ValueEnum};
 use serde::Deserialize;
 
@@ -22,8 +21,14 @@ use crate::units::{parse_duration, parse_size};
 mod file;
 pub mod routes;
 
-use file::FileConfig;
 pub use routes::RouteConfig;
+
+/// The help heading of the settings that exist once per process: the config file takes
+/// them at its top level only.
+const PROCESS: &str = "Process-wide settings";
+/// The help heading of the settings a route may set: the config file takes them at its top
+/// level and in `[[route]]` tables. Flags under neither heading are command-line only.
+const ROUTE: &str = "Route settings";
 
 /// JSON-RPC 2.0 edge gateway for A2A v1.0 agents that speak gRPC or HTTP+JSON.
 ///
@@ -33,27 +38,28 @@ pub use routes::RouteConfig;
 #[command(name = "a2a-gateway", version, about, long_about = None)]
 pub struct Cli {
     /// Address to serve JSON-RPC on.
-    #[arg(long, env = "A2A_GATEWAY_LISTEN", default_value = "127.0.0.1:8080")]
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
 
     /// PEM certificate chain (leaf first) to serve HTTPS with, HTTP/1.1 and HTTP/2 by ALPN.
     /// Read again when the file changes (polled every second): new connections get the
     /// new certificate, open ones go on. Needs --tls-key.
-    #[arg(long, env = "A2A_GATEWAY_TLS_CERT", value_name = "FILE")]
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_TLS_CERT", value_name = "FILE")]
     pub tls_cert: Option<std::path::PathBuf>,
 
     /// PEM private key of --tls-cert (PKCS#8, PKCS#1 or SEC1), reloaded with it.
-    #[arg(long, env = "A2A_GATEWAY_TLS_KEY", value_name = "FILE")]
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_TLS_KEY", value_name = "FILE")]
     pub tls_key: Option<std::path::PathBuf>,
 
     /// PEM file of CA certificates that client certificates must chain to: clients are
     /// asked for one (see --tls-client-auth). Needs --tls-cert.
-    #[arg(long, env = "A2A_GATEWAY_TLS_CLIENT_CA", value_name = "FILE")]
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_TLS_CLIENT_CA", value_name = "FILE")]
     pub tls_client_ca: Option<std::path::PathBuf>,
 
     /// With --tls-client-ca: `required` refuses clients without a valid certificate;
     /// `optional` also serves clients that present none (one they present must be valid).
     #[arg(
+        help_heading = PROCESS,
         long,
         env = "A2A_GATEWAY_TLS_CLIENT_AUTH",
         value_enum,
@@ -63,7 +69,7 @@ pub struct Cli {
 
     /// A client's TLS handshake must complete within this long, or its connection is
     /// closed.
-    #[arg(long, env = "A2A_GATEWAY_TLS_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_TLS_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub tls_handshake_timeout: Duration,
 
     /// Backend agent URL: `http://host:port` (`https://` for TLS). For HTTP+JSON a base
@@ -71,74 +77,74 @@ pub struct Cli {
     /// in the environment), calls are balanced over the URLs; `dns:///name:port` balances
     /// over every address of the name (a headless Service's pods). Required unless --demo
     /// is given.
-    #[arg(long, env = "A2A_GATEWAY_BACKEND", value_delimiter = ',')]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_BACKEND", value_delimiter = ',')]
     pub backend: Vec<String>,
 
     /// Reach a `dns:///` backend over TLS (the TLS server name is the DNS name).
-    #[arg(long, env = "A2A_GATEWAY_BACKEND_TLS")]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_BACKEND_TLS")]
     pub backend_tls: bool,
 
     /// How often a `dns:///` backend's name is resolved again (also soon after a
     /// connection to one of its addresses fails, at most once a second).
-    #[arg(long, env = "A2A_GATEWAY_BACKEND_RESOLVE_INTERVAL", default_value = "30s", value_parser = parse_duration)]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_BACKEND_RESOLVE_INTERVAL", default_value = "30s", value_parser = parse_duration)]
     pub backend_resolve_interval: Duration,
 
     /// The DNS server (`ip:port`) that resolves `dns:///` backends instead of the system's
     /// (`/etc/resolv.conf`): for tests and special setups.
-    #[arg(long, env = "A2A_GATEWAY_BACKEND_RESOLVER", value_name = "IP:PORT")]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_BACKEND_RESOLVER", value_name = "IP:PORT")]
     pub backend_resolver: Option<SocketAddr>,
 
     /// How calls are spread over a route's endpoints: `p2c` (of two endpoints drawn at
     /// random, the one with fewer calls outstanding) or `round-robin`.
-    #[arg(long, env = "A2A_GATEWAY_BALANCE", value_enum, default_value = "p2c")]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_BALANCE", value_enum, default_value = "p2c")]
     pub balance: Balance,
 
     /// An endpoint failing this many calls in a row with a gateway fault (connection reset,
     /// deadline) is ejected; one that cannot be connected to is ejected at once.
-    #[arg(long, env = "A2A_GATEWAY_EJECT_AFTER", default_value_t = 5)]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_EJECT_AFTER", default_value_t = 5)]
     pub eject_after: u32,
 
     /// How long an endpoint's first ejection lasts; each further one without a success in
     /// between doubles it, up to 5 minutes. Then a connect probe readmits it.
-    #[arg(long, env = "A2A_GATEWAY_EJECT_BACKOFF", default_value = "10s", value_parser = parse_duration)]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_EJECT_BACKOFF", default_value = "10s", value_parser = parse_duration)]
     pub eject_backoff: Duration,
 
     /// `task`: calls about a task (get, cancel, subscribe, push configs, follow-up
     /// messages) go to the endpoint that created it, for agents that keep tasks in memory.
     /// The ids clients see carry their endpoint, authenticated by --affinity-key.
-    #[arg(long, env = "A2A_GATEWAY_AFFINITY", value_enum, default_value = "none")]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_AFFINITY", value_enum, default_value = "none")]
     pub affinity: Affinity,
 
     /// The key (at least 16 bytes) that authenticates the task and context ids of
     /// `--affinity task`; every gateway replica must have the same one. Prefer the
     /// environment or --affinity-key-file to a flag (visible in the process list).
-    #[arg(long, env = "A2A_GATEWAY_AFFINITY_KEY", hide_env_values = true)]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_AFFINITY_KEY", hide_env_values = true)]
     pub affinity_key: Option<AffinityKey>,
 
     /// A file holding the affinity key (trailing whitespace ignored).
-    #[arg(long, env = "A2A_GATEWAY_AFFINITY_KEY_FILE", value_name = "FILE")]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_AFFINITY_KEY_FILE", value_name = "FILE")]
     pub affinity_key_file: Option<std::path::PathBuf>,
 
     /// Binding the backend speaks: GRPC or HTTP+JSON.
-    #[arg(long, env = "A2A_GATEWAY_BINDING", default_value = "GRPC", value_parser = Binding::from_name)]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_BINDING", default_value = "GRPC", value_parser = Binding::from_name)]
     pub binding: Binding,
 
     /// PEM file of CA certificates to trust for an `https://` backend, in addition to the
     /// system roots (e.g. the cluster's internal CA).
-    #[arg(long, env = "A2A_GATEWAY_BACKEND_CA", value_name = "FILE")]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_BACKEND_CA", value_name = "FILE")]
     pub backend_ca: Option<std::path::PathBuf>,
 
     /// PEM certificate chain (leaf first) the gateway presents to an `https://` backend
     /// that asks for a client certificate (mTLS). Needs --backend-client-key.
-    #[arg(long, env = "A2A_GATEWAY_BACKEND_CLIENT_CERT", value_name = "FILE")]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_BACKEND_CLIENT_CERT", value_name = "FILE")]
     pub backend_client_cert: Option<std::path::PathBuf>,
 
     /// PEM private key of --backend-client-cert.
-    #[arg(long, env = "A2A_GATEWAY_BACKEND_CLIENT_KEY", value_name = "FILE")]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_BACKEND_CLIENT_KEY", value_name = "FILE")]
     pub backend_client_key: Option<std::path::PathBuf>,
 
     /// Path of the JSON-RPC endpoint.
-    #[arg(long, env = "A2A_GATEWAY_JSONRPC_PATH", default_value = "/a2a/jsonrpc")]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_JSONRPC_PATH", default_value = "/a2a/jsonrpc")]
     pub jsonrpc_path: String,
 
     /// Serve in front of an embedded demo agent (gRPC on a loopback port) instead of
@@ -148,20 +154,20 @@ pub struct Cli {
 
     /// Deadline of unary calls, e.g. `30s`, `1500ms`; `0` disables it. Sent to the
     /// backend (`grpc-timeout`) and enforced by the gateway.
-    #[arg(long, env = "A2A_GATEWAY_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub timeout: Duration,
 
     /// Deadline of whole streams; `0` (default) lets streams stay open.
-    #[arg(long, env = "A2A_GATEWAY_STREAM_TIMEOUT", default_value = "0", value_parser = parse_duration)]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_STREAM_TIMEOUT", default_value = "0", value_parser = parse_duration)]
     pub stream_timeout: Duration,
 
     /// Interval of SSE keepalive comments on idle streams.
-    #[arg(long, env = "A2A_GATEWAY_KEEPALIVE", default_value = "15s", value_parser = parse_duration)]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_KEEPALIVE", default_value = "15s", value_parser = parse_duration)]
     pub keepalive: Duration,
 
     /// Deadline of a stream's first event (the SSE response starts with it); `0`: none.
     /// Default: the unary --timeout. Once the first event is in, a stream may stay quiet.
-    #[arg(long, env = "A2A_GATEWAY_FIRST_EVENT_TIMEOUT", value_parser = parse_duration)]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_FIRST_EVENT_TIMEOUT", value_parser = parse_duration)]
     pub first_event_timeout: Option<Duration>,
 
     /// HTTP/2 keepalive of the gRPC backend connection: a ping is sent only after this long
@@ -169,83 +175,84 @@ pub struct Cli {
     /// default, 5 minutes, is what gRPC servers allow by default (grpc C-core, grpc-go and
     /// grpc-java answer more frequent pings without data with GOAWAY `too_many_pings`); on
     /// such a GOAWAY the interval doubles for that backend.
-    #[arg(long, env = "A2A_GATEWAY_BACKEND_KEEPALIVE", default_value = "5m", value_parser = parse_duration)]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_BACKEND_KEEPALIVE", default_value = "5m", value_parser = parse_duration)]
     pub backend_keepalive: Duration,
 
     /// A keepalive ping unanswered for this long closes the backend connection, failing
     /// its calls at once instead of at their deadline.
-    #[arg(long, env = "A2A_GATEWAY_BACKEND_KEEPALIVE_TIMEOUT", default_value = "20s", value_parser = parse_duration)]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_BACKEND_KEEPALIVE_TIMEOUT", default_value = "20s", value_parser = parse_duration)]
     pub backend_keepalive_timeout: Duration,
 
     /// Send keepalive pings also while no call is in flight (only for backends whose
     /// servers permit it, e.g. grpc's `keepalive_permit_without_calls`).
-    #[arg(long, env = "A2A_GATEWAY_BACKEND_KEEPALIVE_WHILE_IDLE")]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_BACKEND_KEEPALIVE_WHILE_IDLE")]
     pub backend_keepalive_while_idle: bool,
 
     /// Largest gRPC message (a reply or one stream event), HTTP+JSON reply body or stream
     /// event accepted from the backend; larger ones fail the call with BACKEND_BAD_RESPONSE
     /// before they are buffered.
-    #[arg(long, env = "A2A_GATEWAY_BACKEND_MAX_MESSAGE", default_value = "16MiB", value_parser = parse_size)]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_BACKEND_MAX_MESSAGE", default_value = "16MiB", value_parser = parse_size)]
     pub backend_max_message: usize,
 
     /// The service `/readyz` asks a gRPC agent's `grpc.health.v1.Health/Check` about;
     /// empty (default): the server as a whole.
-    #[arg(long, env = "A2A_GATEWAY_HEALTH_SERVICE", default_value = "")]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_HEALTH_SERVICE", default_value = "")]
     pub health_service: String,
 
     /// Timeout for establishing the backend connection.
-    #[arg(long, env = "A2A_GATEWAY_CONNECT_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_CONNECT_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
     pub connect_timeout: Duration,
 
     /// Largest accepted request body, e.g. `4MiB`, `512KiB`, `1000000`.
-    #[arg(long, env = "A2A_GATEWAY_MAX_BODY", default_value = "4MiB", value_parser = parse_size)]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_MAX_BODY", default_value = "4MiB", value_parser = parse_size)]
     pub max_body: usize,
 
     /// Largest number of members of a JSON-RPC batch (notifications included); a larger
     /// batch is refused whole with one `-32600` error before any member is decoded or
     /// called. At least 1 (`1`: one call per request).
-    #[arg(long, env = "A2A_GATEWAY_MAX_BATCH_SIZE", default_value_t = 100)]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_MAX_BATCH_SIZE", default_value_t = 100)]
     pub max_batch_size: usize,
 
     /// Largest JSON-RPC batch reply; members whose replies would take it past this get a
     /// `-32603` error `GATEWAY_REPLY_TOO_LARGE` (with their id) in their place.
-    #[arg(long, env = "A2A_GATEWAY_MAX_BATCH_REPLY", default_value = "4MiB", value_parser = parse_size)]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_MAX_BATCH_REPLY", default_value = "4MiB", value_parser = parse_size)]
     pub max_batch_reply: usize,
 
     /// Unary calls of a route (of each route, in a config file's top level) in flight at
     /// once; one more gets HTTP 503 with `Retry-After` and never reaches the agent. `0`:
     /// no limit.
-    #[arg(long, env = "A2A_GATEWAY_MAX_CONCURRENT_CALLS", default_value_t = 0)]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_MAX_CONCURRENT_CALLS", default_value_t = 0)]
     pub max_concurrent_calls: usize,
 
     /// Streams of a route open at once; one more gets HTTP 503. `0`: no limit.
-    #[arg(long, env = "A2A_GATEWAY_MAX_CONCURRENT_STREAMS", default_value_t = 0)]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_MAX_CONCURRENT_STREAMS", default_value_t = 0)]
     pub max_concurrent_streams: usize,
 
     /// Calls per second a route takes (a token bucket, calls and streams alike); more get
     /// HTTP 429 with `Retry-After`. `0`: no limit.
-    #[arg(long, env = "A2A_GATEWAY_RATE_LIMIT", default_value_t = 0.0)]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_RATE_LIMIT", default_value_t = 0.0)]
     pub rate_limit: f64,
 
     /// Calls a route takes at once above --rate-limit (the bucket's size). Default: one
     /// second's worth of --rate-limit.
-    #[arg(long, env = "A2A_GATEWAY_RATE_BURST", default_value_t = 0)]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_RATE_BURST", default_value_t = 0)]
     pub rate_burst: u32,
 
     /// Largest request header fields a route accepts (name + value + 32 bytes per field,
     /// as HTTP/2 counts); larger ones get HTTP 431 (Envoy's default is 60 KiB). `0`: only
     /// hyper's own bounds.
-    #[arg(long, env = "A2A_GATEWAY_MAX_HEADER_SIZE", default_value = "64KiB", value_parser = parse_size)]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_MAX_HEADER_SIZE", default_value = "64KiB", value_parser = parse_size)]
     pub max_header_size: usize,
 
     /// A stream without an event from the agent for this long ends with a final error
     /// event and its upstream call is cancelled; `0` (default): streams may stay quiet.
-    #[arg(long, env = "A2A_GATEWAY_STREAM_IDLE_TIMEOUT", default_value = "0", value_parser = parse_duration)]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_STREAM_IDLE_TIMEOUT", default_value = "0", value_parser = parse_duration)]
     pub stream_idle_timeout: Duration,
 
     /// Unary calls in flight at once across all routes (a call to every endpoint of an
     /// affinity route counts once per endpoint); `0`: no limit.
     #[arg(
+        help_heading = PROCESS,
         long,
         env = "A2A_GATEWAY_GLOBAL_MAX_CONCURRENT_CALLS",
         default_value_t = 1000
@@ -254,6 +261,7 @@ pub struct Cli {
 
     /// Streams open at once across all routes; `0`: no limit.
     #[arg(
+        help_heading = PROCESS,
         long,
         env = "A2A_GATEWAY_GLOBAL_MAX_CONCURRENT_STREAMS",
         default_value_t = 1000
@@ -264,6 +272,7 @@ pub struct Cli {
     /// handled (a body's Content-Length is reserved when it starts; a chunked body is
     /// charged as it grows); a request past it gets HTTP 503. `0`: no limit.
     #[arg(
+        help_heading = PROCESS,
         long,
         env = "A2A_GATEWAY_GLOBAL_MAX_BODY_BYTES_IN_FLIGHT",
         default_value = "64MiB",
@@ -272,34 +281,35 @@ pub struct Cli {
     pub global_max_body_bytes_in_flight: usize,
 
     /// Calls per second across all routes; `0`: no limit.
-    #[arg(long, env = "A2A_GATEWAY_GLOBAL_RATE_LIMIT", default_value_t = 0.0)]
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_GLOBAL_RATE_LIMIT", default_value_t = 0.0)]
     pub global_rate_limit: f64,
 
     /// The burst of --global-rate-limit. Default: one second's worth.
-    #[arg(long, env = "A2A_GATEWAY_GLOBAL_RATE_BURST", default_value_t = 0)]
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_GLOBAL_RATE_BURST", default_value_t = 0)]
     pub global_rate_burst: u32,
 
     /// Browser origin (`https://app.example.com`, or `*`) allowed to call the gateway
     /// (CORS; repeatable). None (default): no CORS headers at all.
-    #[arg(long, env = "A2A_GATEWAY_CORS_ORIGIN", value_delimiter = ',')]
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_CORS_ORIGIN", value_delimiter = ',')]
     pub cors_origin: Vec<String>,
 
     /// Request header browsers may send, beyond A2A-Version, A2A-Extensions,
     /// Authorization, Content-Type and x-request-id (repeatable).
-    #[arg(long, env = "A2A_GATEWAY_CORS_ALLOW_HEADER", value_delimiter = ',')]
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_CORS_ALLOW_HEADER", value_delimiter = ',')]
     pub cors_allow_header: Vec<String>,
 
     /// Methods browsers may use (repeatable). Default: GET, POST.
-    #[arg(long, env = "A2A_GATEWAY_CORS_ALLOW_METHOD", value_delimiter = ',')]
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_CORS_ALLOW_METHOD", value_delimiter = ',')]
     pub cors_allow_method: Vec<String>,
 
     /// How long browsers may cache a preflight's answer.
-    #[arg(long, env = "A2A_GATEWAY_CORS_MAX_AGE", default_value = "10m", value_parser = parse_duration)]
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_CORS_MAX_AGE", default_value = "10m", value_parser = parse_duration)]
     pub cors_max_age: Duration,
 
     /// Extra request header to forward to the backend (repeatable). Always forwarded:
     /// A2A-Extensions, Authorization, traceparent, tracestate, x-request-id.
     #[arg(
+        help_heading = ROUTE,
         long = "forward-header",
         env = "A2A_GATEWAY_FORWARD_HEADERS",
         value_delimiter = ','
@@ -308,75 +318,76 @@ pub struct Cli {
 
     /// Header set on every call to the agent, `NAME=VALUE` (repeatable); the client's
     /// header of that name is not forwarded.
-    #[arg(long, env = "A2A_GATEWAY_SET_HEADER", value_name = "NAME=VALUE")]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_SET_HEADER", value_name = "NAME=VALUE")]
     pub set_header: Vec<String>,
 
     /// Header never sent to the agent, even a default-forwarded one (repeatable).
-    #[arg(long, env = "A2A_GATEWAY_REMOVE_HEADER", value_delimiter = ',')]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_REMOVE_HEADER", value_delimiter = ',')]
     pub remove_header: Vec<String>,
 
     /// Header carrying the caller's identity or tenant (repeatable): with `--tenant`, the
     /// client's value is never forwarded, even when `--forward-header` names it.
-    #[arg(long, env = "A2A_GATEWAY_IDENTITY_HEADER", value_delimiter = ',')]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_IDENTITY_HEADER", value_delimiter = ',')]
     pub identity_header: Vec<String>,
 
     /// Header carrying a credential (repeatable), besides Authorization,
     /// Proxy-Authorization, Cookie and X-Api-Key: never logged, and sent to the agent
     /// HPACK never-indexed.
-    #[arg(long, env = "A2A_GATEWAY_SENSITIVE_HEADER", value_delimiter = ',')]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_SENSITIVE_HEADER", value_delimiter = ',')]
     pub sensitive_header: Vec<String>,
 
     /// After SIGTERM, how long the gateway keeps serving everything (also new connections)
     /// while `/readyz` already answers 503, so load balancers stop sending first. Ctrl-C
     /// skips it.
-    #[arg(long, env = "A2A_GATEWAY_DRAIN_DELAY", default_value = "5s", value_parser = parse_duration)]
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_DRAIN_DELAY", default_value = "5s", value_parser = parse_duration)]
     pub drain_delay: Duration,
 
     /// Then, how long in-flight requests and open streams may go on before streams get a
     /// final error frame (GATEWAY_SHUTTING_DOWN) and the process exits.
-    #[arg(long, env = "A2A_GATEWAY_SHUTDOWN_GRACE", default_value = "10s", value_parser = parse_duration)]
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_SHUTDOWN_GRACE", default_value = "10s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
 
     /// A second address serving only `/metrics`, `/healthz` and `/readyz` (e.g. a port
     /// that only the cluster reaches); `/metrics` then leaves the main listener, while
     /// `/healthz` and `/readyz` stay on both.
-    #[arg(long, env = "A2A_GATEWAY_ADMIN_LISTEN", value_name = "ADDR")]
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_ADMIN_LISTEN", value_name = "ADDR")]
     pub admin_listen: Option<SocketAddr>,
 
     /// How long `/readyz` reuses the result of checking the agents: probes within it get
     /// the same answer and ask no agent; `0`: every probe checks (concurrent ones share).
-    #[arg(long, env = "A2A_GATEWAY_READINESS_CACHE", default_value = "2s", value_parser = parse_duration)]
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_READINESS_CACHE", default_value = "2s", value_parser = parse_duration)]
     pub readiness_cache: Duration,
 
     /// Deadline of `/readyz`'s check of one agent endpoint (connecting included).
-    #[arg(long, env = "A2A_GATEWAY_READINESS_TIMEOUT", default_value = "1s", value_parser = parse_duration)]
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_READINESS_TIMEOUT", default_value = "1s", value_parser = parse_duration)]
     pub readiness_timeout: Duration,
     /// A client must send each request head within this (HTTP/1.1); it also bounds how
     /// long an idle HTTP/1.1 keep-alive connection waits for its next request.
-    #[arg(long, env = "A2A_GATEWAY_CLIENT_HEADER_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_CLIENT_HEADER_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub client_header_timeout: Duration,
 
     /// A client must send each whole request body within this, counted from its head;
     /// a slower one gets -32600 and its connection is closed.
-    #[arg(long, env = "A2A_GATEWAY_CLIENT_BODY_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_CLIENT_BODY_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
     pub client_body_timeout: Duration,
 
     /// A client connection with no request in flight this long is closed (HTTP/2: GOAWAY).
-    #[arg(long, env = "A2A_GATEWAY_CLIENT_IDLE_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_CLIENT_IDLE_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
     pub client_idle_timeout: Duration,
 
     /// A client connection that accepts no response bytes this long (a client that stops
     /// reading its stream) is closed; its streams' backend calls are cancelled.
-    #[arg(long, env = "A2A_GATEWAY_CLIENT_SEND_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_CLIENT_SEND_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub client_send_timeout: Duration,
 
     /// Serving threads, each running its own event loop with its own backend connection,
     /// so a call never hops between threads; `0` (default): one per available CPU.
-    #[arg(long, env = "A2A_GATEWAY_WORKERS", default_value_t = 0)]
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_WORKERS", default_value_t = 0)]
     pub workers: usize,
 
     /// Log format.
     #[arg(
+        help_heading = PROCESS,
         long,
         env = "A2A_GATEWAY_LOG_FORMAT",
         value_enum,
@@ -387,57 +398,57 @@ pub struct Cli {
     /// One log line per JSON-RPC call (target `a2a_gateway::access`, INFO): route, method,
     /// id, result code, backend status, duration, bytes, frames, client, request and trace
     /// ids. `false` turns it off.
-    #[arg(long, env = "A2A_GATEWAY_ACCESS_LOG", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_ACCESS_LOG", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub access_log: bool,
 
     /// OTLP endpoint that receives the gateway's spans (e.g. `http://collector:4318`;
     /// http/protobuf adds `/v1/traces`). Default: `OTEL_EXPORTER_OTLP_ENDPOINT`; without
     /// either, traces are off.
-    #[arg(long, env = "A2A_GATEWAY_OTLP_ENDPOINT", value_name = "URL")]
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_OTLP_ENDPOINT", value_name = "URL")]
     pub otlp_endpoint: Option<String>,
 
     /// OTLP transport. Default: `OTEL_EXPORTER_OTLP_PROTOCOL`, else `http/protobuf`.
-    #[arg(long, env = "A2A_GATEWAY_OTLP_PROTOCOL", value_enum)]
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_OTLP_PROTOCOL", value_enum)]
     pub otlp_protocol: Option<OtlpProtocol>,
 
     /// Which traces are recorded, as `OTEL_TRACES_SAMPLER` names them (`always_on`,
     /// `always_off`, `traceidratio`, `parentbased_always_on`, `parentbased_always_off`,
     /// `parentbased_traceidratio`). Default: `OTEL_TRACES_SAMPLER`, else
     /// `parentbased_always_on`.
-    #[arg(long, env = "A2A_GATEWAY_TRACE_SAMPLER", value_name = "SAMPLER")]
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_TRACE_SAMPLER", value_name = "SAMPLER")]
     pub trace_sampler: Option<String>,
 
     /// The ratio of the `traceidratio` samplers (0 to 1). Default: `OTEL_TRACES_SAMPLER_ARG`.
-    #[arg(long, env = "A2A_GATEWAY_TRACE_SAMPLER_ARG", value_name = "RATIO")]
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_TRACE_SAMPLER_ARG", value_name = "RATIO")]
     pub trace_sampler_arg: Option<f64>,
 
     /// Fixed tenant of the route: injected into every request whose `tenant` is empty; a
     /// request naming another tenant is refused (-32602).
-    #[arg(long, env = "A2A_GATEWAY_TENANT")]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_TENANT")]
     pub tenant: Option<String>,
 
     /// Public base URL of the gateway (e.g. `https://agents.example.com`), used in the cards
     /// and the catalog it serves. Default: from the request's `Host`.
-    #[arg(long, env = "A2A_GATEWAY_PUBLIC_URL", value_name = "URL")]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_PUBLIC_URL", value_name = "URL")]
     pub public_url: Option<String>,
 
     /// Without --public-url, build public URLs from `X-Forwarded-Proto`/`X-Forwarded-Host`
     /// or `Forwarded` (only behind a proxy that sets them: a card built from a client's
     /// header could point other clients anywhere).
-    #[arg(long, env = "A2A_GATEWAY_TRUST_FORWARDED")]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_TRUST_FORWARDED")]
     pub trust_forwarded: bool,
 
     /// With --trust-forwarded: how many proxies in front of the gateway append to
     /// `Forwarded`/`X-Forwarded-*`; the element this far from the end is read (what the
     /// outermost trusted proxy wrote), never the client's own elements before it.
-    #[arg(long, env = "A2A_GATEWAY_TRUSTED_PROXY_HOPS", default_value_t = 1)]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_TRUSTED_PROXY_HOPS", default_value_t = 1)]
     pub trusted_proxy_hops: usize,
 
     /// The hosts (`host` or `host:port`, compared exactly; comma-separated or repeated) the
     /// gateway answers for: a route or catalog request whose `Host` (or trusted forwarded
     /// host) is another gets 400. Without --public-url, cards name the host the request
     /// used among these. Default: any host.
-    #[arg(long, env = "A2A_GATEWAY_ALLOWED_HOSTS", value_delimiter = ',')]
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_ALLOWED_HOSTS", value_delimiter = ',')]
     pub allowed_hosts: Vec<String>,
 
     /// Where the agent's card comes from: a JSON file, an `http(s)://` URL (e.g. the agent's
@@ -459,16 +470,17 @@ pub struct Cli {
     /// notifications"): a URL that is not `https`, or whose host is or resolves to a
     /// loopback, private, link-local, metadata… address, is refused (-32602). `false`
     /// turns the guard off.
-    #[arg(long, env = "A2A_GATEWAY_PUSH_GUARD", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_PUSH_GUARD", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub push_guard: bool,
 
     /// Admit `http://` push URLs too (their host is checked all the same).
-    #[arg(long, env = "A2A_GATEWAY_PUSH_ALLOW_HTTP")]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_PUSH_ALLOW_HTTP")]
     pub push_allow_http: bool,
 
     /// A push URL host the guard admits (repeatable): a name, `*.name` (names under it),
     /// an address or a CIDR.
     #[arg(
+        help_heading = ROUTE,
         long = "push-allow",
         env = "A2A_GATEWAY_PUSH_ALLOW",
         value_delimiter = ',',
@@ -479,14 +491,14 @@ pub struct Cli {
     /// `v0.3`: v0.3 JSON-RPC clients (no `A2A-Version`, v0.3 method names) are served,
     /// their calls translated to v1.0 and the answers back (README "v0.3 clients");
     /// `off`: they get -32601 as before.
-    #[arg(long, env = "A2A_GATEWAY_LEGACY", value_enum, default_value = "v0.3")]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_LEGACY", value_enum, default_value = "v0.3")]
     pub legacy: Legacy,
 
     /// The `card` table of the config file (the flags above override its keys).
     #[arg(skip)]
     pub card_settings: CardSettings,
 
-    /// TOML file with any of the settings above (keys as the flags without `--`, e.g.
+    /// TOML file with any of the process-wide and route settings (keys as the flags without `--`, e.g.
     /// `backend = "http://agent:50051"`, `forward-header = ["x-tenant"]`); flags and
     /// environment variables override it. Unknown keys are errors.
     #[arg(long, env = "A2A_GATEWAY_CONFIG", value_name = "FILE")]
@@ -639,26 +651,42 @@ impl Config {
         I: IntoIterator<Item = T>,
         T: Into<std::ffi::OsString> + Clone,
     {
-        let matches = Cli::command().try_get_matches_from(args)?;
-        let mut cli = Cli::from_arg_matches(&matches)?;
+        let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+        let command = Cli::command();
+        let mut cli = parse(command.clone(), &args)?;
         if let Some(Command::CheckConfig { file }) = &cli.command {
             cli.config = Some(file.clone());
         }
-        let mut parsed = None;
-        if let Some(path) = cli.config.clone() {
-            let (file, text) =
-                FileConfig::read(&path).map_err(|message| LoadError::File { path, message })?;
-            let unset = |id: &str| {
-                !matches!(
-                    matches.value_source(id),
-                    Some(ValueSource::CommandLine | ValueSource::EnvVariable)
-                )
-            };
-            parsed = Some(file.apply(text, &mut cli, &unset));
+        let Some(path) = cli.config.clone() else {
+            let routes = routes::resolve(&cli, Vec::new())?;
+            return Ok(Config { cli, routes });
+        };
+        let file = file::read(&path, &command).map_err(|message| LoadError::File {
+            path: path.clone(),
+            message,
+        })?;
+        // The file's values are the flags' defaults: the command line and environment win.
+        let mut cli = parse(file.top.as_defaults(command), &args)?;
+        cli.config = Some(path);
+        cli.card_settings = file.top.card.unwrap_or_default();
+        let mut tables = Vec::with_capacity(file.routes.len());
+        for mut route in file.routes {
+            let mut settings = cli.clone();
+            route.settings.set_over(&mut settings)?;
+            if let Some(card) = route.settings.card.take() {
+                settings.card_settings = card;
+            }
+            tables.push((route, settings));
         }
-        let routes = routes::resolve(&cli, parsed)?;
+        let routes = routes::resolve(&cli, tables)?;
         Ok(Config { cli, routes })
     }
+}
+
+/// `args` parsed by `command` (`Cli`'s, perhaps with the file's defaults).
+fn parse(command: clap::Command, args: &[std::ffi::OsString]) -> Result<Cli, clap::Error> {
+    let matches = command.try_get_matches_from(args)?;
+    Cli::from_arg_matches(&matches)
 }
 
 #[cfg(test)]
@@ -773,6 +801,63 @@ mod tests {
         assert!(err.contains("--config"), "{err}");
         let err = load(&[], "").unwrap_err();
         assert!(err.contains("--backend is required"), "{err}");
+    }
+
+    /// File values go through the flags' own parsers and stand where their heading says.
+    #[test]
+    fn file_keys_are_the_flags() {
+        let backend = "backend = \"http://a:1\"\n";
+        let cli = load(&[], "backend = \"dns:///a:1\"\nbackend-tls = true\n").unwrap();
+        assert!(cli.backend_tls, "a boolean sets the flag");
+        let cli = load(
+            &["--eject-after", "2"],
+            &format!("{backend}eject-after = 9\n"),
+        )
+        .unwrap();
+        assert_eq!(cli.eject_after, 2, "the flag wins");
+        let cases = [
+            (
+                "backend-tls = \"yes\"",
+                "line 2: key `backend-tls`: \"yes\" is not one of",
+            ),
+            ("workers = [1, 2]", "key `workers`: takes one value"),
+            ("timeout = {}", "key `timeout`: must be a string"),
+            ("demo = true", "key `demo`: is a command-line flag only"),
+            (
+                "[[route]]\nname = \"r\"\npath = \"/r\"\nworkers = 2",
+                "line 5: key `route[0].workers`: is process-wide",
+            ),
+        ];
+        // A route's keys win over everything else; what it leaves, booleans too, stays.
+        let routes =
+            "backend-tls = true\nmax-body = \"2MiB\"\n[[route]]\nname = \"a\"\npath = \"/a\"\n\
+            backend = \"dns:///a:1\"\ntimeout = \"60s\"\n[[route]]\nname = \"b\"\npath = \"/b\"\n\
+            backend = \"dns:///b:1\"\n";
+        let (config, _) = load_config(&["--timeout", "7s"], routes).unwrap();
+        let [a, b] = &config.routes[..] else {
+            panic!("two routes")
+        };
+        assert_eq!(a.settings.timeout, Duration::from_secs(60));
+        assert_eq!(b.settings.timeout, Duration::from_secs(7));
+        assert!(a.settings.backend_tls && b.settings.backend_tls);
+        assert_eq!(b.settings.max_body, 2 << 20);
+        for (body, expected) in cases {
+            let err = load(&[], &format!("{backend}{body}\n")).unwrap_err();
+            assert!(
+                err.contains(expected),
+                "{body}\n→ {err}\nexpected: {expected}"
+            );
+        }
+    }
+
+    /// Every setting the file may hold is reachable by its flag's long name.
+    #[test]
+    fn file_settings_have_long_names() {
+        for arg in Cli::command().get_arguments() {
+            if matches!(arg.get_help_heading(), Some(PROCESS | ROUTE)) {
+                assert!(arg.get_long().is_some(), "{:?}", arg.get_id());
+            }
+        }
     }
 
     #[test]

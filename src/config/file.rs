@@ -1,333 +1,317 @@
-//! The `--config` TOML file. Top-level keys are the flags' names without `--`; `[[route]]`
-//! tables describe one route each (several agents behind one gateway). Every setting is
-//! listed once (`file_config!`), which declares its key, its type and how it fills `Cli`;
-//! the top level and the routes accept exactly the same keys for the route settings.
-//! Errors name the key and, where the parser knows it, the line.
+//! The `--config` TOML file, read through the flags' own declaration: a key is a flag's long
+//! name, its value is checked by the flag's parser and becomes the flag's default, so the
+//! command line and the environment still win (flag, environment, file, built-in default).
+//! A flag's help heading says where its key may stand: process-wide settings at the top
+//! level only, route settings at the top level and in `[[route]]` tables; other flags are
+//! command-line only. A new setting is a `Cli` field and nothing here.
+//! Errors name the key and its line.
 
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::Path;
 
-use serde::Deserialize;
+use clap::error::{ContextKind, ContextValue};
+use clap::{Arg, ArgAction, Command, CommandFactory, FromArgMatches};
+use serde::de::IntoDeserializer;
+use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
-use super::{Cli, LogFormat};
-use crate::backend::affinity::{Affinity, AffinityKey};
-use crate::backend::endpoints::Balance;
+use super::{Cli, PROCESS, ROUTE};
 use crate::card::CardSettings;
-use crate::protocol::binding::Binding;
-use crate::server::tls::ClientAuth;
-use crate::telemetry::trace::OtlpProtocol;
-use crate::units::{duration_text, size_text};
 
-/// Declares the file's two tables and how they apply to `Cli`, each setting named once:
-/// `global` settings exist once per process (top level only), the others a route may set
-/// too (top level and `[[route]]`). `plain` ones replace a `Cli` field, `optional` ones
-/// (`global_optional`) fill an `Option` field of `Cli`. A key is its `Cli` field's name in
-/// kebab case, which is also the flag's id.
-macro_rules! file_config {
-    (
-        global { $($(#[$ga:meta])* $global:ident: $gty:ty,)* }
-        global_optional { $($(#[$goa:meta])* $gopt:ident: $goty:ty,)* }
-        plain { $($(#[$pa:meta])* $plain:ident: $pty:ty,)* }
-        optional { $($(#[$oa:meta])* $opt:ident: $oty:ty,)* }
-    ) => {
-        /// The whole file. Durations and sizes are written as on the command line
-        /// (`"30s"`, `"4MiB"`).
-        #[derive(Debug, Default, Deserialize)]
-        #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-        pub struct FileConfig {
-            $($(#[$ga])* $global: Option<$gty>,)*
-            $($(#[$goa])* $gopt: Option<$goty>,)*
-            /// One table per route; none: the top-level settings are the one route.
-            #[serde(default)]
-            route: Vec<RouteFile>,
-            forward_header: Option<Vec<String>>,
-            card: Option<CardSettings>,
-            $($(#[$pa])* $plain: Option<$pty>,)*
-            $($(#[$oa])* $opt: Option<$oty>,)*
-        }
-
-        /// One `[[route]]` table: what selects the route, then its settings, which
-        /// replace the top-level ones.
-        #[derive(Debug, Deserialize)]
-        #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-        pub struct RouteFile {
-            /// Spanned: every later error about the route can name its line.
-            pub name: Spanned<String>,
-            /// Public path prefix, e.g. `/agents/billing`.
-            pub path: Option<String>,
-            /// `Host` the route answers for.
-            pub host: Option<String>,
-            forward_header: Option<Vec<String>>,
-            card: Option<CardSettings>,
-            $($(#[$pa])* $plain: Option<$pty>,)*
-            $($(#[$oa])* $opt: Option<$oty>,)*
-        }
-
-        /// The route settings of either table, applied to `cli` where `take(flag id)`.
-        struct RouteSettings {
-            forward_header: Option<Vec<String>>,
-            card: Option<CardSettings>,
-            $($plain: Option<$pty>,)*
-            $($opt: Option<$oty>,)*
-        }
-
-        impl RouteSettings {
-            fn apply(self, cli: &mut Cli, take: &dyn Fn(&str) -> bool) {
-                $(if let Some(value) = self.$plain {
-                    if take(stringify!($plain)) {
-                        cli.$plain = value;
-                    }
-                })*
-                $(if self.$opt.is_some() && take(stringify!($opt)) {
-                    cli.$opt = self.$opt;
-                })*
-                if let Some(headers) = self.forward_header {
-                    if take("forward_headers") {
-                        cli.forward_headers = headers;
-                    }
-                }
-                if let Some(card) = self.card {
-                    cli.card_settings = card;
-                }
-            }
-        }
-
-        impl FileConfig {
-            /// Sets every global setting the command line and environment did not set
-            /// (`unset(flag id)`), and returns the file's routes.
-            pub fn apply(
-                self,
-                text: String,
-                cli: &mut Cli,
-                unset: &dyn Fn(&str) -> bool,
-            ) -> ParsedFile {
-                $(if let Some(value) = self.$global {
-                    if unset(stringify!($global)) {
-                        cli.$global = value;
-                    }
-                })*
-                // Settings whose `Cli` field is optional itself.
-                $(if self.$gopt.is_some() && unset(stringify!($gopt)) {
-                    cli.$gopt = self.$gopt;
-                })*
-                let settings = RouteSettings {
-                    forward_header: self.forward_header,
-                    card: self.card,
-                    $($plain: self.$plain,)*
-                    $($opt: self.$opt,)*
-                };
-                settings.apply(cli, unset);
-                ParsedFile {
-                    routes: self.route,
-                    text,
-                }
-            }
-        }
-
-        impl RouteFile {
-            /// Applies this route's settings over `cli` (a copy of the global settings).
-            pub fn apply(self, cli: &mut Cli) -> RouteSelector {
-                let settings = RouteSettings {
-                    forward_header: self.forward_header,
-                    card: self.card,
-                    $($plain: self.$plain,)*
-                    $($opt: self.$opt,)*
-                };
-                settings.apply(cli, &|_| true);
-                RouteSelector {
-                    name: self.name,
-                    path: self.path,
-                    host: self.host,
-                }
-            }
-        }
-    };
-}
-
-file_config! {
-    global {
-        listen: SocketAddr,
-        #[serde(default, deserialize_with = "duration_text")]
-        shutdown_grace: Duration,
-        #[serde(default, deserialize_with = "duration_text")]
-        drain_delay: Duration,
-        workers: usize,
-        log_format: LogFormat,
-        global_max_concurrent_calls: usize,
-        global_max_concurrent_streams: usize,
-        #[serde(default, deserialize_with = "size_text")]
-        global_max_body_bytes_in_flight: usize,
-        global_rate_limit: f64,
-        global_rate_burst: u32,
-        cors_origin: Vec<String>,
-        allowed_hosts: Vec<String>,
-        cors_allow_header: Vec<String>,
-        cors_allow_method: Vec<String>,
-        #[serde(default, deserialize_with = "duration_text")]
-        cors_max_age: Duration,
-        #[serde(default, deserialize_with = "duration_text")]
-        readiness_cache: Duration,
-        #[serde(default, deserialize_with = "duration_text")]
-        readiness_timeout: Duration,
-        tls_client_auth: ClientAuth,
-        #[serde(default, deserialize_with = "duration_text")]
-        tls_handshake_timeout: Duration,
-        access_log: bool,
-        #[serde(default, deserialize_with = "duration_text")]
-        client_header_timeout: Duration,
-        #[serde(default, deserialize_with = "duration_text")]
-        client_body_timeout: Duration,
-        #[serde(default, deserialize_with = "duration_text")]
-        client_idle_timeout: Duration,
-        #[serde(default, deserialize_with = "duration_text")]
-        client_send_timeout: Duration,
-    }
-    global_optional {
-        admin_listen: SocketAddr,
-        tls_cert: PathBuf,
-        tls_key: PathBuf,
-        tls_client_ca: PathBuf,
-        otlp_endpoint: String,
-        otlp_protocol: OtlpProtocol,
-        trace_sampler: String,
-        trace_sampler_arg: f64,
-    }
-    plain {
-        binding: Binding,
-        jsonrpc_path: String,
-        #[serde(default, deserialize_with = "duration_text")]
-        timeout: Duration,
-        #[serde(default, deserialize_with = "duration_text")]
-        stream_timeout: Duration,
-        #[serde(default, deserialize_with = "duration_text")]
-        keepalive: Duration,
-        #[serde(default, deserialize_with = "duration_text")]
-        backend_keepalive: Duration,
-        #[serde(default, deserialize_with = "duration_text")]
-        backend_keepalive_timeout: Duration,
-        backend_keepalive_while_idle: bool,
-        #[serde(default, deserialize_with = "size_text")]
-        backend_max_message: usize,
-        #[serde(default, deserialize_with = "duration_text")]
-        connect_timeout: Duration,
-        #[serde(default, deserialize_with = "size_text")]
-        max_body: usize,
-        max_batch_size: usize,
-        #[serde(default, deserialize_with = "size_text")]
-        max_batch_reply: usize,
-        #[serde(default, deserialize_with = "size_text")]
-        max_header_size: usize,
-        trust_forwarded: bool,
-        trusted_proxy_hops: usize,
-        #[serde(default, deserialize_with = "one_or_many")]
-        backend: Vec<String>,
-        backend_tls: bool,
-        #[serde(default, deserialize_with = "duration_text")]
-        backend_resolve_interval: Duration,
-        balance: Balance,
-        eject_after: u32,
-        #[serde(default, deserialize_with = "duration_text")]
-        eject_backoff: Duration,
-        affinity: Affinity,
-        max_concurrent_calls: usize,
-        max_concurrent_streams: usize,
-        rate_limit: f64,
-        rate_burst: u32,
-        #[serde(default, deserialize_with = "duration_text")]
-        stream_idle_timeout: Duration,
-        health_service: String,
-        legacy: super::Legacy,
-        set_header: Vec<String>,
-        remove_header: Vec<String>,
-        identity_header: Vec<String>,
-        sensitive_header: Vec<String>,
-        push_guard: bool,
-        push_allow_http: bool,
-        push_allow: Vec<String>,
-    }
-    optional {
-        backend_resolver: SocketAddr,
-        backend_ca: PathBuf,
-        backend_client_cert: PathBuf,
-        backend_client_key: PathBuf,
-        #[serde(default, deserialize_with = "duration_text")]
-        first_event_timeout: Duration,
-        tenant: String,
-        public_url: String,
-        affinity_key: AffinityKey,
-        affinity_key_file: PathBuf,
-    }
-}
-
-/// `backend = "url"` or `backend = ["url", …]` (a balanced list).
-fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum OneOrMany {
-        One(String),
-        Many(Vec<String>),
-    }
-    Ok(Some(match OneOrMany::deserialize(d)? {
-        OneOrMany::One(url) => vec![url],
-        OneOrMany::Many(urls) => urls,
-    }))
-}
-
-/// What selects a route, as written in its table.
-pub struct RouteSelector {
-    pub name: Spanned<String>,
-    pub path: Option<String>,
-    pub host: Option<String>,
-}
-
-/// A file read and parsed: its routes, and the line of each byte offset for messages.
-pub struct ParsedFile {
+/// A config file read and checked against the flags.
+pub struct FileConfig {
+    /// The top-level settings.
+    pub top: TableSettings,
+    /// One per `[[route]]` table; none: the top-level settings are the one route.
     pub routes: Vec<RouteFile>,
-    text: String,
 }
 
-impl ParsedFile {
-    /// The 1-based line of a byte offset into the file.
-    pub fn line_of(&self, offset: usize) -> usize {
-        let end = offset.min(self.text.len());
-        self.text.as_bytes()[..end]
+/// The settings of one table: flag ids and long names with their values as on the
+/// command line, and the `card` table.
+#[derive(Default)]
+pub struct TableSettings {
+    flags: Vec<Flag>,
+    pub card: Option<CardSettings>,
+}
+
+struct Flag {
+    id: String,
+    long: String,
+    values: Vec<String>,
+}
+
+impl TableSettings {
+    /// `command` with these settings as its flags' defaults (the top level: the command
+    /// line and the environment win).
+    pub fn as_defaults(&self, mut command: Command) -> Command {
+        for flag in &self.flags {
+            command = command.mut_arg(&flag.id, |arg| arg.default_values(flag.values.clone()));
+        }
+        command
+    }
+
+    /// Sets these settings over `cli` (a route's: they win over the command line, the
+    /// environment and the top level), parsed by the flags' own parsers.
+    pub fn set_over(&self, cli: &mut Cli) -> Result<(), clap::Error> {
+        let args = self.flags.iter().flat_map(|flag| {
+            let values = flag.values.iter();
+            values.map(|value| format!("--{}={value}", flag.long))
+        });
+        // Only what the table gives may be present: no defaults, no environment.
+        let command = Cli::command().no_binary_name(true).mut_args(|arg| {
+            let arg = arg.env(None).default_values(Vec::<String>::new());
+            match arg.get_action() {
+                ArgAction::SetTrue => arg.action(ArgAction::Set).num_args(1),
+                _ => arg,
+            }
+        });
+        let matches = command.try_get_matches_from(args)?;
+        // clap's update of an absent `Option` subcommand demands one in the matches; a
+        // table has none, so a stand-in holds the command line's place meanwhile.
+        let stand_in = super::Command::CheckConfig {
+            file: std::path::PathBuf::new(),
+        };
+        let subcommand = cli.command.replace(stand_in);
+        let updated = cli.update_from_arg_matches(&matches);
+        cli.command = subcommand;
+        updated
+    }
+}
+
+/// One `[[route]]` table: what selects the route, then its settings.
+pub struct RouteFile {
+    pub name: String,
+    /// The line of the route's `name`, for messages.
+    pub line: usize,
+    /// Public path prefix, e.g. `/agents/billing`.
+    pub path: Option<String>,
+    /// `Host` the route answers for.
+    pub host: Option<String>,
+    pub settings: TableSettings,
+}
+
+/// Where a table stands, for what it may hold and how errors name its keys.
+#[derive(Clone, Copy)]
+enum Place {
+    Top,
+    Route(usize),
+}
+
+/// Reads the file, parses it and checks every key and value against `command`'s flags.
+pub fn read(path: &Path, command: &Command) -> Result<FileConfig, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    parse(&text, command)
+}
+
+/// Parses TOML text and checks it against `command`'s flags.
+pub fn parse(text: &str, command: &Command) -> Result<FileConfig, String> {
+    let line = |offset: usize| {
+        let end = offset.min(text.len());
+        text.as_bytes()[..end]
             .iter()
             .filter(|b| **b == b'\n')
             .count()
             + 1
+    };
+    let root = DeTable::parse(text).map_err(|e| match e.span() {
+        Some(span) => format!("line {}: {}", line(span.start), e.message()),
+        None => e.message().to_owned(),
+    })?;
+    let mut checker = command.clone();
+    checker.build();
+    let reader = Reader {
+        command: &checker,
+        line: &line,
+    };
+    let mut file = FileConfig {
+        top: TableSettings::default(),
+        routes: Vec::new(),
+    };
+    for (key, value) in root.into_inner() {
+        if key.get_ref() == "route" {
+            file.routes = reader.routes(value)?;
+        } else {
+            reader.setting(&mut file.top, Place::Top, key, value)?;
+        }
+    }
+    Ok(file)
+}
+
+/// Checks tables against the flags, naming a bad key and its line.
+struct Reader<'a> {
+    /// Built, so that every flag has its parser.
+    command: &'a Command,
+    line: &'a dyn Fn(usize) -> usize,
+}
+
+type Key<'t> = Spanned<toml::de::DeString<'t>>;
+type Value<'t> = Spanned<DeValue<'t>>;
+
+impl Reader<'_> {
+    fn fail(&self, place: Place, key: &str, at: usize, why: impl std::fmt::Display) -> String {
+        let line = (self.line)(at);
+        match place {
+            Place::Top => format!("line {line}: key `{key}`: {why}"),
+            Place::Route(i) => format!("line {line}: key `route[{i}].{key}`: {why}"),
+        }
+    }
+
+    /// The `[[route]]` tables.
+    fn routes(&self, value: Value<'_>) -> Result<Vec<RouteFile>, String> {
+        let at = value.span().start;
+        let DeValue::Array(tables) = value.into_inner() else {
+            return Err(self.fail(Place::Top, "route", at, "must be [[route]] tables"));
+        };
+        let mut routes = Vec::with_capacity(tables.len());
+        for (i, table) in tables.into_iter().enumerate() {
+            let at = table.span().start;
+            let DeValue::Table(table) = table.into_inner() else {
+                return Err(self.fail(Place::Top, "route", at, "must be [[route]] tables"));
+            };
+            routes.push(self.route(Place::Route(i), at, table)?);
+        }
+        Ok(routes)
+    }
+
+    fn route(&self, place: Place, at: usize, table: DeTable<'_>) -> Result<RouteFile, String> {
+        let (mut name, mut path, mut host) = (None, None, None);
+        let mut settings = TableSettings::default();
+        for (key, value) in table {
+            let slot = match key.get_ref().as_ref() {
+                "name" => &mut name,
+                "path" => &mut path,
+                "host" => &mut host,
+                _ => {
+                    self.setting(&mut settings, place, key, value)?;
+                    continue;
+                }
+            };
+            let start = value.span().start;
+            let DeValue::String(text) = value.into_inner() else {
+                return Err(self.fail(place, key.get_ref(), start, "must be a string"));
+            };
+            *slot = Some((text.into_owned(), start));
+        }
+        let Some((name, start)) = name else {
+            return Err(self.fail(place, "name", at, "missing: every route has a name"));
+        };
+        Ok(RouteFile {
+            name,
+            line: (self.line)(start),
+            path: path.map(|(path, _)| path),
+            host: host.map(|(host, _)| host),
+            settings,
+        })
+    }
+
+    /// One setting of a table: the `card` table, or a flag's value.
+    fn setting(
+        &self,
+        into: &mut TableSettings,
+        place: Place,
+        key: Key<'_>,
+        value: Value<'_>,
+    ) -> Result<(), String> {
+        let (name, at) = (key.get_ref().as_ref(), key.span().start);
+        if name == "card" {
+            into.card = Some(self.card(place, value)?);
+            return Ok(());
+        }
+        let arg = self
+            .command
+            .get_arguments()
+            .find(|arg| arg.get_long() == Some(name));
+        let heading = arg.and_then(Arg::get_help_heading);
+        let arg = match (arg, heading, place) {
+            (Some(arg), Some(ROUTE), _) | (Some(arg), Some(PROCESS), Place::Top) => arg,
+            (Some(_), Some(PROCESS), Place::Route(_)) => {
+                return Err(self.fail(place, name, at, "is process-wide: set it at the top level"))
+            }
+            (Some(_), _, _) => {
+                return Err(self.fail(place, name, at, "is a command-line flag only"))
+            }
+            (None, _, _) => return Err(self.fail(place, name, at, "unknown key")),
+        };
+        let at = value.span().start;
+        let many = matches!(arg.get_action(), ArgAction::Append);
+        let values = texts(value.get_ref(), many).map_err(|why| self.fail(place, name, at, why))?;
+        for text in &values {
+            check(arg, text).map_err(|why| self.fail(place, name, at, why))?;
+        }
+        into.flags.push(Flag {
+            id: arg.get_id().to_string(),
+            long: name.to_owned(),
+            values,
+        });
+        Ok(())
+    }
+
+    /// The `card` table, as `CardSettings` declares it.
+    fn card(&self, place: Place, value: Value<'_>) -> Result<CardSettings, String> {
+        let span = value.span();
+        let DeValue::Table(table) = value.into_inner() else {
+            return Err(self.fail(place, "card", span.start, "must be a table"));
+        };
+        let de = Spanned::new(span.clone(), table).into_deserializer();
+        serde_path_to_error::deserialize(de).map_err(|e| {
+            let key = format!("card.{}", e.path());
+            let at = e.inner().span().unwrap_or(span).start;
+            self.fail(place, &key, at, e.inner().message())
+        })
     }
 }
 
-impl FileConfig {
-    /// Reads and parses a file; the error names the offending key and its line.
-    pub fn read(path: &Path) -> Result<(FileConfig, String), String> {
-        let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
-        Ok((FileConfig::parse(&text)?, text))
+/// A TOML value as the flag's arguments: one, or a list where the flag repeats.
+fn texts(value: &DeValue, many: bool) -> Result<Vec<String>, &'static str> {
+    match value {
+        DeValue::Array(items) if many => items.iter().map(|item| text(item.get_ref())).collect(),
+        DeValue::Array(_) => Err("takes one value, not a list"),
+        value => text(value).map(|text| vec![text]),
     }
+}
 
-    /// Parses TOML text; the error names the offending key and its line.
-    pub fn parse(text: &str) -> Result<FileConfig, String> {
-        let line = |span: Option<std::ops::Range<usize>>| {
-            span.map(|s| {
-                let before = &text.as_bytes()[..s.start.min(text.len())];
-                before.iter().filter(|b| **b == b'\n').count() + 1
-            })
-        };
-        let de = toml::Deserializer::parse(text).map_err(|e| match line(e.span()) {
-            Some(n) => format!("line {n}: {}", e.message()),
-            None => e.message().to_owned(),
-        })?;
-        serde_path_to_error::deserialize(de).map_err(|e| {
-            let key = e.path().to_string();
-            let message = e.inner().message();
-            let at = line(e.inner().span()).map_or(String::new(), |n| format!("line {n}: "));
-            if key == "." {
-                format!("{at}{message}")
-            } else {
-                format!("{at}key `{key}`: {message}")
-            }
-        })
+fn text(value: &DeValue) -> Result<String, &'static str> {
+    match value {
+        DeValue::String(text) => Ok(text.to_string()),
+        DeValue::Integer(n) => Ok(n.to_string()),
+        DeValue::Float(x) => Ok(x.as_str().to_owned()),
+        DeValue::Boolean(b) => Ok(b.to_string()),
+        _ => Err("must be a string, a number, a boolean or a list of them"),
+    }
+}
+
+/// Runs the flag's own parser on one value, as if it were given alone on the command line.
+fn check(arg: &Arg, value: &str) -> Result<(), String> {
+    let alone = arg
+        .clone()
+        .action(ArgAction::Set)
+        .num_args(1)
+        .value_parser(arg.get_value_parser().clone());
+    let command = Command::new("file").no_binary_name(true).arg(alone);
+    let mut flag = std::ffi::OsString::from("--");
+    flag.push(arg.get_long().unwrap_or_default());
+    flag.push("=");
+    flag.push(value);
+    match command.try_get_matches_from([flag]) {
+        Ok(_) => Ok(()),
+        Err(error) => Err(why(&error, value, arg.is_hide_env_values_set())),
+    }
+}
+
+/// Why a flag's parser refused a file value; a secret's value is not repeated.
+fn why(error: &clap::Error, value: &str, secret: bool) -> String {
+    let shown = if secret {
+        "the value".to_owned()
+    } else {
+        format!("{value:?}")
+    };
+    // A parser's own message says what it refused (the secret one accepts any text).
+    if let Some(source) = std::error::Error::source(error) {
+        return source.to_string();
+    }
+    match error.get(ContextKind::ValidValue) {
+        Some(ContextValue::Strings(valid)) => {
+            format!("{shown} is not one of {}", valid.join(", "))
+        }
+        _ => format!("{shown} is not valid"),
     }
 }

@@ -8,7 +8,7 @@
 //! Checked here, before anything starts: names, paths, hosts, and that no two routes can
 //! match the same request (`settings` checks each route's settings).
 
-use super::file::ParsedFile;
+use super::file::RouteFile;
 use super::{Cli, ConfigError};
 use crate::server::routing::DEFAULT_ROUTE;
 
@@ -39,10 +39,10 @@ impl RouteConfig {
     }
 }
 
-/// The routes of a loaded configuration: the file's `[[route]]` tables, or the shorthand.
-pub fn resolve(cli: &Cli, file: Option<ParsedFile>) -> Result<Vec<RouteConfig>, ConfigError> {
-    let tables = file.as_ref().map_or(0, |f| f.routes.len());
-    if tables == 0 {
+/// The routes of a loaded configuration: the file's `[[route]]` tables, each with its
+/// settings (the global ones under its own), or the shorthand.
+pub fn resolve(cli: &Cli, tables: Vec<(RouteFile, Cli)>) -> Result<Vec<RouteConfig>, ConfigError> {
+    if tables.is_empty() {
         let route = RouteConfig {
             name: DEFAULT_ROUTE.to_owned(),
             prefix: String::new(),
@@ -66,20 +66,16 @@ pub fn resolve(cli: &Cli, file: Option<ParsedFile>) -> Result<Vec<RouteConfig>, 
             return Err(ConfigError::PerRoute(key));
         }
     }
-    let mut file = file.expect("tables > 0 means a file");
-    let mut routes = Vec::with_capacity(tables);
-    for table in std::mem::take(&mut file.routes) {
-        let mut settings = cli.clone();
-        let selector = table.apply(&mut settings);
+    let mut routes = Vec::with_capacity(tables.len());
+    for (table, settings) in tables {
         let route = RouteConfig {
-            line: Some(file.line_of(selector.name.span().start)),
-            name: selector.name.into_inner(),
+            line: Some(table.line),
+            name: table.name,
             prefix: String::new(),
             host: None,
             settings,
         };
-        let checked = check_route(route, selector.path, selector.host);
-        routes.push(checked?);
+        routes.push(check_route(route, table.path, table.host)?);
     }
     check_disjoint(&routes)?;
     Ok(routes)
