@@ -173,37 +173,61 @@ impl Route {
 
     /// The route's handler for one serving thread: a backend client and push guard of its
     /// own (resolving on the runtime this is called on), sharing `metrics`, the card and
-    /// the process's `lifecycle`. The one place a `front::Gateway` is built.
+    /// the process's `lifecycle`.
     fn handler(
         &self,
         metrics: Arc<Metrics>,
         lifecycle: Arc<Lifecycle>,
     ) -> Result<Arc<Gateway>, RouteError> {
-        let settings = &self.settings;
-        let push = match &settings.push {
-            None => None,
-            Some(policy) => Some(
-                crate::push::PushGuard::new(policy.clone(), settings.resolution.server)
-                    .map_err(ConfigError::PushResolver)?,
-            ),
-        };
-        Ok(Arc::new(Gateway {
-            backend: self.backend()?,
-            forward: settings.forward.clone(),
-            unary_timeout: settings.unary_timeout,
-            stream_timeout: settings.stream_timeout,
-            first_event_timeout: settings.first_event_timeout,
-            keepalive: settings.keepalive,
-            max_body: settings.max_body,
-            batch: settings.batch,
-            tenant: settings.tenant.clone(),
+        let shared = Shared {
             card: self.card.clone(),
-            lifecycle,
             metrics,
-            legacy: settings.legacy,
-            push,
-        }))
+            lifecycle,
+        };
+        handler_over(&self.settings, self.backend()?, shared)
     }
+}
+
+/// What a route's handler shares with the rest of the process.
+#[derive(Default)]
+pub struct Shared {
+    /// The route's card service (`None`: no card).
+    pub card: Option<Arc<CardService>>,
+    pub metrics: Arc<Metrics>,
+    pub lifecycle: Arc<Lifecycle>,
+}
+
+/// The handler of a route's `settings` over `backend`, with its own push guard (resolving
+/// on the runtime this is called on). The one place a `front::Gateway` is built; tests and
+/// fuzzing give their own backends here.
+pub fn handler_over(
+    settings: &RouteSettings,
+    backend: Arc<dyn Backend>,
+    shared: Shared,
+) -> Result<Arc<Gateway>, RouteError> {
+    let push = match &settings.push {
+        None => None,
+        Some(policy) => Some(
+            crate::push::PushGuard::new(policy.clone(), settings.resolution.server)
+                .map_err(ConfigError::PushResolver)?,
+        ),
+    };
+    Ok(Arc::new(Gateway {
+        backend,
+        forward: settings.forward.clone(),
+        unary_timeout: settings.unary_timeout,
+        stream_timeout: settings.stream_timeout,
+        first_event_timeout: settings.first_event_timeout,
+        keepalive: settings.keepalive,
+        max_body: settings.max_body,
+        batch: settings.batch,
+        tenant: settings.tenant.clone(),
+        card: shared.card,
+        lifecycle: shared.lifecycle,
+        metrics: shared.metrics,
+        legacy: settings.legacy,
+        push,
+    }))
 }
 
 /// What the card service of `route` must know about it.

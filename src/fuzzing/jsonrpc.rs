@@ -34,12 +34,12 @@ use crate::backend::fault::Fault;
 use crate::backend::rest::sse::SseParser;
 use crate::backend::{Answer, Backend, Call, Error, EventStream, Status};
 use crate::card::{CardService, CardSettings, RouteCard, BACKEND_CARD_SOURCE};
-use crate::front::Gateway;
 use crate::proto::StreamResponse;
 use crate::protocol::binding::Binding;
 use crate::protocol::details;
 use crate::protocol::error::{A2aError, ErrorKind};
 use crate::protocol::ops::{Reply, StreamRequest, UnaryRequest};
+use crate::settings::{RouteSettings, Settings};
 
 /// The JSON-RPC path of the fuzzed route.
 const PATH: &str = "/a2a/jsonrpc";
@@ -122,24 +122,16 @@ impl Exchange {
     async fn call(&self) -> Answered {
         let backend: Arc<dyn Backend> = Arc::new(Scripted(self.backend.clone()));
         let card = self.card.then(|| Arc::new(card_service(backend.clone())));
-        let gateway = Gateway {
-            backend,
-            forward: Default::default(),
-            unary_timeout: Some(BOUND),
-            stream_timeout: Some(BOUND),
-            first_event_timeout: Some(BOUND),
-            keepalive: BOUND,
-            max_body: self.max_body,
-            batch: Default::default(),
-            tenant: self.fixed_tenant.then(|| "fuzz-tenant".to_owned()),
+        let mut settings = route_settings().clone();
+        settings.max_body = self.max_body;
+        settings.tenant = self.fixed_tenant.then(|| "fuzz-tenant".to_owned());
+        let shared = crate::route::Shared {
             card,
-            legacy: true,
-            // Fuzz inputs must not query DNS; the guard's parsing has unit tests.
-            push: None,
-            lifecycle: Default::default(),
-            metrics: Default::default(),
+            ..Default::default()
         };
-        let service = crate::server::router(Arc::new(gateway), PATH);
+        let gateway =
+            crate::route::handler_over(&settings, backend, shared).expect("the fuzz route builds");
+        let service = crate::server::router(gateway, PATH);
         let uri = match &self.version.1 {
             Some(query) => format!("{PATH}?{query}"),
             None => PATH.to_owned(),
@@ -473,4 +465,25 @@ impl Backend for Scripted {
         };
         futures::future::ready(Ok(answer)).boxed()
     }
+}
+
+/// The route every case starts from: each deadline `BOUND`, and no push guard (fuzz inputs
+/// must not query DNS; the guard's parsing has unit tests).
+fn route_settings() -> &'static RouteSettings {
+    static SETTINGS: std::sync::OnceLock<RouteSettings> = std::sync::OnceLock::new();
+    SETTINGS.get_or_init(|| {
+        let bound = format!("{}ms", BOUND.as_millis());
+        let mut args = vec!["a2a-gateway", "--backend", "http://fuzz.invalid:1"];
+        args.extend(["--push-guard", "false"]);
+        for flag in [
+            "--timeout",
+            "--stream-timeout",
+            "--first-event-timeout",
+            "--keepalive",
+        ] {
+            args.extend([flag, &bound]);
+        }
+        let mut settings = Settings::load(args).expect("the fuzz route's flags");
+        settings.routes.remove(0)
+    })
 }

@@ -14,10 +14,8 @@ use crate::harness;
 
 use std::alloc::System;
 use std::sync::Arc;
-use std::time::Duration;
 
 use a2a_gateway::backend::{Answer, Backend, Call, Error, EventStream, Status};
-use a2a_gateway::front::Gateway;
 use a2a_gateway::proto::{
     part, send_message_response, stream_response, Artifact, Message, Part, Role,
     SendMessageResponse, StreamResponse, Task, TaskState, TaskStatus, TaskStatusUpdateEvent,
@@ -25,7 +23,6 @@ use a2a_gateway::proto::{
 };
 use a2a_gateway::protocol::error::{A2aError, ErrorKind};
 use a2a_gateway::protocol::ops::{Reply, Request, StreamRequest, UnaryRequest};
-use a2a_gateway::protocol::params::ForwardPolicy;
 use axum::body::Body;
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
@@ -225,24 +222,14 @@ fn stub() -> Stub {
 type Edge = a2a_gateway::front::layers::Edge<a2a_gateway::server::Frontend>;
 
 fn router() -> Edge {
-    let gateway = Gateway {
-        backend: Arc::new(stub()),
-        forward: ForwardPolicy::default(),
-        unary_timeout: Some(Duration::from_secs(30)),
-        stream_timeout: None,
-        first_event_timeout: Some(Duration::from_secs(30)),
-        keepalive: Duration::from_secs(15),
-        max_body: 4 << 20,
-        batch: Default::default(),
-        tenant: None,
-        card: None,
-        lifecycle: Default::default(),
-        metrics: Default::default(),
-        legacy: true,
-        push: None,
-    };
+    let gateway = a2a_gateway::route::handler_over(
+        &harness::route_settings(&["--push-guard", "false"]),
+        Arc::new(stub()),
+        Default::default(),
+    )
+    .unwrap();
     a2a_gateway::front::layers::stack(
-        a2a_gateway::server::router(Arc::new(gateway), "/a2a/jsonrpc"),
+        a2a_gateway::server::router(gateway, "/a2a/jsonrpc"),
         a2a_gateway::protocol::params::sensitive_names(&[]),
     )
 }
@@ -269,24 +256,14 @@ async fn grpc_router() -> Edge {
         None,
     )
     .unwrap();
-    let gateway = Gateway {
-        backend: Arc::new(grpc),
-        forward: ForwardPolicy::default(),
-        unary_timeout: Some(Duration::from_secs(30)),
-        stream_timeout: None,
-        first_event_timeout: Some(Duration::from_secs(30)),
-        keepalive: Duration::from_secs(15),
-        max_body: 4 << 20,
-        batch: Default::default(),
-        tenant: None,
-        card: None,
-        lifecycle: Default::default(),
-        metrics: Default::default(),
-        legacy: true,
-        push: None,
-    };
+    let gateway = a2a_gateway::route::handler_over(
+        &harness::route_settings(&["--push-guard", "false"]),
+        Arc::new(grpc),
+        Default::default(),
+    )
+    .unwrap();
     a2a_gateway::front::layers::stack(
-        a2a_gateway::server::router(Arc::new(gateway), "/a2a/jsonrpc"),
+        a2a_gateway::server::router(gateway, "/a2a/jsonrpc"),
         a2a_gateway::protocol::params::sensitive_names(&[]),
     )
 }

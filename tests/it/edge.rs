@@ -5,10 +5,8 @@
 use crate::harness;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use a2a_gateway::backend::{Answer as Answered, Backend, Call, Error, EventStream};
-use a2a_gateway::front::Gateway;
 use a2a_gateway::proto::AgentCard;
 use a2a_gateway::protocol::ops::{Reply, StreamRequest, UnaryRequest};
 use futures::future::BoxFuture;
@@ -91,22 +89,17 @@ impl Backend for Panicking {
 
 #[tokio::test]
 async fn a_panicking_handler_gets_a_jsonrpc_internal_error_and_serving_goes_on() {
-    let gateway = Arc::new(Gateway {
-        backend: Arc::new(Panicking),
-        forward: Default::default(),
-        unary_timeout: Some(Duration::from_secs(5)),
-        stream_timeout: None,
-        first_event_timeout: Some(Duration::from_secs(5)),
-        keepalive: Duration::from_secs(15),
-        max_body: 1 << 20,
-        batch: Default::default(),
-        tenant: None,
-        card: None,
-        lifecycle: Default::default(),
-        metrics: Default::default(),
-        legacy: true,
-        push: None,
-    });
+    let settings = route_settings(&[
+        "--timeout",
+        "5s",
+        "--max-body",
+        "1MiB",
+        "--push-guard",
+        "false",
+    ]);
+    let gateway =
+        a2a_gateway::route::handler_over(&settings, Arc::new(Panicking), Default::default())
+            .unwrap();
     let url = serve(gateway, "/a2a/jsonrpc").await;
     // One client with one connection: the panic must not cost the connection either.
     let client = reqwest::Client::builder()

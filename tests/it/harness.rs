@@ -213,7 +213,7 @@ pub struct Settings {
     pub max_body: usize,
     pub forward: ForwardPolicy,
     /// The push URL guard (`None`: off).
-    pub push: Option<a2a_gateway::push::PushGuard>,
+    pub push: Option<PushGuard>,
 }
 
 impl Default for Settings {
@@ -231,12 +231,36 @@ impl Default for Settings {
     }
 }
 
-/// A push URL guard admitting `allow` (https only), resolving names with `dns` or the
-/// system's resolver.
-pub fn push_guard(allow: &[&str], dns: Option<SocketAddr>) -> a2a_gateway::push::PushGuard {
+/// The push URL guard's settings: admitting `allow` (https only), resolving names with
+/// `dns` or the system's resolver.
+pub fn push_guard(allow: &[&str], dns: Option<SocketAddr>) -> PushGuard {
     let allow: Vec<String> = allow.iter().map(|s| s.to_string()).collect();
-    let policy = a2a_gateway::push::PushPolicy::new(false, &allow).unwrap();
-    a2a_gateway::push::PushGuard::new(policy, dns).unwrap()
+    PushGuard {
+        policy: a2a_gateway::push::PushPolicy::new(false, &allow).unwrap(),
+        dns,
+    }
+}
+
+/// A push guard's policy and the DNS server it asks.
+pub struct PushGuard {
+    policy: a2a_gateway::push::PushPolicy,
+    dns: Option<SocketAddr>,
+}
+
+/// One route's settings from `flags`, as the binary parses them (a placeholder backend
+/// unless the flags name one).
+pub fn route_settings(flags: &[&str]) -> a2a_gateway::settings::RouteSettings {
+    let backend = ["--backend", "http://backend.invalid:1"];
+    let backend = if flags.contains(&"--backend") {
+        &[][..]
+    } else {
+        &backend[..]
+    };
+    let args = std::iter::once("a2a-gateway")
+        .chain(backend.iter().copied())
+        .chain(flags.iter().copied());
+    let mut settings = a2a_gateway::settings::Settings::load(args).unwrap();
+    settings.routes.remove(0)
 }
 
 /// The gateway in front of the gRPC backend at `backend`, served on 127.0.0.1:0; an
@@ -250,22 +274,19 @@ pub async fn gateway(backend: &str, settings: Settings) -> String {
         .starts_with("https://")
         .then(|| test_pki().ca_pem.as_bytes());
     let grpc = GrpcBackend::new(backend, &grpc_settings, ca).unwrap();
-    let state = Arc::new(Gateway {
-        backend: Arc::new(grpc),
-        forward: settings.forward,
-        unary_timeout: settings.unary_timeout,
-        stream_timeout: settings.stream_timeout,
-        first_event_timeout: settings.unary_timeout,
-        keepalive: settings.keepalive,
-        max_body: settings.max_body,
-        batch: Default::default(),
-        tenant: None,
-        card: None,
-        lifecycle: Default::default(),
-        metrics: Default::default(),
-        legacy: true,
-        push: settings.push,
+    let mut route = route_settings(&[]);
+    route.unary_timeout = settings.unary_timeout;
+    route.stream_timeout = settings.stream_timeout;
+    route.first_event_timeout = settings.unary_timeout;
+    route.keepalive = settings.keepalive;
+    route.max_body = settings.max_body;
+    route.forward = settings.forward;
+    route.push = settings.push.map(|push| {
+        route.resolution.server = push.dns;
+        push.policy
     });
+    let state =
+        a2a_gateway::route::handler_over(&route, Arc::new(grpc), Default::default()).unwrap();
     serve(state, "/a2a/jsonrpc").await
 }
 
