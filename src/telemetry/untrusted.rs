@@ -66,6 +66,14 @@ const CLIPPED_FIELD_BYTES: usize = FIELD_BYTES + 48;
 impl ClippedField {
     pub fn of(text: &str) -> ClippedField {
         let mut bytes = [0; CLIPPED_FIELD_BYTES];
+        // The usual text needs no escaping: a copy, without the formatting machinery.
+        if is_plain(text, FIELD_BYTES, false) {
+            bytes[..text.len()].copy_from_slice(text.as_bytes());
+            return ClippedField {
+                len: text.len() as u8,
+                bytes,
+            };
+        }
         let mut cursor = std::io::Cursor::new(&mut bytes[..]);
         // `clip` writes at most `FIELD_BYTES` and its suffix, which fit.
         let _ = std::io::Write::write_fmt(&mut cursor, format_args!("{}", clip(text)));
