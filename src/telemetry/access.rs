@@ -60,7 +60,50 @@ struct Line {
     client: Option<SocketAddr>,
     request_id: Option<ClippedField>,
     /// The client's trace id, when traces are off (with traces, the span's).
-    traceparent: Option<Box<str>>,
+    traceparent: Option<ClippedField>,
+}
+
+impl Line {
+    fn new() -> Line {
+        Line {
+            started: Instant::now(),
+            path: ClippedField::of(""),
+            id: None,
+            method: "",
+            bytes_in: 0,
+            bytes_out: 0,
+            frames: 0,
+            backend: None,
+            client: None,
+            request_id: None,
+            traceparent: None,
+        }
+    }
+
+    /// Starts the line of a new call, in place (a reused box keeps its old bytes, which
+    /// are overwritten, not cleared).
+    fn fill(&mut self, request: &http::request::Parts, bytes_in: usize, id: Option<&str>) {
+        fn set(field: &mut Option<ClippedField>, text: Option<&str>) {
+            match text {
+                Some(text) => field.get_or_insert_with(|| ClippedField::of("")).set(text),
+                None => *field = None,
+            }
+        }
+        self.started = Instant::now();
+        self.path.set(request.uri.path());
+        set(&mut self.id, id);
+        self.method = "";
+        (self.bytes_in, self.bytes_out, self.frames) = (bytes_in, 0, 0);
+        self.backend = None;
+        self.client = request.extensions.get::<ClientAddr>().map(|c| c.0);
+        let request_id = request.headers.get(X_REQUEST_ID);
+        set(
+            &mut self.request_id,
+            request_id.and_then(|v| v.to_str().ok()),
+        );
+        let traceparent = trace::traceparent_trace_id(&request.headers);
+        set(&mut self.traceparent, traceparent);
+    }
 }
 
 /// One JSON-RPC call being handled: its server span and access log line. Both boxed, so
@@ -77,34 +120,13 @@ impl CallRecord {
     pub fn start(request: &http::request::Parts, bytes_in: usize, id: Option<&str>) -> Self {
         let on = sink::installed() && tracing::enabled!(target: TARGET, tracing::Level::INFO);
         let line = on.then(|| {
-            let line = Line {
-                started: Instant::now(),
-                path: ClippedField::of(request.uri.path()),
-                id: id.map(ClippedField::of),
-                method: "",
-                bytes_in,
-                bytes_out: 0,
-                frames: 0,
-                backend: None,
-                client: request.extensions.get::<ClientAddr>().map(|c| c.0),
-                request_id: request
-                    .headers
-                    .get(X_REQUEST_ID)
-                    .and_then(|v| v.to_str().ok())
-                    .map(ClippedField::of),
-                traceparent: trace::traceparent_trace_id(&request.headers).map(Into::into),
-            };
-            let spare = SPARE_LINES
-                .try_with(|spare| spare.borrow_mut().pop())
+            let spare = SPARE_LINES.try_with(|spare| spare.borrow_mut().pop());
+            let mut line = spare
                 .ok()
-                .flatten();
-            match spare {
-                Some(mut boxed) => {
-                    *boxed = line;
-                    boxed
-                }
-                None => Box::new(line),
-            }
+                .flatten()
+                .unwrap_or_else(|| Box::new(Line::new()));
+            line.fill(request, bytes_in, id);
+            line
         });
         CallRecord {
             line,
@@ -240,8 +262,7 @@ impl Line {
             match &span_trace {
                 Some(id) => sink::shown_field(out, format, "trace_id", id),
                 None => {
-                    let id = self.traceparent.as_deref().unwrap_or("-");
-                    sink::bare_field(out, format, "trace_id", id);
+                    sink::bare_field(out, format, "trace_id", text(&self.traceparent));
                 }
             }
             sink::close_line(out, format, TARGET);
@@ -292,5 +313,23 @@ impl AddrText {
         let end = (self.len + text.len()).min(self.bytes.len());
         self.bytes[self.len..end].copy_from_slice(&text[..end - self.len]);
         self.len = end;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_addresses_are_written_as_display_writes_them() {
+        for addr in [
+            "1.2.3.4:5",
+            "255.255.255.255:65535",
+            "[::1]:8080",
+            "[fe80::1:2]:1",
+        ] {
+            let addr: SocketAddr = addr.parse().unwrap();
+            assert_eq!(AddrText::default().of(addr), addr.to_string());
+        }
     }
 }

@@ -129,6 +129,7 @@ pub fn open_line(out: &mut Vec<u8>, format: LineFormat, target: &str) {
 }
 
 /// A field whose value is text: quoted as `tracing` quotes a `&str` (its `Debug`).
+#[inline]
 pub fn text_field(out: &mut Vec<u8>, format: LineFormat, name: &str, value: &str) {
     match format {
         LineFormat::Text => {
@@ -144,6 +145,7 @@ pub fn text_field(out: &mut Vec<u8>, format: LineFormat, name: &str, value: &str
 /// A field whose value is text already bounded and free of spaces and control characters
 /// (a clipped field, a number, `-`): bare in text, as `Display` (`%value`) writes it; a
 /// JSON string in JSON. Written straight, without the formatting machinery.
+#[inline]
 pub fn bare_field(out: &mut Vec<u8>, format: LineFormat, name: &str, value: &str) {
     match format {
         LineFormat::Text => {
@@ -177,6 +179,7 @@ pub fn shown_field(
 }
 
 /// A number field.
+#[inline]
 pub fn number_field(out: &mut Vec<u8>, format: LineFormat, name: &str, value: i64) {
     match format {
         LineFormat::Text => name_equals(out, name),
@@ -186,6 +189,7 @@ pub fn number_field(out: &mut Vec<u8>, format: LineFormat, name: &str, value: i6
 }
 
 /// ` name=`, as text writes a field's start.
+#[inline]
 fn name_equals(out: &mut Vec<u8>, name: &str) {
     out.push(b' ');
     out.extend_from_slice(name.as_bytes());
@@ -193,6 +197,7 @@ fn name_equals(out: &mut Vec<u8>, name: &str) {
 }
 
 /// `,"name":`, as JSON writes a member's start.
+#[inline]
 fn json_name(out: &mut Vec<u8>, name: &str) {
     out.extend_from_slice(b",\"");
     out.extend_from_slice(name.as_bytes());
