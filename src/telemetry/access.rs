@@ -15,15 +15,17 @@
 //! `--access-log false` turns the target off in the log filter; then `CallRecord::start`
 //! sees it disabled and keeps nothing.
 
+use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::time::Instant;
 
 use http::{HeaderName, HeaderValue};
+use opentelemetry::trace::TraceId;
 
 pub mod sink;
 
 use super::trace::{self, ServerSpan, TraceContext};
-use super::untrusted::{clip, ClippedField};
+use super::untrusted::ClippedField;
 use super::ClientAddr;
 use crate::proto::StreamResponse;
 use crate::protocol::error::{A2aError, ErrorKind};
@@ -31,6 +33,19 @@ use crate::protocol::ops::{Op, Reply, Request};
 
 /// The target of access log lines (`RUST_LOG=a2a_gateway::access=off` silences them too).
 pub const TARGET: &str = "a2a_gateway::access";
+
+/// The header of the client's (or the edge's generated) request id.
+const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// The most lines a thread keeps for its next calls (`SPARE_LINES`).
+const SPARE_LINES_MAX: usize = 64;
+
+thread_local! {
+    /// Boxes of finished calls' lines, taken by the next calls on this thread: once a
+    /// thread has served its first calls, a call's line costs no allocation.
+    #[expect(clippy::vec_box, reason = "a call holds the box itself, not a copy of the line")]
+    static SPARE_LINES: RefCell<Vec<Box<Line>>> = const { RefCell::new(Vec::new()) };
+}
 
 /// The access log line of a call, filled in as it goes (kept only when the log is on).
 struct Line {
@@ -43,9 +58,52 @@ struct Line {
     frames: u64,
     backend: Option<u16>,
     client: Option<SocketAddr>,
-    request_id: Option<HeaderValue>,
+    request_id: Option<ClippedField>,
     /// The client's trace id, when traces are off (with traces, the span's).
-    traceparent: Option<Box<str>>,
+    traceparent: Option<ClippedField>,
+}
+
+impl Line {
+    fn new() -> Line {
+        Line {
+            started: Instant::now(),
+            path: ClippedField::of(""),
+            id: None,
+            method: "",
+            bytes_in: 0,
+            bytes_out: 0,
+            frames: 0,
+            backend: None,
+            client: None,
+            request_id: None,
+            traceparent: None,
+        }
+    }
+
+    /// Starts the line of a new call, in place (a reused box keeps its old bytes, which
+    /// are overwritten, not cleared).
+    fn fill(&mut self, request: &http::request::Parts, bytes_in: usize, id: Option<&str>) {
+        fn set(field: &mut Option<ClippedField>, text: Option<&str>) {
+            match text {
+                Some(text) => field.get_or_insert_with(|| ClippedField::of("")).set(text),
+                None => *field = None,
+            }
+        }
+        self.started = Instant::now();
+        self.path.set(request.uri.path());
+        set(&mut self.id, id);
+        self.method = "";
+        (self.bytes_in, self.bytes_out, self.frames) = (bytes_in, 0, 0);
+        self.backend = None;
+        self.client = request.extensions.get::<ClientAddr>().map(|c| c.0);
+        let request_id = request.headers.get(X_REQUEST_ID);
+        set(
+            &mut self.request_id,
+            request_id.and_then(|v| v.to_str().ok()),
+        );
+        let traceparent = trace::traceparent_trace_id(&request.headers);
+        set(&mut self.traceparent, traceparent);
+    }
 }
 
 /// One JSON-RPC call being handled: its server span and access log line. Both boxed, so
@@ -62,19 +120,13 @@ impl CallRecord {
     pub fn start(request: &http::request::Parts, bytes_in: usize, id: Option<&str>) -> Self {
         let on = sink::installed() && tracing::enabled!(target: TARGET, tracing::Level::INFO);
         let line = on.then(|| {
-            Box::new(Line {
-                started: Instant::now(),
-                path: ClippedField::of(request.uri.path()),
-                id: id.map(ClippedField::of),
-                method: "",
-                bytes_in,
-                bytes_out: 0,
-                frames: 0,
-                backend: None,
-                client: request.extensions.get::<ClientAddr>().map(|c| c.0),
-                request_id: request.headers.get("x-request-id").cloned(),
-                traceparent: trace::traceparent_trace_id(&request.headers).map(Into::into),
-            })
+            let spare = SPARE_LINES.try_with(|spare| spare.borrow_mut().pop());
+            let mut line = spare
+                .ok()
+                .flatten()
+                .unwrap_or_else(|| Box::new(Line::new()));
+            line.fill(request, bytes_in, id);
+            line
         });
         CallRecord {
             line,
@@ -167,51 +219,117 @@ impl Drop for CallRecord {
             return;
         };
         let span_trace = self.span.as_ref().map(|span| span.trace_id());
-        let client_trace = line.traceparent.as_deref();
-        let trace_id: Dash<&dyn std::fmt::Display> = match &span_trace {
-            Some(id) => Dash(Some(id)),
-            None => Dash(client_trace.as_ref().map(|id| id as &dyn std::fmt::Display)),
-        };
-        let duration_us = i64::try_from(line.started.elapsed().as_micros()).unwrap_or(i64::MAX);
-        let request_id = line.request_id.as_ref().and_then(|v| v.to_str().ok());
+        line.write(code, span_trace);
+        // The box serves a later call on this thread (past the cap, or while the thread
+        // ends, it is freed).
+        let _ = SPARE_LINES.try_with(|spare| {
+            let mut spare = spare.borrow_mut();
+            if spare.len() < SPARE_LINES_MAX {
+                spare.push(line);
+            }
+        });
+    }
+}
+
+impl Line {
+    /// Appends the line of the call that ended with `code`; `span_trace` is the server
+    /// span's trace id (traces on). Each value is written straight into the buffer: the
+    /// formatting machinery only for a span's trace id and an IPv6 client.
+    fn write(&self, code: i32, span_trace: Option<TraceId>) {
+        let duration_us = i64::try_from(self.started.elapsed().as_micros()).unwrap_or(i64::MAX);
         let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        fn text(field: &Option<ClippedField>) -> &str {
+            field.as_ref().map_or("-", ClippedField::as_str)
+        }
+        let mut status = itoa::Buffer::new();
+        let backend_status = self.backend.map_or("-", |s| status.format(s));
+        let mut client = AddrText::default();
+        let client = self.client.map_or("-", |addr| client.of(addr));
         sink::append(|out, format| {
             sink::open_line(out, format, TARGET);
-            sink::text_field(out, format, "route", line.path.as_str());
-            sink::text_field(out, format, "method", line.method);
-            sink::shown_field(
-                out,
-                format,
-                "id",
-                &Dash(line.id.as_ref().map(ClippedField::as_str)),
-            );
+            sink::text_field(out, format, "route", self.path.as_str());
+            sink::text_field(out, format, "method", self.method);
+            sink::bare_field(out, format, "id", text(&self.id));
             sink::number_field(out, format, "code", i64::from(code));
-            sink::shown_field(out, format, "backend_status", &Dash(line.backend));
+            sink::bare_field(out, format, "backend_status", backend_status);
             sink::number_field(out, format, "duration_us", duration_us);
-            sink::number_field(out, format, "bytes_in", count(line.bytes_in));
-            sink::number_field(out, format, "bytes_out", count(line.bytes_out));
-            sink::number_field(
-                out,
-                format,
-                "frames",
-                i64::try_from(line.frames).unwrap_or(i64::MAX),
-            );
-            sink::shown_field(out, format, "client", &Dash(line.client));
-            sink::shown_field(out, format, "request_id", &Dash(request_id.map(clip)));
-            sink::shown_field(out, format, "trace_id", &trace_id);
+            sink::number_field(out, format, "bytes_in", count(self.bytes_in));
+            sink::number_field(out, format, "bytes_out", count(self.bytes_out));
+            let frames = i64::try_from(self.frames).unwrap_or(i64::MAX);
+            sink::number_field(out, format, "frames", frames);
+            sink::bare_field(out, format, "client", client);
+            sink::bare_field(out, format, "request_id", text(&self.request_id));
+            match &span_trace {
+                Some(id) => sink::shown_field(out, format, "trace_id", id),
+                None => {
+                    sink::bare_field(out, format, "trace_id", text(&self.traceparent));
+                }
+            }
             sink::close_line(out, format, TARGET);
         });
     }
 }
 
-/// A log field's value, or `-` without one; written straight into the line.
-struct Dash<T>(Option<T>);
+/// A client address as `SocketAddr`'s `Display` writes it (`1.2.3.4:5`, `[::1]:5`).
+struct AddrText {
+    bytes: [u8; 64],
+    len: usize,
+}
 
-impl<T: std::fmt::Display> std::fmt::Display for Dash<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.0 {
-            Some(value) => value.fmt(f),
-            None => f.write_str("-"),
+impl Default for AddrText {
+    fn default() -> Self {
+        AddrText {
+            bytes: [0; 64],
+            len: 0,
+        }
+    }
+}
+
+impl AddrText {
+    fn of(&mut self, addr: SocketAddr) -> &str {
+        let mut digits = itoa::Buffer::new();
+        match addr {
+            SocketAddr::V4(v4) => {
+                for (i, octet) in v4.ip().octets().into_iter().enumerate() {
+                    if i > 0 {
+                        self.push(b".");
+                    }
+                    self.push(digits.format(octet).as_bytes());
+                }
+            }
+            SocketAddr::V6(v6) => {
+                let mut cursor = std::io::Cursor::new(&mut self.bytes[..]);
+                // `[` 45 characters at most `]`: it fits.
+                let _ = std::io::Write::write_fmt(&mut cursor, format_args!("[{}]", v6.ip()));
+                self.len = cursor.position() as usize;
+            }
+        }
+        self.push(b":");
+        self.push(digits.format(addr.port()).as_bytes());
+        std::str::from_utf8(&self.bytes[..self.len]).unwrap_or("-")
+    }
+
+    fn push(&mut self, text: &[u8]) {
+        let end = (self.len + text.len()).min(self.bytes.len());
+        self.bytes[self.len..end].copy_from_slice(&text[..end - self.len]);
+        self.len = end;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_addresses_are_written_as_display_writes_them() {
+        for addr in [
+            "1.2.3.4:5",
+            "255.255.255.255:65535",
+            "[::1]:8080",
+            "[fe80::1:2]:1",
+        ] {
+            let addr: SocketAddr = addr.parse().unwrap();
+            assert_eq!(AddrText::default().of(addr), addr.to_string());
         }
     }
 }

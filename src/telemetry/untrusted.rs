@@ -65,12 +65,26 @@ const CLIPPED_FIELD_BYTES: usize = FIELD_BYTES + 48;
 
 impl ClippedField {
     pub fn of(text: &str) -> ClippedField {
-        let mut bytes = [0; CLIPPED_FIELD_BYTES];
-        let mut cursor = std::io::Cursor::new(&mut bytes[..]);
+        let mut field = ClippedField {
+            len: 0,
+            bytes: [0; CLIPPED_FIELD_BYTES],
+        };
+        field.set(text);
+        field
+    }
+
+    /// Makes this field `clip(text)`, in place (a reused record's field).
+    pub fn set(&mut self, text: &str) {
+        // The usual text needs no escaping: a copy, without the formatting machinery.
+        if is_plain(text, FIELD_BYTES, false) {
+            self.bytes[..text.len()].copy_from_slice(text.as_bytes());
+            self.len = text.len() as u8;
+            return;
+        }
+        let mut cursor = std::io::Cursor::new(&mut self.bytes[..]);
         // `clip` writes at most `FIELD_BYTES` and its suffix, which fit.
         let _ = std::io::Write::write_fmt(&mut cursor, format_args!("{}", clip(text)));
-        let len = cursor.position() as u8;
-        ClippedField { len, bytes }
+        self.len = cursor.position() as u8;
     }
 
     pub fn as_str(&self) -> &str {

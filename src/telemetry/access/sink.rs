@@ -129,6 +129,7 @@ pub fn open_line(out: &mut Vec<u8>, format: LineFormat, target: &str) {
 }
 
 /// A field whose value is text: quoted as `tracing` quotes a `&str` (its `Debug`).
+#[inline]
 pub fn text_field(out: &mut Vec<u8>, format: LineFormat, name: &str, value: &str) {
     match format {
         LineFormat::Text => {
@@ -136,6 +137,20 @@ pub fn text_field(out: &mut Vec<u8>, format: LineFormat, name: &str, value: &str
             out.push(b'"');
             escape_quotes(out, value);
             out.push(b'"');
+        }
+        LineFormat::Json => json_field(out, name, value),
+    }
+}
+
+/// A field whose value is text already bounded and free of spaces and control characters
+/// (a clipped field, a number, `-`): bare in text, as `Display` (`%value`) writes it; a
+/// JSON string in JSON. Written straight, without the formatting machinery.
+#[inline]
+pub fn bare_field(out: &mut Vec<u8>, format: LineFormat, name: &str, value: &str) {
+    match format {
+        LineFormat::Text => {
+            name_equals(out, name);
+            out.extend_from_slice(value.as_bytes());
         }
         LineFormat::Json => json_field(out, name, value),
     }
@@ -164,6 +179,7 @@ pub fn shown_field(
 }
 
 /// A number field.
+#[inline]
 pub fn number_field(out: &mut Vec<u8>, format: LineFormat, name: &str, value: i64) {
     match format {
         LineFormat::Text => name_equals(out, name),
@@ -173,6 +189,7 @@ pub fn number_field(out: &mut Vec<u8>, format: LineFormat, name: &str, value: i6
 }
 
 /// ` name=`, as text writes a field's start.
+#[inline]
 fn name_equals(out: &mut Vec<u8>, name: &str) {
     out.push(b' ');
     out.extend_from_slice(name.as_bytes());
@@ -180,6 +197,7 @@ fn name_equals(out: &mut Vec<u8>, name: &str) {
 }
 
 /// `,"name":`, as JSON writes a member's start.
+#[inline]
 fn json_name(out: &mut Vec<u8>, name: &str) {
     out.extend_from_slice(b",\"");
     out.extend_from_slice(name.as_bytes());
@@ -189,7 +207,9 @@ fn json_name(out: &mut Vec<u8>, name: &str) {
 /// The event's end.
 pub fn close_line(out: &mut Vec<u8>, format: LineFormat, target: &str) {
     if format == LineFormat::Json {
-        let _ = write!(out, "}},\"target\":\"{target}\"}}");
+        out.extend_from_slice(b"},\"target\":\"");
+        out.extend_from_slice(target.as_bytes());
+        out.extend_from_slice(b"\"}");
     }
     out.push(b'\n');
 }
@@ -197,7 +217,15 @@ pub fn close_line(out: &mut Vec<u8>, format: LineFormat, target: &str) {
 fn json_field(out: &mut Vec<u8>, name: &str, value: &str) {
     json_name(out, name);
     out.push(b'"');
-    let _ = std::fmt::Write::write_str(&mut JsonEscaped(out), value);
+    // Printable ASCII but the quote and backslash, the usual value, goes as it is.
+    if value
+        .bytes()
+        .all(|b| b.is_ascii() && !b.is_ascii_control() && b != b'"' && b != b'\\')
+    {
+        out.extend_from_slice(value.as_bytes());
+    } else {
+        let _ = std::fmt::Write::write_str(&mut JsonEscaped(out), value);
+    }
     out.push(b'"');
 }
 
@@ -227,15 +255,13 @@ impl std::fmt::Write for JsonEscaped<'_> {
 }
 
 fn escape_quotes(out: &mut Vec<u8>, value: &str) {
-    for piece in value.split_inclusive(['"', '\\']) {
-        match piece.as_bytes().split_last() {
-            Some((last @ (b'"' | b'\\'), head)) => {
-                out.extend_from_slice(head);
-                out.extend_from_slice(&[b'\\', *last]);
-            }
-            _ => out.extend_from_slice(piece.as_bytes()),
-        }
+    let mut rest = value.as_bytes();
+    while let Some(at) = rest.iter().position(|b| matches!(b, b'"' | b'\\')) {
+        out.extend_from_slice(&rest[..at]);
+        out.extend_from_slice(&[b'\\', rest[at]]);
+        rest = &rest[at + 1..];
     }
+    out.extend_from_slice(rest);
 }
 
 /// Now, as `tracing-subscriber` writes it: `2026-12-03T08:39:45.587309Z`. The date and
