@@ -10,7 +10,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::shape::{Change, Conv, Invalid, Member, Shape};
+use super::shape::{m, Change, Conv, Invalid, Shape};
 use crate::protocol::binding::JSONRPC;
 
 /// The `protocolVersion` a v0.3 card declares.
@@ -94,15 +94,6 @@ static SKILL: Shape = Shape::Proto {
         skill.entry("tags").or_insert_with(|| json!([]));
     }),
 };
-
-const fn m(v1: &'static str, v03: &'static str, conv: Conv) -> Member {
-    Member {
-        v1,
-        v03,
-        conv,
-        required: false,
-    }
-}
 
 /// v0.3's flows, one row for the four v1.0 flows it has: the members any v0.3 flow has,
 /// read from whichever flow holds them. v1.0's `pkceRequired` has no v0.3 form.

@@ -5,16 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use super::shape::{Conv, Invalid, Member, Pairs, Shape};
-
-const fn m(v1: &'static str, v03: &'static str, conv: Conv) -> Member {
-    Member {
-        v1,
-        v03,
-        conv,
-        required: false,
-    }
-}
+use super::shape::{m, Conv, Invalid, Member, Pairs, Shape};
 
 /// A member the v0.3 schema requires.
 const fn req(v1: &'static str, v03: &'static str, conv: Conv) -> Member {

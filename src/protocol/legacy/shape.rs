@@ -45,6 +45,16 @@ pub struct Member {
     pub required: bool,
 }
 
+/// An optional member named `v1` in v1.0 and `v03` in v0.3, converted by `conv`.
+pub const fn m(v1: &'static str, v03: &'static str, conv: Conv) -> Member {
+    Member {
+        v1,
+        v03,
+        conv,
+        required: false,
+    }
+}
+
 /// Members that only one version has, filled in on the way to v0.3 from the converted
 /// object (e.g. `final`, derived from the state).
 pub type Derive = fn(&mut Map<String, Value>);
