@@ -791,6 +791,13 @@ mod tests {
 
     #[test]
     fn file_errors_name_the_key() {
+        let long = "k".repeat(100_000);
+        let err = load(&[], &format!("backend = \"http://a:1\"\n{long} = 1\n")).unwrap_err();
+        assert!(
+            err.contains("kkk") && err.len() < 2_000,
+            "{} bytes",
+            err.len()
+        );
         let err = load(&[], "backend = \"http://a:1\"\ntimeot = \"5s\"\n").unwrap_err();
         assert!(err.contains("timeot"), "{err}");
         let err = load(&[], "keepalive = \"soon\"\n").unwrap_err();

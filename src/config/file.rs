@@ -149,6 +149,8 @@ type Value<'t> = Spanned<DeValue<'t>>;
 impl Reader<'_> {
     fn fail(&self, place: Place, key: &str, at: usize, why: impl std::fmt::Display) -> String {
         let line = (self.line)(at);
+        // A key is the file's text, of any length: bounded and escaped as a log field.
+        let key = crate::telemetry::untrusted::clipped(key);
         match place {
             Place::Top => format!("line {line}: key `{key}`: {why}"),
             Place::Route(i) => format!("line {line}: key `route[{i}].{key}`: {why}"),

@@ -228,7 +228,11 @@ pub enum ForwardPolicyError {
     InvalidName(&'static str, String),
     #[error("--{0}: header {1:?} is owned by the gateway ({2}) and cannot be configured")]
     Owned(&'static str, String, &'static str),
-    #[error("--set-header: {0:?} is not NAME=VALUE with a valid header value")]
+    /// The entry is not shown: it may carry a credential.
+    #[error("--set-header: an entry of {0} bytes has no `=` (NAME=VALUE; the entry is not shown)")]
+    SetNoValue(usize),
+    /// The value is not shown: it may be a credential.
+    #[error("--set-header: the value given for {0:?} is not a valid header value (not shown)")]
     SetValue(String),
     #[error("--set-header and --remove-header both name {0:?}")]
     SetAndRemoved(String),
@@ -259,10 +263,10 @@ impl ForwardPolicy {
         for pair in rules.set {
             let (name, value) = pair
                 .split_once('=')
-                .ok_or_else(|| ForwardPolicyError::SetValue(pair.clone()))?;
+                .ok_or(ForwardPolicyError::SetNoValue(pair.len()))?;
             let name = header_name("set-header", name)?;
             let mut value = HeaderValue::from_str(value.trim())
-                .map_err(|_| ForwardPolicyError::SetValue(pair.clone()))?;
+                .map_err(|_| ForwardPolicyError::SetValue(name.to_string()))?;
             if removed.contains(&name) {
                 return Err(ForwardPolicyError::SetAndRemoved(name.to_string()));
             }
@@ -340,6 +344,23 @@ impl Default for ForwardPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bad_set_header_never_shows_its_value() {
+        for entry in [
+            "authorization Bearer SECRET",
+            "authorization=Bearer \u{1}SECRET",
+        ] {
+            let set = [entry.to_owned()];
+            let rules = HeaderRules {
+                set: &set,
+                ..HeaderRules::default()
+            };
+            let err = ForwardPolicy::with_rules(&rules).unwrap_err().to_string();
+            assert!(err.starts_with("--set-header"), "{err}");
+            assert!(!err.contains("SECRET"), "{err}");
+        }
+    }
 
     fn check(header: Option<&str>, query: Option<&str>) -> Result<(), ErrorKind> {
         let mut headers = HeaderMap::new();
