@@ -498,6 +498,14 @@ pub struct Cli {
     #[arg(skip)]
     pub card_settings: CardSettings,
 
+    /// The `auth` table of the config file.
+    #[arg(skip)]
+    pub auth_table: crate::auth::table::AuthTable,
+
+    /// The `allow` rules of the config file.
+    #[arg(skip)]
+    pub allow_rules: Vec<crate::auth::table::AllowRule>,
+
     /// TOML file with any of the process-wide and route settings (keys as the flags without `--`, e.g.
     /// `backend = "http://agent:50051"`, `forward-header = ["x-tenant"]`); flags and
     /// environment variables override it. Unknown keys are errors.
@@ -669,12 +677,21 @@ impl Config {
         let mut cli = parse(file.top.as_defaults(command), &args)?;
         cli.config = Some(path);
         cli.card_settings = file.top.card.unwrap_or_default();
+        cli.auth_table = file.top.auth.unwrap_or_default();
+        cli.allow_rules = file.top.allow.unwrap_or_default();
         let mut tables = Vec::with_capacity(file.routes.len());
         for mut route in file.routes {
             let mut settings = cli.clone();
             route.settings.set_over(&mut settings)?;
+            // A route's table replaces the top-level one.
             if let Some(card) = route.settings.card.take() {
                 settings.card_settings = card;
+            }
+            if let Some(auth) = route.settings.auth.take() {
+                settings.auth_table = auth;
+            }
+            if let Some(allow) = route.settings.allow.take() {
+                settings.allow_rules = allow;
             }
             tables.push((route, settings));
         }
@@ -865,6 +882,45 @@ mod tests {
                 assert!(arg.get_long().is_some(), "{:?}", arg.get_id());
             }
         }
+    }
+
+    #[test]
+    fn auth_tables_are_route_defaults_a_route_replaces() {
+        let file = r#"
+            [auth]
+            anonymous = true
+            [[allow]]
+            methods = ["GetTask"]
+
+            [[route]]
+            name = "a"
+            path = "/a"
+            backend = "http://a:1"
+
+            [[route]]
+            name = "b"
+            path = "/b"
+            backend = "http://b:1"
+            [route.auth.api-keys]
+            header = "x-key"
+            [[route.allow]]
+            principals = ["svc-*"]
+            [[route.allow]]
+            tenants = ["acme"]
+        "#;
+        let (config, _) = load_config(&[], file).unwrap();
+        let [a, b] = &config.routes[..] else {
+            panic!("two routes")
+        };
+        assert!(a.settings.auth_table.anonymous);
+        assert_eq!(a.settings.allow_rules.len(), 1);
+        assert!(!b.settings.auth_table.anonymous, "replaced, not merged");
+        let keys = b.settings.auth_table.api_keys.as_ref().unwrap();
+        assert_eq!(keys.header.as_deref(), Some("x-key"));
+        assert_eq!(b.settings.allow_rules.len(), 2);
+        let wrong = "[[route]]\nname = \"a\"\npath = \"/a\"\n[[route.allow]]\nmethod = [\"x\"]\n";
+        let err = load_config(&[], wrong).err().unwrap();
+        assert!(err.contains("route[0].allow[0].method"), "{err}");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! `backend::{grpc,rest}` → typed reply, stream or `backend::Error` → JSON-RPC (the front
 //! makes a `protocol::error::A2aError` of an error, once).
 
+pub mod auth;
 pub mod backend;
 pub mod card;
 pub mod config;

@@ -15,6 +15,7 @@ use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
 use super::{Cli, PROCESS, ROUTE};
+use crate::auth::table::{AllowRule, AuthTable};
 use crate::card::CardSettings;
 
 /// A config file read and checked against the flags.
@@ -26,11 +27,13 @@ pub struct FileConfig {
 }
 
 /// The settings of one table: flag ids and long names with their values as on the
-/// command line, and the `card` table.
+/// command line, and the `card`, `auth` and `allow` tables.
 #[derive(Default)]
 pub struct TableSettings {
     flags: Vec<Flag>,
     pub card: Option<CardSettings>,
+    pub auth: Option<AuthTable>,
+    pub allow: Option<Vec<AllowRule>>,
 }
 
 struct Flag {
@@ -205,7 +208,7 @@ impl Reader<'_> {
         })
     }
 
-    /// One setting of a table: the `card` table, or a flag's value.
+    /// One setting of a table: the `card`, `auth` or `allow` table, or a flag's value.
     fn setting(
         &self,
         into: &mut TableSettings,
@@ -213,11 +216,24 @@ impl Reader<'_> {
         key: Key<'_>,
         value: Value<'_>,
     ) -> Result<(), String> {
-        let (name, at) = (key.get_ref().as_ref(), key.span().start);
-        if name == "card" {
-            into.card = Some(self.card(place, value)?);
-            return Ok(());
+        match key.get_ref().as_ref() {
+            "card" => into.card = Some(self.table(place, "card", value)?),
+            "auth" => into.auth = Some(self.table(place, "auth", value)?),
+            "allow" => into.allow = Some(self.table(place, "allow", value)?),
+            _ => return self.flag(into, place, key, value),
         }
+        Ok(())
+    }
+
+    /// A flag's value.
+    fn flag(
+        &self,
+        into: &mut TableSettings,
+        place: Place,
+        key: Key<'_>,
+        value: Value<'_>,
+    ) -> Result<(), String> {
+        let (name, at) = (key.get_ref().as_ref(), key.span().start);
         let arg = self
             .command
             .get_arguments()
@@ -247,15 +263,18 @@ impl Reader<'_> {
         Ok(())
     }
 
-    /// The `card` table, as `CardSettings` declares it.
-    fn card(&self, place: Place, value: Value<'_>) -> Result<CardSettings, String> {
+    /// A table (or an array of tables) named `name`, as its type declares it.
+    fn table<T: serde::de::DeserializeOwned>(
+        &self,
+        place: Place,
+        name: &str,
+        value: Value<'_>,
+    ) -> Result<T, String> {
         let span = value.span();
-        let DeValue::Table(table) = value.into_inner() else {
-            return Err(self.fail(place, "card", span.start, "must be a table"));
-        };
-        let de = Spanned::new(span.clone(), table).into_deserializer();
-        serde_path_to_error::deserialize(de).map_err(|e| {
-            let key = format!("card.{}", e.path());
+        serde_path_to_error::deserialize(value.into_deserializer()).map_err(|e| {
+            let path = e.path().to_string();
+            let dot = if path.starts_with('[') { "" } else { "." };
+            let key = format!("{name}{dot}{path}");
             let at = e.inner().span().unwrap_or(span).start;
             self.fail(place, &key, at, e.inner().message())
         })

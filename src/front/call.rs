@@ -77,6 +77,8 @@ pub struct Exchange<'a> {
     pub started: Instant,
     /// The deadline the agent is given (`deadline` sets it).
     pub deadline: Option<Duration>,
+    /// Who calls, once authentication found out (`None`: the route authenticates nobody).
+    pub principal: Option<crate::auth::Principal>,
     /// The call's access log line and server span.
     pub record: CallRecord,
 }

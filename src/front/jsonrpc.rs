@@ -206,6 +206,7 @@ fn handle_one<'a>(
         in_batch,
         started,
         deadline: None,
+        principal: None,
         record,
     };
     Either::Left(run(exchange, envelope.params))

@@ -1,0 +1,46 @@
+//! Who calls: the principal a call is made by, as the route's authentication found it
+//! (issue 22), and the config tables that say how (`table`). Authentication, authorization
+//! and caller-bound tasks join the call stack (`front::call`) as layers that read and set
+//! `Exchange::principal`.
+
+pub mod jwt;
+pub mod table;
+
+use std::sync::Arc;
+
+/// How a principal proved who it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheme {
+    /// A verified JWT bearer token.
+    Jwt,
+    /// A configured API key.
+    ApiKey,
+    /// The verified client certificate of the TLS connection.
+    Mtls,
+    /// No credentials, on a route that lets anonymous callers in.
+    Anonymous,
+}
+
+impl Scheme {
+    /// The scheme's name in metrics labels and the access log.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scheme::Jwt => "jwt",
+            Scheme::ApiKey => "api-key",
+            Scheme::Mtls => "mtls",
+            Scheme::Anonymous => "anonymous",
+        }
+    }
+}
+
+/// The caller of one call. Cheap to clone: what it holds is shared.
+#[derive(Clone, Debug)]
+pub struct Principal {
+    /// The caller's name: the JWT's principal claim (qualified by nothing: issuers are
+    /// configured, not chosen by the caller), the API key's name, the certificate's identity,
+    /// or, for an anonymous caller, empty.
+    pub name: Arc<str>,
+    pub scheme: Scheme,
+    /// A JWT's verified claims (`None` for other schemes).
+    pub claims: Option<Arc<serde_json::Map<String, serde_json::Value>>>,
+}

@@ -1,0 +1,108 @@
+//! The config file's `[auth]` and `[[allow]]` tables (`[route.auth]`, `[[route.allow]]` per
+//! route), as written: `settings` checks them and builds what the call stack uses. A route's
+//! table replaces the top-level one (as `card` does); keys are kebab-case, unknown keys
+//! are errors naming the route and key.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::units::duration_text;
+
+/// `[auth]`: how a route's callers authenticate.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct AuthTable {
+    /// Calls without credentials are let in (as the anonymous principal). A route with
+    /// any scheme configured refuses them otherwise.
+    #[serde(default)]
+    pub anonymous: bool,
+    /// The JWT claim that names the principal (default `sub`).
+    pub principal_claim: Option<String>,
+    /// `[[auth.jwt]]`: the trusted issuers of bearer tokens.
+    #[serde(default)]
+    pub jwt: Vec<JwtIssuerTable>,
+    /// `[auth.api-keys]`.
+    pub api_keys: Option<ApiKeysTable>,
+    /// `[auth.mtls]`: the verified client certificate names the principal.
+    pub mtls: Option<MtlsTable>,
+    /// `[auth.forward]`: what the agent is told about the caller.
+    pub forward: Option<ForwardTable>,
+}
+
+/// One `[[auth.jwt]]` issuer.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct JwtIssuerTable {
+    /// The `iss` tokens must carry; with neither `jwks-url` nor `jwks-file`, its OIDC
+    /// discovery document (`/.well-known/openid-configuration`) names the JWKS.
+    pub issuer: String,
+    /// Accepted `aud` values (at least one must match).
+    #[serde(default)]
+    pub audiences: Vec<String>,
+    /// Accepted `alg` values (default RS256, ES256, EdDSA); `none` and HMAC are refused.
+    pub algorithms: Option<Vec<String>>,
+    /// Tolerated clock difference for `exp`/`nbf` (default 60s).
+    #[serde(default, deserialize_with = "duration_text")]
+    pub clock_skew: Option<Duration>,
+    pub jwks_url: Option<String>,
+    pub jwks_file: Option<PathBuf>,
+    /// Least interval between two fetches of the JWKS (an unknown `kid` asks again at most
+    /// this often; default 5m, and the JWKS's own `Cache-Control: max-age` when longer).
+    #[serde(default, deserialize_with = "duration_text")]
+    pub refresh: Option<Duration>,
+}
+
+/// `[auth.api-keys]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ApiKeysTable {
+    /// One `NAME SHA256-HEX` per line.
+    pub file: Option<PathBuf>,
+    /// Environment variable holding the same lines.
+    pub env: Option<String>,
+    /// The request header carrying the key (default `x-api-key`).
+    pub header: Option<String>,
+}
+
+/// `[auth.mtls]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct MtlsTable {
+    /// Which identity of the certificate names the principal: `uri` (a SPIFFE ID), `dns`
+    /// or `subject` (default `uri`).
+    pub identity: Option<String>,
+}
+
+/// `[auth.forward]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ForwardTable {
+    /// Header carrying the principal's name to the agent.
+    pub principal_header: Option<String>,
+    /// Headers carrying chosen claims: header name → claim name.
+    #[serde(default)]
+    pub claims: BTreeMap<String, String>,
+    /// Whether the client's verified `Authorization` still goes to the agent (default true).
+    pub authorization: Option<bool>,
+}
+
+/// One `[[allow]]` rule: a call must match one rule when any exists. Every field given
+/// must match; an absent field matches anything.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct AllowRule {
+    /// Principal names; a trailing `*` matches any rest.
+    pub principals: Option<Vec<String>>,
+    /// Claim name → required value (a space-separated claim such as `scope` matches when
+    /// it holds the value; an array claim when it contains it).
+    pub claims: Option<BTreeMap<String, String>>,
+    /// Authentication schemes (`jwt`, `api-key`, `mtls`, `anonymous`).
+    pub schemes: Option<Vec<String>>,
+    /// Method names (v1.0 names, e.g. `SendMessage`, `GetExtendedAgentCard`).
+    pub methods: Option<Vec<String>>,
+    /// Tenants.
+    pub tenants: Option<Vec<String>>,
+}
