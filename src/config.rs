@@ -594,6 +594,8 @@ pub enum ConfigError {
     AllowedHosts(String),
     #[error("--trusted-proxy-hops must be at least 1")]
     TrustedProxyHops,
+    #[error("`auth` and `allow` are not enforced yet")]
+    Unenforced,
     #[error("`{0}` is a per-route setting: with [[route]] tables, set it in each route")]
     PerRoute(&'static str),
     #[error("--{0}: {1}")]
@@ -908,7 +910,16 @@ mod tests {
             [[route.allow]]
             tenants = ["acme"]
         "#;
-        let (config, _) = load_config(&[], file).unwrap();
+        let err = load_config(&[], file).err().unwrap();
+        assert!(err.contains("not enforced yet"), "{err}");
+        let path = std::env::temp_dir().join(format!("a2a-auth-{}.toml", std::process::id()));
+        std::fs::write(&path, file).unwrap();
+        let config = Config::load([
+            "a2a-gateway".as_ref(),
+            "--config".as_ref(),
+            path.as_os_str(),
+        ]);
+        let config = config.map_err(|e| e.to_string()).unwrap();
         let [a, b] = &config.routes[..] else {
             panic!("two routes")
         };

@@ -166,6 +166,15 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
     if cli.trusted_proxy_hops == 0 {
         return Err(ConfigError::TrustedProxyHops);
     }
+    // Until authentication is enforced, a route that asks for it must not start open.
+    if !cli.allow_rules.is_empty()
+        || cli.auth_table.jwt.len()
+            + cli.auth_table.api_keys.iter().len()
+            + cli.auth_table.mtls.iter().len()
+            > 0
+    {
+        return Err(ConfigError::Unenforced);
+    }
     let (max_body, batch, limits) = limits(cli)?;
     let push = match cli.push_guard {
         true => Some(PushPolicy::new(cli.push_allow_http, &cli.push_allow)?),
