@@ -596,6 +596,9 @@ pub enum ConfigError {
     TrustedProxyHops,
     #[error("`auth` and `allow` are not enforced yet")]
     Unenforced,
+    /// An `[auth]` key is wrong: the message starts with the key (`auth.jwt[0].jwks-file: …`).
+    #[error("{0}")]
+    Auth(String),
     #[error("`{0}` is a per-route setting: with [[route]] tables, set it in each route")]
     PerRoute(&'static str),
     #[error("--{0}: {1}")]

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::auth::jwt::JwtAuth;
 use crate::backend::affinity::{load_codec, Affinity, IdCodec};
 use crate::backend::endpoints::{Policy, Resolution, Targets};
 use crate::backend::grpc::GrpcSettings;
@@ -59,6 +60,9 @@ pub struct RouteSettings {
     pub origin: RouteOrigin,
     /// Headers carrying credentials besides the standard ones (`--sensitive-header`).
     pub sensitive_headers: Vec<String>,
+    /// The `[[auth.jwt]]` issuers, checked and their `jwks-file`s read (keys fetched once
+    /// started); `None`: no JWT issuer.
+    pub jwt: Option<Arc<JwtAuth>>,
 }
 
 /// What a route's backend is.
@@ -166,6 +170,7 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
     if cli.trusted_proxy_hops == 0 {
         return Err(ConfigError::TrustedProxyHops);
     }
+    let jwt = jwt(cli)?;
     // Until authentication is enforced, a route that asks for it must not start open.
     if !cli.allow_rules.is_empty()
         || cli.auth_table.jwt.len()
@@ -228,7 +233,20 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
             tls: cli.tls_cert.is_some(),
         },
         sensitive_headers: cli.sensitive_header.clone(),
+        jwt,
     })
+}
+
+/// The route's JWT issuers, checked (`jwks-file`s read); the error names the key.
+fn jwt(cli: &Cli) -> Result<Option<Arc<JwtAuth>>, ConfigError> {
+    let auth = &cli.auth_table;
+    if auth.jwt.is_empty() {
+        return Ok(None);
+    }
+    let claim = auth.principal_claim.as_deref().unwrap_or("sub");
+    JwtAuth::new(&auth.jwt, claim)
+        .map(Some)
+        .map_err(ConfigError::Auth)
 }
 
 /// The route's backend: the parsed `backend` URLs, or the demo agent.
