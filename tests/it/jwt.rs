@@ -407,3 +407,18 @@ fn check_config_names_the_jwt_key_at_fault() {
         assert!(stderr.contains("billing"), "names the route: {stderr}");
     }
 }
+
+#[tokio::test]
+async fn a_dropped_verifier_stops_asking_the_issuer() {
+    let issuer = Issuer::start().await;
+    let auth = started(&[issuer.table()]);
+    auth.start();
+    keys_arrive(&auth, &issuer).await;
+    // The background asks every second (no max-age), once however often started.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let asked = issuer.jwks_requests();
+    assert!((2..=4).contains(&asked), "{asked}");
+    drop(auth);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(issuer.jwks_requests(), asked);
+}

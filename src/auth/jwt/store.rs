@@ -6,11 +6,13 @@
 //! fetch keeps the last good set; until the first set arrives, tokens are refused at once.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use http::{header, StatusCode};
 use reqwest::Url;
+use tokio_util::sync::CancellationToken;
 
 use super::keys::{JwksError, KeySet, MAX_JWKS_SIZE};
 
@@ -33,6 +35,16 @@ pub(super) struct KeyStore {
     refresh: Duration,
     /// Held while fetching: concurrent unknown kids wait for one fetch, then find it recent.
     fetch: tokio::sync::Mutex<FetchState>,
+    started: AtomicBool,
+    /// Ends the background refresh when the store goes (a reload's old route), rather than
+    /// after its next sleep, which may be a day.
+    stop: CancellationToken,
+}
+
+impl Drop for KeyStore {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
 }
 
 struct Remote {
@@ -138,6 +150,8 @@ impl KeyStore {
             remote,
             refresh,
             fetch: tokio::sync::Mutex::new(FetchState::default()),
+            started: AtomicBool::new(false),
+            stop: CancellationToken::new(),
         }
     }
 
@@ -164,13 +178,13 @@ impl KeyStore {
         self.current()
     }
 
-    /// Fetches and refreshes in the background until the store is dropped.
+    /// Fetches and refreshes in the background until the store is dropped (once: a
+    /// second call does nothing).
     pub(super) fn start(self: &Arc<Self>) {
-        if self.remote.is_none() {
+        if self.remote.is_none() || self.started.swap(true, Ordering::Relaxed) {
             return;
         }
-        let store = Arc::downgrade(self);
-        tokio::spawn(refresh_loop(store));
+        tokio::spawn(refresh_loop(Arc::downgrade(self), self.stop.clone()));
     }
 
     /// One fetch now: on success the set is current and the wait until the next is
@@ -227,7 +241,7 @@ impl KeyStore {
     }
 }
 
-async fn refresh_loop(store: Weak<KeyStore>) {
+async fn refresh_loop(store: Weak<KeyStore>, stop: CancellationToken) {
     let mut retry = FIRST_RETRY;
     loop {
         let Some(keys) = store.upgrade() else { return };
@@ -247,7 +261,10 @@ async fn refresh_loop(store: Weak<KeyStore>) {
             }
         };
         drop(keys);
-        tokio::time::sleep(wait).await;
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = stop.cancelled() => return,
+        }
     }
 }
 
