@@ -38,7 +38,7 @@
 pub(crate) mod origin;
 mod refresh;
 mod rewrite;
-mod source;
+pub(crate) mod source;
 mod store;
 
 use std::path::PathBuf;

@@ -286,9 +286,9 @@ async fn fetch_url(
     })
 }
 
-/// `Cache-Control: max-age` of a response; none when the response may not be reused
+/// `Cache-Control: max-age` of a response (card and JWKS fetches); none when it may not be reused
 /// (`no-cache`, `no-store`).
-fn max_age(headers: &http::HeaderMap) -> Option<Duration> {
+pub(crate) fn max_age(headers: &http::HeaderMap) -> Option<Duration> {
     let mut max_age = None;
     for value in headers.get_all(header::CACHE_CONTROL) {
         for directive in value.to_str().ok()?.split(',') {

@@ -29,6 +29,7 @@ mod grpc_wire;
 mod hostile_backend;
 mod interop;
 mod jsonrpc;
+mod jwt;
 mod keepalive;
 mod legacy;
 mod limits;
