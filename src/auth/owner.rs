@@ -93,10 +93,31 @@ impl OwnerKeys {
     }
 }
 
-/// The answer to an id that is not the caller's: the one an unknown id gets, so a
-/// caller cannot tell another's task from none (spec 3.3.2).
-pub fn unknown_task() -> A2aError {
-    A2aError::a2a(ErrorKind::TaskNotFound, ErrorKind::TaskNotFound.message())
+/// The answer to `request` naming an id that is not the caller's: the reference SDK's
+/// to an unknown id, byte for byte but the id (its `ErrorInfo`, and "Task not found", or
+/// for a message naming a task "Task <id> not found"), so a caller cannot tell another's
+/// task from none (spec 3.3.2). The id is the client's own, already bounded (`decode`).
+pub fn unknown_task(request: &Request) -> A2aError {
+    let kind = ErrorKind::TaskNotFound;
+    let task = match request {
+        Request::Unary(UnaryRequest::SendMessage(send))
+        | Request::Stream(StreamRequest::SendStreamingMessage(send)) => {
+            send.message.as_ref().map(|m| m.task_id.as_str())
+        }
+        _ => None,
+    };
+    match task {
+        Some(task) if !task.is_empty() => A2aError::a2a(kind, format!("Task {task} not found")),
+        _ => A2aError::a2a(kind, kind.message()),
+    }
+}
+
+/// Calls `visit` on every id of `request` (the id table's rows).
+fn each_id(request: &mut Request, visit: &mut dyn FnMut(&mut String)) {
+    match request {
+        Request::Unary(request) => request.each_id(visit),
+        Request::Stream(request) => request.each_id(visit),
+    }
 }
 
 /// One call's owner: its tag under each of the route's keys.
@@ -117,24 +138,17 @@ impl Caller {
     }
 
     /// Takes the caller's seal off every id of `request`; an id without it is an unknown
-    /// task. A new conversation then gets a minted context.
+    /// task, and the request is left as it came (the refusal names its task). A new
+    /// conversation then gets a minted context.
     pub fn restore_in(&self, request: &mut Request) -> Result<(), A2aError> {
         let mut foreign = false;
-        let mut open = |id: &mut String| {
-            if !foreign && self.opens(id) {
-                // The sealed id is the tail: dropping the prefix needs no allocation.
-                id.drain(..WRAP_LEN);
-            } else {
-                foreign = true;
-            }
-        };
-        match request {
-            Request::Unary(request) => request.each_id(&mut open),
-            Request::Stream(request) => request.each_id(&mut open),
-        }
+        each_id(request, &mut |id| foreign = foreign || !self.opens(id));
         if foreign {
-            return Err(unknown_task());
+            return Err(unknown_task(request));
         }
+        // Every id verified: the sealed id is the tail, and dropping the prefix in place
+        // needs no allocation.
+        each_id(request, &mut |id| drop(id.drain(..WRAP_LEN)));
         self.mint_context(request)
     }
 

@@ -113,9 +113,20 @@ fn made_up_and_altered_ids_are_unknown_tasks() {
         // An empty id is unset: nothing to check, the agent answers it.
         assert_eq!(err.is_none(), plain.is_empty(), "{plain:?}");
     }
-    let refusal = unknown_task();
-    assert_eq!(refusal.kind.code(), -32001);
-    assert_eq!(refusal.to_json()["data"][0]["reason"], "TASK_NOT_FOUND");
+    // The reference SDK's answers to unknown ids, but for the id.
+    let refusal = unknown_task(&get("x")).to_json();
+    let data = r#"[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","domain":"a2a-protocol.org","reason":"TASK_NOT_FOUND"}]"#;
+    assert_eq!(refusal["code"], -32001);
+    assert_eq!(refusal["message"], "Task not found");
+    assert_eq!(refusal["data"].to_string(), data);
+    let mut follow_up = send(&id, &sealed(&owner, "ctx"));
+    let err = keys.caller(None).restore_in(&mut follow_up).unwrap_err();
+    assert_eq!(err.message, format!("Task {id} not found"));
+    // One foreign id among the caller's own: refused, and nothing opened.
+    let mut mixed = send(&id, "not-sealed");
+    let err = owner.restore_in(&mut mixed).unwrap_err();
+    assert_eq!(err.message, format!("Task {id} not found"));
+    assert_eq!(context(&mixed), "not-sealed");
 }
 
 #[test]
