@@ -49,6 +49,8 @@ pub struct Gateway {
     pub push: Option<crate::push::PushGuard>,
     /// The keys of caller-bound ids (`None`: `task-owner = false`).
     pub owner: Option<Arc<crate::auth::owner::OwnerKeys>>,
+    /// The route's authentication (`None`: none configured, calls carry no principal).
+    pub auth: Option<Arc<crate::auth::authenticator::Authenticator>>,
 }
 
 /// How large a JSON-RPC batch may be (`--max-batch-size`) and its reply
