@@ -442,7 +442,7 @@ async fn sealed_ids_keep_within_the_id_bound() {
 async fn a_new_key_first_keeps_live_tasks() {
     let (agent, backend) = counting_agent("t-1").await;
     let old = Files::new(&[OLD_KEY]);
-    let before = gateway(&old.config(&[backend.clone()], false, true)).await;
+    let before = gateway(&old.config(std::slice::from_ref(&backend), false, true)).await;
     let made = ok(&before, ALICE, "SendMessage", message("hi", None, None)).await;
     let (old_id, old_context) = (text(&made["task"]["id"]), text(&made["task"]["contextId"]));
     let rotated = Files::new(&[NEW_KEY, OLD_KEY]);
@@ -469,25 +469,30 @@ async fn a_new_key_first_keeps_live_tasks() {
     drop(agent);
 }
 
+/// Why the configuration in `file` does not load.
+fn refusal(file: &TempFile) -> String {
+    match Settings::load(["a2a-gateway", "--config", file.path()]) {
+        Ok(_) => panic!("loaded"),
+        Err(err) => err.to_string(),
+    }
+}
+
 #[test]
 fn task_owner_needs_a_key_file() {
     let config = "task-owner = true\n[[route]]\nname = \"r\"\npath = \"/r\"\nbackend = \"http://127.0.0.1:1\"\n";
     let file = TempFile::new("toml", config);
-    let err = Settings::load(["a2a-gateway", "--config", file.path()])
-        .err()
-        .expect("refused")
-        .to_string();
-    assert!(err.contains("r") && err.contains("owner-key-file"), "{err}");
+    let err = refusal(&file);
+    assert!(
+        err.contains("route \"r\"") && err.contains("needs owner-key-file"),
+        "{err}"
+    );
     let keys = TempFile::new("owner", "short\n");
     let config = format!(
         "task-owner = true\nowner-key-file = {:?}\nbackend = \"http://127.0.0.1:1\"\n",
         keys.path()
     );
     let file = TempFile::new("toml", &config);
-    let err = Settings::load(["a2a-gateway", "--config", file.path()])
-        .err()
-        .expect("refused")
-        .to_string();
+    let err = refusal(&file);
     assert!(
         err.contains("owner-key-file") && err.contains("line 1"),
         "{err}"
