@@ -12,7 +12,7 @@
 //!
 //! Listing: an agent does not know who owns a task, so the gateway gives every new
 //! conversation (a message naming neither task nor context) a context id of its own
-//! minting, `owner(random)`: the agent keeps it (spec 3.4: an agent that cannot keep a
+//! minting, `owner(random)`: the agent keeps it (spec 3.4.1: an agent that cannot keep a
 //! client's `contextId` must refuse the message), and a `ListTasks` reply keeps only the
 //! tasks whose context the caller minted (`keep_own`).
 //!
