@@ -4,7 +4,8 @@
 //! params that name a task or context). One row per type; the rows of a type that holds
 //! others visit theirs, so a field is named once. The same rows serve both directions:
 //! `backend::affinity` rewrites ids out (agent → client) and restores them in (client →
-//! agent) through `Ids::each_id`. A push config's own `id`, message and artifact ids are
+//! agent) through `Ids::each_id`; caller-bound tasks (`auth::owner`) seal and open the
+//! same rows. A push config's own `id`, message and artifact ids are
 //! not task ids: they are unique only within their task, which already routes the call.
 //!
 //! `ListTasksRequest.context_id` is a row here; its `page_token` is not an id (a fan-out
