@@ -7,6 +7,7 @@
 pub mod api_key;
 pub mod authenticator;
 pub mod jwt;
+pub mod owner;
 pub mod table;
 
 use std::sync::Arc;

@@ -125,6 +125,18 @@ pub struct Cli {
     #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_AFFINITY_KEY_FILE", value_name = "FILE")]
     pub affinity_key_file: Option<std::path::PathBuf>,
 
+    /// Caller-bound tasks: the task and context ids clients get carry their owner (the
+    /// authenticated principal), sealed with --owner-key-file; a call naming another
+    /// caller's task is answered as an unknown task, and ListTasks lists the caller's own.
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_TASK_OWNER")]
+    pub task_owner: bool,
+
+    /// The keys of --task-owner, one a line (16 to 1024 bytes each, trailing whitespace
+    /// ignored, at most 8): the first seals new ids, every one is accepted, so a new key
+    /// put first rotates without breaking live tasks. Every replica needs the same file.
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_OWNER_KEY_FILE", value_name = "FILE")]
+    pub owner_key_file: Option<std::path::PathBuf>,
+
     /// Binding the backend speaks: GRPC or HTTP+JSON.
     #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_BINDING", default_value = "GRPC", value_parser = Binding::from_name)]
     pub binding: Binding,
@@ -564,6 +576,8 @@ pub enum ConfigError {
     EjectBackoff,
     #[error("--affinity-key: {0}")]
     AffinityKey(String),
+    #[error("--owner-key-file: {0}")]
+    OwnerKey(String),
     #[error("--affinity task needs several endpoints (a list of backends or a dns:/// name)")]
     AffinityOneBackend,
     #[error(transparent)]

@@ -47,6 +47,8 @@ pub struct Gateway {
     pub legacy: bool,
     /// The route's push URL guard (`None`: `push-guard = false`).
     pub push: Option<crate::push::PushGuard>,
+    /// The keys of caller-bound ids (`None`: `task-owner = false`).
+    pub owner: Option<Arc<crate::auth::owner::OwnerKeys>>,
     /// The route's authentication (`None`: none configured, calls carry no principal).
     pub auth: Option<Arc<crate::auth::authenticator::Authenticator>>,
 }

@@ -167,7 +167,11 @@ impl Route {
         };
         Ok(match &self.settings.affinity {
             None => Arc::new(balanced),
-            Some(codec) => Arc::new(Affine::new(balanced, codec.clone())),
+            Some(codec) => Arc::new(Affine::new(
+                balanced,
+                codec.clone(),
+                self.settings.owner.is_some(),
+            )),
         })
     }
 
@@ -227,6 +231,7 @@ pub fn handler_over(
         metrics: shared.metrics,
         legacy: settings.legacy,
         push,
+        owner: settings.owner.clone(),
         auth: settings.auth.clone(),
     }))
 }

@@ -24,7 +24,8 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 
-pub use codec::{ForeignId, IdCodec};
+pub use codec::{minted_shape, ForeignId, IdCodec, OwnerTag};
+pub use codec::{MAX_KEY_LEN, MINTED_LEN, NONCE_LEN, WRAP_LEN};
 use ids::Ids;
 
 use super::endpoints::balance::Balanced;
@@ -77,7 +78,8 @@ pub fn load_codec(
     match (key, file) {
         (Some(key), None) => IdCodec::new(key.0.as_bytes(), route),
         (None, Some(path)) => {
-            let bytes = read_key_file(path).map_err(|e| format!("{path:?}: {e}"))?;
+            let limit = codec::MAX_KEY_LEN + KEY_FILE_SLACK;
+            let bytes = read_key_file(path, limit).map_err(|e| format!("{path:?}: {e}"))?;
             let end = bytes.iter().rposition(|b| !b.is_ascii_whitespace());
             IdCodec::new(&bytes[..end.map_or(0, |e| e + 1)], route)
                 .map_err(|e| format!("{path:?}: {e}"))
@@ -91,12 +93,13 @@ pub fn load_codec(
     }
 }
 
-/// A key file's bytes, reading no more than a key may hold (plus trailing whitespace),
-/// so a wrong path such as a device or a large file is refused without reading it all.
-fn read_key_file(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+/// A key file's bytes, reading no more than `limit` (what its keys may hold, plus
+/// trailing whitespace), so a wrong path such as a device or a large file is refused
+/// without reading it all.
+pub fn read_key_file(path: &std::path::Path, limit: usize) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     let mut bytes = Vec::new();
-    let limit = (codec::MAX_KEY_LEN + KEY_FILE_SLACK) as u64;
+    let limit = limit as u64;
     std::fs::File::open(path)?
         .take(limit + 1)
         .read_to_end(&mut bytes)?;
@@ -110,17 +113,28 @@ fn read_key_file(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
 }
 
 /// Trailing whitespace a key file may have beyond the longest key (newlines, CRLF).
-const KEY_FILE_SLACK: usize = 16;
+pub const KEY_FILE_SLACK: usize = 16;
 
 /// A balanced route's backend with task affinity, for one worker.
 pub struct Affine {
     balanced: Balanced,
     codec: Arc<IdCodec>,
+    /// The route is `task-owner`: the owner layer checked every id of a request, and a
+    /// context it minted for a new conversation (`auth::owner`) names no endpoint yet.
+    minted: bool,
 }
 
 impl Affine {
-    pub fn new(balanced: Balanced, codec: Arc<IdCodec>) -> Affine {
-        Affine { balanced, codec }
+    pub fn new(balanced: Balanced, codec: Arc<IdCodec>, minted: bool) -> Affine {
+        Affine {
+            balanced,
+            codec,
+            minted,
+        }
+    }
+
+    fn restore(&self, value: &mut impl Ids) -> Result<Option<EndpointTag>, A2aError> {
+        restore_in(value, &self.codec, self.minted)
     }
 }
 
@@ -142,8 +156,13 @@ pub fn rewrite_out(value: &mut impl Ids, codec: &IdCodec, tag: EndpointTag) {
 }
 
 /// Restores every id of a client's `value` to the agent's own; returns the endpoint they
-/// name (`None`: no id). Ids that do not verify, or that name different endpoints, fail.
-pub fn restore_in(value: &mut impl Ids, codec: &IdCodec) -> Result<Option<EndpointTag>, A2aError> {
+/// name (`None`: no id). Ids that do not verify, or that name different endpoints, fail;
+/// with `minted`, an id of a minted context's shape (`codec::minted_shape`) names none.
+pub fn restore_in(
+    value: &mut impl Ids,
+    codec: &IdCodec,
+    minted: bool,
+) -> Result<Option<EndpointTag>, A2aError> {
     let mut owner = None;
     let mut failed = None;
     value.each_id(&mut |id| {
@@ -157,6 +176,7 @@ pub fn restore_in(value: &mut impl Ids, codec: &IdCodec) -> Result<Option<Endpoi
                 let prefix = id.len() - agent_id.len();
                 id.drain(..prefix);
             }
+            Err(ForeignId) if minted && codec::minted_shape(id) => {}
             _ => failed = Some(unknown_id(id)),
         }
     });
@@ -179,7 +199,7 @@ impl Affine {
                 return list::every_endpoint(&self.balanced, &self.codec, call).await;
             }
         }
-        let owner = restore_in(&mut call.request, &self.codec).map_err(Error::unsent)?;
+        let owner = self.restore(&mut call.request).map_err(Error::unsent)?;
         let (tag, mut answer) = match owner {
             Some(tag) => {
                 let pinned = self.balanced.pinned(tag).await.ok_or_else(gone)?;
@@ -195,7 +215,7 @@ impl Affine {
         &self,
         mut call: Call<StreamRequest>,
     ) -> Result<Answer<EventStream>, Error> {
-        let owner = restore_in(&mut call.request, &self.codec).map_err(Error::unsent)?;
+        let owner = self.restore(&mut call.request).map_err(Error::unsent)?;
         let (tag, answer) = match owner {
             Some(tag) => {
                 let pinned = self.balanced.pinned(tag).await.ok_or_else(gone)?;
@@ -228,7 +248,7 @@ fn gone() -> Error {
 
 impl Backend for Affine {
     fn unary(&self, call: Call<UnaryRequest>) -> BoxFuture<'static, Result<Answer<Reply>, Error>> {
-        let this = Affine::new(self.balanced.clone(), self.codec.clone());
+        let this = Affine::new(self.balanced.clone(), self.codec.clone(), self.minted);
         async move { this.unary_call(call).await }.boxed()
     }
 
@@ -236,7 +256,7 @@ impl Backend for Affine {
         &self,
         call: Call<StreamRequest>,
     ) -> BoxFuture<'static, Result<Answer<EventStream>, Error>> {
-        let this = Affine::new(self.balanced.clone(), self.codec.clone());
+        let this = Affine::new(self.balanced.clone(), self.codec.clone(), self.minted);
         async move { this.stream_call(call).await }.boxed()
     }
 

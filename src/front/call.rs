@@ -19,6 +19,7 @@ pub mod deadline;
 pub mod decode;
 pub mod invoke;
 pub mod observe;
+pub mod owner;
 pub mod push;
 pub mod tenant;
 
@@ -48,13 +49,17 @@ pub fn stack() -> impl for<'p> Layer<Option<crate::front::envelope::Params<'p>>>
             decode::Decode(
                 // Before the other checks: a request for another tenant goes no further.
                 tenant::Tenant(
-                    // The last check, and the only slow one (it may ask DNS): a refused push
-                    // URL never reaches the agent, and costs no permit.
-                    push::PushCheck(
-                        // Only checked requests take a share of the limits.
-                        admit::Admit(
-                            // Inside admission: a call's time is the agent's, not the queue's.
-                            deadline::Deadline(invoke::Invoke),
+                    // Once the caller is known and allowed: another caller's task looks unknown.
+                    owner::Owner(
+                        // The last check, and the only slow one (it may ask DNS): a refused
+                        // push URL never reaches the agent, and costs no permit.
+                        push::PushCheck(
+                            // Only checked requests take a share of the limits.
+                            admit::Admit(
+                                // Inside admission: a call's time is the agent's, not the
+                                // queue's.
+                                deadline::Deadline(invoke::Invoke),
+                            ),
                         ),
                     ),
                 ),

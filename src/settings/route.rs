@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::auth::authenticator::Authenticator;
+use crate::auth::owner::OwnerKeys;
 use crate::backend::affinity::{load_codec, Affinity, IdCodec};
 use crate::backend::endpoints::{Policy, Resolution, Targets};
 use crate::backend::grpc::GrpcSettings;
@@ -38,6 +39,8 @@ pub struct RouteSettings {
     pub resolution: Resolution,
     /// Task affinity's id codec, keyed for this route; `None`: no affinity.
     pub affinity: Option<Arc<IdCodec>>,
+    /// The keys of caller-bound ids (`task-owner`), keyed for this route; `None`: off.
+    pub owner: Option<Arc<OwnerKeys>>,
     /// The service `/readyz` asks a gRPC agent about.
     pub health_service: String,
     pub forward: ForwardPolicy,
@@ -160,6 +163,7 @@ impl RouteSettings {
 fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
     let upstream = upstream(cli)?;
     let affinity = affinity(cli, name, &upstream)?;
+    let owner = owner(cli, name)?;
     check_positive(cli)?;
     if cli.tenant.as_deref() == Some("") {
         return Err(ConfigError::Tenant);
@@ -216,6 +220,7 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
             server: cli.backend_resolver,
         },
         affinity,
+        owner,
         health_service: cli.health_service.clone(),
         forward,
         unary_timeout: optional(cli.timeout),
@@ -290,6 +295,20 @@ fn affinity(
     let file = cli.affinity_key_file.as_deref();
     let codec = load_codec(cli.affinity_key.as_ref(), file, route);
     Ok(Some(Arc::new(codec.map_err(ConfigError::AffinityKey)?)))
+}
+
+/// The owner keys of `task-owner`, keyed by the key file and the route's name.
+fn owner(cli: &Cli, route: &str) -> Result<Option<Arc<OwnerKeys>>, ConfigError> {
+    if !cli.task_owner {
+        return Ok(None);
+    }
+    let Some(file) = &cli.owner_key_file else {
+        return Err(ConfigError::OwnerKey(
+            "task-owner needs owner-key-file, the keys every gateway replica shares".into(),
+        ));
+    };
+    let keys = OwnerKeys::load(file, route).map_err(ConfigError::OwnerKey)?;
+    Ok(Some(Arc::new(keys)))
 }
 
 /// Intervals and counts that must not be zero.

@@ -36,6 +36,7 @@ mod limits;
 mod manifests;
 mod metrics;
 mod operations;
+mod owner;
 mod proto_schema;
 mod push;
 mod readiness;

@@ -15,6 +15,12 @@
 //! gateway never returned (-32001).
 //!
 //! The same route key seals the page tokens of a fan-out `ListTasks` (`seal`, `open`).
+//!
+//! Caller-bound tasks (`task-owner`, `auth::owner`) use the same format with an owner in
+//! place of the endpoint: `tag` is HMAC-SHA-256 over the principal (a keyed digest: ids
+//! stay short, and a name is not readable from them, nor guessable without the key), and
+//! the MAC binds the id to it. An owner codec's route key is derived under another label
+//! (`IdCodec::owner`), so the same secret never makes an id of one kind verify as the other.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -37,6 +43,8 @@ const VERSION: &[u8] = b"a2a-gateway task affinity v1\0";
 /// Labels of the route key's uses, so a tag is never a valid MAC or seal and back.
 const ROUTE_LABEL: &[u8] = b"a2a-gateway affinity route v1\0";
 const TAG_LABEL: &[u8] = b"endpoint tag\0";
+const OWNER_ROUTE_LABEL: &[u8] = b"a2a-gateway owner route v1\0";
+const OWNER_TAG_LABEL: &[u8] = b"owner tag\0";
 const SEAL_LABEL: &[u8] = b"list page token v1\0";
 /// The bytes of a sealed value's MAC.
 pub const SEAL_LEN: usize = 16;
@@ -57,13 +65,37 @@ impl std::fmt::Debug for IdCodec {
 #[derive(Debug, PartialEq, Eq)]
 pub struct ForeignId;
 
+/// The keyed digest of a principal that owner-bound ids carry (`IdCodec::owner_tag`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OwnerTag([u8; TAG_LEN]);
+
+/// The length of `wrap`'s prefix and its separator: what an id grows by when wrapped.
+pub const WRAP_LEN: usize = PREFIX_LEN + 1;
+/// The random bytes of a minted context (`auth::owner`: an owner-sealed nonce).
+pub const NONCE_LEN: usize = 16;
+/// The characters of a minted context id: the seal and `base64url(NONCE_LEN bytes)`.
+pub const MINTED_LEN: usize = WRAP_LEN + 22;
+
+/// Whether `id` has the shape of a minted context: a seal and a nonce, nothing else. Only
+/// the owner key tells whose; a route with affinity passes one on as naming no endpoint,
+/// once the owner layer has checked it.
+pub fn minted_shape(id: &str) -> bool {
+    let bytes = id.as_bytes();
+    bytes.len() == MINTED_LEN
+        && bytes[PREFIX_LEN] == SEPARATOR
+        && bytes
+            .iter()
+            .enumerate()
+            .all(|(i, b)| i == PREFIX_LEN || b.is_ascii_alphanumeric() || *b == b'-' || *b == b'_')
+}
+
 /// Checks a configured key's length (`MIN_KEY_LEN..=MAX_KEY_LEN` bytes).
 pub fn check_key(secret: &[u8]) -> Result<(), String> {
     if (MIN_KEY_LEN..=MAX_KEY_LEN).contains(&secret.len()) {
         return Ok(());
     }
     Err(format!(
-        "the affinity key has {} bytes; {MIN_KEY_LEN} to {MAX_KEY_LEN} are needed",
+        "the key has {} bytes; {MIN_KEY_LEN} to {MAX_KEY_LEN} are needed",
         secret.len()
     ))
 }
@@ -71,23 +103,54 @@ pub fn check_key(secret: &[u8]) -> Result<(), String> {
 impl IdCodec {
     /// The codec of route `route` for `secret` (checked by `check_key`).
     pub fn new(secret: &[u8], route: &str) -> Result<IdCodec, String> {
+        IdCodec::derived(ROUTE_LABEL, secret, route)
+    }
+
+    /// The owner-id codec of route `route` for `secret` (one `owner-key-file` line).
+    pub fn owner(secret: &[u8], route: &str) -> Result<IdCodec, String> {
+        IdCodec::derived(OWNER_ROUTE_LABEL, secret, route)
+    }
+
+    fn derived(label: &[u8], secret: &[u8], route: &str) -> Result<IdCodec, String> {
         check_key(secret)?;
         let master = hmac::Key::new(hmac::HMAC_SHA256, secret);
         let mut context = hmac::Context::with_key(&master);
-        context.update(ROUTE_LABEL);
+        context.update(label);
         context.update(route.as_bytes());
         Ok(IdCodec {
             key: hmac::Key::new(hmac::HMAC_SHA256, context.sign().as_ref()),
         })
     }
 
+    /// The tag of the principal `owner` (its scheme and name, as `auth::owner` writes them).
+    pub fn owner_tag(&self, owner: &[u8]) -> OwnerTag {
+        OwnerTag(self.tag_of(OWNER_TAG_LABEL, owner))
+    }
+
+    /// The id clients see for `id` owned by `owner`.
+    pub fn wrap_owned(&self, owner: OwnerTag, id: &str) -> String {
+        self.wrap_tagged(owner.0, id)
+    }
+
+    /// The id behind a client's `id`, if this codec issued it to `owner`.
+    pub fn unwrap_owned<'a>(&self, owner: OwnerTag, id: &'a str) -> Result<&'a str, ForeignId> {
+        match self.unwrap_tagged(id)? {
+            (tag, inner) if equal(&tag, &owner.0) => Ok(inner),
+            _ => Err(ForeignId),
+        }
+    }
+
     /// The tag of the endpoint labelled `label` (its address, or its URL in a list).
     pub fn tag(&self, label: &str) -> EndpointTag {
+        EndpointTag(self.tag_of(TAG_LABEL, label.as_bytes()))
+    }
+
+    fn tag_of(&self, use_label: &[u8], value: &[u8]) -> [u8; TAG_LEN] {
         let mut context = hmac::Context::with_key(&self.key);
-        context.update(TAG_LABEL);
-        context.update(label.as_bytes());
-        let mut tag = EndpointTag([0; TAG_LEN]);
-        tag.0.copy_from_slice(&context.sign().as_ref()[..TAG_LEN]);
+        context.update(use_label);
+        context.update(value);
+        let mut tag = [0; TAG_LEN];
+        tag.copy_from_slice(&context.sign().as_ref()[..TAG_LEN]);
         tag
     }
 
@@ -103,9 +166,9 @@ impl IdCodec {
         context.sign()
     }
 
-    fn mac(&self, tag: EndpointTag, id: &str) -> [u8; MAC_LEN] {
+    fn mac(&self, tag: [u8; TAG_LEN], id: &str) -> [u8; MAC_LEN] {
         let mut mac = [0; MAC_LEN];
-        mac.copy_from_slice(&self.sign(VERSION, &[&tag.0, id.as_bytes()]).as_ref()[..MAC_LEN]);
+        mac.copy_from_slice(&self.sign(VERSION, &[&tag, id.as_bytes()]).as_ref()[..MAC_LEN]);
         mac
     }
 
@@ -123,8 +186,18 @@ impl IdCodec {
 
     /// The id clients see for the agent's `id` on the endpoint `tag`.
     pub fn wrap(&self, tag: EndpointTag, id: &str) -> String {
+        self.wrap_tagged(tag.0, id)
+    }
+
+    /// The endpoint and the agent's own id behind a client's `id`, if the gateway issued it.
+    pub fn unwrap<'a>(&self, id: &'a str) -> Result<(EndpointTag, &'a str), ForeignId> {
+        let (tag, agent_id) = self.unwrap_tagged(id)?;
+        Ok((EndpointTag(tag), agent_id))
+    }
+
+    fn wrap_tagged(&self, tag: [u8; TAG_LEN], id: &str) -> String {
         let mut raw = [0; TAG_LEN + MAC_LEN];
-        raw[..TAG_LEN].copy_from_slice(&tag.0);
+        raw[..TAG_LEN].copy_from_slice(&tag);
         raw[TAG_LEN..].copy_from_slice(&self.mac(tag, id));
         let mut out = String::with_capacity(PREFIX_LEN + 1 + id.len());
         URL_SAFE_NO_PAD.encode_string(raw, &mut out);
@@ -133,8 +206,7 @@ impl IdCodec {
         out
     }
 
-    /// The endpoint and the agent's own id behind a client's `id`, if the gateway issued it.
-    pub fn unwrap<'a>(&self, id: &'a str) -> Result<(EndpointTag, &'a str), ForeignId> {
+    fn unwrap_tagged<'a>(&self, id: &'a str) -> Result<([u8; TAG_LEN], &'a str), ForeignId> {
         let bytes = id.as_bytes();
         if bytes.len() <= PREFIX_LEN || bytes[PREFIX_LEN] != SEPARATOR {
             return Err(ForeignId);
@@ -144,8 +216,8 @@ impl IdCodec {
         if decoded != Ok(raw.len()) {
             return Err(ForeignId);
         }
-        let mut tag = EndpointTag([0; TAG_LEN]);
-        tag.0.copy_from_slice(&raw[..TAG_LEN]);
+        let mut tag = [0; TAG_LEN];
+        tag.copy_from_slice(&raw[..TAG_LEN]);
         let agent_id = &id[PREFIX_LEN + 1..];
         if !equal(&self.mac(tag, agent_id), &raw[TAG_LEN..]) {
             return Err(ForeignId);

@@ -4,7 +4,8 @@
 //! params that name a task or context). One row per type; the rows of a type that holds
 //! others visit theirs, so a field is named once. The same rows serve both directions:
 //! `backend::affinity` rewrites ids out (agent → client) and restores them in (client →
-//! agent) through `Ids::each_id`. A push config's own `id`, message and artifact ids are
+//! agent) through `Ids::each_id`; caller-bound tasks (`auth::owner`) seal and open the
+//! same rows. A push config's own `id`, message and artifact ids are
 //! not task ids: they are unique only within their task, which already routes the call.
 //!
 //! `ListTasksRequest.context_id` is a row here; its `page_token` is not an id (a fan-out
@@ -298,7 +299,7 @@ mod tests {
             );
         }
         let mut back = out.clone();
-        let owner = restore_in(&mut back, &codec).unwrap();
+        let owner = restore_in(&mut back, &codec, false).unwrap();
         assert_eq!(back, value, "{row}");
         assert_eq!(owner, (issued > 0).then_some(tag), "{row}");
     }
@@ -453,7 +454,7 @@ mod tests {
             id: "made-up".into(),
             ..Default::default()
         });
-        let err = restore_in(&mut get, &codec).unwrap_err();
+        let err = restore_in(&mut get, &codec, false).unwrap_err();
         assert_eq!(
             (err.kind, err.kind.code()),
             (ErrorKind::TaskNotFound, -32001)
@@ -466,13 +467,45 @@ mod tests {
             }),
             ..Default::default()
         };
-        let err = restore_in(&mut send, &codec).unwrap_err();
+        let err = restore_in(&mut send, &codec, false).unwrap_err();
         assert_eq!(err.kind, ErrorKind::TaskNotFound);
         // A new conversation names no id: any endpoint may take it.
         let mut fresh = SendMessageRequest {
             message: Some(Message::default()),
             ..Default::default()
         };
-        assert_eq!(restore_in(&mut fresh, &codec).unwrap(), None);
+        assert_eq!(restore_in(&mut fresh, &codec, false).unwrap(), None);
+    }
+
+    #[test]
+    fn a_minted_context_names_no_endpoint_on_a_task_owner_route() {
+        use crate::backend::affinity::MINTED_LEN;
+        let codec = codec();
+        let minted = format!("{}.{}", "A".repeat(24), "b".repeat(22));
+        assert_eq!(minted.len(), MINTED_LEN);
+        let send = |context: &str| SendMessageRequest {
+            message: Some(Message {
+                context_id: context.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(restore_in(&mut send(&minted), &codec, true).unwrap(), None);
+        // Only with task-owner (whose layer checked the seal), and only that shape.
+        assert!(restore_in(&mut send(&minted), &codec, false).is_err());
+        for other in [
+            &minted[1..],
+            &format!("{minted}x"),
+            &minted.replace('.', "-"),
+        ] {
+            assert!(
+                restore_in(&mut send(other), &codec, true).is_err(),
+                "{other}"
+            );
+        }
+        // An affinity id is still one, whatever its shape.
+        let tag = codec.tag("10.0.0.1:1");
+        let mut pinned = send(&codec.wrap(tag, "ctx"));
+        assert_eq!(restore_in(&mut pinned, &codec, true).unwrap(), Some(tag));
     }
 }

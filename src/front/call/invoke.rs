@@ -1,12 +1,13 @@
 //! Invoke, the innermost layer: the backend call. The forwarded headers (the route's
 //! policy, the dialect's), the server span's context, the call itself (`unary`, `stream`),
 //! the backend's status for the access line, and a unary reply written in the call's
-//! dialect. Here a `backend::Error` becomes the client's `A2aError`: the one conversion,
+//! dialect (its ids sealed for the caller on a `task-owner` route). Here a `backend::Error` becomes the client's `A2aError`: the one conversion,
 //! through the fault table (`Fault::gateway_fault`) and the error table.
 
 use futures::stream::MapErr;
 use futures::{StreamExt, TryStreamExt};
 
+use crate::auth::owner::Caller;
 use crate::backend::fault::Fault;
 use crate::backend::{self, Backend, Call, EventStream, Status};
 use crate::front::call::{Answer, Exchange, Layer, Started};
@@ -43,10 +44,13 @@ impl Layer<Box<Request>> for Invoke {
                     trace,
                 };
                 let answer = gateway.backend.unary(call).await;
-                let (reply, extensions) = answered(&mut x.record, answer)?;
+                let (mut reply, extensions) = answered(&mut x.record, answer)?;
                 let Some(id) = x.id.as_deref() else {
                     return Ok(Answer::Json(Vec::new(), extensions));
                 };
+                if let Some(keys) = &gateway.owner {
+                    keys.caller(x.principal.as_ref()).seal_reply(&mut reply);
+                }
                 x.record.reply(&reply);
                 let card = gateway.card.as_deref();
                 let out = x.dialect.reply_bytes(id, &reply, card, x.head)?;
@@ -59,9 +63,10 @@ impl Layer<Box<Request>> for Invoke {
                     timeout,
                     trace,
                 };
+                let owner = (gateway.owner.as_ref()).map(|keys| keys.caller(x.principal.as_ref()));
                 // Boxed: the stream's start is a large future, and unary calls should not
                 // carry its size (bytes per call, tests/it/cost_budget.rs).
-                Ok(Box::pin(stream(&*gateway.backend, call, &mut x.record)).await)
+                Ok(Box::pin(stream(&*gateway.backend, call, owner, &mut x.record)).await)
             }
         }
     }
@@ -87,10 +92,12 @@ fn answered(
 
 /// Starts a stream and waits for its first event, so an early error is a plain reply. The
 /// backend's status is the stream start's (a later error is the stream's end), recorded
-/// before the first event is awaited, so a first-event deadline keeps it.
+/// before the first event is awaited, so a first-event deadline keeps it. On a
+/// `task-owner` route, `owner` seals the events' ids.
 async fn stream(
     backend: &dyn Backend,
     call: Call<StreamRequest>,
+    owner: Option<Caller>,
     record: &mut CallRecord,
 ) -> Answer<ClientEvents> {
     let answer = backend.stream(call).await;
@@ -103,9 +110,11 @@ async fn stream(
         Ok(answer) => answer,
         Err(err) => return Answer::Unstarted(err.into(), None),
     };
-    let mut events = answer
-        .value
-        .map_err(A2aError::from as fn(backend::Error) -> A2aError);
+    let events = match owner {
+        Some(owner) => owner.seal_events(answer.value),
+        None => answer.value,
+    };
+    let mut events = events.map_err(A2aError::from as fn(backend::Error) -> A2aError);
     match events.next().await {
         Some(Ok(first)) => Answer::Stream(Started {
             first: Box::new(first),
