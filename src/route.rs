@@ -245,6 +245,7 @@ fn route_card(route: &RouteSettings) -> RouteCard {
         fixed_tenant: route.tenant.clone(),
         binding: route.binding,
         legacy: route.legacy,
+        enforced: route.enforced.clone(),
     }
 }
 

@@ -6,10 +6,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::auth::table::{AuthTable, DEFAULT_API_KEY_HEADER};
 use crate::backend::affinity::{load_codec, Affinity, IdCodec};
 use crate::backend::endpoints::{Policy, Resolution, Targets};
 use crate::backend::grpc::GrpcSettings;
-use crate::card::{CardSettings, SignaturePolicy};
+use crate::card::{CardSettings, Enforced, SignaturePolicy};
 use crate::config::{Cli, ConfigError, Legacy, RouteConfig};
 use crate::front::limits::RouteLimitSettings;
 use crate::front::BatchLimits;
@@ -56,6 +57,8 @@ pub struct RouteSettings {
     pub push: Option<PushPolicy>,
     /// The `card` table with the `--card*` flags over it.
     pub card: CardSettings,
+    /// What the route's authentication enforces, which its card declares.
+    pub enforced: Enforced,
     pub origin: RouteOrigin,
     /// Headers carrying credentials besides the standard ones (`--sensitive-header`).
     pub sensitive_headers: Vec<String>,
@@ -220,6 +223,7 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
         legacy: cli.legacy == Legacy::V03,
         push,
         card: card(cli),
+        enforced: enforced(&cli.auth_table),
         origin: RouteOrigin {
             public_url: cli.public_url.clone(),
             trust_forwarded: cli.trust_forwarded,
@@ -367,6 +371,20 @@ fn read_ca(path: &std::path::Path) -> Result<Vec<u8>, ConfigError> {
         Ok(certificates) if !certificates.is_empty() => Ok(pem),
         Ok(_) => Err(fail("no PEM certificate in the file".into())),
         Err(e) => Err(fail(e.to_string())),
+    }
+}
+
+/// What `[auth]` enforces, as the route's card declares it.
+fn enforced(auth: &AuthTable) -> Enforced {
+    let header = |keys: &crate::auth::table::ApiKeysTable| {
+        let header = keys.header.as_deref().unwrap_or(DEFAULT_API_KEY_HEADER);
+        header.trim().to_ascii_lowercase()
+    };
+    Enforced {
+        jwt_issuers: auth.jwt.iter().map(|jwt| jwt.issuer.clone()).collect(),
+        api_key_header: auth.api_keys.as_ref().map(header),
+        mtls: auth.mtls.is_some(),
+        anonymous: auth.anonymous,
     }
 }
 
