@@ -3,6 +3,7 @@
 //! and caller-bound tasks join the call stack (`front::call`) as layers that read and set
 //! `Exchange::principal`.
 
+pub mod forward;
 pub mod jwt;
 pub mod table;
 

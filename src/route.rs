@@ -215,6 +215,7 @@ pub fn handler_over(
     Ok(Arc::new(Gateway {
         backend,
         forward: settings.forward.clone(),
+        caller_headers: settings.caller_headers.clone(),
         unary_timeout: settings.unary_timeout,
         stream_timeout: settings.stream_timeout,
         first_event_timeout: settings.first_event_timeout,

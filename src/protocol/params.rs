@@ -209,6 +209,12 @@ pub struct HeaderRules<'a> {
     pub sensitive: &'a [String],
     /// The route pins a tenant (`--tenant`).
     pub fixed_tenant: bool,
+    /// The headers the gateway sets from the caller's verified identity (`[auth.forward]`):
+    /// a client's copy is never forwarded, and no other setting may name them.
+    pub caller: &'a [HeaderName],
+    /// `[auth.forward] authorization = false`: the client's `Authorization` is not
+    /// forwarded (the gateway verified it; the agent is told who calls instead).
+    pub drop_authorization: bool,
 }
 
 /// Which request headers go to the backend, and which the route sets itself.
@@ -236,6 +242,8 @@ pub enum ForwardPolicyError {
     SetValue(String),
     #[error("--set-header and --remove-header both name {0:?}")]
     SetAndRemoved(String),
+    #[error("--{0}: {1:?} is set by the gateway from the caller's identity ([auth.forward])")]
+    Caller(&'static str, String),
 }
 
 impl ForwardPolicy {
@@ -270,8 +278,17 @@ impl ForwardPolicy {
             if removed.contains(&name) {
                 return Err(ForwardPolicyError::SetAndRemoved(name.to_string()));
             }
+            if rules.caller.contains(&name) {
+                return Err(ForwardPolicyError::Caller("set-header", name.to_string()));
+            }
             value.set_sensitive(is_sensitive(&name));
             set.push((name, value));
+        }
+        if let Some(name) = removed.iter().find(|name| rules.caller.contains(name)) {
+            return Err(ForwardPolicyError::Caller(
+                "remove-header",
+                name.to_string(),
+            ));
         }
         let mut names: Vec<HeaderName> = Vec::new();
         let defaults = DEFAULT_FORWARDED.iter().map(|n| HeaderName::from_static(n));
@@ -279,7 +296,9 @@ impl ForwardPolicy {
             let dropped = names.contains(&name)
                 || removed.contains(&name)
                 || set.iter().any(|(set, _)| *set == name)
-                || (rules.fixed_tenant && identity.contains(&name));
+                || (rules.fixed_tenant && identity.contains(&name))
+                || rules.caller.contains(&name)
+                || (rules.drop_authorization && name == http::header::AUTHORIZATION);
             if !dropped {
                 names.push(name);
             }
@@ -618,5 +637,54 @@ mod tests {
         assert_eq!(marked, expected);
         let edge = sensitive_names(&sensitive);
         assert!(edge.iter().any(|n| n == "x-secret") && edge.iter().any(|n| n == "cookie"));
+    }
+
+    /// The headers `[auth.forward]` sets never come from the client, even when another
+    /// setting forwards them; no setting may set or remove them; `authorization = false`
+    /// drops the client's `Authorization`.
+    #[test]
+    fn caller_headers_are_never_the_clients() {
+        let caller = [HeaderName::from_static("x-principal")];
+        let forward = vec!["X-Principal".to_owned(), "x-other".to_owned()];
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("x-principal", "forged"),
+            ("x-other", "o"),
+            ("authorization", "Bearer t"),
+        ] {
+            headers.insert(name, HeaderValue::from_static(value));
+        }
+        let rules = HeaderRules {
+            forward: &forward,
+            caller: &caller,
+            ..HeaderRules::default()
+        };
+        let policy = ForwardPolicy::with_rules(&rules).unwrap();
+        assert_eq!(
+            shown(&policy.select(&headers)),
+            ["authorization=Bearer t", "x-other=o"]
+        );
+        let quiet = HeaderRules {
+            drop_authorization: true,
+            ..rules
+        };
+        let policy = ForwardPolicy::with_rules(&quiet).unwrap();
+        assert_eq!(shown(&policy.select(&headers)), ["x-other=o"]);
+        let set = vec!["x-principal=fixed".to_owned()];
+        let setting = HeaderRules { set: &set, ..rules };
+        let err = ForwardPolicy::with_rules(&setting).unwrap_err().to_string();
+        assert!(
+            err.starts_with("--set-header:") && err.contains("x-principal"),
+            "{err}"
+        );
+        let remove = vec!["x-principal".to_owned()];
+        let removing = HeaderRules {
+            remove: &remove,
+            ..rules
+        };
+        let err = ForwardPolicy::with_rules(&removing)
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("--remove-header:"), "{err}");
     }
 }

@@ -6,6 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use http::HeaderName;
+
+use crate::auth::forward::CallerHeaders;
 use crate::auth::table::{AuthTable, DEFAULT_API_KEY_HEADER};
 use crate::backend::affinity::{load_codec, Affinity, IdCodec};
 use crate::backend::endpoints::{Policy, Resolution, Targets};
@@ -41,6 +44,8 @@ pub struct RouteSettings {
     /// The service `/readyz` asks a gRPC agent about.
     pub health_service: String,
     pub forward: ForwardPolicy,
+    /// The headers telling the agent who calls (`[auth.forward]`).
+    pub caller_headers: CallerHeaders,
     /// Deadlines; `None`: none.
     pub unary_timeout: Option<Duration>,
     pub stream_timeout: Option<Duration>,
@@ -183,6 +188,9 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
         true => Some(PushPolicy::new(cli.push_allow_http, &cli.push_allow)?),
         false => None,
     };
+    let forward_table = cli.auth_table.forward.clone().unwrap_or_default();
+    let caller_headers = CallerHeaders::new(&forward_table)?;
+    let caller: Vec<HeaderName> = caller_headers.names().cloned().collect();
     let forward = ForwardPolicy::with_rules(&HeaderRules {
         forward: &cli.forward_headers,
         set: &cli.set_header,
@@ -190,6 +198,8 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
         identity: &cli.identity_header,
         sensitive: &cli.sensitive_header,
         fixed_tenant: cli.tenant.is_some(),
+        caller: &caller,
+        drop_authorization: forward_table.authorization == Some(false),
     })?;
     Ok(RouteSettings {
         name: String::new(),
@@ -212,6 +222,7 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
         affinity,
         health_service: cli.health_service.clone(),
         forward,
+        caller_headers,
         unary_timeout: optional(cli.timeout),
         stream_timeout: optional(cli.stream_timeout),
         first_event_timeout: optional(cli.first_event_timeout.unwrap_or(cli.timeout)),

@@ -13,6 +13,7 @@ mod affinity;
 mod agent_faults;
 mod backend_mtls;
 mod batches;
+mod caller_headers;
 mod card_service;
 mod card_signing;
 mod cards;
