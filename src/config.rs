@@ -598,6 +598,8 @@ pub enum ConfigError {
     TrustedProxyHops,
     #[error("`auth` and `allow` are not enforced yet")]
     Unenforced,
+    #[error(transparent)]
+    Auth(#[from] crate::auth::authenticator::AuthConfigError),
     #[error("`{0}` is a per-route setting: with [[route]] tables, set it in each route")]
     PerRoute(&'static str),
     #[error("--{0}: {1}")]

@@ -49,6 +49,8 @@ pub struct Gateway {
     pub legacy: bool,
     /// The route's push URL guard (`None`: `push-guard = false`).
     pub push: Option<crate::push::PushGuard>,
+    /// The route's authentication (`None`: none configured, calls carry no principal).
+    pub auth: Option<Arc<crate::auth::authenticator::Authenticator>>,
 }
 
 /// How large a JSON-RPC batch may be (`--max-batch-size`) and its reply

@@ -55,9 +55,6 @@ pub struct JwtIssuerTable {
     pub refresh: Option<Duration>,
 }
 
-/// The header carrying an API key when `[auth.api-keys]` names none.
-pub const DEFAULT_API_KEY_HEADER: &str = "x-api-key";
-
 /// `[auth.api-keys]`.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]

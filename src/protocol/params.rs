@@ -212,9 +212,9 @@ pub struct HeaderRules<'a> {
     /// The headers the gateway sets from the caller's verified identity (`[auth.forward]`):
     /// a client's copy is never forwarded, and no other setting may name them.
     pub caller: &'a [HeaderName],
-    /// `[auth.forward] authorization = false`: the client's `Authorization` is not
-    /// forwarded (the gateway verified it; the agent is told who calls instead).
-    pub drop_authorization: bool,
+    /// Credentials the gateway consumes (the API key header, a verified `Authorization`
+    /// when `[auth.forward] authorization = false`): never the client's to the agent.
+    pub consumed: &'a [HeaderName],
 }
 
 /// Which request headers go to the backend, and which the route sets itself.
@@ -298,7 +298,7 @@ impl ForwardPolicy {
                 || set.iter().any(|(set, _)| *set == name)
                 || (rules.fixed_tenant && identity.contains(&name))
                 || rules.caller.contains(&name)
-                || (rules.drop_authorization && name == http::header::AUTHORIZATION);
+                || rules.consumed.contains(&name);
             if !dropped {
                 names.push(name);
             }
@@ -640,8 +640,8 @@ mod tests {
     }
 
     /// The headers `[auth.forward]` sets never come from the client, even when another
-    /// setting forwards them; no setting may set or remove them; `authorization = false`
-    /// drops the client's `Authorization`.
+    /// setting forwards them, and no setting may set or remove them; a consumed credential
+    /// is not forwarded either.
     #[test]
     fn caller_headers_are_never_the_clients() {
         let caller = [HeaderName::from_static("x-principal")];
@@ -664,8 +664,9 @@ mod tests {
             shown(&policy.select(&headers)),
             ["authorization=Bearer t", "x-other=o"]
         );
+        let consumed = [http::header::AUTHORIZATION];
         let quiet = HeaderRules {
-            drop_authorization: true,
+            consumed: &consumed,
             ..rules
         };
         let policy = ForwardPolicy::with_rules(&quiet).unwrap();

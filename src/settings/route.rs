@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use http::HeaderName;
 
+use crate::auth::authenticator::Authenticator;
 use crate::auth::forward::CallerHeaders;
-use crate::auth::table::{AuthTable, DEFAULT_API_KEY_HEADER};
+use crate::auth::table::AuthTable;
 use crate::backend::affinity::{load_codec, Affinity, IdCodec};
 use crate::backend::endpoints::{Policy, Resolution, Targets};
 use crate::backend::grpc::GrpcSettings;
@@ -65,8 +66,11 @@ pub struct RouteSettings {
     /// What the route's authentication enforces, which its card declares.
     pub enforced: Enforced,
     pub origin: RouteOrigin,
-    /// Headers carrying credentials besides the standard ones (`--sensitive-header`).
+    /// Headers carrying credentials besides the standard ones (`--sensitive-header`, the
+    /// API key header).
     pub sensitive_headers: Vec<String>,
+    /// The route's authentication (`[auth]`); `None`: none configured.
+    pub auth: Option<Arc<Authenticator>>,
 }
 
 /// What a route's backend is.
@@ -174,22 +178,28 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
     if cli.trusted_proxy_hops == 0 {
         return Err(ConfigError::TrustedProxyHops);
     }
-    // Until authentication is enforced, a route that asks for it must not start open.
-    if !cli.allow_rules.is_empty()
-        || cli.auth_table.jwt.len()
-            + cli.auth_table.api_keys.iter().len()
-            + cli.auth_table.mtls.iter().len()
-            > 0
-    {
+    // Until authorization and mTLS identity are enforced, a route that asks for them must
+    // not start open.
+    if !cli.allow_rules.is_empty() || cli.auth_table.mtls.is_some() {
         return Err(ConfigError::Unenforced);
     }
+    let auth = Authenticator::new(&cli.auth_table)?;
+    let mut sensitive_headers = cli.sensitive_header.clone();
+    let consumed = consumed_headers(cli, auth.as_deref());
+    sensitive_headers.extend(
+        auth.as_deref()
+            .and_then(Authenticator::key_header)
+            .map(|h| h.to_string()),
+    );
     let (max_body, batch, limits) = limits(cli)?;
     let push = match cli.push_guard {
         true => Some(PushPolicy::new(cli.push_allow_http, &cli.push_allow)?),
         false => None,
     };
-    let forward_table = cli.auth_table.forward.clone().unwrap_or_default();
-    let caller_headers = CallerHeaders::new(&forward_table)?;
+    let caller_headers = match &cli.auth_table.forward {
+        Some(table) => CallerHeaders::new(table)?,
+        None => CallerHeaders::default(),
+    };
     let caller: Vec<HeaderName> = caller_headers.names().cloned().collect();
     let forward = ForwardPolicy::with_rules(&HeaderRules {
         forward: &cli.forward_headers,
@@ -199,7 +209,7 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
         sensitive: &cli.sensitive_header,
         fixed_tenant: cli.tenant.is_some(),
         caller: &caller,
-        drop_authorization: forward_table.authorization == Some(false),
+        consumed: &consumed,
     })?;
     Ok(RouteSettings {
         name: String::new(),
@@ -234,7 +244,7 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
         legacy: cli.legacy == Legacy::V03,
         push,
         card: card(cli),
-        enforced: enforced(&cli.auth_table),
+        enforced: enforced(&cli.auth_table, auth.as_deref()),
         origin: RouteOrigin {
             public_url: cli.public_url.clone(),
             trust_forwarded: cli.trust_forwarded,
@@ -242,8 +252,24 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
             allowed_hosts: cli.allowed_hosts.clone(),
             tls: cli.tls_cert.is_some(),
         },
-        sensitive_headers: cli.sensitive_header.clone(),
+        sensitive_headers,
+        auth,
     })
+}
+
+/// The credentials the route's authentication consumes, never forwarded: the API key
+/// header always, `Authorization` when `[auth.forward] authorization = false`.
+fn consumed_headers(cli: &Cli, auth: Option<&Authenticator>) -> Vec<http::HeaderName> {
+    let mut consumed: Vec<_> = auth
+        .and_then(Authenticator::key_header)
+        .cloned()
+        .into_iter()
+        .collect();
+    let forward = cli.auth_table.forward.as_ref();
+    if forward.and_then(|f| f.authorization) == Some(false) {
+        consumed.push(http::header::AUTHORIZATION);
+    }
+    consumed
 }
 
 /// The route's backend: the parsed `backend` URLs, or the demo agent.
@@ -385,17 +411,15 @@ fn read_ca(path: &std::path::Path) -> Result<Vec<u8>, ConfigError> {
     }
 }
 
-/// What `[auth]` enforces, as the route's card declares it.
-fn enforced(auth: &AuthTable) -> Enforced {
-    let header = |keys: &crate::auth::table::ApiKeysTable| {
-        let header = keys.header.as_deref().unwrap_or(DEFAULT_API_KEY_HEADER);
-        header.trim().to_ascii_lowercase()
-    };
+/// What `[auth]` enforces (`auth`, built from it), as the route's card declares it.
+fn enforced(table: &AuthTable, auth: Option<&Authenticator>) -> Enforced {
     Enforced {
-        jwt_issuers: auth.jwt.iter().map(|jwt| jwt.issuer.clone()).collect(),
-        api_key_header: auth.api_keys.as_ref().map(header),
-        mtls: auth.mtls.is_some(),
-        anonymous: auth.anonymous,
+        jwt_issuers: table.jwt.iter().map(|jwt| jwt.issuer.clone()).collect(),
+        api_key_header: auth
+            .and_then(Authenticator::key_header)
+            .map(|h| h.to_string()),
+        mtls: table.mtls.is_some(),
+        anonymous: table.anonymous,
     }
 }
 

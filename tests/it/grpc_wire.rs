@@ -402,7 +402,7 @@ async fn credentials_are_never_indexed_toward_the_agent() {
             sensitive: &sensitive,
             fixed_tenant: false,
             caller: &[],
-            drop_authorization: false,
+            consumed: &[],
         };
         let settings = Settings {
             forward: a2a_gateway::protocol::params::ForwardPolicy::with_rules(&rules).unwrap(),
