@@ -2,7 +2,8 @@
 //! are the gateway's alone. A client's copy never reaches the agent, on either binding,
 //! whether the call is authenticated or not, even when `forward-header` names it;
 //! `authorization = false` keeps the client's `Authorization` from the agent; a name that
-//! cannot carry an identity fails the load, naming the route and key.
+//! cannot carry an identity fails the load, naming the route and key. With API keys, the
+//! agent learns the key's name, and an anonymous caller is named nowhere.
 
 use crate::harness;
 
@@ -140,4 +141,75 @@ fn names_that_cannot_carry_an_identity_fail_the_load() {
         error.contains("--set-header") && error.contains("x-principal"),
         "{error}"
     );
+}
+
+/// The hex SHA-256 of `key`, as a key file holds it.
+fn digest_hex(key: &[u8]) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, key);
+    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A route to `backend` taking API keys (`alice`) and anonymous callers, telling the agent
+/// who calls in `x-principal`.
+fn keyed(backend: &str, binding: &str, keys: &TempFile) -> TempFile {
+    TempFile::new(
+        "toml",
+        &format!(
+            r#"
+            backend = "{backend}"
+            binding = "{binding}"
+            forward-header = ["x-principal"]
+
+            [auth]
+            anonymous = true
+            [auth.api-keys]
+            file = "{}"
+            [auth.forward]
+            principal-header = "x-principal"
+            claims = {{ "x-scope" = "scope" }}
+            "#,
+            keys.path()
+        ),
+    )
+}
+
+#[tokio::test]
+async fn the_agent_learns_the_key_holders_name_and_nothing_the_client_forged() {
+    let keys = TempFile::new("keys", &format!("alice {}\n", digest_hex(b"alice-key")));
+    let backend =
+        TestBackend::new(|_| Answer::Reply(Reply::GetExtendedAgentCard(AgentCard::default())));
+    let url = format!("http://{}", backend.spawn().await);
+    let file = keyed(&url, "GRPC", &keys);
+    let gateway = gateway_from_flags(&["--config", file.path()]).await;
+    let forged = [
+        ("a2a-version", "1.0"),
+        ("x-principal", "admin"),
+        ("x-scope", "a2a:admin"),
+    ];
+    let mut with_key = forged.to_vec();
+    with_key.push(("x-api-key", "alice-key"));
+    let (status, _, text) = post_with(&gateway, CALL, &with_key).await;
+    assert_eq!(status, 200, "{text}");
+    let md = backend.last().metadata;
+    let values: Vec<_> = md.get_all("x-principal").iter().collect();
+    assert_eq!(values, ["alice"], "only the gateway's value");
+    assert!(md.get("x-scope").is_none(), "an API key has no claims");
+    assert!(md.get("x-api-key").is_none(), "the key is consumed");
+    // Anonymous: the forged name goes nowhere, and no name is made up.
+    let (status, _, text) = post_with(&gateway, CALL, &forged).await;
+    assert_eq!(status, 200, "{text}");
+    let md = backend.last().metadata;
+    assert!(md.get("x-principal").is_none());
+    assert!(md.get("x-scope").is_none());
+
+    // HTTP+JSON: the same header.
+    let agent = MockAgent::start(|_| ok_json(r#"{"name":"Mock agent"}"#)).await;
+    let file = keyed(&agent.url, "HTTP+JSON", &keys);
+    let gateway = gateway_from_flags(&["--config", file.path()]).await;
+    let (status, _, text) = post_with(&gateway, CALL, &with_key).await;
+    assert_eq!(status, 200, "{text}");
+    let seen = agent.single();
+    let values: Vec<_> = seen.headers.get_all("x-principal").iter().collect();
+    assert_eq!(values, ["alice"]);
+    assert_eq!(seen.header("x-scope"), None);
 }
