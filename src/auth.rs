@@ -6,6 +6,7 @@
 
 pub mod api_key;
 pub mod authenticator;
+pub mod forward;
 pub mod jwt;
 pub mod owner;
 pub mod table;

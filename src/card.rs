@@ -29,15 +29,19 @@
 //! What is kept, because the route honours it: `capabilities.streaming` (the gateway serves
 //! SSE), `pushNotifications` (configs are forwarded; the agent delivers to the client
 //! directly), `extendedAgentCard` (forwarded, and rewritten by `rewrite_extended`),
-//! `extensions` (`A2A-Extensions` is forwarded both ways) and the security schemes
-//! (`Authorization` is forwarded; whether other credentials reach the agent is the route's
-//! forward policy, which a card cannot express). One scheme the gateway can never pass on is
-//! mutual TLS: TLS ends at the gateway. Such a card is served unchanged (dropping the
-//! requirement would tell clients no credential is needed) with a warning in the log.
+//! `extensions` (`A2A-Extensions` is forwarded both ways) and, on a route that
+//! authenticates nobody, the security schemes (`Authorization` is forwarded; whether other
+//! credentials reach the agent is the route's forward policy, which a card cannot express).
+//! One scheme the gateway can never pass on is mutual TLS: TLS ends at the gateway. Such a
+//! card is served unchanged (dropping the requirement would tell clients no credential is
+//! needed) with a warning in the log.
+//! - `security`: on a route that authenticates, the card declares what the gateway
+//!   enforces, replacing or merged with the agent's schemes (`card.security`).
 
 pub(crate) mod origin;
 mod refresh;
 mod rewrite;
+mod security;
 pub(crate) mod source;
 mod store;
 
@@ -53,6 +57,7 @@ use crate::backend::Backend;
 use crate::protocol::binding::Binding;
 use crate::units::duration_text;
 use rewrite::{Rewriter, Treatment};
+pub use security::{Enforced, SecurityPolicy};
 use source::{Credential, Source};
 use store::Store;
 
@@ -105,6 +110,11 @@ pub struct CardSettings {
     /// File holding the `Authorization` header value sent to a URL or backend source,
     /// read again at each fetch so rotated secrets are picked up. Never logged.
     pub authorization_file: Option<PathBuf>,
+    /// On a route that authenticates: what becomes of the agent's `securitySchemes` and
+    /// `securityRequirements` (default `replace`: the card declares what the gateway
+    /// enforces; `merge`; `agent`: served as the agent's card says). An error on a route
+    /// that authenticates nobody.
+    pub security: Option<SecurityPolicy>,
 }
 
 /// What becomes of the signatures of the agent's card (spec 8.4).
@@ -150,6 +160,8 @@ pub struct RouteCard {
     /// The route serves v0.3 clients: clients naming no version get the dual-format card,
     /// clients naming 0.3 the v0.3 card (README "v0.3 clients").
     pub legacy: bool,
+    /// What the route's authentication enforces, which its card declares.
+    pub enforced: Enforced,
 }
 
 /// A card setting that cannot be served; the message names the key.
@@ -335,6 +347,7 @@ mod tests {
             fixed_tenant: None,
             binding: Binding::Grpc,
             legacy: false,
+            enforced: Enforced::default(),
         }
     }
 

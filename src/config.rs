@@ -582,6 +582,8 @@ pub enum ConfigError {
     AffinityOneBackend,
     #[error(transparent)]
     Headers(#[from] ForwardPolicyError),
+    #[error(transparent)]
+    CallerHeaders(#[from] crate::auth::forward::CallerHeaderError),
     #[error("--keepalive must be greater than 0")]
     Keepalive,
     #[error("--backend-keepalive must be greater than 0")]

@@ -23,6 +23,8 @@ use crate::telemetry::Metrics;
 pub struct Gateway {
     pub backend: Arc<dyn Backend>,
     pub forward: ForwardPolicy,
+    /// The headers telling the agent who calls, from `Exchange::principal`.
+    pub caller_headers: crate::auth::forward::CallerHeaders,
     /// Deadline of unary calls (`None`: no deadline).
     pub unary_timeout: Option<Duration>,
     /// Deadline of whole streams (`None`: streams may stay open indefinitely).

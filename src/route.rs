@@ -219,6 +219,7 @@ pub fn handler_over(
     Ok(Arc::new(Gateway {
         backend,
         forward: settings.forward.clone(),
+        caller_headers: settings.caller_headers.clone(),
         unary_timeout: settings.unary_timeout,
         stream_timeout: settings.stream_timeout,
         first_event_timeout: settings.first_event_timeout,
@@ -251,6 +252,7 @@ fn route_card(route: &RouteSettings) -> RouteCard {
         fixed_tenant: route.tenant.clone(),
         binding: route.binding,
         legacy: route.legacy,
+        enforced: route.enforced.clone(),
     }
 }
 

@@ -92,6 +92,8 @@ pub struct Metrics {
     runtimes: std::sync::Mutex<Vec<tokio::runtime::Handle>>,
     /// v0.3 calls by v0.3 method and outcome (they also count under their operation).
     v03: [[AtomicU64; OUTCOMES]; Method::ALL.len()],
+    /// Identity header values not sent to the agent (`auth::forward`: unsendable values).
+    caller_headers_dropped: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -104,6 +106,7 @@ impl Default for Metrics {
             stream_events: AtomicU64::new(0),
             runtimes: std::sync::Mutex::default(),
             v03: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0))),
+            caller_headers_dropped: AtomicU64::new(0),
         }
     }
 }
@@ -129,6 +132,13 @@ impl Metrics {
     pub fn stream_opened(self: &Arc<Self>) -> StreamGuard {
         self.streams_open.fetch_add(1, Relaxed);
         StreamGuard(self.clone())
+    }
+
+    /// Identity header values dropped as unsendable (none: nothing is touched).
+    pub fn caller_headers_dropped(&self, n: usize) {
+        if n > 0 {
+            self.caller_headers_dropped.fetch_add(n as u64, Relaxed);
+        }
     }
 
     /// SSE events written to streams.
@@ -216,6 +226,10 @@ impl Metrics {
         out.push_str("# TYPE a2a_gateway_log_lines_dropped_total counter\n");
         let dropped = access::sink::dropped();
         let _ = writeln!(out, "a2a_gateway_log_lines_dropped_total {dropped}");
+        out.push_str("# HELP a2a_gateway_caller_headers_dropped_total Values of [auth.forward] headers not sent to the agent: not printable ASCII, too long, or a claim with no text form.\n");
+        out.push_str("# TYPE a2a_gateway_caller_headers_dropped_total counter\n");
+        let dropped = self.caller_headers_dropped.load(Relaxed);
+        let _ = writeln!(out, "a2a_gateway_caller_headers_dropped_total {dropped}");
         self.render_process(&mut out);
         out
     }

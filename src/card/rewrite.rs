@@ -12,6 +12,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::origin::{self, Origin, Refusal};
+use super::security::Security;
 use super::{CardConfigError, CardSettings, RouteCard, SignaturePolicy};
 use crate::proto::AgentCard;
 use crate::protocol::binding::JSONRPC;
@@ -113,6 +114,8 @@ pub(super) struct Rewriter {
     keep_interfaces: bool,
     skills: Option<Vec<String>>,
     treatment: Treatment,
+    /// What the card says about authentication on a route that authenticates.
+    security: Option<Security>,
     logged: Logged,
     legacy: bool,
 }
@@ -137,7 +140,7 @@ struct Logged {
 }
 
 /// True the first time for `flag`.
-fn first(flag: &AtomicBool) -> bool {
+pub(super) fn first(flag: &AtomicBool) -> bool {
     !flag.swap(true, Relaxed)
 }
 
@@ -185,6 +188,8 @@ impl Rewriter {
                  signed interface URL never comes from the request",
             ));
         }
+        let preserve = matches!(treatment, Treatment::Preserve);
+        let security = Security::new(settings.security, &route.enforced, preserve, &route.route)?;
         Ok(Rewriter {
             route: route.route.clone(),
             jsonrpc_path: route.jsonrpc_path.clone(),
@@ -194,6 +199,7 @@ impl Rewriter {
             keep_interfaces: settings.keep_interfaces,
             skills: settings.skills.clone(),
             treatment,
+            security,
             logged: Logged::default(),
             legacy: route.legacy,
         })
@@ -339,6 +345,9 @@ impl Rewriter {
         self.filter_skills(&mut card);
         self.drop_signatures(&mut card);
         self.warn_mtls(&card);
+        if let Some(security) = &self.security {
+            security.apply(&mut card);
+        }
         Prepared {
             card,
             tenant,
@@ -484,6 +493,7 @@ mod tests {
             fixed_tenant: fixed_tenant.then(|| "acme".to_owned()),
             binding: Binding::Grpc,
             legacy: false,
+            enforced: Default::default(),
         }
     }
 

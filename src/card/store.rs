@@ -271,6 +271,7 @@ mod tests {
             fixed_tenant: None,
             binding: Binding::Grpc,
             legacy: true,
+            enforced: Default::default(),
         };
         let settings = CardSettings::default();
         let rewriter = Rewriter::new(&settings, &route, Treatment::Strip).unwrap();

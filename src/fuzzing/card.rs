@@ -21,7 +21,9 @@ use ring::signature::{
 };
 use serde_json::Value;
 
-use crate::card::{CardService, CardSettings, RouteCard, SignaturePolicy};
+use crate::card::{
+    CardService, CardSettings, Enforced, RouteCard, SecurityPolicy, SignaturePolicy,
+};
 use crate::protocol::binding::Binding;
 use crate::signing::{canonical_json, signing_payload, CardSigner};
 
@@ -74,7 +76,8 @@ impl Drop for Scratch {
 }
 
 /// `card` target. Byte 0 chooses the route's card settings (bits: 0-1 signature policy,
-/// 2 keep-interfaces, 3 a skills filter, 4 a fixed tenant, 5 a public URL, 6 trusted
+/// 2 keep-interfaces, 3 a skills filter, 4 a fixed tenant and authentication (API keys and
+/// mutual TLS declared, merged with the agent's schemes), 5 a public URL, 6 trusted
 /// forwarded headers, 7 the HTTP+JSON binding); the bytes up to the first newline are the
 /// request's `Host` (or, when trusted, `Forwarded`) header; the rest is the card file.
 pub fn card(data: &[u8]) {
@@ -99,6 +102,7 @@ pub fn card(data: &[u8]) {
         sign_key: resign.then(|| key_file.0.clone()),
         sign_kid: resign.then(|| "fuzz-key".to_owned()),
         skills: bit(3).then(|| vec!["demo".to_owned(), String::new()]),
+        security: bit(4).then_some(SecurityPolicy::Merge),
         ..Default::default()
     };
     let route = RouteCard {
@@ -119,6 +123,11 @@ pub fn card(data: &[u8]) {
         },
         tls: false,
         fixed_tenant: bit(4).then(|| "acme".to_owned()),
+        enforced: Enforced {
+            api_key_header: bit(4).then(|| "x-api-key".to_owned()),
+            mtls: bit(4),
+            ..Enforced::default()
+        },
         binding: if bit(7) {
             Binding::HttpJson
         } else {

@@ -209,6 +209,9 @@ pub struct HeaderRules<'a> {
     pub sensitive: &'a [String],
     /// The route pins a tenant (`--tenant`).
     pub fixed_tenant: bool,
+    /// The headers the gateway sets from the caller's verified identity (`[auth.forward]`):
+    /// a client's copy is never forwarded, and no other setting may name them.
+    pub caller: &'a [HeaderName],
     /// Credentials the gateway consumes (the API key header, a verified `Authorization`
     /// when `[auth.forward] authorization = false`): never the client's to the agent.
     pub consumed: &'a [HeaderName],
@@ -239,6 +242,8 @@ pub enum ForwardPolicyError {
     SetValue(String),
     #[error("--set-header and --remove-header both name {0:?}")]
     SetAndRemoved(String),
+    #[error("--{0}: {1:?} is set by the gateway from the caller's identity ([auth.forward])")]
+    Caller(&'static str, String),
 }
 
 impl ForwardPolicy {
@@ -273,8 +278,17 @@ impl ForwardPolicy {
             if removed.contains(&name) {
                 return Err(ForwardPolicyError::SetAndRemoved(name.to_string()));
             }
+            if rules.caller.contains(&name) {
+                return Err(ForwardPolicyError::Caller("set-header", name.to_string()));
+            }
             value.set_sensitive(is_sensitive(&name));
             set.push((name, value));
+        }
+        if let Some(name) = removed.iter().find(|name| rules.caller.contains(name)) {
+            return Err(ForwardPolicyError::Caller(
+                "remove-header",
+                name.to_string(),
+            ));
         }
         let mut names: Vec<HeaderName> = Vec::new();
         let defaults = DEFAULT_FORWARDED.iter().map(|n| HeaderName::from_static(n));
@@ -283,6 +297,7 @@ impl ForwardPolicy {
                 || removed.contains(&name)
                 || set.iter().any(|(set, _)| *set == name)
                 || (rules.fixed_tenant && identity.contains(&name))
+                || rules.caller.contains(&name)
                 || rules.consumed.contains(&name);
             if !dropped {
                 names.push(name);
@@ -622,5 +637,55 @@ mod tests {
         assert_eq!(marked, expected);
         let edge = sensitive_names(&sensitive);
         assert!(edge.iter().any(|n| n == "x-secret") && edge.iter().any(|n| n == "cookie"));
+    }
+
+    /// The headers `[auth.forward]` sets never come from the client, even when another
+    /// setting forwards them, and no setting may set or remove them; a consumed credential
+    /// is not forwarded either.
+    #[test]
+    fn caller_headers_are_never_the_clients() {
+        let caller = [HeaderName::from_static("x-principal")];
+        let forward = vec!["X-Principal".to_owned(), "x-other".to_owned()];
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("x-principal", "forged"),
+            ("x-other", "o"),
+            ("authorization", "Bearer t"),
+        ] {
+            headers.insert(name, HeaderValue::from_static(value));
+        }
+        let rules = HeaderRules {
+            forward: &forward,
+            caller: &caller,
+            ..HeaderRules::default()
+        };
+        let policy = ForwardPolicy::with_rules(&rules).unwrap();
+        assert_eq!(
+            shown(&policy.select(&headers)),
+            ["authorization=Bearer t", "x-other=o"]
+        );
+        let consumed = [http::header::AUTHORIZATION];
+        let quiet = HeaderRules {
+            consumed: &consumed,
+            ..rules
+        };
+        let policy = ForwardPolicy::with_rules(&quiet).unwrap();
+        assert_eq!(shown(&policy.select(&headers)), ["x-other=o"]);
+        let set = vec!["x-principal=fixed".to_owned()];
+        let setting = HeaderRules { set: &set, ..rules };
+        let err = ForwardPolicy::with_rules(&setting).unwrap_err().to_string();
+        assert!(
+            err.starts_with("--set-header:") && err.contains("x-principal"),
+            "{err}"
+        );
+        let remove = vec!["x-principal".to_owned()];
+        let removing = HeaderRules {
+            remove: &remove,
+            ..rules
+        };
+        let err = ForwardPolicy::with_rules(&removing)
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("--remove-header:"), "{err}");
     }
 }

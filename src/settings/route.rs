@@ -6,12 +6,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use http::HeaderName;
+
 use crate::auth::authenticator::Authenticator;
+use crate::auth::forward::CallerHeaders;
 use crate::auth::owner::OwnerKeys;
+use crate::auth::table::AuthTable;
 use crate::backend::affinity::{load_codec, Affinity, IdCodec};
 use crate::backend::endpoints::{Policy, Resolution, Targets};
 use crate::backend::grpc::GrpcSettings;
-use crate::card::{CardSettings, SignaturePolicy};
+use crate::card::{CardSettings, Enforced, SignaturePolicy};
 use crate::config::{Cli, ConfigError, Legacy, RouteConfig};
 use crate::front::limits::RouteLimitSettings;
 use crate::front::BatchLimits;
@@ -44,6 +48,8 @@ pub struct RouteSettings {
     /// The service `/readyz` asks a gRPC agent about.
     pub health_service: String,
     pub forward: ForwardPolicy,
+    /// The headers telling the agent who calls (`[auth.forward]`).
+    pub caller_headers: CallerHeaders,
     /// Deadlines; `None`: none.
     pub unary_timeout: Option<Duration>,
     pub stream_timeout: Option<Duration>,
@@ -60,6 +66,8 @@ pub struct RouteSettings {
     pub push: Option<PushPolicy>,
     /// The `card` table with the `--card*` flags over it.
     pub card: CardSettings,
+    /// What the route's authentication enforces, which its card declares.
+    pub enforced: Enforced,
     pub origin: RouteOrigin,
     /// Headers carrying credentials besides the standard ones (`--sensitive-header`, the
     /// API key header).
@@ -192,6 +200,11 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
         true => Some(PushPolicy::new(cli.push_allow_http, &cli.push_allow)?),
         false => None,
     };
+    let caller_headers = match &cli.auth_table.forward {
+        Some(table) => CallerHeaders::new(table)?,
+        None => CallerHeaders::default(),
+    };
+    let caller: Vec<HeaderName> = caller_headers.names().cloned().collect();
     let forward = ForwardPolicy::with_rules(&HeaderRules {
         forward: &cli.forward_headers,
         set: &cli.set_header,
@@ -199,6 +212,7 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
         identity: &cli.identity_header,
         sensitive: &cli.sensitive_header,
         fixed_tenant: cli.tenant.is_some(),
+        caller: &caller,
         consumed: &consumed,
     })?;
     Ok(RouteSettings {
@@ -223,6 +237,7 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
         owner,
         health_service: cli.health_service.clone(),
         forward,
+        caller_headers,
         unary_timeout: optional(cli.timeout),
         stream_timeout: optional(cli.stream_timeout),
         first_event_timeout: optional(cli.first_event_timeout.unwrap_or(cli.timeout)),
@@ -234,6 +249,7 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
         legacy: cli.legacy == Legacy::V03,
         push,
         card: card(cli),
+        enforced: enforced(&cli.auth_table, auth.as_deref()),
         origin: RouteOrigin {
             public_url: cli.public_url.clone(),
             trust_forwarded: cli.trust_forwarded,
@@ -411,6 +427,18 @@ fn read_ca(path: &std::path::Path) -> Result<Vec<u8>, ConfigError> {
         Ok(certificates) if !certificates.is_empty() => Ok(pem),
         Ok(_) => Err(fail("no PEM certificate in the file".into())),
         Err(e) => Err(fail(e.to_string())),
+    }
+}
+
+/// What `[auth]` enforces (`auth`, built from it), as the route's card declares it.
+fn enforced(table: &AuthTable, auth: Option<&Authenticator>) -> Enforced {
+    Enforced {
+        jwt_issuers: table.jwt.iter().map(|jwt| jwt.issuer.clone()).collect(),
+        api_key_header: auth
+            .and_then(Authenticator::key_header)
+            .map(|h| h.to_string()),
+        mtls: table.mtls.is_some(),
+        anonymous: table.anonymous,
     }
 }
 

@@ -168,6 +168,7 @@ fn route(binding: Binding) -> RouteCard {
         fixed_tenant: None,
         binding,
         legacy: false,
+        enforced: Default::default(),
     }
 }
 

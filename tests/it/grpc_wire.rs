@@ -401,6 +401,7 @@ async fn credentials_are_never_indexed_toward_the_agent() {
             identity: &[],
             sensitive: &sensitive,
             fixed_tenant: false,
+            caller: &[],
             consumed: &[],
         };
         let settings = Settings {

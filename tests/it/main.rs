@@ -14,6 +14,8 @@ mod agent_faults;
 mod auth;
 mod backend_mtls;
 mod batches;
+mod caller_headers;
+mod card_security;
 mod card_service;
 mod card_signing;
 mod cards;

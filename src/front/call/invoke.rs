@@ -1,5 +1,5 @@
 //! Invoke, the innermost layer: the backend call. The forwarded headers (the route's
-//! policy, the dialect's), the server span's context, the call itself (`unary`, `stream`),
+//! policy, the dialect's, the caller's identity: `auth::forward`), the server span's context, the call itself (`unary`, `stream`),
 //! the backend's status for the access line, and a unary reply written in the call's
 //! dialect (its ids sealed for the caller on a `task-owner` route). Here a `backend::Error` becomes the client's `A2aError`: the one conversion,
 //! through the fault table (`Fault::gateway_fault`) and the error table.
@@ -32,6 +32,10 @@ impl Layer<Box<Request>> for Invoke {
         let gateway = x.gateway;
         let mut forwarded = gateway.forward.select(&x.head.headers);
         x.dialect.forward(x.head, &mut forwarded);
+        if let Some(principal) = &x.principal {
+            let dropped = gateway.caller_headers.add(principal, &mut forwarded);
+            gateway.metrics.caller_headers_dropped(dropped);
+        }
         x.record.request(&request);
         let trace = x.record.propagate(&mut forwarded);
         let timeout = x.deadline;
