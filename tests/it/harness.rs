@@ -3,11 +3,11 @@
 //! `127.0.0.1:0` in front of it. In the submodules: the scriptable gRPC test backend
 //! (`backend`), small wire-level clients (`client`) and the bounded ones of the case runners
 //! (`calls`), the gateway binary as a child process (`process`, the only place it is
-//! started to serve), a test DNS server, pods that die, a JWT issuer (`issuer`), the reference-SDK peers,
-//! differential transcripts, the hostile-backend and agent-fault case machinery, an OTLP
-//! receiver, a mock HTTP+JSON agent, TLS certificates, what the abuse, soak and
-//! hostile-backend suites watch of a gateway process, and the tests that run in a process of
-//! their own.
+//! started to serve), a test DNS server, pods that die, a JWT issuer (`issuer`), the
+//! reference-SDK peers, differential transcripts, the hostile-backend and agent-fault case
+//! machinery, an OTLP receiver, a mock HTTP+JSON agent, TLS certificates, what the abuse,
+//! soak and hostile-backend suites watch of a gateway process, and the tests that run in a
+//! process of their own.
 
 pub mod backend;
 pub mod calls;

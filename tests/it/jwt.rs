@@ -166,6 +166,15 @@ async fn forged_tokens_are_refused_before_or_by_the_signature() {
         1,
     );
     assert_eq!(refused(&auth, &renamed).await, "bad-signature");
+    // Keys the token brings along (`jwk`) or points to (`jku`, `x5u`) are never used or
+    // fetched: the issuer's own key does not verify the attacker's signature.
+    let attacker = Issuer::start().await;
+    let header = json!({"alg": "ES256", "kid": "ec-1", "jku": attacker.jwks_url(),
+        "x5u": attacker.jwks_url(),
+        "jwk": serde_json::from_str::<Value>(&attacker.jwks_document()).unwrap()["keys"][0]});
+    let token = attacker.mint_with(&header, &issuer.claims("admin"), "ec-1");
+    assert_eq!(refused(&auth, &token).await, "bad-signature");
+    assert_eq!(attacker.jwks_requests(), 0);
     assert!(auth.verify(&good).await.is_ok());
 }
 

@@ -147,6 +147,13 @@ mod tests {
             assert!(issuer.validation(alg).is_none(), "{alg:?}");
         }
         assert_eq!(issuer.clock_skew, 60);
+        // The bounds themselves are accepted.
+        let table = JwtIssuerTable {
+            clock_skew: Some(MAX_CLOCK_SKEW),
+            refresh: Some(MIN_REFRESH),
+            ..table()
+        };
+        assert_eq!(Issuer::new(0, &table).unwrap().clock_skew, 600);
     }
 
     #[test]

@@ -33,7 +33,7 @@ pub(super) struct KeyStore {
     current: RwLock<Option<Arc<KeySet>>>,
     remote: Option<Remote>,
     refresh: Duration,
-    /// Held while fetching: concurrent unknown kids wait for one fetch, then find it recent.
+    /// Held while fetching: an unknown kid meanwhile is refused rather than held.
     fetch: tokio::sync::Mutex<FetchState>,
     started: AtomicBool,
     /// Ends the background refresh when the store goes (a reload's old route), rather than
@@ -164,10 +164,11 @@ impl KeyStore {
     }
 
     /// A fresh set for a token whose `kid` the current one lacks, unless the issuer was
-    /// asked less than `refresh` ago (or the keys come from a file).
+    /// asked less than `refresh` ago, a fetch is under way (its set serves the next
+    /// call; no call waits behind another's fetch), or the keys come from a file.
     pub(super) async fn refetch(&self) -> Option<Arc<KeySet>> {
         self.remote.as_ref()?;
-        let mut state = self.fetch.lock().await;
+        let mut state = self.fetch.try_lock().ok()?;
         if state
             .last_attempt
             .is_some_and(|at| at.elapsed() < self.refresh)

@@ -211,8 +211,12 @@ impl Issuer {
     /// A token with `claims`, signed by key `kid` and saying `alg` in its header (which
     /// need not be the key's: the signature is the key's own algorithm).
     pub fn mint(&self, claims: &Value, kid: &str, alg: &str) -> String {
-        let header = json!({"alg": alg, "kid": kid, "typ": "JWT"});
-        let input = signing_input(&header, claims);
+        self.mint_with(&json!({"alg": alg, "kid": kid, "typ": "JWT"}), claims, kid)
+    }
+
+    /// A token with `header` as given, signed by key `kid`.
+    pub fn mint_with(&self, header: &Value, claims: &Value, kid: &str) -> String {
+        let input = signing_input(header, claims);
         let keys = self.inner.keys.lock().unwrap();
         let signature = match &keys[kid].signer {
             Signer::Rsa(pair) => {
