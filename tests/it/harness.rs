@@ -412,6 +412,8 @@ pub async fn serve_on_workers(args: &[&str], file: Option<&str>) -> String {
     }
     let config = a2a_gateway::settings::Settings::load(argv).unwrap();
     let template = Arc::new(Routes::new(&config, None).unwrap());
+    // As `main` does: the JWT issuers' keys are fetched from now on.
+    template.start_auth();
     let workers = Workers::start(&template, &Arc::default(), 2, Duration::from_secs(1)).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

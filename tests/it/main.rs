@@ -12,6 +12,7 @@ mod access_log;
 mod affinity;
 mod agent_faults;
 mod auth;
+mod auth_jwt;
 mod backend_mtls;
 mod batches;
 mod caller_headers;
