@@ -4,6 +4,7 @@
 //! `Exchange::principal`.
 
 pub mod jwt;
+pub mod rules;
 pub mod table;
 
 use std::sync::Arc;

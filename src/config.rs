@@ -594,8 +594,12 @@ pub enum ConfigError {
     AllowedHosts(String),
     #[error("--trusted-proxy-hops must be at least 1")]
     TrustedProxyHops,
-    #[error("`auth` and `allow` are not enforced yet")]
+    #[error("`auth` is not enforced yet")]
     Unenforced,
+    #[error(transparent)]
+    Allow(#[from] crate::auth::rules::RuleError),
+    #[error("card source `backend` serves the agent's extended card to anyone at the card URL, but the `allow` rules do not let everyone call GetExtendedAgentCard; use a file or URL source")]
+    ExtendedCardPublished,
     #[error("`{0}` is a per-route setting: with [[route]] tables, set it in each route")]
     PerRoute(&'static str),
     #[error("--{0}: {1}")]

@@ -47,6 +47,8 @@ pub struct Gateway {
     pub legacy: bool,
     /// The route's push URL guard (`None`: `push-guard = false`).
     pub push: Option<crate::push::PushGuard>,
+    /// The route's `allow` rules (`None`: every call is allowed).
+    pub allow: Option<Arc<crate::auth::rules::Rules>>,
 }
 
 /// How large a JSON-RPC batch may be (`--max-batch-size`) and its reply

@@ -14,6 +14,7 @@
 //! deadline and the permit wrap it without another box, and the SSE body frames it.
 
 pub mod admit;
+pub mod authorize;
 pub mod deadline;
 pub mod decode;
 pub mod invoke;
@@ -46,13 +47,17 @@ pub fn stack() -> impl for<'p> Layer<Option<crate::front::envelope::Params<'p>>>
         decode::Decode(
             // Before the other checks: a request for another tenant goes no further.
             tenant::Tenant(
-                // The last check, and the only slow one (it may ask DNS): a refused push
-                // URL never reaches the agent, and costs no permit.
-                push::PushCheck(
-                    // Only checked requests take a share of the limits.
-                    admit::Admit(
-                        // Inside admission: a call's time is the agent's, not the queue's.
-                        deadline::Deadline(invoke::Invoke),
+                // Once the tenant is known: the rules may name it; a refused call costs
+                // no permit.
+                authorize::Authorize(
+                    // The last check, and the only slow one (it may ask DNS): a refused
+                    // push URL never reaches the agent, and costs no permit.
+                    push::PushCheck(
+                        // Only checked requests take a share of the limits.
+                        admit::Admit(
+                            // Inside admission: a call's time is the agent's, not the queue's.
+                            deadline::Deadline(invoke::Invoke),
+                        ),
                     ),
                 ),
             ),
@@ -105,7 +110,7 @@ pub enum Answer<S> {
     /// A stream that failed before its first event, with the backend's extensions (a v0.3
     /// client reads it as a one-event stream).
     Unstarted(A2aError, Option<HeaderValue>),
-    /// A limit refused the call.
+    /// A limit or the route's `allow` rules refused the call.
     Refused(Box<Refusal>),
     /// A streaming notification: not started, since nobody would read it.
     Skipped,

@@ -257,7 +257,8 @@ pub struct RouteLimits {
 /// that say so.
 #[derive(Debug)]
 pub struct Refusal {
-    pub limit: Limit,
+    /// `None`: the route's `allow` rules refused the call (`front::call::authorize`).
+    pub limit: Option<Limit>,
     pub status: StatusCode,
     /// Whole seconds, as `Retry-After` takes them; none for the header size.
     pub retry_after: Option<u64>,
@@ -352,7 +353,7 @@ impl RouteLimits {
             limit.name()
         );
         Err(Refusal {
-            limit,
+            limit: Some(limit),
             status: limit.row().2,
             retry_after: None,
             error: self.error(limit, message, max as f64),
@@ -386,7 +387,7 @@ impl RouteLimits {
             (_, value) => value.unwrap_or_default() as f64,
         };
         Refusal {
-            limit,
+            limit: Some(limit),
             status: limit.row().2,
             retry_after: Some(wait.as_secs_f64().ceil().max(1.0) as u64),
             error: self.error(limit, message, value),
@@ -667,7 +668,7 @@ mod tests {
         let Err(refused) = b.admit(CallKind::Unary, 1) else {
             panic!("admitted over the global limit");
         };
-        assert_eq!(refused.limit, Limit::GlobalCalls);
+        assert_eq!(refused.limit, Some(Limit::GlobalCalls));
         assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(b.own.calls.as_ref().unwrap().in_use.load(Relaxed), 0);
         // Streams have their own limits; the global one is for unary calls only.

@@ -285,6 +285,10 @@ impl Frontend {
             })
             .collect();
         crate::telemetry::render_card_renders(&mut text, &cards);
+        let authz: Vec<_> = (self.routes.iter())
+            .filter_map(|r| Some((r.name.as_str(), r.gateway.allow.as_ref()?.counts())))
+            .collect();
+        crate::telemetry::render_authz(&mut text, &authz);
         text
     }
 

@@ -6,14 +6,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::auth::rules::Rules;
 use crate::backend::affinity::{load_codec, Affinity, IdCodec};
 use crate::backend::endpoints::{Policy, Resolution, Targets};
 use crate::backend::grpc::GrpcSettings;
-use crate::card::{CardSettings, SignaturePolicy};
+use crate::card::{CardSettings, SignaturePolicy, BACKEND_CARD_SOURCE};
 use crate::config::{Cli, ConfigError, Legacy, RouteConfig};
 use crate::front::limits::RouteLimitSettings;
 use crate::front::BatchLimits;
 use crate::protocol::binding::Binding;
+use crate::protocol::ops::Op;
 use crate::protocol::params::{ForwardPolicy, HeaderRules};
 use crate::push::PushPolicy;
 use crate::units::optional;
@@ -49,6 +51,8 @@ pub struct RouteSettings {
     pub max_body: usize,
     pub batch: BatchLimits,
     pub limits: RouteLimitSettings,
+    /// The `allow` rules (`None`: every call is allowed), shared with their counters.
+    pub allow: Option<Arc<Rules>>,
     pub tenant: Option<String>,
     /// Whether v0.3 clients are served.
     pub legacy: bool,
@@ -167,15 +171,15 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
         return Err(ConfigError::TrustedProxyHops);
     }
     // Until authentication is enforced, a route that asks for it must not start open.
-    if !cli.allow_rules.is_empty()
-        || cli.auth_table.jwt.len()
-            + cli.auth_table.api_keys.iter().len()
-            + cli.auth_table.mtls.iter().len()
-            > 0
+    if cli.auth_table.jwt.len()
+        + cli.auth_table.api_keys.iter().len()
+        + cli.auth_table.mtls.iter().len()
+        > 0
     {
         return Err(ConfigError::Unenforced);
     }
     let (max_body, batch, limits) = limits(cli)?;
+    let allow = allow(cli)?;
     let push = match cli.push_guard {
         true => Some(PushPolicy::new(cli.push_allow_http, &cli.push_allow)?),
         false => None,
@@ -216,6 +220,7 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
         max_body,
         batch,
         limits,
+        allow,
         tenant: cli.tenant.clone(),
         legacy: cli.legacy == Legacy::V03,
         push,
@@ -335,6 +340,19 @@ pub(super) fn check_rate(flag: &'static str, rate: f64, burst: u32) -> Result<()
         return Err(ConfigError::Limit(flag, why));
     }
     Ok(())
+}
+
+/// The route's `allow` rules, checked. The card source `backend` publishes the agent's
+/// extended card at the public card URL, so it needs rules that let everyone have it.
+fn allow(cli: &Cli) -> Result<Option<Arc<Rules>>, ConfigError> {
+    let Some(rules) = Rules::new(&cli.allow_rules)? else {
+        return Ok(None);
+    };
+    let source = cli.card.as_deref().or(cli.card_settings.source.as_deref());
+    if source == Some(BACKEND_CARD_SOURCE) && !rules.allow_everyone(Op::GetExtendedAgentCard) {
+        return Err(ConfigError::ExtendedCardPublished);
+    }
+    Ok(Some(Arc::new(rules)))
 }
 
 /// The backend clients' settings, the CA bundle and client identity read and checked.

@@ -11,6 +11,7 @@ mod abuse;
 mod access_log;
 mod affinity;
 mod agent_faults;
+mod authz;
 mod backend_mtls;
 mod batches;
 mod card_service;

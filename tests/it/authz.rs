@@ -1,0 +1,242 @@
+//! Authorization at the wire (`[[allow]]`, `front::call::authorize`): rules per method,
+//! tenant and scheme; a refused call gets 403 with a `PERMISSION_DENIED` error naming what
+//! no rule matched and never reaches the agent; GetExtendedAgentCard is refused like any
+//! method (in both dialects) and no card URL hands it out instead; bad rules fail the load
+//! naming the route and key; `/metrics` counts the decisions. The gateway is built from a
+//! TOML file as the binary builds it, on two workers.
+
+use crate::harness;
+
+use a2a_gateway::proto::*;
+use a2a_gateway::protocol::ops::{Reply, Request, UnaryRequest};
+use harness::process::TempFile;
+use harness::*;
+use serde_json::{json, Value};
+
+/// A backend that answers GetTask and GetExtendedAgentCard.
+async fn agent() -> (TestBackend, String) {
+    let backend = TestBackend::new(|request| match request {
+        Request::Unary(UnaryRequest::GetExtendedAgentCard(_)) => {
+            Answer::Reply(Reply::GetExtendedAgentCard(AgentCard {
+                name: "extended".into(),
+                ..Default::default()
+            }))
+        }
+        Request::Unary(UnaryRequest::GetTask(r)) => {
+            Answer::Reply(Reply::GetTask(task(&r.id, TaskState::Working)))
+        }
+        _ => Answer::Reply(Reply::CancelTask(task("t-1", TaskState::Canceled))),
+    });
+    let addr = backend.spawn().await;
+    (backend, format!("http://{addr}"))
+}
+
+/// The gateway of the config `file` (after `backend = …`), on two workers; its origin.
+async fn gateway(backend: &str, file: &str) -> String {
+    let file = format!("backend = \"{backend}\"\n{file}");
+    serve_on_workers(&[], Some(&file)).await
+}
+
+fn get_task(tenant: &str) -> String {
+    request(json!(1), "GetTask", json!({"id": "t-1", "tenant": tenant}))
+}
+
+/// Checks a 403 naming `method` and the unmatched fields `missing`; the error object.
+fn assert_denied(
+    (status, headers, body): &(u16, reqwest::header::HeaderMap, String),
+    method: &str,
+    missing: &str,
+) -> Value {
+    assert_eq!(*status, 403, "{body}");
+    assert!(headers.get("retry-after").is_none());
+    let body: Value = serde_json::from_str(body).unwrap();
+    let error = &body["error"];
+    assert_eq!(error["code"], -31403, "{body}");
+    let info = &error["data"][0];
+    assert_eq!(info["reason"], "PERMISSION_DENIED", "{body}");
+    assert_eq!(info["domain"], "a2a-gateway", "{body}");
+    assert_eq!(
+        info["metadata"],
+        json!({"method": method, "missing": missing})
+    );
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains(method) && message.contains(missing),
+        "{message}"
+    );
+    error.clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_per_method_and_tenant() {
+    let (backend, url) = agent().await;
+    let rules = "[[allow]]\nmethods = [\"GetTask\"]\ntenants = [\"acme\", \"team-*\"]\n";
+    let origin = gateway(&url, rules).await;
+    let endpoint = format!("{origin}/a2a/jsonrpc");
+    for tenant in ["acme", "team-x"] {
+        let (status, _, body) = post(&endpoint, get_task(tenant)).await;
+        assert_eq!(status, 200, "{body}");
+        assert!(body.contains("\"result\""), "{body}");
+    }
+    assert_eq!(backend.calls(), 2);
+    for tenant in ["", "other", "acme2", "team"] {
+        assert_denied(
+            &post(&endpoint, get_task(tenant)).await,
+            "GetTask",
+            "tenant",
+        );
+    }
+    let cancel = request(
+        json!(2),
+        "CancelTask",
+        json!({"id": "t-1", "tenant": "acme"}),
+    );
+    assert_denied(&post(&endpoint, cancel).await, "CancelTask", "method");
+    // A stream is refused before it starts.
+    let stream = request(json!(3), "SendStreamingMessage", message_params("hi"));
+    assert_denied(
+        &post(&endpoint, stream).await,
+        "SendStreamingMessage",
+        "method",
+    );
+    // A notification gets no body, but the status says why.
+    let note = json!({"jsonrpc": "2.0", "method": "GetTask", "params": {"id": "t"}}).to_string();
+    let (status, _, body) = post(&endpoint, note).await;
+    assert_eq!((status, body.as_str()), (403, ""));
+    // In a batch, a refused member answers in the batch.
+    let batch = format!("[{},{}]", get_task("acme"), get_task("other"));
+    let (status, _, body) = post(&endpoint, batch).await;
+    assert_eq!(status, 200, "{body}");
+    let answers: Vec<Value> = serde_json::from_str(&body).unwrap();
+    let denied = answers
+        .iter()
+        .filter(|a| a["error"]["code"] == -31403)
+        .count();
+    assert_eq!((answers.len(), denied), (2, 1), "{body}");
+    assert_eq!(backend.calls(), 3, "no refused call reached the agent");
+    let metrics = client()
+        .get(format!("{origin}/metrics"))
+        .send()
+        .await
+        .unwrap();
+    let metrics = metrics.text().await.unwrap();
+    for line in [
+        "a2a_gateway_authz_total{route=\"default\",result=\"allowed\"} 3\n",
+        "a2a_gateway_authz_total{route=\"default\",result=\"denied\"} 8\n",
+        "a2a_gateway_requests_total{method=\"GetTask\",code=\"-31403\"} 6\n",
+    ] {
+        assert!(metrics.contains(line), "{line} in\n{metrics}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schemes_on_a_route_without_authentication() {
+    let (backend, url) = agent().await;
+    let rules = "[[allow]]\nschemes = [\"anonymous\"]\nmethods = [\"GetTask\"]\n\
+                 [[allow]]\nschemes = [\"api-key\"]\n\
+                 [[allow]]\nprincipals = [\"*\"]\n";
+    let origin = gateway(&url, rules).await;
+    let endpoint = format!("{origin}/a2a/jsonrpc");
+    let (status, _, body) = post(&endpoint, get_task("")).await;
+    assert_eq!(status, 200, "{body}");
+    // Only the anonymous rule could match, and not for this method.
+    let cancel = request(json!(2), "CancelTask", json!({"id": "t-1"}));
+    assert_denied(
+        &post(&endpoint, cancel).await,
+        "CancelTask",
+        "method,scheme,principal",
+    );
+    assert_eq!(backend.calls(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_extended_card_per_caller() {
+    let (backend, url) = agent().await;
+    let rules = "[[allow]]\nmethods = [\"GetExtendedAgentCard\"]\ntenants = [\"vip\"]\n\
+                 [[allow]]\nmethods = [\"GetTask\"]\n";
+    let origin = gateway(&url, rules).await;
+    let endpoint = format!("{origin}/a2a/jsonrpc");
+    let card = |tenant: &str| request(json!(1), "GetExtendedAgentCard", json!({"tenant": tenant}));
+    let (status, _, body) = post(&endpoint, card("vip")).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"extended\""), "{body}");
+    let error = assert_denied(
+        &post(&endpoint, card("")).await,
+        "GetExtendedAgentCard",
+        "tenant,method",
+    );
+    assert!(!error.to_string().contains("extended\""), "{error}");
+    // The v0.3 name is the same method.
+    let v03 = json!({"jsonrpc": "2.0", "id": 7, "method": "agent/getAuthenticatedExtendedCard"});
+    let refused = post_with(&endpoint, v03.to_string(), &[]).await;
+    assert_eq!(refused.0, 403, "{}", refused.2);
+    assert!(refused.2.contains("PERMISSION_DENIED"), "{}", refused.2);
+    assert_eq!(backend.calls(), 1);
+    // The route serves no card of its own: none from the agent's extended card.
+    let card_url = format!("{origin}/.well-known/agent-card.json");
+    let served = client().get(card_url).send().await.unwrap();
+    assert_eq!(served.status(), 404);
+    assert_eq!(backend.calls(), 1);
+}
+
+/// The load error of the config `file`.
+fn load_error(file: &str) -> String {
+    let file = TempFile::new("toml", file);
+    let args = ["a2a-gateway", "--config", file.path()];
+    match a2a_gateway::settings::Settings::load(args) {
+        Ok(_) => panic!("loaded"),
+        Err(err) => err.to_string(),
+    }
+}
+
+#[test]
+fn bad_rules_fail_the_load_naming_route_and_key() {
+    let route = "[[route]]\nname = \"billing\"\npath = \"/billing\"\nbackend = \"http://a:1\"\n";
+    let cases = [
+        (
+            "[[route.allow]]\nmethods = [\"tasks/get\"]\n",
+            "allow[0].methods: \"tasks/get\" is not an A2A v1.0 method name",
+        ),
+        (
+            "[[route.allow]]\nmethods = [\"GetTask\"]\n[[route.allow]]\nschemes = [\"basic\"]\n",
+            "allow[1].schemes: \"basic\" is not a scheme",
+        ),
+        (
+            "[[route.allow]]\nprincipals = [\"svc-*-prod\"]\n",
+            "allow[0].principals: \"svc-*-prod\": only a trailing `*`",
+        ),
+        (
+            "[[route.allow]]\ntenants = []\n",
+            "allow[0].tenants: an empty list matches nothing",
+        ),
+        (
+            "[[route.allow]]\nmethod = [\"GetTask\"]\n",
+            "route[0].allow[0].method",
+        ),
+    ];
+    for (rules, expected) in cases {
+        let err = load_error(&format!("{route}{rules}"));
+        assert!(
+            err.contains("route \"billing\" (line 2)") || err.contains("route[0]"),
+            "{err}"
+        );
+        assert!(err.contains(expected), "{expected}\nin {err}");
+    }
+    // Top-level rules are every route's: the route that has them is named.
+    let err = load_error(&format!("[[allow]]\nmethods = [\"Nope\"]\n{route}"));
+    assert!(
+        err.contains("route \"billing\"") && err.contains("allow[0].methods"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_card_from_the_extended_card_needs_rules_that_let_everyone_have_it() {
+    let base = "backend = \"http://a:1\"\n[card]\nsource = \"backend\"\n";
+    let err = load_error(&format!("{base}[[allow]]\nmethods = [\"GetTask\"]\n"));
+    assert!(err.contains("card source `backend`"), "{err}");
+    let everyone = format!("{base}[[allow]]\nmethods = [\"GetTask\", \"GetExtendedAgentCard\"]\n");
+    let file = TempFile::new("toml", &everyone);
+    let args = ["a2a-gateway", "--config", file.path()];
+    assert!(a2a_gateway::settings::Settings::load(args).is_ok());
+}
