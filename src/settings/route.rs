@@ -12,7 +12,7 @@ use crate::backend::endpoints::{Policy, Resolution, Targets};
 use crate::backend::grpc::GrpcSettings;
 use crate::card::{CardSettings, SignaturePolicy, BACKEND_CARD_SOURCE};
 use crate::config::{Cli, ConfigError, Legacy, RouteConfig};
-use crate::front::limits::RouteLimitSettings;
+use crate::front::limits::{PerClientSettings, RouteLimitSettings};
 use crate::front::BatchLimits;
 use crate::protocol::binding::Binding;
 use crate::protocol::ops::Op;
@@ -314,6 +314,15 @@ fn limits(cli: &Cli) -> Result<(usize, BatchLimits, RouteLimitSettings), ConfigE
         return Err(ConfigError::Limit("max-batch-size", why));
     }
     check_rate("rate-limit", cli.rate_limit, cli.rate_burst)?;
+    check_rate(
+        "client-rate-limit",
+        cli.client_rate_limit,
+        cli.client_rate_burst,
+    )?;
+    if cli.client_limit_keys == 0 {
+        let why = "must be at least 1 (the clients tracked at once)".to_owned();
+        return Err(ConfigError::Limit("client-limit-keys", why));
+    }
     let batch = BatchLimits {
         size: cli.max_batch_size,
         reply: cli.max_batch_reply,
@@ -325,6 +334,12 @@ fn limits(cli: &Cli) -> Result<(usize, BatchLimits, RouteLimitSettings), ConfigE
         rate_burst: cli.rate_burst,
         max_header_size: cli.max_header_size,
         stream_idle_timeout: cli.stream_idle_timeout,
+        client: PerClientSettings {
+            rate_limit: cli.client_rate_limit,
+            rate_burst: cli.client_rate_burst,
+            max_concurrent: cli.client_max_concurrent,
+            max_keys: cli.client_limit_keys,
+        },
     };
     Ok((cli.max_body, batch, limits))
 }

@@ -240,3 +240,160 @@ fn a_card_from_the_extended_card_needs_rules_that_let_everyone_have_it() {
     let args = ["a2a-gateway", "--config", file.path()];
     assert!(a2a_gateway::settings::Settings::load(args).is_ok());
 }
+
+/// A client whose connections come from `address` (127.0.0.x: each a client of its own).
+fn client_from(address: &str) -> reqwest::Client {
+    let ip: std::net::IpAddr = address.parse().unwrap();
+    reqwest::Client::builder()
+        .local_address(ip)
+        .build()
+        .unwrap()
+}
+
+/// POSTs a GetTask as `client`: status, headers, body.
+async fn call_as(
+    client: &reqwest::Client,
+    endpoint: &str,
+) -> (u16, reqwest::header::HeaderMap, String) {
+    let response = client
+        .post(endpoint)
+        .header("content-type", "application/json")
+        .header("a2a-version", "1.0")
+        .body(get_task(""))
+        .send()
+        .await
+        .unwrap();
+    let (status, headers) = (response.status().as_u16(), response.headers().clone());
+    (status, headers, response.text().await.unwrap())
+}
+
+/// Checks a 429 of the per-client `limit`.
+fn assert_throttled(
+    (status, headers, body): &(u16, reqwest::header::HeaderMap, String),
+    limit: &str,
+) {
+    assert_eq!(*status, 429, "{body}");
+    let retry: u64 = headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=2).contains(&retry), "{retry}");
+    let body: Value = serde_json::from_str(body).unwrap();
+    let info = &body["error"]["data"][0];
+    assert_eq!(info["reason"], "GATEWAY_RATE_LIMITED", "{body}");
+    assert_eq!(info["metadata"]["limit"], limit, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("per-client"),
+        "{body}"
+    );
+}
+
+async fn metrics(origin: &str) -> String {
+    let response = client()
+        .get(format!("{origin}/metrics"))
+        .send()
+        .await
+        .unwrap();
+    response.text().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_over_its_rate_is_throttled_and_another_is_not() {
+    let (backend, url) = agent().await;
+    let flags = [
+        "--backend",
+        &url,
+        "--client-rate-limit",
+        "0.5",
+        "--client-rate-burst",
+        "2",
+    ];
+    let origin = serve_on_workers(&flags, None).await;
+    let endpoint = format!("{origin}/a2a/jsonrpc");
+    let (a, b) = (client_from("127.0.0.1"), client_from("127.0.0.2"));
+    for _ in 0..2 {
+        assert_eq!(call_as(&a, &endpoint).await.0, 200);
+    }
+    assert_throttled(&call_as(&a, &endpoint).await, "client-rate-limit");
+    for _ in 0..2 {
+        assert_eq!(call_as(&b, &endpoint).await.0, 200, "b has its own bucket");
+    }
+    assert_throttled(&call_as(&b, &endpoint).await, "client-rate-limit");
+    assert_eq!(backend.calls(), 4, "no throttled call reached the agent");
+    let text = metrics(&origin).await;
+    for line in [
+        "a2a_gateway_limit_rejections_total{route=\"default\",limit=\"client-rate-limit\"} 2\n",
+        "a2a_gateway_limit{route=\"default\",limit=\"client-rate-limit\"} 0.5\n",
+        "a2a_gateway_limit_in_use{route=\"default\",limit=\"client-limit-keys\"} 2\n",
+    ] {
+        assert!(text.contains(line), "{line} in\n{text}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_at_its_concurrency_waits_and_another_is_served() {
+    let backend = TestBackend::new(|_| {
+        let reply = Reply::GetTask(task("t-1", TaskState::Working));
+        Answer::After(
+            std::time::Duration::from_millis(800),
+            Box::new(Answer::Reply(reply)),
+        )
+    });
+    let url = format!("http://{}", backend.spawn().await);
+    let origin = serve_on_workers(&["--backend", &url, "--client-max-concurrent", "1"], None).await;
+    let endpoint = format!("{origin}/a2a/jsonrpc");
+    let (a, b) = (client_from("127.0.0.1"), client_from("127.0.0.2"));
+    let held = {
+        let (a, endpoint) = (a.clone(), endpoint.clone());
+        tokio::spawn(async move { call_as(&a, &endpoint).await })
+    };
+    while backend.calls() < 1 {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert_throttled(&call_as(&a, &endpoint).await, "client-max-concurrent");
+    assert_eq!(call_as(&b, &endpoint).await.0, 200, "b has its own place");
+    assert_eq!(held.await.unwrap().0, 200);
+    // The place is given back when the call is answered.
+    assert_eq!(call_as(&a, &endpoint).await.0, 200);
+    assert_eq!(backend.calls(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_clients_tracked_are_bounded() {
+    let (backend, url) = agent().await;
+    let rate = ["--client-rate-limit", "2", "--client-rate-burst", "1"];
+    let flags = [&["--backend", &url, "--client-limit-keys", "1"][..], &rate].concat();
+    let origin = serve_on_workers(&flags, None).await;
+    let endpoint = format!("{origin}/a2a/jsonrpc");
+    let (a, b) = (client_from("127.0.0.1"), client_from("127.0.0.2"));
+    assert_eq!(call_as(&a, &endpoint).await.0, 200);
+    // a's bucket is not full again yet: it stays, and b finds no room.
+    assert_throttled(&call_as(&b, &endpoint).await, "client-limit-keys");
+    assert_throttled(&call_as(&a, &endpoint).await, "client-rate-limit");
+    // Once a is idle (its bucket full again for an interval), it is forgotten for b.
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    assert_eq!(call_as(&b, &endpoint).await.0, 200);
+    assert_eq!(backend.calls(), 2);
+    let text = metrics(&origin).await;
+    let line =
+        "a2a_gateway_limit_rejections_total{route=\"default\",limit=\"client-limit-keys\"} 1\n";
+    assert!(text.contains(line), "{text}");
+}
+
+#[test]
+fn per_client_settings_are_checked() {
+    let load = |flags: &[&str]| {
+        let args = [&["a2a-gateway", "--backend", "http://a:1"][..], flags].concat();
+        a2a_gateway::settings::Settings::load(args)
+            .err()
+            .map(|e| e.to_string())
+    };
+    let err = load(&["--client-rate-limit", "1", "--client-limit-keys", "0"]).unwrap();
+    assert!(err.contains("client-limit-keys"), "{err}");
+    let err = load(&["--client-rate-burst", "3"]).unwrap();
+    assert!(
+        err.contains("client-rate-limit: a burst needs a rate"),
+        "{err}"
+    );
+    assert!(load(&["--client-max-concurrent", "2"]).is_none());
+}
