@@ -1,8 +1,11 @@
 //! Who calls: the principal a call is made by, as the route's authentication found it
-//! (issue 22), and the config tables that say how (`table`). Authentication, authorization
+//! (issue 22, `authenticator`: API keys in `api_key`, bearer JWTs in `jwt`), and the config
+//! tables that say how (`table`). Authentication, authorization
 //! and caller-bound tasks join the call stack (`front::call`) as layers that read and set
 //! `Exchange::principal`.
 
+pub mod api_key;
+pub mod authenticator;
 pub mod jwt;
 pub mod rules;
 pub mod table;

@@ -614,8 +614,10 @@ pub enum ConfigError {
     AllowedHosts(String),
     #[error("--trusted-proxy-hops must be at least 1")]
     TrustedProxyHops,
-    #[error("`auth` is not enforced yet")]
+    #[error("`auth.mtls` is not enforced yet")]
     Unenforced,
+    #[error(transparent)]
+    Auth(#[from] crate::auth::authenticator::AuthConfigError),
     #[error(transparent)]
     Allow(#[from] crate::auth::rules::RuleError),
     #[error("card source `backend` serves the agent's extended card to anyone at the card URL, but the `allow` rules do not let everyone call GetExtendedAgentCard; use a file or URL source")]
@@ -934,8 +936,12 @@ mod tests {
             [[route.allow]]
             tenants = ["acme"]
         "#;
+        // Both tables are enforced now: route b's key table without keys fails the load.
         let err = load_config(&[], file).err().unwrap();
-        assert!(err.contains("not enforced yet"), "{err}");
+        assert!(
+            err.contains("route \"b\"") && err.contains("no key configured"),
+            "{err}"
+        );
         let path = std::env::temp_dir().join(format!("a2a-auth-{}.toml", std::process::id()));
         std::fs::write(&path, file).unwrap();
         let config = Config::load([

@@ -49,6 +49,8 @@ pub struct Gateway {
     pub push: Option<crate::push::PushGuard>,
     /// The route's `allow` rules (`None`: every call is allowed).
     pub allow: Option<Arc<crate::auth::rules::Rules>>,
+    /// The route's authentication (`None`: none configured, calls carry no principal).
+    pub auth: Option<Arc<crate::auth::authenticator::Authenticator>>,
 }
 
 /// How large a JSON-RPC batch may be (`--max-batch-size`) and its reply

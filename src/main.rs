@@ -107,6 +107,8 @@ async fn run(settings: Settings) -> ExitCode {
     };
     // The cards refresh on this runtime, beside the acceptor: never on a worker's.
     template.start_cards();
+    // So do the JWT issuers' keys.
+    template.start_auth();
     let count = cli.workers;
     let metrics = Arc::default();
     if let Some(addr) = cli.admin_listen {

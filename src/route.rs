@@ -233,6 +233,7 @@ pub fn handler_over(
         legacy: settings.legacy,
         push,
         allow: settings.allow.clone(),
+        auth: settings.auth.clone(),
     }))
 }
 
@@ -329,6 +330,14 @@ impl Routes {
     pub fn start_cards(&self) {
         for card in self.routes.iter().filter_map(|r| r.card.as_ref()) {
             card.start();
+        }
+    }
+
+    /// Starts every route's background authentication work (the JWT issuers' keys), on
+    /// the current runtime.
+    pub fn start_auth(&self) {
+        for auth in self.routes.iter().filter_map(|r| r.settings.auth.as_ref()) {
+            auth.start();
         }
     }
 

@@ -289,6 +289,35 @@ pub struct EndpointStats {
     pub ejections: u64,
 }
 
+/// Authentications of one route, scheme and result, as `/metrics` shows them
+/// (`auth::authenticator`). No principal is a label.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AuthRow<'a> {
+    pub route: &'a str,
+    /// `jwt`, `api-key`, `mtls`, `anonymous`, or `none` (no single credential).
+    pub scheme: &'static str,
+    /// `ok`, `invalid` (a credential that failed, or more than one) or `missing` (none,
+    /// where anonymous calls are not taken).
+    pub result: &'static str,
+    pub count: u64,
+}
+
+/// The authentications of every route with authentication.
+pub fn render_auth(out: &mut String, rows: &[AuthRow<'_>]) {
+    if rows.is_empty() {
+        return;
+    }
+    out.push_str("# HELP a2a_gateway_auth_total Authentications by route, scheme and result.\n");
+    out.push_str("# TYPE a2a_gateway_auth_total counter\n");
+    for row in rows {
+        let _ = writeln!(
+            out,
+            "a2a_gateway_auth_total{{route=\"{}\",scheme=\"{}\",result=\"{}\"}} {}",
+            row.route, row.scheme, row.result, row.count
+        );
+    }
+}
+
 /// Each route's readiness as `/readyz` judges it: 1 ready, 0 not.
 pub fn render_route_ready(out: &mut String, routes: &[(&str, bool)]) {
     out.push_str("# HELP a2a_gateway_route_ready Whether the route's agent is ready (/readyz).\n");

@@ -14,6 +14,7 @@
 //! deadline and the permit wrap it without another box, and the SSE body frames it.
 
 pub mod admit;
+pub mod authenticate;
 pub mod authorize;
 pub mod deadline;
 pub mod decode;
@@ -42,21 +43,24 @@ use crate::telemetry::access::CallRecord;
 pub fn stack() -> impl for<'p> Layer<Option<crate::front::envelope::Params<'p>>> {
     // Outermost: every outcome below, refusals included, is counted, logged and traced.
     observe::Observe(
-        // (Authentication goes here: before any params are decoded, with the head.)
-        // The dialect reads params into the typed request every layer below works on.
-        decode::Decode(
-            // Before the other checks: a request for another tenant goes no further.
-            tenant::Tenant(
-                // Once the tenant is known: the rules may name it; a refused call costs
-                // no permit.
-                authorize::Authorize(
-                    // The last check, and the only slow one (it may ask DNS): a refused
-                    // push URL never reaches the agent, and costs no permit.
-                    push::PushCheck(
-                        // Only checked requests take a share of the limits.
-                        admit::Admit(
-                            // Inside admission: a call's time is the agent's, not the queue's.
-                            deadline::Deadline(invoke::Invoke),
+        // Before any params are decoded: an unauthenticated caller costs the head's check.
+        authenticate::Authenticate(
+            // The dialect reads params into the typed request every layer below works on.
+            decode::Decode(
+                // Before the other checks: a request for another tenant goes no further.
+                tenant::Tenant(
+                    // Once the caller and the tenant are known: the rules may name either;
+                    // a refused call costs no permit.
+                    authorize::Authorize(
+                        // The last check, and the only slow one (it may ask DNS): a refused
+                        // push URL never reaches the agent, and costs no permit.
+                        push::PushCheck(
+                            // Only checked requests take a share of the limits.
+                            admit::Admit(
+                                // Inside admission: a call's time is the agent's, not the
+                                // queue's.
+                                deadline::Deadline(invoke::Invoke),
+                            ),
                         ),
                     ),
                 ),

@@ -59,6 +59,8 @@ struct Context<'a> {
     request: &'a http::request::Parts,
     /// The route's limits, checked before each call goes to the backend.
     limits: Option<&'a Arc<RouteLimits>>,
+    /// The caller, when the whole request was authenticated at once (a batch).
+    principal: Option<crate::auth::Principal>,
 }
 
 /// Whether the request has one Content-Type and it names JSON: `application/json` or
@@ -122,20 +124,13 @@ pub async fn handle(
             return response;
         }
         Err(BodyError::Refused(refusal)) => {
-            let mut response = rejected_response(&gateway, &parts, 0, &refusal.error);
-            *response.status_mut() = refusal.status;
-            if let Some(seconds) = refusal.retry_after {
-                let retry = HeaderValue::from(seconds);
-                response
-                    .headers_mut()
-                    .insert(http::header::RETRY_AFTER, retry);
-            }
-            return response;
+            return refused_request(&gateway, &parts, 0, &refusal);
         }
     };
     let ctx = Context {
         request: &parts,
         limits: limits.as_ref(),
+        principal: None,
     };
     match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
         Some(b'[') => batch::handle(&gateway, &ctx, &bytes).await,
@@ -206,7 +201,7 @@ fn handle_one<'a>(
         in_batch,
         started,
         deadline: None,
-        principal: None,
+        principal: ctx.principal.clone(),
         record,
     };
     Either::Left(run(exchange, envelope.params))
@@ -322,8 +317,9 @@ where
     Handled::Stream(Body::from_stream(body), extensions)
 }
 
-/// The response to a request a limit refused: the limit's status, `Retry-After`, and the
-/// JSON-RPC error `body` (empty for a notification). CORS headers are added by the layer.
+/// The response to a request a limit or authentication refused: its status,
+/// `Retry-After`, `WWW-Authenticate`, and the JSON-RPC error `body` (empty for a
+/// notification). CORS headers are added by the layer.
 pub fn refused_response(refusal: &Refusal, body: Vec<u8>) -> Response {
     let empty = body.is_empty();
     let mut response = json_response(body, None);
@@ -335,7 +331,26 @@ pub fn refused_response(refusal: &Refusal, body: Vec<u8>) -> Response {
     if let Some(seconds) = refusal.retry_after {
         headers.insert(http::header::RETRY_AFTER, HeaderValue::from(seconds));
     }
+    for challenge in &refusal.challenges {
+        headers.append(http::header::WWW_AUTHENTICATE, challenge.clone());
+    }
     response
+}
+
+/// The reply to a request of `bytes_in` bytes refused as a whole before any call (its body
+/// over the bytes in flight, a batch's credentials), counted as rejected and logged.
+fn refused_request(
+    gateway: &Gateway,
+    request: &http::request::Parts,
+    bytes_in: usize,
+    refusal: &Refusal,
+) -> Response {
+    gateway.metrics.rejected(refusal.error.kind);
+    let mut record = CallRecord::start(request, bytes_in, None);
+    record.failed(refusal.error.kind);
+    let out = refusal.body(None);
+    record.sent(out.len());
+    refused_response(refusal, out)
 }
 
 /// The reply to a request of `bytes_in` bytes refused before any method was known,

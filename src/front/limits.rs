@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use http::{HeaderMap, StatusCode};
+use http::{HeaderMap, HeaderValue, StatusCode};
 use serde_json::json;
 
 use crate::front::envelope::write_error;
@@ -273,16 +273,38 @@ pub struct RouteLimits {
     rejections: [AtomicU64; Limit::ALL.len()],
 }
 
-/// A refused call: the limit, and the HTTP status, `Retry-After` and JSON-RPC error
-/// that say so.
+/// A refused call: what refused it, and the HTTP status, `Retry-After`,
+/// `WWW-Authenticate` and JSON-RPC error that say so.
 #[derive(Debug)]
 pub struct Refusal {
-    /// `None`: the route's `allow` rules refused the call (`front::call::authorize`).
-    pub limit: Option<Limit>,
+    pub by: RefusedBy,
     pub status: StatusCode,
     /// Whole seconds, as `Retry-After` takes them; none for the header size.
     pub retry_after: Option<u64>,
+    /// `WWW-Authenticate` challenges (a refused credential's; empty for a limit).
+    pub challenges: Vec<HeaderValue>,
     pub error: A2aError,
+}
+
+/// What refused a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RefusedBy {
+    Limit(Limit),
+    /// The route's authentication (`auth::Authenticator`): 401.
+    Authentication,
+    /// The route's `allow` rules (`front::call::authorize`): 403.
+    Authorization,
+}
+
+impl RefusedBy {
+    /// The limit's setting name, or `authentication`.
+    pub fn name(self) -> &'static str {
+        match self {
+            RefusedBy::Limit(limit) => limit.name(),
+            RefusedBy::Authentication => "authentication",
+            RefusedBy::Authorization => "allow",
+        }
+    }
 }
 
 impl Refusal {
@@ -393,9 +415,10 @@ impl RouteLimits {
             limit.name()
         );
         Err(Refusal {
-            limit: Some(limit),
+            by: RefusedBy::Limit(limit),
             status: limit.row().2,
             retry_after: None,
+            challenges: Vec::new(),
             error: self.error(limit, message, max as f64),
         })
     }
@@ -433,9 +456,10 @@ impl RouteLimits {
             (_, value) => value.unwrap_or_default() as f64,
         };
         Refusal {
-            limit: Some(limit),
+            by: RefusedBy::Limit(limit),
             status: limit.row().2,
             retry_after: Some(wait.as_secs_f64().ceil().max(1.0) as u64),
+            challenges: Vec::new(),
             error: self.error(limit, message, value),
         }
     }
@@ -744,7 +768,7 @@ mod tests {
         let Err(refused) = b.admit(CallKind::Unary, 1, nobody) else {
             panic!("admitted over the global limit");
         };
-        assert_eq!(refused.limit, Some(Limit::GlobalCalls));
+        assert_eq!(refused.by, RefusedBy::Limit(Limit::GlobalCalls));
         assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(b.own.calls.as_ref().unwrap().in_use.load(Relaxed), 0);
         // Streams have their own limits; the global one is for unary calls only.

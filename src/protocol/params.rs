@@ -209,6 +209,9 @@ pub struct HeaderRules<'a> {
     pub sensitive: &'a [String],
     /// The route pins a tenant (`--tenant`).
     pub fixed_tenant: bool,
+    /// Credentials the gateway consumes (the API key header, a verified `Authorization`
+    /// when `[auth.forward] authorization = false`): never the client's to the agent.
+    pub consumed: &'a [HeaderName],
 }
 
 /// Which request headers go to the backend, and which the route sets itself.
@@ -279,7 +282,8 @@ impl ForwardPolicy {
             let dropped = names.contains(&name)
                 || removed.contains(&name)
                 || set.iter().any(|(set, _)| *set == name)
-                || (rules.fixed_tenant && identity.contains(&name));
+                || (rules.fixed_tenant && identity.contains(&name))
+                || rules.consumed.contains(&name);
             if !dropped {
                 names.push(name);
             }

@@ -285,6 +285,13 @@ impl Frontend {
             })
             .collect();
         crate::telemetry::render_card_renders(&mut text, &cards);
+        let auth: Vec<_> = self
+            .routes
+            .iter()
+            .filter_map(|r| Some(r.gateway.auth.as_ref()?.counts(&r.name)))
+            .flatten()
+            .collect();
+        crate::telemetry::render_auth(&mut text, &auth);
         let authz: Vec<_> = (self.routes.iter())
             .filter_map(|r| Some((r.name.as_str(), r.gateway.allow.as_ref()?.counts())))
             .collect();

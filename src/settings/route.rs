@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::auth::authenticator::Authenticator;
 use crate::auth::rules::Rules;
 use crate::backend::affinity::{load_codec, Affinity, IdCodec};
 use crate::backend::endpoints::{Policy, Resolution, Targets};
@@ -61,8 +62,11 @@ pub struct RouteSettings {
     /// The `card` table with the `--card*` flags over it.
     pub card: CardSettings,
     pub origin: RouteOrigin,
-    /// Headers carrying credentials besides the standard ones (`--sensitive-header`).
+    /// Headers carrying credentials besides the standard ones (`--sensitive-header`, the
+    /// API key header).
     pub sensitive_headers: Vec<String>,
+    /// The route's authentication (`[auth]`); `None`: none configured.
+    pub auth: Option<Arc<Authenticator>>,
 }
 
 /// What a route's backend is.
@@ -170,14 +174,18 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
     if cli.trusted_proxy_hops == 0 {
         return Err(ConfigError::TrustedProxyHops);
     }
-    // Until authentication is enforced, a route that asks for it must not start open.
-    if cli.auth_table.jwt.len()
-        + cli.auth_table.api_keys.iter().len()
-        + cli.auth_table.mtls.iter().len()
-        > 0
-    {
+    // Until mTLS identity is enforced, a route that asks for it must not start open.
+    if cli.auth_table.mtls.is_some() {
         return Err(ConfigError::Unenforced);
     }
+    let auth = Authenticator::new(&cli.auth_table)?;
+    let mut sensitive_headers = cli.sensitive_header.clone();
+    let consumed = consumed_headers(cli, auth.as_deref());
+    sensitive_headers.extend(
+        auth.as_deref()
+            .and_then(Authenticator::key_header)
+            .map(|h| h.to_string()),
+    );
     let (max_body, batch, limits) = limits(cli)?;
     let allow = allow(cli)?;
     let push = match cli.push_guard {
@@ -191,6 +199,7 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
         identity: &cli.identity_header,
         sensitive: &cli.sensitive_header,
         fixed_tenant: cli.tenant.is_some(),
+        consumed: &consumed,
     })?;
     Ok(RouteSettings {
         name: String::new(),
@@ -232,8 +241,24 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
             allowed_hosts: cli.allowed_hosts.clone(),
             tls: cli.tls_cert.is_some(),
         },
-        sensitive_headers: cli.sensitive_header.clone(),
+        sensitive_headers,
+        auth,
     })
+}
+
+/// The credentials the route's authentication consumes, never forwarded: the API key
+/// header always, `Authorization` when `[auth.forward] authorization = false`.
+fn consumed_headers(cli: &Cli, auth: Option<&Authenticator>) -> Vec<http::HeaderName> {
+    let mut consumed: Vec<_> = auth
+        .and_then(Authenticator::key_header)
+        .cloned()
+        .into_iter()
+        .collect();
+    let forward = cli.auth_table.forward.as_ref();
+    if forward.and_then(|f| f.authorization) == Some(false) {
+        consumed.push(http::header::AUTHORIZATION);
+    }
+    consumed
 }
 
 /// The route's backend: the parsed `backend` URLs, or the demo agent.

@@ -9,9 +9,10 @@
 //! fixed fields: route
 //! (the request path), method, JSON-RPC id, result code (0: success), backend status (gRPC
 //! status code or HTTP status, `-` when the backend was not reached), duration, bytes in and
-//! out, SSE frames, client address, request id and trace id. No header value and no param
-//! other than the id is ever logged, so credentials cannot appear in it; the path, the ids
-//! and the request id are bounded and escaped (`untrusted::clip`).
+//! out, SSE frames, client address, request id, principal and its scheme (`auth`), and trace
+//! id. No header value and no param
+//! other than the id is ever logged, so credentials cannot appear in it; the path, the ids,
+//! the request id and the principal are bounded and escaped (`untrusted::clip`).
 //! `--access-log false` turns the target off in the log filter; then `CallRecord::start`
 //! sees it disabled and keeps nothing.
 
@@ -61,6 +62,9 @@ struct Line {
     request_id: Option<ClippedField>,
     /// The client's trace id, when traces are off (with traces, the span's).
     traceparent: Option<ClippedField>,
+    /// The caller's name (empty: anonymous) and scheme, once authenticated.
+    principal: Option<ClippedField>,
+    scheme: &'static str,
 }
 
 impl Line {
@@ -77,6 +81,8 @@ impl Line {
             client: None,
             request_id: None,
             traceparent: None,
+            principal: None,
+            scheme: "-",
         }
     }
 
@@ -103,6 +109,8 @@ impl Line {
         );
         let traceparent = trace::traceparent_trace_id(&request.headers);
         set(&mut self.traceparent, traceparent);
+        self.principal = None;
+        self.scheme = "-";
     }
 }
 
@@ -141,6 +149,21 @@ impl CallRecord {
             line.method = op.name();
         }
         self.span = ServerSpan::start(op, request, id).map(Box::new);
+    }
+
+    /// The call's caller, as authentication found it: the line's `principal` and `auth`
+    /// fields, the span's `enduser.id` and `a2a_gateway.auth.scheme`.
+    pub fn principal(&mut self, principal: &crate::auth::Principal) {
+        if let Some(line) = &mut self.line {
+            line.principal = match &*principal.name {
+                "" => None,
+                name => Some(ClippedField::of(name)),
+            };
+            line.scheme = principal.scheme.as_str();
+        }
+        if let Some(span) = &mut self.span {
+            span.principal(principal);
+        }
     }
 
     /// Records the decoded request on the span.
@@ -259,6 +282,8 @@ impl Line {
             sink::number_field(out, format, "frames", frames);
             sink::bare_field(out, format, "client", client);
             sink::bare_field(out, format, "request_id", text(&self.request_id));
+            sink::bare_field(out, format, "principal", text(&self.principal));
+            sink::bare_field(out, format, "auth", self.scheme);
             match &span_trace {
                 Some(id) => sink::shown_field(out, format, "trace_id", id),
                 None => {

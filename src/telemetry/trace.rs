@@ -458,6 +458,18 @@ impl ServerSpan {
         self.span.span_context().trace_id()
     }
 
+    /// Records the caller: `enduser.id` (its name, bounded and escaped; none for an
+    /// anonymous caller) and the scheme that proved it.
+    pub fn principal(&mut self, principal: &crate::auth::Principal) {
+        if !principal.name.is_empty() {
+            let name = clipped(&principal.name).into_owned();
+            self.span.set_attribute(KeyValue::new("enduser.id", name));
+        }
+        let scheme = principal.scheme.as_str();
+        self.span
+            .set_attribute(KeyValue::new("a2a_gateway.auth.scheme", scheme));
+    }
+
     /// Records the decoded request's tenant, task and message ids.
     pub fn request(&mut self, request: &Request) {
         let tenant = request.tenant();

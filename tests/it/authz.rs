@@ -397,3 +397,85 @@ fn per_client_settings_are_checked() {
     );
     assert!(load(&["--client-max-concurrent", "2"]).is_none());
 }
+
+/// A route whose callers are the API keys `alice` and `bob` (keys `alice-key`, `bob-key`)
+/// or anonymous, with the config `rest` after; its JSON-RPC endpoint and the key file.
+async fn keyed_gateway(backend: &str, flags: &[&str], rest: &str) -> (String, TempFile) {
+    let hex = |key: &[u8]| -> String {
+        let digest = ring::digest::digest(&ring::digest::SHA256, key);
+        digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+    };
+    let lines = format!("alice {}\nbob {}\n", hex(b"alice-key"), hex(b"bob-key"));
+    let keys = TempFile::new("keys", &lines);
+    let file = format!(
+        "backend = \"{backend}\"\n[auth]\nanonymous = true\n[auth.api-keys]\nfile = \"{}\"\n{rest}",
+        keys.path()
+    );
+    let origin = serve_on_workers(flags, Some(&file)).await;
+    (format!("{origin}/a2a/jsonrpc"), keys)
+}
+
+/// POSTs `body` with the API key `key` (none: anonymous).
+async fn post_as(
+    endpoint: &str,
+    key: Option<&str>,
+    body: String,
+) -> (u16, reqwest::header::HeaderMap, String) {
+    let mut headers = vec![("a2a-version", "1.0")];
+    headers.extend(key.map(|key| ("x-api-key", key)));
+    post_with(endpoint, body, &headers).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_per_api_key_principal() {
+    let (backend, url) = agent().await;
+    let rules = "[[allow]]\nprincipals = [\"alice\"]\nschemes = [\"api-key\"]\n\
+                 [[allow]]\nprincipals = [\"b*\"]\nmethods = [\"GetTask\"]\n\
+                 [[allow]]\nschemes = [\"anonymous\"]\nmethods = [\"GetExtendedAgentCard\"]\n";
+    let (endpoint, _keys) = keyed_gateway(&url, &[], rules).await;
+    let cancel = || request(json!(2), "CancelTask", json!({"id": "t-1"}));
+    let card = || request(json!(3), "GetExtendedAgentCard", json!({}));
+    for (key, body, allowed) in [
+        (Some("alice-key"), cancel(), true),
+        (Some("alice-key"), get_task(""), true),
+        (Some("bob-key"), get_task(""), true),
+        (Some("bob-key"), cancel(), false),
+        (None, card(), true),
+        (None, get_task(""), false),
+        (Some("bob-key"), card(), false),
+    ] {
+        let answer = post_as(&endpoint, key, body.clone()).await;
+        assert_eq!(answer.0 == 200, allowed, "{key:?} {body}: {}", answer.2);
+        assert!(
+            !answer.2.contains("alice") && !answer.2.contains("bob"),
+            "{}",
+            answer.2
+        );
+    }
+    let denied = post_as(&endpoint, Some("bob-key"), cancel()).await;
+    assert_denied(&denied, "CancelTask", "principal,method");
+    let anonymous = post_as(&endpoint, None, get_task("")).await;
+    assert_denied(&anonymous, "GetTask", "scheme,principal,method");
+    // A wrong key is not anonymous: authentication refuses it before any rule.
+    let (status, _, _) = post_as(&endpoint, Some("eve-key"), card()).await;
+    assert_eq!(status, 401);
+    assert_eq!(backend.calls(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_client_limits_count_each_principal() {
+    let (backend, url) = agent().await;
+    let flags = ["--client-rate-limit", "0.5", "--client-rate-burst", "1"];
+    let (endpoint, _keys) = keyed_gateway(&url, &flags, "").await;
+    // One address, three clients: alice, bob, and the anonymous caller (by address).
+    for key in [Some("alice-key"), Some("bob-key"), None] {
+        assert_eq!(post_as(&endpoint, key, get_task("")).await.0, 200);
+    }
+    for key in [Some("alice-key"), Some("bob-key"), None] {
+        assert_throttled(
+            &post_as(&endpoint, key, get_task("")).await,
+            "client-rate-limit",
+        );
+    }
+    assert_eq!(backend.calls(), 3);
+}

@@ -401,6 +401,7 @@ async fn credentials_are_never_indexed_toward_the_agent() {
             identity: &[],
             sensitive: &sensitive,
             fixed_tenant: false,
+            consumed: &[],
         };
         let settings = Settings {
             forward: a2a_gateway::protocol::params::ForwardPolicy::with_rules(&rules).unwrap(),

@@ -11,6 +11,7 @@ mod abuse;
 mod access_log;
 mod affinity;
 mod agent_faults;
+mod auth;
 mod authz;
 mod backend_mtls;
 mod batches;

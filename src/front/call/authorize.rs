@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::auth::rules::{Caller, Denied};
 use crate::front::call::{Answer, Exchange, Layer};
-use crate::front::limits::Refusal;
+use crate::front::limits::{Refusal, RefusedBy};
 use crate::protocol::details::ERROR_INFO;
 use crate::protocol::error::{A2aError, ErrorKind, GATEWAY_DOMAIN};
 use crate::protocol::ops::{Op, Request};
@@ -54,9 +54,10 @@ fn refusal(op: Op, denied: &Denied) -> Refusal {
         "metadata": {"method": op.name(), "missing": missing},
     });
     Refusal {
-        limit: None,
+        by: RefusedBy::Authorization,
         status: StatusCode::FORBIDDEN,
         retry_after: None,
+        challenges: Vec::new(),
         error: A2aError {
             kind: ErrorKind::PermissionDenied,
             message,

@@ -29,8 +29,8 @@ impl<In: Send, L: Layer<In> + Sync> Layer<In> for Observe<L> {
             Ok(Answer::Json(..) | Answer::Stream(_)) => Outcome::Ok,
             Ok(Answer::Unstarted(err, _)) | Err(err) => Outcome::Error(err.kind),
             Ok(Answer::Refused(refusal)) => {
-                let limit = refusal.limit.map_or("allow", |limit| limit.name());
-                tracing::debug!(method = x.op.name(), limit, "call refused");
+                let by = refusal.by.name();
+                tracing::debug!(method = x.op.name(), by, "call refused");
                 Outcome::Error(refusal.error.kind)
             }
             Ok(Answer::Skipped) => return answer,

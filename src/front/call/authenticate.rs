@@ -1,0 +1,62 @@
+//! Authenticate: the route's authentication (`auth::Authenticator`) reads the request head
+//! and sets the call's principal, or refuses the call with 401, `WWW-Authenticate` and a
+//! JSON-RPC error (`UNAUTHENTICATED`, domain `a2a-gateway`) that says what is wrong without
+//! the credential; a refused call reaches no layer below. A route without authentication
+//! passes through untouched. A batch is authenticated once, before its members
+//! (`jsonrpc::batch`): its members arrive with their principal set.
+
+use serde_json::json;
+
+use crate::auth::authenticator::{AuthFailure, Authenticator};
+use crate::front::call::{Answer, Exchange, Layer};
+use crate::front::limits::{Refusal, RefusedBy};
+use crate::protocol::details::ERROR_INFO;
+use crate::protocol::error::{A2aError, ErrorKind, GATEWAY_DOMAIN};
+
+/// Authenticates the call before the layer inside.
+pub struct Authenticate<L>(pub L);
+
+impl<In: Send, L: Layer<In> + Sync> Layer<In> for Authenticate<L> {
+    type Events = L::Events;
+
+    async fn call(&self, x: &mut Exchange<'_>, input: In) -> Result<Answer<L::Events>, A2aError> {
+        if let (Some(auth), None) = (&x.gateway.auth, &x.principal) {
+            match auth.authenticate(x.head).await {
+                Ok(principal) => x.principal = Some(principal),
+                Err(failure) => return Ok(Answer::Refused(Box::new(refusal(auth, &failure)))),
+            }
+        }
+        if let Some(principal) = &x.principal {
+            x.record.principal(principal);
+        }
+        self.0.call(x, input).await
+    }
+}
+
+/// The refusal of a call whose credentials failed: 401, a challenge per scheme, and an
+/// `ErrorInfo` whose metadata names the failed scheme and why.
+pub fn refusal(auth: &Authenticator, failure: &AuthFailure) -> Refusal {
+    let message = format!(
+        "{}: {}; the call did not reach the agent",
+        ErrorKind::Unauthenticated.message(),
+        failure.why
+    );
+    let mut error = A2aError::a2a(ErrorKind::Unauthenticated, message);
+    error.data.push(json!({
+        "@type": ERROR_INFO,
+        "reason": "UNAUTHENTICATED",
+        "domain": GATEWAY_DOMAIN,
+        "metadata": {
+            "scheme": failure.scheme_label(),
+            "why": failure.why,
+            "accepted": auth.schemes(),
+        },
+    }));
+    Refusal {
+        by: RefusedBy::Authentication,
+        status: http::StatusCode::UNAUTHORIZED,
+        retry_after: None,
+        challenges: auth.challenges(failure),
+        error,
+    }
+}

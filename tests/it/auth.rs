@@ -1,0 +1,239 @@
+//! Authentication at the wire (`front/call/authenticate.rs`, `auth::authenticator`): API
+//! keys (the right key reaches the agent as its name; a wrong, missing, empty, doubled or
+//! oversized key gets 401 with `WWW-Authenticate` and a JSON-RPC error that names no
+//! credential, and the agent sees nothing), anonymous calls on and off, a batch refused
+//! once, key files checked at load (`check-config`), the key header never forwarded,
+//! `/metrics` and the access log.
+
+use crate::harness;
+
+use std::process::{Command, Stdio};
+
+use a2a_gateway::auth::api_key::MAX_KEY;
+use a2a_gateway::proto::TaskState;
+use a2a_gateway::protocol::ops::{Reply, Request, UnaryRequest};
+use harness::process::*;
+use harness::*;
+use serde_json::{json, Value};
+
+/// The hex SHA-256 of `key`, as a key file holds it.
+fn digest_hex(key: &[u8]) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, key);
+    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A backend answering GetTask with the task asked for.
+async fn task_backend() -> (TestBackend, String) {
+    let backend = TestBackend::new(|request| match request {
+        Request::Unary(UnaryRequest::GetTask(get)) => {
+            Answer::Reply(Reply::GetTask(task(&get.id, TaskState::Completed)))
+        }
+        _ => Answer::Error(tonic::Status::unimplemented("GetTask only")),
+    });
+    let addr = backend.spawn().await;
+    (backend, format!("http://{addr}"))
+}
+
+fn get_task(id: u32) -> String {
+    request(json!(id), "GetTask", json!({"id": format!("t-{id}")}))
+}
+
+/// A key file naming `alice` (key `alice-key`) and `max` (a key of `MAX_KEY` bytes).
+fn key_file() -> TempFile {
+    let max = vec![b'k'; MAX_KEY];
+    TempFile::new(
+        "keys",
+        &format!(
+            "# the gateway's callers\n\nalice {}\nmax {}\n",
+            digest_hex(b"alice-key"),
+            digest_hex(&max)
+        ),
+    )
+}
+
+/// Asserts a 401 refusal: the API key challenge, the JSON-RPC error under `id` with its
+/// `ErrorInfo`, whose `why` contains `why`; returns the error.
+fn assert_refused(
+    (status, headers, body): &(u16, reqwest::header::HeaderMap, String),
+    id: Value,
+    why: &str,
+) -> Value {
+    assert_eq!(*status, 401, "{body}");
+    let challenges: Vec<_> = headers.get_all("www-authenticate").iter().collect();
+    assert_eq!(challenges, ["ApiKey header=\"x-api-key\""], "{body}");
+    let reply: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(reply["id"], id, "{body}");
+    let error = &reply["error"];
+    assert_eq!(error["code"], -31401, "{body}");
+    let info = &error["data"][0];
+    assert_eq!(info["reason"], "UNAUTHENTICATED", "{body}");
+    assert_eq!(info["domain"], "a2a-gateway", "{body}");
+    let metadata = &info["metadata"];
+    assert!(metadata["why"].as_str().unwrap().contains(why), "{body}");
+    assert!(error["message"].as_str().unwrap().contains(why), "{body}");
+    error.clone()
+}
+
+#[tokio::test]
+async fn api_keys_let_their_holders_in_by_name_and_refuse_the_rest_before_the_agent() {
+    let (backend, url) = task_backend().await;
+    let keys = key_file();
+    let file = format!(
+        "backend = \"{url}\"\nforward-header = [\"x-api-key\"]\n[auth.api-keys]\nfile = \"{}\"\n",
+        keys.path()
+    );
+    let origin = serve_on_workers(&[], Some(&file)).await;
+    let jsonrpc = format!("{origin}/a2a/jsonrpc");
+
+    // The right key: the agent is called, without the key (consumed even when the route
+    // forwards a header of that name).
+    let (status, _, body) = post_with(
+        &jsonrpc,
+        get_task(1),
+        &[("a2a-version", "1.0"), ("x-api-key", "alice-key")],
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"t-1\""), "{body}");
+    assert_eq!(backend.calls(), 1);
+    assert!(backend.last().metadata.get("x-api-key").is_none());
+    // A key of the longest accepted length is hashed and known.
+    let max = "k".repeat(MAX_KEY);
+    let at_limit = &[("a2a-version", "1.0"), ("x-api-key", max.as_str())];
+    let (status, _, body) = post_with(&jsonrpc, get_task(2), at_limit).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(backend.calls(), 2);
+
+    // Refused: none of these reach the agent, and no reply repeats the key.
+    let over = "k".repeat(MAX_KEY + 1);
+    let cases: [(&[(&str, &str)], &str); 5] = [
+        (&[], "no credential"),
+        (&[("x-api-key", "wrong-key")], "not valid"),
+        (&[("x-api-key", "")], "empty"),
+        (&[("x-api-key", &over)], "longer than 512 bytes"),
+        (
+            &[("x-api-key", "alice-key"), ("x-api-key", "wrong-key")],
+            "more than once",
+        ),
+    ];
+    for (i, (headers, why)) in cases.into_iter().enumerate() {
+        let mut all = vec![("a2a-version", "1.0")];
+        all.extend_from_slice(headers);
+        let answer = post_with(&jsonrpc, get_task(10 + i as u32), &all).await;
+        assert_refused(&answer, json!(10 + i), why);
+        assert!(!answer.2.contains("wrong-key") && !answer.2.contains("kkkk"));
+    }
+    assert_eq!(backend.calls(), 2, "a refused call reached the agent");
+
+    // A batch is refused once, as a whole, with one 401; with the key, every member runs.
+    let batch = format!("[{},{}]", get_task(20), get_task(21));
+    let refused = post_with(&jsonrpc, batch.clone(), &[("x-api-key", "nope")]).await;
+    assert_refused(&refused, Value::Null, "not valid");
+    assert_eq!(backend.calls(), 2);
+    let with_key = &[("a2a-version", "1.0"), ("x-api-key", "alice-key")];
+    let (status, _, body) = post_with(&jsonrpc, batch, with_key).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&body)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(backend.calls(), 4);
+
+    // The card and the gateway's own endpoints stay public.
+    for path in ["/.well-known/agent-card.json", "/healthz", "/metrics"] {
+        let response = client()
+            .get(format!("{origin}{path}"))
+            .send()
+            .await
+            .unwrap();
+        assert_ne!(response.status().as_u16(), 401, "{path}");
+    }
+    let metrics = client()
+        .get(format!("{origin}/metrics"))
+        .send()
+        .await
+        .unwrap();
+    let metrics = metrics.text().await.unwrap();
+    for row in [
+        "a2a_gateway_auth_total{route=\"default\",scheme=\"api-key\",result=\"ok\"} 3",
+        "a2a_gateway_auth_total{route=\"default\",scheme=\"api-key\",result=\"invalid\"} 5",
+        "a2a_gateway_auth_total{route=\"default\",scheme=\"none\",result=\"missing\"} 1",
+    ] {
+        assert!(metrics.contains(row), "{row}\n{metrics}");
+    }
+    assert!(!metrics.contains("alice"), "{metrics}");
+}
+
+#[tokio::test]
+async fn anonymous_calls_pass_where_allowed_but_a_failed_key_is_never_downgraded() {
+    let (backend, url) = task_backend().await;
+    let keys = key_file();
+    let file = format!(
+        "backend = \"{url}\"\n[auth]\nanonymous = true\n[auth.api-keys]\nfile = \"{}\"\n",
+        keys.path()
+    );
+    let origin = serve_on_workers(&[], Some(&file)).await;
+    let jsonrpc = format!("{origin}/a2a/jsonrpc");
+    let reply = rpc(&jsonrpc, &get_task(1)).await;
+    assert_eq!(reply["result"]["id"], "t-1", "{reply}");
+    assert_eq!(backend.calls(), 1);
+    let headers = &[("a2a-version", "1.0"), ("x-api-key", "wrong-key")];
+    let answer = post_with(&jsonrpc, get_task(2), headers).await;
+    assert_refused(&answer, json!(2), "not valid");
+    assert_eq!(backend.calls(), 1);
+}
+
+/// `check-config` refuses key files that cannot be used, naming the file and line and
+/// never the digest.
+#[test]
+fn bad_key_files_fail_the_load_naming_file_and_line() {
+    let digest = digest_hex(b"k");
+    for (keys, expected) in [
+        (
+            format!("alice {digest}\nbob {}\n", &digest[..60]),
+            "line 2: the digest is not 64",
+        ),
+        (
+            format!("alice {digest} trailing\n"),
+            "line 1: expected `NAME SHA256-HEX`",
+        ),
+        (
+            format!("alice {digest}\nbob {digest}\n"),
+            "line 2: the digest is given twice",
+        ),
+        ("# nothing\n".to_owned(), "no key configured"),
+    ] {
+        let keys = TempFile::new("keys", &keys);
+        let config = TempFile::new(
+            "toml",
+            &format!(
+                "backend = \"http://127.0.0.1:1\"\n[auth.api-keys]\nfile = \"{}\"\n",
+                keys.path()
+            ),
+        );
+        let out = Command::new(BIN)
+            .args(["check-config", config.path()])
+            .stderr(Stdio::piped())
+            .output_within(EXITS_WITHIN);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(expected), "{expected}: {stderr}");
+        assert!(!stderr.contains(&digest[..20]), "{stderr}");
+    }
+    let config = TempFile::new(
+        "toml",
+        "backend = \"http://127.0.0.1:1\"\n[auth.api-keys]\nfile = \"/nonexistent/keys\"\n",
+    );
+    let out = Command::new(BIN)
+        .args(["check-config", config.path()])
+        .output_within(EXITS_WITHIN);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("auth.api-keys file \"/nonexistent/keys\""),
+        "{stderr}"
+    );
+}
