@@ -9,6 +9,7 @@ pub mod authenticator;
 pub mod forward;
 pub mod jwt;
 pub mod owner;
+pub mod rules;
 pub mod table;
 
 use std::sync::Arc;

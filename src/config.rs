@@ -250,6 +250,26 @@ pub struct Cli {
     #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_RATE_BURST", default_value_t = 0)]
     pub rate_burst: u32,
 
+    /// Calls per second each client of a route takes (by principal, or by address for an
+    /// anonymous caller; a token bucket per client); more get HTTP 429 with `Retry-After`.
+    /// `0`: no limit.
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_CLIENT_RATE_LIMIT", default_value_t = 0.0)]
+    pub client_rate_limit: f64,
+
+    /// Calls a client takes at once above --client-rate-limit. Default: one second's worth.
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_CLIENT_RATE_BURST", default_value_t = 0)]
+    pub client_rate_burst: u32,
+
+    /// Calls and streams each client of a route has in flight at once; one more gets HTTP
+    /// 429. `0`: no limit.
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_CLIENT_MAX_CONCURRENT", default_value_t = 0)]
+    pub client_max_concurrent: usize,
+
+    /// Clients a route's per-client limits track at once; when full, idle clients are
+    /// forgotten, and if none is idle a new client gets HTTP 429 (known ones are served).
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_CLIENT_LIMIT_KEYS", default_value_t = 10000)]
+    pub client_limit_keys: usize,
+
     /// Largest request header fields a route accepts (name + value + 32 bytes per field,
     /// as HTTP/2 counts); larger ones get HTTP 431 (Envoy's default is 60 KiB). `0`: only
     /// hyper's own bounds.
@@ -610,10 +630,14 @@ pub enum ConfigError {
     AllowedHosts(String),
     #[error("--trusted-proxy-hops must be at least 1")]
     TrustedProxyHops,
-    #[error("`auth` and `allow` are not enforced yet")]
+    #[error("`auth.mtls` is not enforced yet")]
     Unenforced,
     #[error(transparent)]
     Auth(#[from] crate::auth::authenticator::AuthConfigError),
+    #[error(transparent)]
+    Allow(#[from] crate::auth::rules::RuleError),
+    #[error("card source `backend` serves the agent's extended card to anyone at the card URL, but the `allow` rules do not let everyone call GetExtendedAgentCard; use a file or URL source")]
+    ExtendedCardPublished,
     #[error("`{0}` is a per-route setting: with [[route]] tables, set it in each route")]
     PerRoute(&'static str),
     #[error("--{0}: {1}")]
@@ -928,8 +952,12 @@ mod tests {
             [[route.allow]]
             tenants = ["acme"]
         "#;
+        // Both tables are enforced now: route b's key table without keys fails the load.
         let err = load_config(&[], file).err().unwrap();
-        assert!(err.contains("not enforced yet"), "{err}");
+        assert!(
+            err.contains("route \"b\"") && err.contains("no key configured"),
+            "{err}"
+        );
         let path = std::env::temp_dir().join(format!("a2a-auth-{}.toml", std::process::id()));
         std::fs::write(&path, file).unwrap();
         let config = Config::load([

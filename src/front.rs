@@ -51,6 +51,8 @@ pub struct Gateway {
     pub push: Option<crate::push::PushGuard>,
     /// The keys of caller-bound ids (`None`: `task-owner = false`).
     pub owner: Option<Arc<crate::auth::owner::OwnerKeys>>,
+    /// The route's `allow` rules (`None`: every call is allowed).
+    pub allow: Option<Arc<crate::auth::rules::Rules>>,
     /// The route's authentication (`None`: none configured, calls carry no principal).
     pub auth: Option<Arc<crate::auth::authenticator::Authenticator>>,
 }

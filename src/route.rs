@@ -143,7 +143,12 @@ impl Route {
             card: None,
         };
         let mut card = settings.card.clone();
-        if demo_backend.is_some() && card.source.is_none() {
+        // The demo agent's card is its extended card: not for a route whose rules keep
+        // GetExtendedAgentCard from some callers.
+        let extended_public = (settings.allow.as_ref()).is_none_or(|rules| {
+            rules.allow_everyone(crate::protocol::ops::Op::GetExtendedAgentCard)
+        });
+        if demo_backend.is_some() && card.source.is_none() && extended_public {
             card.source = Some(BACKEND_CARD_SOURCE.to_owned());
         }
         // Every route has a card service: without a source of its own it still rewrites
@@ -233,6 +238,7 @@ pub fn handler_over(
         legacy: settings.legacy,
         push,
         owner: settings.owner.clone(),
+        allow: settings.allow.clone(),
         auth: settings.auth.clone(),
     }))
 }

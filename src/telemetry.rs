@@ -465,6 +465,26 @@ pub fn render_limits(out: &mut String, limits: &[LimitRow], rejections: &[Reject
     }
 }
 
+/// The `allow` rules' decisions of each route with rules, `(route name, (allowed, denied))`;
+/// never a principal's name as a label.
+pub fn render_authz(out: &mut String, routes: &[(&str, (u64, u64))]) {
+    if routes.is_empty() {
+        return;
+    }
+    out.push_str(
+        "# HELP a2a_gateway_authz_total Calls the route's allow rules allowed or denied.\n",
+    );
+    out.push_str("# TYPE a2a_gateway_authz_total counter\n");
+    for (route, (allowed, denied)) in routes {
+        for (result, count) in [("allowed", allowed), ("denied", denied)] {
+            let _ = writeln!(
+                out,
+                "a2a_gateway_authz_total{{route=\"{route}\",result=\"{result}\"}} {count}"
+            );
+        }
+    }
+}
+
 /// Counts an open stream until dropped, and the SSE events sent on it.
 pub struct StreamGuard(Arc<Metrics>);
 

@@ -15,6 +15,7 @@
 
 pub mod admit;
 pub mod authenticate;
+pub mod authorize;
 pub mod deadline;
 pub mod decode;
 pub mod invoke;
@@ -49,16 +50,21 @@ pub fn stack() -> impl for<'p> Layer<Option<crate::front::envelope::Params<'p>>>
             decode::Decode(
                 // Before the other checks: a request for another tenant goes no further.
                 tenant::Tenant(
-                    // Once the caller is known and allowed: another caller's task looks unknown.
-                    owner::Owner(
-                        // The last check, and the only slow one (it may ask DNS): a refused
-                        // push URL never reaches the agent, and costs no permit.
-                        push::PushCheck(
-                            // Only checked requests take a share of the limits.
-                            admit::Admit(
-                                // Inside admission: a call's time is the agent's, not the
-                                // queue's.
-                                deadline::Deadline(invoke::Invoke),
+                    // Once the caller and the tenant are known: the rules may name either;
+                    // a refused call costs no permit.
+                    authorize::Authorize(
+                        // Once the caller is known and allowed: another caller's task
+                        // looks unknown.
+                        owner::Owner(
+                            // The last check, and the only slow one (it may ask DNS): a
+                            // refused push URL never reaches the agent, and costs no permit.
+                            push::PushCheck(
+                                // Only checked requests take a share of the limits.
+                                admit::Admit(
+                                    // Inside admission: a call's time is the agent's, not
+                                    // the queue's.
+                                    deadline::Deadline(invoke::Invoke),
+                                ),
                             ),
                         ),
                     ),
@@ -113,7 +119,7 @@ pub enum Answer<S> {
     /// A stream that failed before its first event, with the backend's extensions (a v0.3
     /// client reads it as a one-event stream).
     Unstarted(A2aError, Option<HeaderValue>),
-    /// A limit refused the call.
+    /// A limit or the route's `allow` rules refused the call.
     Refused(Box<Refusal>),
     /// A streaming notification: not started, since nobody would read it.
     Skipped,

@@ -6,6 +6,9 @@
 //! the agent: it gets HTTP 429 (rate) or 503 (concurrency) with `Retry-After` and a
 //! JSON-RPC error whose `ErrorInfo` (domain `a2a-gateway`) names the limit.
 //!
+//! Per-client limits (`per_client`) count each client's calls within a route: a rate and
+//! calls in flight per principal or client address, refused with 429.
+//!
 //! The counters are per gateway process: every worker thread (`server::workers`) shares
 //! them, so they are atomics. A rate is a token bucket kept as GCRA (one atomic "theoretical
 //! arrival time"): `burst` calls may come at once, then one per `1 / rate` seconds.
@@ -22,6 +25,11 @@ use crate::protocol::error::{A2aError, GatewayFault};
 use crate::telemetry::{LimitRow, RejectionRow};
 use crate::units::optional;
 
+mod per_client;
+
+use per_client::PerClient;
+pub use per_client::{ClientKey, PerClientSettings};
+
 /// The limits, each named as its setting: what a rejection says, and its HTTP status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Limit {
@@ -33,10 +41,13 @@ pub enum Limit {
     GlobalRate,
     HeaderSize,
     GlobalBodyBytes,
+    ClientRate,
+    ClientConcurrent,
+    ClientKeys,
 }
 
 impl Limit {
-    const ALL: [Limit; 8] = [
+    const ALL: [Limit; 11] = [
         Limit::Calls,
         Limit::Streams,
         Limit::Rate,
@@ -45,6 +56,9 @@ impl Limit {
         Limit::GlobalRate,
         Limit::HeaderSize,
         Limit::GlobalBodyBytes,
+        Limit::ClientRate,
+        Limit::ClientConcurrent,
+        Limit::ClientKeys,
     ];
 
     /// The limit table: setting name, gateway fault (the `ErrorInfo.reason`), HTTP status.
@@ -65,6 +79,10 @@ impl Limit {
                 StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ),
             Limit::GlobalBodyBytes => ("global-max-body-bytes-in-flight", Overloaded, BUSY),
+            // The client's own doing: 429 (call less), as a rate's.
+            Limit::ClientRate => ("client-rate-limit", RateLimited, RATE),
+            Limit::ClientConcurrent => ("client-max-concurrent", RateLimited, RATE),
+            Limit::ClientKeys => ("client-limit-keys", RateLimited, RATE),
         }
     }
 
@@ -250,6 +268,8 @@ pub struct RouteLimits {
     max_header_size: Option<usize>,
     /// How long a stream may go without an event from the backend (`sse`).
     pub stream_idle: Option<Duration>,
+    /// Each client's own limits (`None`: none configured).
+    client: Option<PerClient>,
     rejections: [AtomicU64; Limit::ALL.len()],
 }
 
@@ -272,6 +292,8 @@ pub enum RefusedBy {
     Limit(Limit),
     /// The route's authentication (`auth::Authenticator`): 401.
     Authentication,
+    /// The route's `allow` rules (`front::call::authorize`): 403.
+    Authorization,
 }
 
 impl RefusedBy {
@@ -280,6 +302,7 @@ impl RefusedBy {
         match self {
             RefusedBy::Limit(limit) => limit.name(),
             RefusedBy::Authentication => "authentication",
+            RefusedBy::Authorization => "allow",
         }
     }
 }
@@ -294,10 +317,34 @@ impl Refusal {
 }
 
 impl RouteLimits {
-    /// Admits a call of `kind` that goes to `width` endpoints under the route's and the
-    /// gateway's limits: the rate (one token), then concurrency (`width` units of each
-    /// limit, at most the whole limit). The permit holds them until dropped.
-    pub fn admit(self: &Arc<Self>, kind: CallKind, width: usize) -> Result<Permit, Refusal> {
+    /// Admits a call of `kind` that goes to `width` endpoints by the client `who` names
+    /// under the client's own limits (first: a throttled client takes nothing from the
+    /// route's), then the route's and the gateway's: the rate (one token), then concurrency
+    /// (`width` units of each limit, at most the whole limit). The permit holds them until
+    /// dropped. `who` is asked only when per-client limits are on.
+    pub fn admit(
+        self: &Arc<Self>,
+        kind: CallKind,
+        width: usize,
+        who: impl FnOnce() -> ClientKey,
+    ) -> Result<Permit, Refusal> {
+        let client = match &self.client {
+            None => None,
+            Some(client) => {
+                let key = who();
+                match client.admit(&key) {
+                    Ok(held) => held.then_some(key),
+                    Err((limit, what, wait)) => return Err(self.refuse(limit, &what, wait)),
+                }
+            }
+        };
+        // From here a refusal drops `permit`, which gives the client's place back.
+        let mut permit = Permit {
+            limits: self.clone(),
+            kind,
+            taken: [0; 2],
+            client,
+        };
         let scopes = [(&self.own, false), (&*self.global, true)];
         for (i, &(scope, global)) in scopes.iter().enumerate() {
             let Some(rate) = &scope.rate else { continue };
@@ -315,7 +362,7 @@ impl RouteLimits {
                 return Err(self.refuse(limit, &message, wait));
             }
         }
-        let mut taken = [0; 2];
+        let taken = &mut permit.taken;
         for (i, &(scope, global)) in scopes.iter().enumerate() {
             let Some(concurrency) = scope.concurrency(kind) else {
                 continue;
@@ -324,7 +371,7 @@ impl RouteLimits {
             if !concurrency.try_acquire(taken[i]) {
                 scopes[..i]
                     .iter()
-                    .zip(taken)
+                    .zip(std::mem::take(taken))
                     .for_each(|((s, _), n)| release(s, kind, n));
                 scopes.iter().for_each(|(s, _)| refund(s));
                 let (what, limit) = match (kind, global) {
@@ -337,11 +384,7 @@ impl RouteLimits {
                 return Err(self.refuse(limit, &message, Duration::from_secs(1)));
             }
         }
-        Ok(Permit {
-            limits: self.clone(),
-            kind,
-            taken,
-        })
+        Ok(permit)
     }
 
     /// The body charge of one request: nothing held yet.
@@ -387,6 +430,9 @@ impl RouteLimits {
             | Limit::GlobalStreams
             | Limit::GlobalRate
             | Limit::GlobalBodyBytes => "the gateway's",
+            Limit::ClientRate | Limit::ClientConcurrent | Limit::ClientKeys => {
+                "this route's per-client"
+            }
             _ => "this route's",
         };
         let message = format!(
@@ -404,6 +450,9 @@ impl RouteLimits {
         let value = match (limit, value) {
             (Limit::Rate, _) => self.own.rate.as_ref().map_or(0.0, |r| r.per_second),
             (Limit::GlobalRate, _) => self.global.rate.as_ref().map_or(0.0, |r| r.per_second),
+            (Limit::ClientRate | Limit::ClientConcurrent | Limit::ClientKeys, _) => {
+                self.client.as_ref().map_or(0.0, |c| c.value(limit))
+            }
             (_, value) => value.unwrap_or_default() as f64,
         };
         Refusal {
@@ -439,6 +488,9 @@ impl RouteLimits {
             Limit::GlobalRate => self.global.rate.is_some(),
             Limit::HeaderSize => self.max_header_size.is_some(),
             Limit::GlobalBodyBytes => self.global.body_bytes.is_some(),
+            Limit::ClientRate | Limit::ClientConcurrent | Limit::ClientKeys => {
+                self.client.as_ref().is_some_and(|c| c.has(limit))
+            }
         };
         Limit::ALL
             .into_iter()
@@ -471,12 +523,17 @@ pub struct Permit {
     kind: CallKind,
     /// Units taken of the route's and of the gateway's limit.
     taken: [usize; 2],
+    /// The client holding a place among its calls in flight.
+    client: Option<ClientKey>,
 }
 
 impl Drop for Permit {
     fn drop(&mut self) {
         release(&self.limits.own, self.kind, self.taken[0]);
         release(&self.limits.global, self.kind, self.taken[1]);
+        if let (Some(key), Some(client)) = (&self.client, &self.limits.client) {
+            client.release(key);
+        }
     }
 }
 
@@ -541,6 +598,8 @@ pub struct RouteLimitSettings {
     pub rate_burst: u32,
     pub max_header_size: usize,
     pub stream_idle_timeout: Duration,
+    /// Each client's own limits.
+    pub client: PerClientSettings,
 }
 
 impl Limits {
@@ -565,7 +624,10 @@ impl Limits {
             .collect();
         let none = global.is_empty()
             && routes.iter().all(|r| {
-                r.own.is_empty() && r.max_header_size.is_none() && r.stream_idle.is_none()
+                r.own.is_empty()
+                    && r.max_header_size.is_none()
+                    && r.stream_idle.is_none()
+                    && r.client.is_none()
             });
         (!none).then(|| Arc::new(Limits { global, routes }))
     }
@@ -606,6 +668,17 @@ impl Limits {
                     in_use: None,
                 });
             }
+            let client_rows = route.client.as_ref().map(|c| c.rows()).unwrap_or_default();
+            rows.extend(
+                client_rows
+                    .into_iter()
+                    .map(|(limit, value, in_use)| LimitRow {
+                        route: Some(&route.name),
+                        limit: limit.name(),
+                        value,
+                        in_use,
+                    }),
+            );
             rejections.extend(route.rejection_rows());
         }
         crate::telemetry::render_limits(out, &rows, &rejections);
@@ -624,6 +697,7 @@ fn route_limits(name: &str, settings: &RouteLimitSettings, global: &Arc<Scope>) 
         global: global.clone(),
         max_header_size: (settings.max_header_size > 0).then_some(settings.max_header_size),
         stream_idle: optional(settings.stream_idle_timeout),
+        client: PerClient::new(&settings.client),
         rejections: Default::default(),
     }
 }
@@ -671,6 +745,10 @@ mod tests {
         assert!(Rate::new(0.0, 5).is_none());
     }
 
+    fn nobody() -> ClientKey {
+        ClientKey::of(None, None)
+    }
+
     #[test]
     fn a_refusal_by_the_global_limit_gives_back_the_route_share() {
         let global = Arc::new(Scope::new(1, 0, 0.0, 0));
@@ -681,21 +759,22 @@ mod tests {
                 global: global.clone(),
                 max_header_size: None,
                 stream_idle: None,
+                client: None,
                 rejections: Default::default(),
             })
         };
         let (a, b) = (route("a"), route("b"));
-        let held = a.admit(CallKind::Unary, 1).unwrap();
-        let Err(refused) = b.admit(CallKind::Unary, 1) else {
+        let held = a.admit(CallKind::Unary, 1, nobody).unwrap();
+        let Err(refused) = b.admit(CallKind::Unary, 1, nobody) else {
             panic!("admitted over the global limit");
         };
         assert_eq!(refused.by, RefusedBy::Limit(Limit::GlobalCalls));
         assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(b.own.calls.as_ref().unwrap().in_use.load(Relaxed), 0);
         // Streams have their own limits; the global one is for unary calls only.
-        let stream = b.admit(CallKind::Stream, 1).unwrap();
+        let stream = b.admit(CallKind::Stream, 1, nobody).unwrap();
         drop(held);
-        let _again = b.admit(CallKind::Unary, 1).unwrap();
+        let _again = b.admit(CallKind::Unary, 1, nobody).unwrap();
         drop(stream);
         assert_eq!(a.rejection_rows()[0].count, 0);
         let rows = b.rejection_rows();

@@ -292,6 +292,10 @@ impl Frontend {
             .flatten()
             .collect();
         crate::telemetry::render_auth(&mut text, &auth);
+        let authz: Vec<_> = (self.routes.iter())
+            .filter_map(|r| Some((r.name.as_str(), r.gateway.allow.as_ref()?.counts())))
+            .collect();
+        crate::telemetry::render_authz(&mut text, &authz);
         text
     }
 

@@ -15,11 +15,13 @@ use crate::auth::table::AuthTable;
 use crate::backend::affinity::{load_codec, Affinity, IdCodec};
 use crate::backend::endpoints::{Policy, Resolution, Targets};
 use crate::backend::grpc::GrpcSettings;
-use crate::card::{CardSettings, Enforced, SignaturePolicy};
+use crate::auth::rules::Rules;
+use crate::card::{CardSettings, Enforced, SignaturePolicy, BACKEND_CARD_SOURCE};
 use crate::config::{Cli, ConfigError, Legacy, RouteConfig};
-use crate::front::limits::RouteLimitSettings;
+use crate::front::limits::{PerClientSettings, RouteLimitSettings};
 use crate::front::BatchLimits;
 use crate::protocol::binding::Binding;
+use crate::protocol::ops::Op;
 use crate::protocol::params::{ForwardPolicy, HeaderRules};
 use crate::push::PushPolicy;
 use crate::units::optional;
@@ -59,6 +61,8 @@ pub struct RouteSettings {
     pub max_body: usize,
     pub batch: BatchLimits,
     pub limits: RouteLimitSettings,
+    /// The `allow` rules (`None`: every call is allowed), shared with their counters.
+    pub allow: Option<Arc<Rules>>,
     pub tenant: Option<String>,
     /// Whether v0.3 clients are served.
     pub legacy: bool,
@@ -182,9 +186,8 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
     if cli.trusted_proxy_hops == 0 {
         return Err(ConfigError::TrustedProxyHops);
     }
-    // Until authorization and mTLS identity are enforced, a route that asks for them must
-    // not start open.
-    if !cli.allow_rules.is_empty() || cli.auth_table.mtls.is_some() {
+    // Until mTLS identity is enforced, a route that asks for it must not start open.
+    if cli.auth_table.mtls.is_some() {
         return Err(ConfigError::Unenforced);
     }
     let auth = Authenticator::new(&cli.auth_table)?;
@@ -196,6 +199,7 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
             .map(|h| h.to_string()),
     );
     let (max_body, batch, limits) = limits(cli)?;
+    let allow = allow(cli)?;
     let push = match cli.push_guard {
         true => Some(PushPolicy::new(cli.push_allow_http, &cli.push_allow)?),
         false => None,
@@ -245,6 +249,7 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
         max_body,
         batch,
         limits,
+        allow,
         tenant: cli.tenant.clone(),
         legacy: cli.legacy == Legacy::V03,
         push,
@@ -369,6 +374,15 @@ fn limits(cli: &Cli) -> Result<(usize, BatchLimits, RouteLimitSettings), ConfigE
         return Err(ConfigError::Limit("max-batch-size", why));
     }
     check_rate("rate-limit", cli.rate_limit, cli.rate_burst)?;
+    check_rate(
+        "client-rate-limit",
+        cli.client_rate_limit,
+        cli.client_rate_burst,
+    )?;
+    if cli.client_limit_keys == 0 {
+        let why = "must be at least 1 (the clients tracked at once)".to_owned();
+        return Err(ConfigError::Limit("client-limit-keys", why));
+    }
     let batch = BatchLimits {
         size: cli.max_batch_size,
         reply: cli.max_batch_reply,
@@ -380,6 +394,12 @@ fn limits(cli: &Cli) -> Result<(usize, BatchLimits, RouteLimitSettings), ConfigE
         rate_burst: cli.rate_burst,
         max_header_size: cli.max_header_size,
         stream_idle_timeout: cli.stream_idle_timeout,
+        client: PerClientSettings {
+            rate_limit: cli.client_rate_limit,
+            rate_burst: cli.client_rate_burst,
+            max_concurrent: cli.client_max_concurrent,
+            max_keys: cli.client_limit_keys,
+        },
     };
     Ok((cli.max_body, batch, limits))
 }
@@ -395,6 +415,19 @@ pub(super) fn check_rate(flag: &'static str, rate: f64, burst: u32) -> Result<()
         return Err(ConfigError::Limit(flag, why));
     }
     Ok(())
+}
+
+/// The route's `allow` rules, checked. The card source `backend` publishes the agent's
+/// extended card at the public card URL, so it needs rules that let everyone have it.
+fn allow(cli: &Cli) -> Result<Option<Arc<Rules>>, ConfigError> {
+    let Some(rules) = Rules::new(&cli.allow_rules)? else {
+        return Ok(None);
+    };
+    let source = cli.card.as_deref().or(cli.card_settings.source.as_deref());
+    if source == Some(BACKEND_CARD_SOURCE) && !rules.allow_everyone(Op::GetExtendedAgentCard) {
+        return Err(ConfigError::ExtendedCardPublished);
+    }
+    Ok(Some(Arc::new(rules)))
 }
 
 /// The backend clients' settings, the CA bundle and client identity read and checked.

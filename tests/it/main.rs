@@ -13,6 +13,7 @@ mod affinity;
 mod agent_faults;
 mod auth;
 mod auth_jwt;
+mod authz;
 mod backend_mtls;
 mod batches;
 mod caller_headers;

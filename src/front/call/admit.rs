@@ -8,9 +8,10 @@ use std::task::{Context, Poll};
 use futures::{Stream, StreamExt};
 
 use crate::front::call::{Answer, Exchange, Layer};
-use crate::front::limits::{CallKind, Permit};
+use crate::front::limits::{CallKind, ClientKey, Permit};
 use crate::protocol::error::A2aError;
 use crate::protocol::ops::Request;
+use crate::telemetry::ClientAddr;
 
 /// Admits the call under the limits before the layer inside.
 pub struct Admit<L>(pub L);
@@ -32,7 +33,12 @@ impl<L: Layer<Box<Request>> + Sync> Layer<Box<Request>> for Admit<L> {
             Request::Stream(_) => (CallKind::Stream, 1),
             Request::Unary(request) => (CallKind::Unary, x.gateway.backend.width(request)),
         };
-        let permit = match x.limits.map(|l| l.admit(kind, width)).transpose() {
+        // The client, for per-client limits: its principal, or its address.
+        let who = || {
+            let peer = x.head.extensions.get::<ClientAddr>().map(|a| a.0.ip());
+            ClientKey::of(x.principal.as_ref(), peer)
+        };
+        let permit = match x.limits.map(|l| l.admit(kind, width, who)).transpose() {
             Ok(permit) => permit,
             Err(refusal) => return Ok(Answer::Refused(Box::new(refusal))),
         };
