@@ -188,6 +188,34 @@ async fn anonymous_calls_pass_where_allowed_but_a_failed_key_is_never_downgraded
     assert_eq!(backend.calls(), 1);
 }
 
+/// A notification without credentials gets its 401 with no body; with `[auth.forward]
+/// authorization = false` the client's `Authorization` stays at the gateway.
+#[tokio::test]
+async fn notifications_are_refused_and_authorization_can_stay_at_the_gateway() {
+    let (backend, url) = task_backend().await;
+    let keys = key_file();
+    let file = format!(
+        "backend = \"{url}\"\n[auth.api-keys]\nfile = \"{}\"\n[auth.forward]\nauthorization = false\n",
+        keys.path()
+    );
+    let origin = serve_on_workers(&[], Some(&file)).await;
+    let jsonrpc = format!("{origin}/a2a/jsonrpc");
+    let notification = json!({"jsonrpc": "2.0", "method": "GetTask", "params": {"id": "t-1"}});
+    let (status, headers, body) = post(&jsonrpc, notification.to_string()).await;
+    assert_eq!((status, body.as_str()), (401, ""));
+    assert_eq!(headers["www-authenticate"], "ApiKey header=\"x-api-key\"");
+    assert_eq!(backend.calls(), 0);
+    let with = &[
+        ("a2a-version", "1.0"),
+        ("x-api-key", "alice-key"),
+        ("authorization", "Bearer for-the-agent"),
+    ];
+    let (status, _, body) = post_with(&jsonrpc, get_task(1), with).await;
+    assert_eq!(status, 200, "{body}");
+    let seen = backend.last().metadata;
+    assert!(seen.get("authorization").is_none() && seen.get("x-api-key").is_none());
+}
+
 /// `check-config` refuses key files that cannot be used, naming the file and line and
 /// never the digest.
 #[test]
@@ -317,7 +345,9 @@ async fn client_certificates_name_the_principal_each_route_chooses() {
     let log = TempFile::new("log", "");
     let listen = free_listen_address();
     let stderr = std::fs::File::create(log.path()).unwrap();
-    let mut gateway = spawn(&flags, &listen, &[], Stdio::from(stderr));
+    // Traced to the last byte: the API key must appear nowhere in the log all the same.
+    let env = [("RUST_LOG", "trace")];
+    let mut gateway = spawn(&flags, &listen, &env, Stdio::from(stderr));
     while tokio::net::TcpStream::connect(&listen).await.is_err() {
         assert!(
             gateway.running(),
@@ -364,6 +394,7 @@ async fn client_certificates_name_the_principal_each_route_chooses() {
         )
         .await;
     let log = std::fs::read_to_string(log.path()).unwrap();
+    assert!(!log.contains("alice-key"), "the API key is in the log");
     let seen: Vec<(String, String)> = log
         .lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
@@ -413,4 +444,56 @@ fn mtls_needs_a_listener_with_client_certificates() {
         .args(["check-config", config.path()])
         .output_within(EXITS_WITHIN);
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// The server span names the caller (`enduser.id`) and its scheme; a refused call's span
+/// names none.
+#[tokio::test]
+async fn the_server_span_names_the_principal() {
+    use harness::otlp::{attr, Collector};
+    let (collector, endpoint) = Collector::grpc().await;
+    let (_backend, url) = task_backend().await;
+    let keys = key_file();
+    let config = TempFile::new(
+        "toml",
+        &format!(
+            "backend = \"{url}\"\n[auth.api-keys]\nfile = \"{}\"\n",
+            keys.path()
+        ),
+    );
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+        ("OTEL_BSP_SCHEDULE_DELAY", "50"),
+    ];
+    let args = ["--config", config.path(), "--workers", "1"];
+    let gateway = start_with(&args, &env, Stdio::null()).await;
+    let with = &[("a2a-version", "1.0"), ("x-api-key", "alice-key")];
+    let (status, _, body) = post_with(&gateway.1, get_task(1), with).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, _, _) = post(&gateway.1, get_task(2)).await;
+    assert_eq!(status, 401);
+    let spans = collector
+        .wait_for(3, std::time::Duration::from_secs(10))
+        .await;
+    let server: Vec<_> = spans
+        .iter()
+        .filter(|s| {
+            s.span.name == "GetTask" && attr(&s.span, "rpc.system").as_deref() == Some("jsonrpc")
+        })
+        .map(|s| {
+            let id = attr(&s.span, "rpc.jsonrpc.request_id");
+            (
+                id,
+                attr(&s.span, "enduser.id"),
+                attr(&s.span, "a2a_gateway.auth.scheme"),
+            )
+        })
+        .collect();
+    let some = |s: &str| Some(s.to_owned());
+    assert!(
+        server.contains(&(some("1"), some("alice"), some("api-key"))),
+        "{server:?}"
+    );
+    assert!(server.contains(&(some("2"), None, None)), "{server:?}");
 }
