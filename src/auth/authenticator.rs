@@ -332,7 +332,9 @@ async fn verify_bearer(jwt: &JwtAuth, value: &HeaderValue) -> Result<Principal, 
     if token.len() > MAX_TOKEN {
         return fail("the bearer token is longer than 16384 bytes");
     }
-    jwt.verify(token)
+    // Boxed: verification may fetch keys, and its state inline would size every call's
+    // future, on routes without authentication too (bytes per call, cost_budget).
+    Box::pin(jwt.verify(token))
         .await
         .map_err(|refusal| AuthFailure::of(Scheme::Jwt, refusal.0))
 }
