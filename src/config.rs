@@ -630,8 +630,6 @@ pub enum ConfigError {
     AllowedHosts(String),
     #[error("--trusted-proxy-hops must be at least 1")]
     TrustedProxyHops,
-    #[error("`auth.mtls` is not enforced yet")]
-    Unenforced,
     #[error(transparent)]
     Auth(#[from] crate::auth::authenticator::AuthConfigError),
     #[error(transparent)]

@@ -63,7 +63,8 @@ pub struct ApiKeysTable {
     pub file: Option<PathBuf>,
     /// Environment variable holding the same lines.
     pub env: Option<String>,
-    /// The request header carrying the key (default `x-api-key`).
+    /// The request header carrying the key (default `x-api-key`); consumed by the
+    /// gateway, never forwarded to the agent.
     pub header: Option<String>,
 }
 
@@ -85,7 +86,8 @@ pub struct ForwardTable {
     /// Headers carrying chosen claims: header name → claim name.
     #[serde(default)]
     pub claims: BTreeMap<String, String>,
-    /// Whether the client's verified `Authorization` still goes to the agent (default true).
+    /// Whether the client's `Authorization` still goes to the agent (default true; false:
+    /// never, verified or not).
     pub authorization: Option<bool>,
 }
 

@@ -186,11 +186,8 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
     if cli.trusted_proxy_hops == 0 {
         return Err(ConfigError::TrustedProxyHops);
     }
-    // Until mTLS identity is enforced, a route that asks for it must not start open.
-    if cli.auth_table.mtls.is_some() {
-        return Err(ConfigError::Unenforced);
-    }
-    let auth = Authenticator::new(&cli.auth_table)?;
+    let client_certificates = cli.tls_cert.is_some() && cli.tls_client_ca.is_some();
+    let auth = Authenticator::new(&cli.auth_table, client_certificates)?;
     let mut sensitive_headers = cli.sensitive_header.clone();
     let consumed = consumed_headers(cli, auth.as_deref());
     sensitive_headers.extend(
