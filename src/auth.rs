@@ -1,5 +1,6 @@
 //! Who calls: the principal a call is made by, as the route's authentication found it
-//! (issue 22, `authenticator`: API keys in `api_key`, bearer JWTs in `jwt`), and the config
+//! (issue 22, `authenticator`: API keys in `api_key`, bearer JWTs in `jwt`, client
+//! certificates in `mtls`), and the config
 //! tables that say how (`table`). Authentication, authorization
 //! and caller-bound tasks join the call stack (`front::call`) as layers that read and set
 //! `Exchange::principal`.
@@ -7,6 +8,7 @@
 pub mod api_key;
 pub mod authenticator;
 pub mod jwt;
+pub mod mtls;
 pub mod owner;
 pub mod table;
 

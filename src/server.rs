@@ -12,6 +12,7 @@ pub mod workers;
 pub use routing::{router, Frontend};
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
@@ -24,6 +25,7 @@ use tokio_stream::wrappers::TcpListenerStream;
 use tower::ServiceExt as _;
 
 use self::clients::ClientLimits;
+use crate::auth::mtls::PeerIdentity;
 use crate::front::layers::{self, Edge, MaybeCors};
 use crate::telemetry::ClientAddr;
 use tls::ServerTls;
@@ -122,13 +124,19 @@ async fn serve_connection(
     let peer = stream.peer_addr().ok().map(ClientAddr);
     let connection = (peer, edge, max_header_size, limits);
     match tls {
-        None => serve_http(stream, connection, stop).await,
+        None => serve_http(stream, connection, None, stop).await,
         Some(tls) => {
             // Boxed: the TLS session and its connection state would otherwise size the task
             // of every cleartext connection too.
             Box::pin(async move {
                 if let Some(session) = tls.accept(stream, &mut stop).await {
-                    serve_http(session, connection, stop).await;
+                    // The verified client certificate's names, read once for every request
+                    // of the connection (mTLS identity, `auth::mtls`).
+                    let identity = session.get_ref().1.peer_certificates();
+                    let identity = identity
+                        .and_then(|chain| chain.first())
+                        .map(|leaf| Arc::new(PeerIdentity::of(leaf)));
+                    serve_http(session, connection, identity, stop).await;
                 }
             })
             .await
@@ -138,7 +146,8 @@ async fn serve_connection(
 
 /// HTTP/1.1 or HTTP/2 (prior knowledge, or chosen by ALPN) on one connection within
 /// `limits`, closed gracefully once `stop` turns true or no request has been in flight for
-/// the idle timeout.
+/// the idle timeout. Each request carries the peer's address and, over TLS with a client
+/// certificate, its `identity`.
 async fn serve_http<I>(
     stream: I,
     (peer, edge, max_header_size, limits): (
@@ -147,6 +156,7 @@ async fn serve_http<I>(
         Option<usize>,
         ClientLimits,
     ),
+    identity: Option<Arc<PeerIdentity>>,
     mut stop: watch::Receiver<bool>,
 ) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -154,6 +164,9 @@ async fn serve_http<I>(
     let edge = edge.map_request(move |mut r: http::Request<axum::body::Body>| {
         if let Some(peer) = peer {
             r.extensions_mut().insert(peer);
+        }
+        if let Some(identity) = &identity {
+            r.extensions_mut().insert(identity.clone());
         }
         r
     });

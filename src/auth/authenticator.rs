@@ -19,6 +19,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 
 use super::api_key::{ApiKeys, ApiKeysError};
 use super::jwt::JwtAuth;
+use super::mtls::{Identity, PeerIdentity};
 use super::table::AuthTable;
 use super::{Principal, Scheme};
 use crate::telemetry::AuthRow;
@@ -41,6 +42,10 @@ pub enum AuthConfigError {
     KeyHeader(String),
     #[error("auth.jwt: {0}")]
     Jwt(String),
+    #[error("auth.mtls identity: {0}")]
+    Identity(String),
+    #[error("auth.mtls: the listener asks clients for no certificate (set --tls-cert and --tls-client-ca)")]
+    NoClientCertificates,
 }
 
 /// Why a call's credentials prove nothing: told to the client, never echoing them.
@@ -88,6 +93,8 @@ pub struct Authenticator {
     /// The API keys and the header that carries them.
     api_keys: Option<(HeaderName, ApiKeys)>,
     jwt: Option<Arc<JwtAuth>>,
+    /// Which name of a verified client certificate is the principal.
+    mtls: Option<Identity>,
     /// One challenge per configured scheme, for a call without credentials.
     challenges: Vec<HeaderValue>,
     /// The anonymous principal's name (empty), shared by every anonymous call.
@@ -99,9 +106,13 @@ pub struct Authenticator {
 impl Authenticator {
     /// The authentication `table` configures; `None` when it configures no scheme (then
     /// calls carry no principal, as without `[auth]`). Files are read and issuers
-    /// checked now; nothing is fetched until `start`.
-    pub fn new(table: &AuthTable) -> Result<Option<Arc<Authenticator>>, AuthConfigError> {
-        if table.jwt.is_empty() && table.api_keys.is_none() {
+    /// checked now; nothing is fetched until `start`. `client_certificates`: the
+    /// listener verifies client certificates, which `[auth.mtls]` needs.
+    pub fn new(
+        table: &AuthTable,
+        client_certificates: bool,
+    ) -> Result<Option<Arc<Authenticator>>, AuthConfigError> {
+        if table.jwt.is_empty() && table.api_keys.is_none() && table.mtls.is_none() {
             return Ok(None);
         }
         let mut challenges = Vec::new();
@@ -126,10 +137,19 @@ impl Authenticator {
                 Some((header, loaded))
             }
         };
+        let mtls = match &table.mtls {
+            None => None,
+            Some(_) if !client_certificates => return Err(AuthConfigError::NoClientCertificates),
+            Some(mtls) => {
+                challenges.push(HeaderValue::from_static("MutualTLS"));
+                Some(Identity::parse(mtls.identity.as_deref()).map_err(AuthConfigError::Identity)?)
+            }
+        };
         Ok(Some(Arc::new(Authenticator {
             anonymous: table.anonymous,
             api_keys,
             jwt,
+            mtls,
             challenges,
             nobody: Arc::from(""),
             counts: Default::default(),
@@ -155,7 +175,7 @@ impl Authenticator {
         &self,
         head: &http::request::Parts,
     ) -> Result<Principal, AuthFailure> {
-        let result = self.check(&head.headers).await;
+        let result = self.check(head).await;
         let (scheme, outcome) = match &result {
             Ok(principal) => (Some(principal.scheme), Outcome::Ok),
             Err(failure) if failure.missing => (None, Outcome::Missing),
@@ -169,7 +189,8 @@ impl Authenticator {
         result
     }
 
-    async fn check(&self, headers: &HeaderMap) -> Result<Principal, AuthFailure> {
+    async fn check(&self, head: &http::request::Parts) -> Result<Principal, AuthFailure> {
+        let headers = &head.headers;
         let bearer = match &self.jwt {
             Some(_) => single(headers, &http::header::AUTHORIZATION, Scheme::Jwt)?,
             None => None,
@@ -193,17 +214,31 @@ impl Authenticator {
                 }),
                 Err(refusal) => Err(AuthFailure::of(Scheme::ApiKey, refusal.why())),
             },
-            _ if self.anonymous => Ok(Principal {
+            _ => self.without_credential(head.extensions.get::<Arc<PeerIdentity>>()),
+        }
+    }
+
+    /// A call that sent no credential: the principal its connection's verified client
+    /// certificate names (`peer`), else the anonymous one, where either is taken.
+    fn without_credential(
+        &self,
+        peer: Option<&Arc<PeerIdentity>>,
+    ) -> Result<Principal, AuthFailure> {
+        if let (Some(identity), Some(peer)) = (self.mtls, peer) {
+            return certificate(peer, identity);
+        }
+        if self.anonymous {
+            return Ok(Principal {
                 name: self.nobody.clone(),
                 scheme: Scheme::Anonymous,
                 claims: None,
-            }),
-            _ => Err(AuthFailure {
-                scheme: None,
-                missing: true,
-                why: MISSING.into(),
-            }),
+            });
         }
+        Err(AuthFailure {
+            scheme: None,
+            missing: true,
+            why: MISSING.into(),
+        })
     }
 
     /// The `WWW-Authenticate` challenges of a refusal for `failure`: one per configured
@@ -220,8 +255,9 @@ impl Authenticator {
     pub fn schemes(&self) -> String {
         let jwt = self.jwt.as_ref().map(|_| Scheme::Jwt.as_str());
         let keys = self.api_keys.as_ref().map(|_| Scheme::ApiKey.as_str());
+        let mtls = self.mtls.map(|_| Scheme::Mtls.as_str());
         let anonymous = self.anonymous.then_some(Scheme::Anonymous.as_str());
-        let names: Vec<_> = [jwt, keys, anonymous].into_iter().flatten().collect();
+        let names: Vec<_> = [jwt, keys, mtls, anonymous].into_iter().flatten().collect();
         names.join(" ")
     }
 
@@ -242,6 +278,21 @@ impl Authenticator {
             }
         }
         rows
+    }
+}
+
+/// The principal a verified client certificate names by `identity`.
+fn certificate(peer: &PeerIdentity, identity: Identity) -> Result<Principal, AuthFailure> {
+    match peer.name(identity) {
+        Some(name) => Ok(Principal {
+            name: name.clone(),
+            scheme: Scheme::Mtls,
+            claims: None,
+        }),
+        None => Err(AuthFailure::of(
+            Scheme::Mtls,
+            format!("the client certificate has no {}", identity.label()),
+        )),
     }
 }
 

@@ -174,12 +174,12 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
     if cli.trusted_proxy_hops == 0 {
         return Err(ConfigError::TrustedProxyHops);
     }
-    // Until authorization and mTLS identity are enforced, a route that asks for them must
-    // not start open.
-    if !cli.allow_rules.is_empty() || cli.auth_table.mtls.is_some() {
+    // Until authorization is enforced, a route that asks for it must not start open.
+    if !cli.allow_rules.is_empty() {
         return Err(ConfigError::Unenforced);
     }
-    let auth = Authenticator::new(&cli.auth_table)?;
+    let client_certificates = cli.tls_cert.is_some() && cli.tls_client_ca.is_some();
+    let auth = Authenticator::new(&cli.auth_table, client_certificates)?;
     let mut sensitive_headers = cli.sensitive_header.clone();
     let consumed = consumed_headers(cli, auth.as_deref());
     sensitive_headers.extend(

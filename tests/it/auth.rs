@@ -13,6 +13,7 @@ use a2a_gateway::auth::api_key::MAX_KEY;
 use a2a_gateway::proto::TaskState;
 use a2a_gateway::protocol::ops::{Reply, Request, UnaryRequest};
 use harness::process::*;
+use harness::tls_pki::{Ca, Dir, Leaf};
 use harness::*;
 use serde_json::{json, Value};
 
@@ -187,6 +188,34 @@ async fn anonymous_calls_pass_where_allowed_but_a_failed_key_is_never_downgraded
     assert_eq!(backend.calls(), 1);
 }
 
+/// A notification without credentials gets its 401 with no body; with `[auth.forward]
+/// authorization = false` the client's `Authorization` stays at the gateway.
+#[tokio::test]
+async fn notifications_are_refused_and_authorization_can_stay_at_the_gateway() {
+    let (backend, url) = task_backend().await;
+    let keys = key_file();
+    let file = format!(
+        "backend = \"{url}\"\n[auth.api-keys]\nfile = \"{}\"\n[auth.forward]\nauthorization = false\n",
+        keys.path()
+    );
+    let origin = serve_on_workers(&[], Some(&file)).await;
+    let jsonrpc = format!("{origin}/a2a/jsonrpc");
+    let notification = json!({"jsonrpc": "2.0", "method": "GetTask", "params": {"id": "t-1"}});
+    let (status, headers, body) = post(&jsonrpc, notification.to_string()).await;
+    assert_eq!((status, body.as_str()), (401, ""));
+    assert_eq!(headers["www-authenticate"], "ApiKey header=\"x-api-key\"");
+    assert_eq!(backend.calls(), 0);
+    let with = &[
+        ("a2a-version", "1.0"),
+        ("x-api-key", "alice-key"),
+        ("authorization", "Bearer for-the-agent"),
+    ];
+    let (status, _, body) = post_with(&jsonrpc, get_task(1), with).await;
+    assert_eq!(status, 200, "{body}");
+    let seen = backend.last().metadata;
+    assert!(seen.get("authorization").is_none() && seen.get("x-api-key").is_none());
+}
+
 /// `check-config` refuses key files that cannot be used, naming the file and line and
 /// never the digest.
 #[test]
@@ -236,4 +265,235 @@ fn bad_key_files_fail_the_load_naming_file_and_line() {
         stderr.contains("auth.api-keys file \"/nonexistent/keys\""),
         "{stderr}"
     );
+}
+
+/// An HTTPS client trusting `ca`, presenting `identity` if given.
+fn https_client(ca: &Ca, identity: Option<&Leaf>) -> reqwest::Client {
+    let root = reqwest::Certificate::from_pem(ca.pem.as_bytes()).unwrap();
+    let mut builder = reqwest::Client::builder().add_root_certificate(root);
+    if let Some(leaf) = identity {
+        let pem = format!("{}{}", leaf.cert_pem, leaf.key_pem);
+        builder = builder.identity(reqwest::Identity::from_pem(pem.as_bytes()).unwrap());
+    }
+    builder.build().unwrap()
+}
+
+/// A GetTask over `client` with `headers`: the status, `WWW-Authenticate` and the reply.
+async fn call_with(
+    client: &reqwest::Client,
+    url: &str,
+    headers: &[(&str, &str)],
+) -> (u16, Vec<String>, Value) {
+    let mut request = client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("a2a-version", "1.0")
+        .body(get_task(1));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let challenges = response.headers().get_all("www-authenticate").iter();
+    let challenges = challenges.map(|v| v.to_str().unwrap().to_owned()).collect();
+    (status, challenges, response.json().await.unwrap())
+}
+
+/// The verified client certificate names the principal, by URI SAN, DNS SAN or subject as
+/// each route says; a certificate without that name, or none, is refused; a route that
+/// takes API keys ignores certificates. The principal and scheme are in the access log.
+#[tokio::test]
+async fn client_certificates_name_the_principal_each_route_chooses() {
+    let (backend, url) = task_backend().await;
+    let (ca, clients) = (Ca::new("listener CA"), Ca::new("client CA"));
+    let spiffe = "spiffe://example.org/ns/a/sa/agent";
+    let named = clients.client_with("alice", &[spiffe], &["a.example.org"]);
+    let bare = clients.client("bare");
+    let dir = Dir::new("auth-mtls");
+    let keys = key_file();
+    let mut config = String::new();
+    for (route, auth) in [
+        ("uri", "[route.auth.mtls]\n"),
+        ("dns", "[route.auth.mtls]\nidentity = \"dns\"\n"),
+        ("subject", "[route.auth.mtls]\nidentity = \"subject\"\n"),
+        (
+            "keys",
+            &format!("[route.auth.api-keys]\nfile = \"{}\"\n", keys.path()),
+        ),
+    ] {
+        config.push_str(&format!(
+            "[[route]]\nname = \"{route}\"\npath = \"/{route}\"\nbackend = \"{url}\"\n{auth}"
+        ));
+    }
+    let config = dir.write("gateway.toml", &config);
+    let server = ca.server("gateway", 1);
+    let flags = [
+        "--config".to_owned(),
+        config,
+        "--tls-cert".to_owned(),
+        dir.write("tls.crt", &server.cert_pem),
+        "--tls-key".to_owned(),
+        dir.write("tls.key", &server.key_pem),
+        "--tls-client-ca".to_owned(),
+        dir.write("clients.pem", &clients.pem),
+        "--tls-client-auth".to_owned(),
+        "optional".to_owned(),
+        "--log-format".to_owned(),
+        "json".to_owned(),
+    ];
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let log = TempFile::new("log", "");
+    let listen = free_listen_address();
+    let stderr = std::fs::File::create(log.path()).unwrap();
+    // Traced to the last byte: the API key must appear nowhere in the log all the same.
+    let env = [("RUST_LOG", "trace")];
+    let mut gateway = spawn(&flags, &listen, &env, Stdio::from(stderr));
+    while tokio::net::TcpStream::connect(&listen).await.is_err() {
+        assert!(
+            gateway.running(),
+            "{}",
+            std::fs::read_to_string(log.path()).unwrap()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let endpoint = |route: &str| format!("https://{listen}/{route}/a2a/jsonrpc");
+    let (with_names, with_bare) = (
+        https_client(&ca, Some(&named)),
+        https_client(&ca, Some(&bare)),
+    );
+    let without = https_client(&ca, None);
+
+    for route in ["uri", "dns", "subject"] {
+        let (status, _, reply) = call_with(&with_names, &endpoint(route), &[]).await;
+        assert_eq!(status, 200, "{route}: {reply}");
+    }
+    assert_eq!(backend.calls(), 3);
+    let (status, challenges, reply) = call_with(&with_bare, &endpoint("uri"), &[]).await;
+    assert_eq!((status, challenges), (401, vec!["MutualTLS".to_owned()]));
+    let why = &reply["error"]["data"][0]["metadata"]["why"];
+    assert_eq!(why, "the client certificate has no URI SAN", "{reply}");
+    let (status, _, reply) = call_with(&without, &endpoint("dns"), &[]).await;
+    assert_eq!(status, 401, "{reply}");
+    assert_eq!(reply["error"]["data"][0]["metadata"]["scheme"], "none");
+    // The key route: the certificate is no credential there; the key is.
+    let (status, challenges, _) = call_with(&with_names, &endpoint("keys"), &[]).await;
+    assert_eq!(
+        (status, challenges),
+        (401, vec!["ApiKey header=\"x-api-key\"".to_owned()])
+    );
+    let key = [("x-api-key", "alice-key")];
+    let (status, _, reply) = call_with(&with_names, &endpoint("keys"), &key).await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(backend.calls(), 4, "a refused call reached the agent");
+
+    gateway.terminate();
+    gateway
+        .exit_within(
+            std::time::Duration::from_secs(10),
+            "the gateway did not stop",
+        )
+        .await;
+    let log = std::fs::read_to_string(log.path()).unwrap();
+    assert!(!log.contains("alice-key"), "the API key is in the log");
+    let seen: Vec<(String, String)> = log
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|line| line["target"] == "a2a_gateway::access")
+        .map(|line| {
+            let fields = &line["fields"];
+            let text = |name: &str| fields[name].as_str().unwrap().to_owned();
+            (text("principal"), text("auth"))
+        })
+        .collect();
+    let pair = |p: &str, s: &str| (p.to_owned(), s.to_owned());
+    assert_eq!(
+        seen,
+        [
+            pair(spiffe, "mtls"),
+            pair("a.example.org", "mtls"),
+            pair("CN=alice", "mtls"),
+            pair("-", "-"),
+            pair("-", "-"),
+            pair("-", "-"),
+            pair("alice", "api-key"),
+        ]
+    );
+}
+
+/// `[auth.mtls]` on a listener that asks clients for no certificate is a load error.
+#[test]
+fn mtls_needs_a_listener_with_client_certificates() {
+    let config = TempFile::new(
+        "toml",
+        "backend = \"http://127.0.0.1:1\"\n[auth.mtls]\nidentity = \"uri\"\n",
+    );
+    let out = Command::new(BIN)
+        .args(["check-config", config.path()])
+        .output_within(EXITS_WITHIN);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("auth.mtls: the listener asks clients for no certificate"),
+        "{stderr}"
+    );
+    let config = TempFile::new(
+        "toml",
+        "backend = \"http://127.0.0.1:1\"\n[auth.mtls]\nidentity = \"email\"\n",
+    );
+    let out = Command::new(BIN)
+        .args(["check-config", config.path()])
+        .output_within(EXITS_WITHIN);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// The server span names the caller (`enduser.id`) and its scheme; a refused call's span
+/// names none.
+#[tokio::test]
+async fn the_server_span_names_the_principal() {
+    use harness::otlp::{attr, Collector};
+    let (collector, endpoint) = Collector::grpc().await;
+    let (_backend, url) = task_backend().await;
+    let keys = key_file();
+    let config = TempFile::new(
+        "toml",
+        &format!(
+            "backend = \"{url}\"\n[auth.api-keys]\nfile = \"{}\"\n",
+            keys.path()
+        ),
+    );
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+        ("OTEL_BSP_SCHEDULE_DELAY", "50"),
+    ];
+    let args = ["--config", config.path(), "--workers", "1"];
+    let gateway = start_with(&args, &env, Stdio::null()).await;
+    let with = &[("a2a-version", "1.0"), ("x-api-key", "alice-key")];
+    let (status, _, body) = post_with(&gateway.1, get_task(1), with).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, _, _) = post(&gateway.1, get_task(2)).await;
+    assert_eq!(status, 401);
+    let spans = collector
+        .wait_for(3, std::time::Duration::from_secs(10))
+        .await;
+    let server: Vec<_> = spans
+        .iter()
+        .filter(|s| {
+            s.span.name == "GetTask" && attr(&s.span, "rpc.system").as_deref() == Some("jsonrpc")
+        })
+        .map(|s| {
+            let id = attr(&s.span, "rpc.jsonrpc.request_id");
+            (
+                id,
+                attr(&s.span, "enduser.id"),
+                attr(&s.span, "a2a_gateway.auth.scheme"),
+            )
+        })
+        .collect();
+    let some = |s: &str| Some(s.to_owned());
+    assert!(
+        server.contains(&(some("1"), some("alice"), some("api-key"))),
+        "{server:?}"
+    );
+    assert!(server.contains(&(some("2"), None, None)), "{server:?}");
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose, SerialNumber,
+    KeyPair, KeyUsagePurpose, SanType, SerialNumber,
 };
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
@@ -51,8 +51,18 @@ impl Ca {
 
     /// A client certificate.
     pub fn client(&self, common_name: &str) -> Leaf {
+        self.client_with(common_name, &[], &[])
+    }
+
+    /// A client certificate with these URI SANs (a SPIFFE ID) and DNS SANs.
+    pub fn client_with(&self, common_name: &str, uris: &[&str], dns: &[&str]) -> Leaf {
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let ia5 = |name: &&str| rcgen::string::Ia5String::try_from(*name).unwrap();
+        params.subject_alt_names = uris.iter().map(|u| SanType::URI(ia5(u))).collect();
+        params
+            .subject_alt_names
+            .extend(dns.iter().map(|d| SanType::DnsName(ia5(d))));
         self.sign(params, common_name, 1)
     }
 
