@@ -6,15 +6,15 @@
 //! In (`Caller::restore_in`, the `owner` layer): every id of a request, at every place the
 //! id table (`affinity::ids`) lists, must be sealed for the caller; the seal is taken off
 //! and the rest (the agent's id, or the affinity id) goes on. Anything else is answered
-//! as an unknown task and never reaches the agent. Out (`Caller::seal_reply`,
-//! `seal_events`, from `invoke`): every id of a reply or event is sealed for the caller.
+//! as an unknown task and never reaches the agent. Out (`Caller::seal_out`, `seal_events`,
+//! from `invoke`): every id of a reply or event is sealed for the caller.
 //! Composed with affinity, the owner seal is the outer one: `owner(affinity(agent id))`.
 //!
 //! Listing: an agent does not know who owns a task, so the gateway gives every new
 //! conversation (a message naming neither task nor context) a context id of its own
 //! minting, `owner(random)`: the agent keeps it (spec 3.4.1: an agent that cannot keep a
 //! client's `contextId` must refuse the message), and a `ListTasks` reply keeps only the
-//! tasks whose context the caller minted (`keep_own`).
+//! tasks whose context the caller minted (`keep_own`, `list`).
 //!
 //! The owner is the principal's scheme and name (an API key "alice" is not the JWT
 //! subject "alice"). A route that authenticates nobody, and anonymous callers of a route
@@ -32,7 +32,7 @@ use crate::auth::{Principal, Scheme};
 use crate::backend::affinity::ids::Ids;
 use crate::backend::affinity::{read_key_file, IdCodec, OwnerTag, KEY_FILE_SLACK, MAX_KEY_LEN};
 use crate::backend::affinity::{MINTED_LEN, NONCE_LEN, WRAP_LEN};
-use crate::backend::EventStream;
+use crate::backend::{self, Backend, Call, EventStream};
 use crate::proto::ListTasksResponse;
 use crate::protocol::error::{A2aError, ErrorKind};
 use crate::protocol::ops::{Reply, Request, StreamRequest, UnaryRequest};
@@ -186,26 +186,31 @@ impl Caller {
         context.is_char_boundary(start) && self.opens(&context[start..])
     }
 
-    /// Keeps the caller's own tasks of a listing. The agent's `totalSize` counts every
-    /// caller's tasks, which is not the caller's to learn: it becomes the page's count.
+    /// Keeps the caller's own tasks of a listing's page.
     fn keep_own(&self, list: &mut ListTasksResponse) {
         list.tasks
             .retain(|task| self.owns_context(&task.context_id));
-        list.total_size = i32::try_from(list.tasks.len()).unwrap_or(i32::MAX);
+    }
+
+    /// The backend call of a unary `call`: a listing keeps the caller's own tasks, filling
+    /// its page from the agent's next pages (`list`). The agent's `totalSize` counts every
+    /// caller's tasks, which is not the caller's to learn: it becomes the page's count.
+    pub async fn unary(
+        &self,
+        backend: &dyn Backend,
+        mut call: Call<UnaryRequest>,
+    ) -> Result<backend::Answer<Reply>, backend::Error> {
+        if let UnaryRequest::ListTasks(request) = &mut call.request {
+            let request = std::mem::take(request);
+            return list::own_tasks(self, backend, request, &call).await;
+        }
+        backend.unary(call).await
     }
 
     /// Seals every id of `value` for the caller.
     pub fn seal_out(&self, value: &mut impl Ids) {
         let (codec, tag) = self.minting();
         value.each_id(&mut |id| *id = codec.wrap_owned(tag, id));
-    }
-
-    /// A unary reply as the caller may see it: a listing of its own tasks, ids sealed.
-    pub fn seal_reply(&self, reply: &mut Reply) {
-        if let Reply::ListTasks(list) = reply {
-            self.keep_own(list);
-        }
-        self.seal_out(reply);
     }
 
     /// A stream's events with their ids sealed for the caller.
@@ -221,5 +226,8 @@ impl Caller {
     }
 }
 
+mod list;
+
+pub use list::MORE_PAGES;
 #[cfg(test)]
 mod tests;

@@ -320,4 +320,36 @@ mod tests {
             assert!(text.len() < 64 * 2 + 100, "{}", text.len());
         }
     }
+
+    #[test]
+    fn a_minted_context_names_no_endpoint_on_a_task_owner_route() {
+        use crate::proto::{Message, SendMessageRequest};
+        let codec = IdCodec::new(b"a key of sixteen bytes or more", "r").unwrap();
+        let minted = format!("{}.{}", "A".repeat(24), "b".repeat(22));
+        assert_eq!(minted.len(), MINTED_LEN);
+        let send = |context: &str| SendMessageRequest {
+            message: Some(Message {
+                context_id: context.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(restore_in(&mut send(&minted), &codec, true).unwrap(), None);
+        // Only with task-owner (whose layer checked the seal), and only that shape.
+        assert!(restore_in(&mut send(&minted), &codec, false).is_err());
+        for other in [
+            &minted[1..],
+            &format!("{minted}x"),
+            &minted.replace('.', "-"),
+        ] {
+            assert!(
+                restore_in(&mut send(other), &codec, true).is_err(),
+                "{other}"
+            );
+        }
+        // An affinity id is still one, whatever its shape.
+        let tag = codec.tag("10.0.0.1:1");
+        let mut pinned = send(&codec.wrap(tag, "ctx"));
+        assert_eq!(restore_in(&mut pinned, &codec, true).unwrap(), Some(tag));
+    }
 }

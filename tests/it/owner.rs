@@ -14,7 +14,9 @@ use crate::harness;
 
 use std::time::Duration;
 
-use a2a_gateway::proto::{send_message_response, SendMessageResponse, TaskState};
+use a2a_gateway::proto::{
+    send_message_response, ListTasksResponse, SendMessageResponse, TaskState,
+};
 use a2a_gateway::protocol::ops::{Reply, Request, UnaryRequest};
 use a2a_gateway::route::Routes;
 use a2a_gateway::settings::Settings;
@@ -391,6 +393,106 @@ async fn a_refused_call_reaches_no_agent() {
         Request::Unary(UnaryRequest::GetTask(get)) => assert_eq!(get.id, "t-1"),
         _ => panic!("not a GetTask"),
     }
+}
+
+/// An agent that keeps the tasks messages create, in order, and lists them in pages
+/// whose token is the index of the next task.
+async fn listing_agent() -> (TestBackend, String) {
+    let tasks = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let backend = TestBackend::new(move |request| {
+        let mut tasks = tasks.lock().unwrap();
+        match request {
+            Request::Unary(UnaryRequest::SendMessage(send)) => {
+                let mut made = harness::task(&format!("t-{}", tasks.len()), TaskState::Completed);
+                made.context_id = send.message.as_ref().unwrap().context_id.clone();
+                tasks.push(made.clone());
+                Answer::Reply(Reply::SendMessage(SendMessageResponse {
+                    payload: Some(send_message_response::Payload::Task(made)),
+                }))
+            }
+            Request::Unary(UnaryRequest::ListTasks(list)) => {
+                let start: usize = list.page_token.parse().unwrap_or(0);
+                let size = list.page_size.unwrap_or(50) as usize;
+                let end = (start + size).min(tasks.len());
+                let next = if end < tasks.len() {
+                    end.to_string()
+                } else {
+                    String::new()
+                };
+                Answer::Reply(Reply::ListTasks(ListTasksResponse {
+                    tasks: tasks[start.min(end)..end].to_vec(),
+                    next_page_token: next,
+                    page_size: size as i32,
+                    total_size: tasks.len() as i32,
+                }))
+            }
+            _ => Answer::Error(tonic::Status::unimplemented("not in this test")),
+        }
+    });
+    let addr = backend.spawn().await;
+    (backend, format!("http://{addr}"))
+}
+
+/// A page of `ListTasks`: the agent's ids (in order), the next page token, and how many
+/// agent calls it took.
+async fn page(
+    url: &str,
+    agent: &TestBackend,
+    key: &str,
+    token: &str,
+) -> (Vec<String>, String, usize) {
+    let before = agent.calls();
+    let list = ok(
+        url,
+        key,
+        "ListTasks",
+        json!({"pageSize": 2, "pageToken": token}),
+    )
+    .await;
+    let tasks = list["tasks"].as_array().cloned().unwrap_or_default();
+    assert_eq!(list["totalSize"], json!(tasks.len()), "{list}");
+    let ids = tasks
+        .iter()
+        .map(|t| text(&t["id"])[25..].to_owned())
+        .collect();
+    (ids, text(&list["nextPageToken"]), agent.calls() - before)
+}
+
+/// A page that lost another caller's tasks is filled from the agent's next pages, each
+/// asked for the room left, at most `MORE_PAGES` more; then it ends short, with the token
+/// that continues it, and no task is skipped.
+#[tokio::test]
+async fn a_listing_fills_its_page_from_further_agent_pages() {
+    use a2a_gateway::auth::owner::MORE_PAGES;
+    let (agent, backend) = listing_agent().await;
+    let files = Files::new(&[OLD_KEY]);
+    let url = gateway(&files.config(&[backend], false, true)).await;
+    // The agent's order: alice t-0, bob t-1, alice t-2, bob t-3…t-14, alice t-15.
+    let owners = [ALICE, BOB, ALICE]
+        .into_iter()
+        .chain([BOB; 12])
+        .chain([ALICE]);
+    for key in owners {
+        ok(&url, key, "SendMessage", message("hi", None, None)).await;
+    }
+    assert_eq!(MORE_PAGES, 4);
+    let (ids, token, calls) = page(&url, &agent, ALICE, "").await;
+    assert_eq!(
+        (ids, token.as_str(), calls),
+        (vec!["t-0".into(), "t-2".into()], "3", 2)
+    );
+    // Twelve of bob's: 1 + MORE_PAGES agent pages of 2 hold ten, and the page ends empty.
+    let (ids, token, calls) = page(&url, &agent, ALICE, &token).await;
+    assert_eq!(
+        (ids.len(), token.as_str(), calls),
+        (0, "13", 1 + MORE_PAGES)
+    );
+    let (ids, token, calls) = page(&url, &agent, ALICE, &token).await;
+    assert_eq!((ids, token.as_str(), calls), (vec!["t-15".into()], "", 2));
+    // Bob's whole listing, in one agent page.
+    let bob = ok(&url, BOB, "ListTasks", json!({"pageSize": 100})).await;
+    assert_eq!(bob["tasks"].as_array().unwrap().len(), 13, "{bob}");
+    assert_eq!(bob["totalSize"], 13);
 }
 
 #[tokio::test]

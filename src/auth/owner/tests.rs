@@ -212,7 +212,7 @@ fn a_listing_keeps_the_callers_tasks() {
         context_id,
         ..Default::default()
     };
-    let mut reply = Reply::ListTasks(ListTasksResponse {
+    let mut list = ListTasksResponse {
         tasks: vec![
             task("a1", mint(&alice)),
             task("b1", mint(&bob)),
@@ -222,14 +222,11 @@ fn a_listing_keeps_the_callers_tasks() {
         next_page_token: "agent-page-2".into(),
         page_size: 4,
         total_size: 40,
-    });
-    alice.seal_reply(&mut reply);
-    let Reply::ListTasks(list) = reply else {
-        unreachable!()
     };
+    alice.keep_own(&mut list);
+    alice.seal_out(&mut list);
     let ids: Vec<_> = list.tasks.iter().map(|t| &t.id[WRAP_LEN..]).collect();
     assert_eq!(ids, ["a1", "a2"]);
-    assert_eq!(list.total_size, 2, "the agent's total is everyone's");
     assert_eq!(list.next_page_token, "agent-page-2");
     // Sealed out: the caller can name them again.
     let mut request = get(&list.tasks[0].id);

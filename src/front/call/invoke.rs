@@ -47,13 +47,18 @@ impl Layer<Box<Request>> for Invoke {
                     timeout,
                     trace,
                 };
-                let answer = gateway.backend.unary(call).await;
+                let owner = (gateway.owner.as_ref()).map(|keys| keys.caller(x.principal.as_ref()));
+                let answer = match &owner {
+                    // Boxed: only a task-owner route carries its (larger) future.
+                    Some(owner) => Box::pin(owner.unary(&*gateway.backend, call)).await,
+                    None => gateway.backend.unary(call).await,
+                };
                 let (mut reply, extensions) = answered(&mut x.record, answer)?;
                 let Some(id) = x.id.as_deref() else {
                     return Ok(Answer::Json(Vec::new(), extensions));
                 };
-                if let Some(keys) = &gateway.owner {
-                    keys.caller(x.principal.as_ref()).seal_reply(&mut reply);
+                if let Some(owner) = &owner {
+                    owner.seal_out(&mut reply);
                 }
                 x.record.reply(&reply);
                 let card = gateway.card.as_deref();
