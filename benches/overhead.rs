@@ -224,7 +224,8 @@ fn free_port() -> u16 {
     listener.local_addr().expect("addr").port()
 }
 
-async fn start_gateway(backend: SocketAddr) -> (Proc, SocketAddr) {
+/// The gateway in front of `backend`, with the defaults and then `extra` flags.
+async fn start_gateway(backend: SocketAddr, extra: &[&str]) -> (Proc, SocketAddr) {
     let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     // OVERHEAD_GATEWAY_BIN: another gateway build, for before/after comparisons.
     let bin = std::env::var("OVERHEAD_GATEWAY_BIN").unwrap_or_else(|_| GATEWAY_BIN.to_owned());
@@ -244,6 +245,7 @@ async fn start_gateway(backend: SocketAddr) -> (Proc, SocketAddr) {
         .args(["--listen", &addr.to_string()])
         .args(["--backend", &format!("http://{backend}")])
         .args(["--access-log", &access_log])
+        .args(extra)
         .env_remove("RUST_LOG")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -1210,7 +1212,7 @@ impl Setup {
 
 async fn run(opts: Options) {
     let (backend, backend_addr) = start_backend();
-    let (gateway, gateway_addr) = start_gateway(backend_addr).await;
+    let (gateway, gateway_addr) = start_gateway(backend_addr, &[]).await;
     let setup = Setup {
         backend,
         backend_addr,
@@ -1477,8 +1479,11 @@ async fn set_ticking(control: &mut A2aServiceClient<Channel>, on: bool) {
 
 async fn fan_in(setup: &Setup, opts: &Options) -> Vec<Row> {
     let window = Duration::from_secs(if opts.quick { 4 } else { 10 });
-    // A fresh gateway, so its RSS is that of this scenario alone.
-    let (gateway, addr) = start_gateway(setup.backend_addr).await;
+    // A fresh gateway, so its RSS is that of this scenario alone. Its default bound of
+    // open streams (1,000) is what this scenario exceeds on purpose.
+    let streams = FAN_STREAMS.to_string();
+    let raised = ["--global-max-concurrent-streams", &streams];
+    let (gateway, addr) = start_gateway(setup.backend_addr, &raised).await;
     let gw_pid = gateway.pid();
     let mut probe = Conn::open(Target::Http(addr, "/a2a/jsonrpc"), Kind::GetTask).await;
     for _ in 0..10 {
@@ -1636,7 +1641,7 @@ async fn sdk_rows(opts: &Options) -> Result<Vec<Row>, String> {
     };
     let grpc = field("grpc=")?;
     let http = field("http=")?;
-    let (gateway, gateway_addr) = start_gateway(grpc).await;
+    let (gateway, gateway_addr) = start_gateway(grpc, &[]).await;
     let pids = |through: bool| Pids {
         gateway: through.then(|| gateway.pid()),
         backend: agent.pid(),

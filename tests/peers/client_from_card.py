@@ -1,6 +1,6 @@
 """Discovery + conversation with the a2a-sdk 1.3.0 client, starting from a base URL only.
 
-    python client_from_card.py BASE_URL [--tenant T]
+    python client_from_card.py BASE_URL [--tenant T] [--credential KIND=VALUE ...]
 
 1. The SDK's `A2ACardResolver` fetches `BASE_URL/.well-known/agent-card.json`.
 2. The SDK's `ClientFactory` (config: JSONRPC is the only transport it may use) picks
@@ -10,8 +10,14 @@
    `stream` (-> the six events), get the task, send `slow` and cancel it (-> CANCELED),
    send `headers` (-> what the agent saw: binding and tenant).
 
+With `--credential` (KIND `bearer` or `api-key`), the SDK's `AuthInterceptor` reads the
+card's `securityRequirements` and `securitySchemes` and sends, for the first required scheme
+it has a credential for, that credential where the scheme says (`Authorization: Bearer` for
+HTTP bearer, OAuth2 and OpenID Connect schemes; the named header for an API key).
+
 stdout (for the caller to assert on):
     CARD <url the card was fetched from>
+    SECURITY <scheme>:<kind>[:<header>] ...   # the card's required schemes, in order
     INTERFACE <protocolBinding> <protocolVersion> <url>      # what the factory chose
     step <n>: <name>: ok
     AGENT binding=<jsonrpc|rest|grpc> tenant=<tenant seen by the agent, '-' if none>
@@ -32,6 +38,7 @@ import sys
 import httpx
 
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.client.auth import AuthInterceptor, CredentialService
 from a2a.helpers import get_message_text
 from a2a.types.a2a_pb2 import CancelTaskRequest, GetTaskRequest, TaskState
 from conversation_helpers import check, collect, kind, request, run_steps
@@ -85,7 +92,40 @@ def steps(unary, streaming, expected_tenant):
             ('send slow + cancel -> canceled', cancel), ('agent saw binding and tenant', agent_view)]
 
 
-async def main(base_url, tenant):
+def scheme_kind(scheme):
+    """`bearer`, `api-key` or `mtls`: what the client must present for a card's scheme."""
+    if scheme.HasField('api_key_security_scheme'):
+        return 'api-key', scheme.api_key_security_scheme.name
+    if scheme.HasField('mtls_security_scheme'):
+        return 'mtls', None
+    return 'bearer', None
+
+
+class CardCredentials(CredentialService):
+    """The credential of each kind, given for whichever scheme of the card asks for it."""
+
+    def __init__(self, card, credentials):
+        self._card = card
+        self._credentials = credentials
+
+    async def get_credentials(self, security_scheme_name, context):
+        scheme = self._card.security_schemes.get(security_scheme_name)
+        if scheme is None:
+            return None
+        return self._credentials.get(scheme_kind(scheme)[0])
+
+
+def security_line(card):
+    names = []
+    for requirement in card.security_requirements:
+        for name in requirement.schemes:
+            scheme = card.security_schemes.get(name)
+            kind, header = scheme_kind(scheme) if scheme is not None else ('missing', None)
+            names.append(f'{name}:{kind}' + (f':{header}' if header else ''))
+    return 'SECURITY ' + (' '.join(names) or '-')
+
+
+async def main(base_url, tenant, credentials):
     sent = []
 
     async def record(req):
@@ -95,14 +135,17 @@ async def main(base_url, tenant):
         try:
             card = await asyncio.wait_for(A2ACardResolver(http, base_url).get_agent_card(), 60)
             config = dict(httpx_client=http, supported_protocol_bindings=['JSONRPC'])
-            unary = ClientFactory(ClientConfig(streaming=False, **config)).create(card)
-            streaming = ClientFactory(ClientConfig(streaming=True, **config)).create(card)
+            interceptors = [AuthInterceptor(CardCredentials(card, credentials))]
+            unary = ClientFactory(ClientConfig(streaming=False, **config)).create(card, interceptors)
+            streaming = ClientFactory(ClientConfig(streaming=True, **config)).create(
+                card, interceptors)
         except Exception as e:  # noqa: BLE001
             reason = ' | '.join(str(e).splitlines())
             print(f'FAIL step 0 (resolve card, create client): {type(e).__name__}: {reason}',
                   file=sys.stderr)
             return 1
         print(f'CARD {sent[0]}', flush=True)
+        print(security_line(card), flush=True)
         # The factory's choice, as the SDK itself resolves it (a 1.0 JSONRPC interface first).
         chosen = ClientFactory._find_best_interface(list(card.supported_interfaces), ['JSONRPC'])
         print(f'INTERFACE {chosen.protocol_binding} {chosen.protocol_version} {chosen.url}', flush=True)
@@ -126,5 +169,8 @@ if __name__ == '__main__':
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('base_url')
     parser.add_argument('--tenant', help='the tenant the agent must see')
+    parser.add_argument('--credential', action='append', default=[], metavar='KIND=VALUE',
+                        help='bearer=TOKEN or api-key=KEY, sent where the card says')
     args = parser.parse_args()
-    sys.exit(asyncio.run(main(args.base_url, args.tenant)))
+    credentials = dict(c.split('=', 1) for c in args.credential)
+    sys.exit(asyncio.run(main(args.base_url, args.tenant, credentials)))

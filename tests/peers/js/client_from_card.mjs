@@ -1,7 +1,7 @@
 // Discovery + conversation with the official A2A JS SDK client (@a2a-js/sdk, pinned in
 // package.json), starting from a base URL only. The twin of ../client_from_card.py.
 //
-//   node "$(tests/peers/provision_js.sh)" BASE_URL [--tenant T]
+//   node "$(tests/peers/provision_js.sh)" BASE_URL [--tenant T] [--credential KIND=VALUE ...]
 //
 // 1. The SDK's DefaultAgentCardResolver fetches BASE_URL/.well-known/agent-card.json.
 //    It resolves the card path *relative* to the base URL (new URL('.well-known/…', base)),
@@ -15,8 +15,15 @@
 //    `stream` (-> the six events), get the task, send `slow` and cancel it (-> CANCELED),
 //    send `headers` (-> what the agent saw: A2A-Version, binding and tenant).
 //
+// With `--credential` (KIND `bearer` or `api-key`): once the card is resolved (without
+// credentials: it is public), the SDK's createAuthenticatingFetchWithRetry sends, for the
+// first of the card's securityRequirements it has a credential for, that credential where
+// the card's scheme says (Authorization: Bearer for HTTP bearer, OAuth2 and OpenID Connect;
+// the named header for an API key). The JS SDK does not read the card's security itself.
+//
 // stdout, like client_from_card.py:
 //   CARD <url the card was fetched from>
+//   SECURITY <scheme>:<kind>[:<header>] ...   (the card's required schemes, in order)
 //   INTERFACE <protocolBinding> <protocolVersion> <url>      (what the factory chose)
 //   step <n>: <name>: ok
 //   AGENT binding=<jsonrpc|rest|grpc> tenant=<tenant seen by the agent, '-' if none>
@@ -36,7 +43,12 @@ import {
   TaskState,
   taskStateToJSON,
 } from '@a2a-js/sdk';
-import { ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
+import {
+  ClientFactory,
+  createAuthenticatingFetchWithRetry,
+  DefaultAgentCardResolver,
+  JsonRpcTransportFactory,
+} from '@a2a-js/sdk/client';
 
 const STEP_LIMIT_MS = 60_000;
 setTimeout(() => {
@@ -126,24 +138,62 @@ function steps(client, expectedTenant) {
   ];
 }
 
+// What the client must present for a card's scheme: [kind, header name or undefined].
+function schemeKind(scheme) {
+  switch (scheme?.scheme?.$case) {
+    case 'apiKeySecurityScheme': return ['api-key', scheme.scheme.value.name];
+    case 'mtlsSecurityScheme': return ['mtls', undefined];
+    case undefined: return ['missing', undefined];
+    default: return ['bearer', undefined];
+  }
+}
+
+// The card's required schemes, in order: [name, kind, header].
+function required(card) {
+  return (card.securityRequirements ?? []).flatMap((requirement) =>
+    Object.keys(requirement.schemes ?? {}).map((name) =>
+      [name, ...schemeKind(card.securitySchemes?.[name])]));
+}
+
+// The headers of the first required scheme a credential is given for.
+function credentialHeaders(card, credentials) {
+  for (const [, kind, header] of required(card)) {
+    const value = credentials[kind];
+    if (value === undefined) continue;
+    if (kind === 'api-key') return { [header]: value };
+    if (kind === 'bearer') return { Authorization: `Bearer ${value}` };
+  }
+  return {};
+}
+
 const oneLine = (e) => `${e?.name ?? 'Error'}: ${String(e?.message ?? e).split('\n').join(' | ')}`;
 
 async function main() {
   const { positionals, values } = parseArgs({
     allowPositionals: true,
-    options: { tenant: { type: 'string' } },
+    options: { tenant: { type: 'string' }, credential: { type: 'string', multiple: true } },
   });
+  const credentials = Object.fromEntries((values.credential ?? []).map((c) => {
+    const at = c.indexOf('=');
+    return [c.slice(0, at), c.slice(at + 1)];
+  }));
   if (positionals.length !== 1) {
-    console.error('usage: client_from_card.mjs BASE_URL [--tenant T]');
+    console.error('usage: client_from_card.mjs BASE_URL [--tenant T] [--credential KIND=VALUE ...]');
     return 2;
   }
   const base = positionals[0].endsWith('/') ? positionals[0] : `${positionals[0]}/`;
 
   const sent = [];
-  const fetchImpl = (input, init) => {
+  const recorded = (input, init) => {
     sent.push(String(input instanceof Request ? input.url : input));
     return fetch(input, init);
   };
+  // Empty until the card is known: the card itself is fetched without credentials.
+  let authHeaders = {};
+  const fetchImpl = createAuthenticatingFetchWithRetry(recorded, {
+    headers: async () => authHeaders,
+    shouldRetryWithHeaders: async () => undefined,
+  });
   let client;
   try {
     const factory = new ClientFactory({
@@ -156,6 +206,10 @@ async function main() {
     return 1;
   }
   console.log(`CARD ${sent[0]}`);
+  const security = required(client.agentCard).map(([name, kind, header]) =>
+    `${name}:${kind}${header ? `:${header}` : ''}`);
+  console.log(`SECURITY ${security.join(' ') || '-'}`);
+  authHeaders = credentialHeaders(client.agentCard, credentials);
   // The transport the factory built (wrapped in a TenantTransportDecorator when the
   // interface has a tenant) and the card's interface it was built from.
   const transport = client.transport.base ?? client.transport;
