@@ -249,6 +249,20 @@ async fn a_resigned_card_signs_the_declaration() {
     let mut forged = card.clone();
     forged["securityRequirements"] = json!([{}]);
     assert!(!verifies(&forged));
+
+    // a2a-sdk 1.3.0 drops every empty value before canonicalising, the scope-less
+    // requirement `{"list": []}` the spec keeps (§8.4.1) included (card_signing.rs pins the
+    // rule): its verifier rejects this card. When the SDK changes, this says so.
+    let pem = gateway.signing_key.serialize_pem();
+    let result = harness::peer::sdk_verify(&[("gw-1", &pem)], std::slice::from_ref(&card));
+    let mut without = card;
+    without
+        .as_object_mut()
+        .unwrap()
+        .remove("securityRequirements");
+    let theirs = String::from_utf8(a2a_gateway::signing::signing_payload(&without)).unwrap();
+    assert_eq!(result.payloads[0], theirs, "the only difference");
+    assert_eq!(result.verdicts, ["invalid: No valid signature found"]);
 }
 
 #[tokio::test]

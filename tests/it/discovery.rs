@@ -7,6 +7,8 @@
 //! gateway process has three routes to it: gRPC, HTTP+JSON, and gRPC with a fixed tenant.
 //! The interface each client chose and really called must be the gateway's JSON-RPC URL of
 //! that route, and the agent must have been reached over the route's binding (and tenant).
+//! A fourth route takes API keys: its card declares the gateway's scheme, and each client,
+//! given a key, sends it where the card says (issue 22: the card tells the truth).
 //!
 //! Both scripts first talk to agent.py directly (its own card names its own JSON-RPC
 //! endpoint), so a broken SDK install or script is told apart from a gateway failure.
@@ -32,11 +34,19 @@ struct ConfigFile(PathBuf);
 
 impl ConfigFile {
     fn new(text: &str) -> ConfigFile {
-        let path = std::env::temp_dir().join(format!("a2a-discovery-{}.toml", std::process::id()));
+        ConfigFile::named("toml", text)
+    }
+
+    fn named(extension: &str, text: &str) -> ConfigFile {
+        let name = format!("a2a-discovery-{}.{extension}", std::process::id());
+        let path = std::env::temp_dir().join(name);
         std::fs::write(&path, text).unwrap();
         ConfigFile(path)
     }
 }
+
+/// The API key the clients hold for the `keyed` route.
+const KEY: &str = "sdk-client-key";
 
 impl Drop for ConfigFile {
     fn drop(&mut self) {
@@ -227,6 +237,9 @@ async fn both_sdk_clients_discover_each_route_from_its_base_url() {
     let agent = tokio::task::spawn_blocking(Peer::start).await.unwrap();
     let agent_http = agent.jsonrpc.trim_end_matches("/jsonrpc").to_owned();
     let card_source = format!("{agent_http}/.well-known/agent-card.json");
+    let digest = ring::digest::digest(&ring::digest::SHA256, KEY.as_bytes());
+    let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    let keys = ConfigFile::named("keys", &format!("sdk-client {hex}\n"));
     let config = ConfigFile::new(&format!(
         r#"
         timeout = "20s"
@@ -254,9 +267,20 @@ async fn both_sdk_clients_discover_each_route_from_its_base_url() {
         tenant = "acme"
         [route.card]
         source = "{card_source}"
+
+        [[route]]
+        name = "keyed"
+        path = "/agents/keyed"
+        backend = "{grpc}"
+        [route.card]
+        source = "{card_source}"
+        [route.auth.api-keys]
+        file = "{keys}"
+        header = "x-agent-key"
         "#,
         grpc = agent.grpc,
         rest = agent.rest,
+        keys = keys.0.display(),
     ));
     // The gateway's log goes to a file, shown when a check fails (card fetch errors etc.).
     let log_path = config.0.with_extension("log");
@@ -292,12 +316,21 @@ async fn both_sdk_clients_discover_each_route_from_its_base_url() {
 
     // Through the gateway: every client × route is run, then all failures are reported.
     let routes = [
-        ("grpc", "binding=grpc tenant=-", None),
-        ("rest", "binding=rest tenant=-", None),
-        ("tenant", "binding=grpc tenant=acme", Some("acme")),
+        ("grpc", "binding=grpc tenant=-", vec![]),
+        ("rest", "binding=rest tenant=-", vec![]),
+        (
+            "tenant",
+            "binding=grpc tenant=acme",
+            vec!["--tenant", "acme"],
+        ),
+        (
+            "keyed",
+            "binding=grpc tenant=-",
+            vec!["--credential", "api-key=sdk-client-key"],
+        ),
     ];
     let mut failures = Vec::new();
-    for (route, agent_saw, tenant) in routes {
+    for (route, agent_saw, args) in routes {
         let base = format!("{origin}/agents/{route}");
         let want = Want {
             card: format!("{base}/.well-known/agent-card.json"),
@@ -314,8 +347,7 @@ async fn both_sdk_clients_discover_each_route_from_its_base_url() {
             Err(e) => failures.push(format!("{route}: card {}: {e}", want.card)),
         }
         for sdk in [Sdk::Python, Sdk::Js] {
-            let args: Vec<&'static str> = tenant.map(|t| vec!["--tenant", t]).unwrap_or_default();
-            let (clients, base) = (clients.clone(), base.clone());
+            let (clients, base, args) = (clients.clone(), base.clone(), args.clone());
             let run = tokio::task::spawn_blocking(move || clients.run(sdk, &base, &args))
                 .await
                 .unwrap();
@@ -325,6 +357,17 @@ async fn both_sdk_clients_discover_each_route_from_its_base_url() {
                     "{sdk:?} via /agents/{route}: {why}\n  stdout: {}\n  stderr: {}",
                     run.stdout.trim().replace('\n', "\n          "),
                     run.stderr.trim().replace('\n', "\n          ")
+                ));
+            }
+            // The keyed route's card names the gateway's scheme, which the client used.
+            let security = run.line("SECURITY");
+            let declared = match route {
+                "keyed" => "gateway-api-key:api-key:x-agent-key",
+                _ => "-",
+            };
+            if run.success && security != Some(declared) {
+                failures.push(format!(
+                    "{sdk:?} via /agents/{route}: SECURITY {security:?}"
                 ));
             }
         }
@@ -337,7 +380,7 @@ async fn both_sdk_clients_discover_each_route_from_its_base_url() {
     let tail: Vec<&str> = log.lines().rev().take(20).collect();
     assert!(
         failures.is_empty(),
-        "{} of 9 discovery checks failed:\n{}\ngateway log (last lines):\n{}",
+        "{} of 12 discovery checks failed:\n{}\ngateway log (last lines):\n{}",
         failures.len(),
         failures.join("\n"),
         tail.into_iter().rev().collect::<Vec<_>>().join("\n")
