@@ -332,9 +332,7 @@ async fn verify_bearer(jwt: &JwtAuth, value: &HeaderValue) -> Result<Principal, 
     if token.len() > MAX_TOKEN {
         return fail("the bearer token is longer than 16384 bytes");
     }
-    // Boxed: verification may fetch keys, and its state inline would size every call's
-    // future, on routes without authentication too (bytes per call, cost_budget).
-    Box::pin(jwt.verify(token))
+    jwt.verify(token)
         .await
         .map_err(|refusal| AuthFailure::of(Scheme::Jwt, refusal.0))
 }

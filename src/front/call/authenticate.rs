@@ -21,7 +21,10 @@ impl<In: Send, L: Layer<In> + Sync> Layer<In> for Authenticate<L> {
 
     async fn call(&self, x: &mut Exchange<'_>, input: In) -> Result<Answer<L::Events>, A2aError> {
         if let (Some(auth), None) = (&x.gateway.auth, &x.principal) {
-            match auth.authenticate(x.head).await {
+            // Boxed: its state inline (a bearer token's verification may fetch keys) would
+            // size every call's future, on routes without authentication too (bytes per
+            // call, tests/it/cost_budget.rs); an authenticated call pays one allocation.
+            match Box::pin(auth.authenticate(x.head)).await {
                 Ok(principal) => x.principal = Some(principal),
                 Err(failure) => return Ok(Answer::Refused(Box::new(refusal(auth, &failure)))),
             }
