@@ -327,9 +327,7 @@ async fn verify_bearer(jwt: &JwtAuth, value: &HeaderValue) -> Result<Principal, 
         return fail("the bearer token is empty");
     }
     // `verify` bounds the token's size, before any decoding.
-    // Boxed: verification may fetch keys, and its state inline would size every call's
-    // future, on routes without authentication too (bytes per call, cost_budget).
-    Box::pin(jwt.verify(token))
+    jwt.verify(token)
         .await
         .map_err(|refusal| AuthFailure::of(Scheme::Jwt, refusal.to_string()))
 }

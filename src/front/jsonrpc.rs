@@ -60,7 +60,7 @@ struct Context<'a> {
     /// The route's limits, checked before each call goes to the backend.
     limits: Option<&'a Arc<RouteLimits>>,
     /// The caller, when the whole request was authenticated at once (a batch).
-    principal: Option<crate::auth::Principal>,
+    principal: Option<&'a crate::auth::Principal>,
 }
 
 /// Whether the request has one Content-Type and it names JSON: `application/json` or
@@ -201,7 +201,7 @@ fn handle_one<'a>(
         in_batch,
         started,
         deadline: None,
-        principal: ctx.principal.clone(),
+        principal: ctx.principal.cloned(),
         record,
     };
     Either::Left(run(exchange, envelope.params))

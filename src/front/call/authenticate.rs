@@ -5,6 +5,9 @@
 //! passes through untouched. A batch is authenticated once, before its members
 //! (`jsonrpc::batch`): its members arrive with their principal set.
 
+use std::future::Future;
+
+use futures::future::Either;
 use serde_json::json;
 
 use crate::auth::authenticator::{AuthFailure, Authenticator};
@@ -19,17 +22,35 @@ pub struct Authenticate<L>(pub L);
 impl<In: Send, L: Layer<In> + Sync> Layer<In> for Authenticate<L> {
     type Events = L::Events;
 
-    async fn call(&self, x: &mut Exchange<'_>, input: In) -> Result<Answer<L::Events>, A2aError> {
-        if let (Some(auth), None) = (&x.gateway.auth, &x.principal) {
+    /// Not an `async fn`: a call that needs no authentication (none configured, or its
+    /// batch's done) is the inner layer's future itself, so a route without
+    /// authentication carries none of this layer's state (bytes per call,
+    /// tests/it/cost_budget.rs); an authenticated call pays one allocation for it.
+    fn call(
+        &self,
+        x: &mut Exchange<'_>,
+        input: In,
+    ) -> impl Future<Output = Result<Answer<L::Events>, A2aError>> + Send {
+        let gateway = x.gateway;
+        let auth = match (&gateway.auth, &x.principal) {
+            (Some(auth), None) => auth,
+            (_, principal) => {
+                if let Some(principal) = principal {
+                    x.record.principal(principal);
+                }
+                return Either::Right(self.0.call(x, input));
+            }
+        };
+        Either::Left(Box::pin(async move {
             match auth.authenticate(x.head).await {
-                Ok(principal) => x.principal = Some(principal),
+                Ok(principal) => {
+                    x.record.principal(&principal);
+                    x.principal = Some(principal);
+                }
                 Err(failure) => return Ok(Answer::Refused(Box::new(refusal(auth, &failure)))),
             }
-        }
-        if let Some(principal) = &x.principal {
-            x.record.principal(principal);
-        }
-        self.0.call(x, input).await
+            self.0.call(x, input).await
+        }))
     }
 }
 

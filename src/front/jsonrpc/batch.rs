@@ -51,13 +51,14 @@ pub(super) async fn handle(gateway: &Gateway, ctx: &Context<'_>, bytes: &[u8]) -
     }
     // One set of credentials for the whole request: checked once, and a refusal refuses
     // the request (one 401, as for a single call), not each member.
-    let authenticated;
+    let (principal, authenticated);
     let ctx = match &gateway.auth {
         None => ctx,
         Some(auth) => match auth.authenticate(ctx.request).await {
-            Ok(principal) => {
+            Ok(caller) => {
+                principal = caller;
                 authenticated = Context {
-                    principal: Some(principal),
+                    principal: Some(&principal),
                     ..*ctx
                 };
                 &authenticated
