@@ -75,6 +75,7 @@ const SCENARIOS: &[&str] = &[
     "stream",
     "fan-in",
     "sdk",
+    "jwt-32",
 ];
 
 struct Options {
@@ -624,6 +625,8 @@ enum Conn {
         host: String,
         path: &'static str,
         body: Bytes,
+        /// `Authorization` of every request (`Target::Bearer`).
+        authorization: Option<&'static str>,
     },
     Grpc {
         client: A2aServiceClient<Channel>,
@@ -679,6 +682,8 @@ fn versioned<T>(msg: T) -> tonic::Request<T> {
 enum Target {
     /// JSON-RPC at this address and path (the gateway, or the SDK's own endpoint).
     Http(SocketAddr, &'static str),
+    /// The gateway's JSON-RPC endpoint at this address, with this `Authorization`.
+    Bearer(SocketAddr, &'static str),
     /// The backend directly over gRPC.
     Grpc(SocketAddr),
 }
@@ -691,6 +696,14 @@ impl Conn {
                 host: addr.to_string(),
                 path,
                 body: kind.json(),
+                authorization: None,
+            },
+            Target::Bearer(addr, authorization) => Conn::Http {
+                sender: http_sender(addr).await,
+                host: addr.to_string(),
+                path: "/a2a/jsonrpc",
+                body: kind.json(),
+                authorization: Some(authorization),
             },
             Target::Grpc(addr) => Conn::Grpc {
                 client: grpc_client(addr).await,
@@ -714,9 +727,16 @@ impl Conn {
                 host,
                 path,
                 body,
+                authorization,
             } => {
                 sender.ready().await.map_err(|e| e.to_string())?;
-                let request = http_request(host, path, body.clone());
+                let mut request = http_request(host, path, body.clone());
+                if let Some(authorization) = authorization {
+                    let value = http::HeaderValue::from_static(authorization);
+                    request
+                        .headers_mut()
+                        .insert(http::header::AUTHORIZATION, value);
+                }
                 let response = sender
                     .send_request(request)
                     .await
@@ -982,6 +1002,7 @@ async fn stream_rate(target: Target, frames: usize, pids: Pids) -> Sample {
                 .await
                 .0
         }
+        Target::Bearer(..) => unreachable!("streams are measured without a token"),
         Target::Grpc(addr) => {
             let mut client = grpc_client(addr).await;
             let request = Kind::send_request(&format!("stream:{frames}"));
@@ -1019,6 +1040,7 @@ async fn stream_first_frame(target: Target, calls: usize, frames: usize, pids: P
                 latencies.push((first - t0).as_nanos() as u64);
             }
         }
+        Target::Bearer(..) => unreachable!("streams are measured without a token"),
         Target::Grpc(addr) => {
             let mut client = grpc_client(addr).await;
             for _ in 0..calls {
@@ -1247,6 +1269,7 @@ async fn run(opts: Options) {
             "stream" => rows.extend(stream_scenario(&setup, &opts).await),
             "fan-in" => rows.extend(fan_in(&setup, &opts).await),
             "sdk" => rows.extend(sdk(&opts).await),
+            "jwt-32" => rows.extend(jwt(&setup, &opts).await),
             _ => unreachable!(),
         }
         eprintln!("   {:.1} s", started.elapsed().as_secs_f64());
@@ -1685,4 +1708,79 @@ async fn sdk_rows(opts: &Options) -> Result<Vec<Row>, String> {
             "a2a-sdk's own JSON-RPC endpoint".to_owned(),
         ),
     ])
+}
+
+// ---------------------------------------------------------------- jwt
+
+/// `iss` and `aud` of the bench's tokens.
+const JWT_ISSUER: &str = "https://issuer.bench.example";
+const JWT_AUDIENCE: &str = "a2a-gateway";
+
+/// A gateway whose route takes bearer JWTs (one EdDSA key, from a JWKS file) beside the
+/// setup's plain one, and an `Authorization` value it accepts for the next hour.
+async fn jwt_gateway(backend: SocketAddr) -> (Proc, SocketAddr, &'static str) {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine;
+    use ring::signature::{Ed25519KeyPair, KeyPair};
+    let pkcs8 = Ed25519KeyPair::generate_pkcs8(&ring::rand::SystemRandom::new()).expect("key");
+    let key = Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).expect("key");
+    let jwks = format!(
+        r#"{{"keys":[{{"kty":"OKP","crv":"Ed25519","kid":"bench","alg":"EdDSA","use":"sig","x":"{}"}}]}}"#,
+        URL_SAFE_NO_PAD.encode(key.public_key().as_ref())
+    );
+    let dir = std::env::temp_dir();
+    let jwks_path = dir.join(format!("overhead-jwks-{}.json", std::process::id()));
+    std::fs::write(&jwks_path, jwks).expect("jwks file");
+    let config = format!(
+        "[[auth.jwt]]\nissuer = \"{JWT_ISSUER}\"\naudiences = [\"{JWT_AUDIENCE}\"]\njwks-file = \"{}\"\n",
+        jwks_path.display()
+    );
+    let config_path = dir.join(format!("overhead-jwt-{}.toml", std::process::id()));
+    std::fs::write(&config_path, config).expect("config file");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs();
+    let header = URL_SAFE_NO_PAD.encode(r#"{"alg":"EdDSA","kid":"bench","typ":"JWT"}"#);
+    let claims = format!(
+        r#"{{"iss":"{JWT_ISSUER}","aud":"{JWT_AUDIENCE}","sub":"bench","iat":{now},"exp":{}}}"#,
+        now + 3600
+    );
+    let input = format!("{header}.{}", URL_SAFE_NO_PAD.encode(claims));
+    let signature = URL_SAFE_NO_PAD.encode(key.sign(input.as_bytes()).as_ref());
+    let authorization = format!("Bearer {input}.{signature}").leak();
+    let config_arg = config_path.to_string_lossy().into_owned();
+    let (gateway, addr) = start_gateway(backend, &["--config", &config_arg]).await;
+    (gateway, addr, authorization)
+}
+
+/// The same calls through a route with bearer JWTs and through the plain one, A-B-A: what
+/// authentication adds per call (a verified token is cached, so each call looks it up).
+async fn jwt(setup: &Setup, opts: &Options) -> Vec<Row> {
+    let (gateway, addr, authorization) = jwt_gateway(setup.backend_addr).await;
+    let kind = Kind::Send(200);
+    let (w, win) = (opts.warmup(), opts.window());
+    let plain = Target::Http(setup.gateway_addr, "/a2a/jsonrpc");
+    let authed = Target::Bearer(addr, authorization);
+    let pids = |gateway: u32| Pids {
+        gateway: Some(gateway),
+        backend: setup.backend.pid(),
+    };
+    let (jwt_pid, plain_pid) = (gateway.pid(), setup.gateway.pid());
+    let (with, without, ratios) = paired_windows(
+        opts.reps,
+        async || closed_loop(authed, kind, 32, pids(jwt_pid), w, win).await,
+        async || closed_loop(plain, kind, 32, pids(plain_pid), w, win).await,
+    )
+    .await;
+    let (j, p) = (summarize(&with), summarize(&without));
+    let note = format!(
+        "{}; gw cpu {:.2}× the route without auth",
+        paired_ratio(&ratios, j).replace("ratio", "ratio to no auth"),
+        j.cpu.gateway / p.cpu.gateway
+    );
+    vec![
+        Row::from("jwt-32", "jwt", j, note),
+        Row::from("jwt-32", "no auth", p, String::new()),
+    ]
 }

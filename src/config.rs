@@ -634,7 +634,7 @@ pub enum ConfigError {
     Auth(#[from] crate::auth::authenticator::AuthConfigError),
     #[error(transparent)]
     Allow(#[from] crate::auth::rules::RuleError),
-    #[error("card source `backend` serves the agent's extended card to anyone at the card URL, but the `allow` rules do not let everyone call GetExtendedAgentCard; use a file or URL source")]
+    #[error("card source `backend` serves the agent's extended card to anyone at the card URL, but not everyone may call GetExtendedAgentCard (the route authenticates its callers, or the `allow` rules do not let everyone have it); use a file or URL source")]
     ExtendedCardPublished,
     #[error("`{0}` is a per-route setting: with [[route]] tables, set it in each route")]
     PerRoute(&'static str),
@@ -725,12 +725,13 @@ impl Config {
         for mut route in file.routes {
             let mut settings = cli.clone();
             route.settings.set_over(&mut settings)?;
-            // A route's table replaces the top-level one.
+            // A route's `card` table and `allow` list replace the top-level ones; its
+            // `auth` keys replace theirs one by one.
             if let Some(card) = route.settings.card.take() {
                 settings.card_settings = card;
             }
             if let Some(auth) = route.settings.auth.take() {
-                settings.auth_table = auth;
+                settings.auth_table = auth.over(&cli.auth_table);
             }
             if let Some(allow) = route.settings.allow.take() {
                 settings.allow_rules = allow;
@@ -927,7 +928,7 @@ mod tests {
     }
 
     #[test]
-    fn auth_tables_are_route_defaults_a_route_replaces() {
+    fn auth_keys_are_route_defaults_a_route_replaces_one_by_one() {
         let file = r#"
             [auth]
             anonymous = true
@@ -967,9 +968,12 @@ mod tests {
         let [a, b] = &config.routes[..] else {
             panic!("two routes")
         };
-        assert!(a.settings.auth_table.anonymous);
+        assert!(a.settings.auth_table.lets_anonymous_in());
         assert_eq!(a.settings.allow_rules.len(), 1);
-        assert!(!b.settings.auth_table.anonymous, "replaced, not merged");
+        assert!(
+            b.settings.auth_table.lets_anonymous_in(),
+            "a key of the top level"
+        );
         let keys = b.settings.auth_table.api_keys.as_ref().unwrap();
         assert_eq!(keys.header.as_deref(), Some("x-key"));
         assert_eq!(b.settings.allow_rules.len(), 2);

@@ -72,20 +72,28 @@ impl Settings {
     {
         let config = Config::load(args)?;
         // Routes first: their messages name a bad setting before the process's do.
-        let routes = config
+        let routes: Vec<RouteSettings> = config
             .routes
             .into_iter()
             .map(RouteSettings::new)
             .collect::<Result<_, _>>()?;
-        let process = ProcessSettings::new(&config.cli, &|name| std::env::var(name).ok())?;
+        // A browser sends a route's API key in that route's header: preflights allow it.
+        let key_headers: Vec<String> = routes
+            .iter()
+            .filter_map(|route| Some(route.auth.as_ref()?.key_header()?.to_string()))
+            .collect();
+        let env = |name: &str| std::env::var(name).ok();
+        let process = ProcessSettings::new(&config.cli, &key_headers, &env)?;
         Ok(Settings { process, routes })
     }
 }
 
 impl ProcessSettings {
-    /// The process-wide settings of `cli`, checked; `env` gives the `OTEL_*` variables.
+    /// The process-wide settings of `cli`, checked; `key_headers` are the routes' API key
+    /// headers, `env` gives the `OTEL_*` variables.
     fn new(
         cli: &Cli,
+        key_headers: &[String],
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<ProcessSettings, ConfigError> {
         let client_limits = client_limits(cli)?;
@@ -106,9 +114,13 @@ impl ProcessSettings {
             rate_burst: cli.global_rate_burst,
         };
         route::check_rate("global-rate-limit", limits.rate_limit, limits.rate_burst)?;
+        let allow_headers: Vec<String> = (cli.cors_allow_header.iter())
+            .chain(key_headers)
+            .cloned()
+            .collect();
         let cors = crate::front::cors::layer(&crate::front::cors::CorsSettings {
             origins: &cli.cors_origin,
-            allow_headers: &cli.cors_allow_header,
+            allow_headers: &allow_headers,
             allow_methods: &cli.cors_allow_method,
             max_age: cli.cors_max_age,
         })?;

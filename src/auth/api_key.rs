@@ -57,6 +57,24 @@ impl KeyRefusal {
 /// comparison with every digest: the lookup's timing depends only on the digest of what
 /// the client sent, and learning how a digest of its own guess compares to a stored one
 /// tells it nothing about a key (that would take a SHA-256 preimage).
+/// The largest key file or variable read (about 50,000 keys): the keys are held in memory.
+pub const MAX_KEYS_SOURCE: usize = 4 << 20;
+
+/// The text of the key file at `path`, at most `MAX_KEYS_SOURCE` bytes.
+fn read_bounded(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut bytes = Vec::new();
+    let limit = MAX_KEYS_SOURCE as u64 + 1;
+    file.take(limit)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    if bytes.len() > MAX_KEYS_SOURCE {
+        return Err(format!("larger than {MAX_KEYS_SOURCE} bytes"));
+    }
+    String::from_utf8(bytes).map_err(|_| "not valid UTF-8".to_owned())
+}
+
 #[derive(Debug)]
 pub struct ApiKeys {
     by_digest: HashMap<[u8; 32], Arc<str>>,
@@ -70,19 +88,30 @@ impl ApiKeys {
         };
         if let Some(path) = file {
             let source_name = format!("file {path:?}");
-            let text = std::fs::read_to_string(path).map_err(|e| ApiKeysError::Source {
+            let fail = |why: String| ApiKeysError::Source {
                 source_name: source_name.clone(),
-                why: e.to_string(),
-            })?;
+                why,
+            };
+            let text = read_bounded(path).map_err(fail)?;
             keys.add_lines(&source_name, &text)?;
         }
         if let Some(var) = env {
             let source_name = format!("env {var}");
-            let text = std::env::var(var).map_err(|e| ApiKeysError::Source {
-                source_name: source_name.clone(),
-                why: e.to_string(),
-            })?;
-            keys.add_lines(&source_name, &text)?;
+            // The variable's value is never part of the error: it holds the digests.
+            let why = match std::env::var(var) {
+                Ok(text) if text.len() > MAX_KEYS_SOURCE => {
+                    Some(format!("larger than {MAX_KEYS_SOURCE} bytes"))
+                }
+                Ok(text) => {
+                    keys.add_lines(&source_name, &text)?;
+                    None
+                }
+                Err(std::env::VarError::NotPresent) => Some("not set".to_owned()),
+                Err(std::env::VarError::NotUnicode(_)) => Some("not valid UTF-8".to_owned()),
+            };
+            if let Some(why) = why {
+                return Err(ApiKeysError::Source { source_name, why });
+            }
         }
         if keys.by_digest.is_empty() {
             return Err(ApiKeysError::Empty);
@@ -148,6 +177,7 @@ fn parse_line(line: &str) -> Result<(&str, [u8; 32]), &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::ffi::OsStringExt;
 
     fn hex_of(key: &[u8]) -> String {
         data_encoding::HEXLOWER.encode(digest(&SHA256, key).as_ref())
@@ -176,6 +206,33 @@ mod tests {
         let long = vec![b'a'; MAX_KEY + 1];
         assert_eq!(keys.verify(&long), Err(KeyRefusal::TooLong));
         assert_eq!(keys.verify(&long[..MAX_KEY]), Err(KeyRefusal::Unknown));
+    }
+
+    #[test]
+    fn key_sources_are_bounded_and_never_echoed() {
+        let dir = std::env::temp_dir().join(format!("a2a-keys-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let line = format!("alice {}\n", hex_of(b"k"));
+        // At the bound a file is read; one byte more and it is refused unread.
+        let at = dir.join("at");
+        let padding = "#".repeat(MAX_KEYS_SOURCE - line.len() - 1);
+        std::fs::write(&at, format!("{line}{padding}\n")).unwrap();
+        assert!(ApiKeys::load(Some(&at), None).is_ok());
+        let over = dir.join("over");
+        std::fs::write(&over, format!("{line}{padding}#\n")).unwrap();
+        let err = ApiKeys::load(Some(&over), None).unwrap_err().to_string();
+        assert!(err.contains("larger than"), "{err}");
+        // A variable that is not UTF-8 is named, its digests are not.
+        let var = "A2A_GATEWAY_TEST_KEYS_NOT_UTF8";
+        let mut bytes = line.into_bytes();
+        bytes.push(0xff);
+        let value = std::ffi::OsString::from_vec(bytes);
+        // A variable of this test's own: no other test reads it.
+        std::env::set_var(var, value);
+        let err = ApiKeys::load(None, Some(var)).unwrap_err().to_string();
+        assert!(err.contains("not valid UTF-8"), "{err}");
+        assert!(!err.contains(&hex_of(b"k")[..16]), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -35,8 +35,12 @@ const REALM: &str = "a2a-gateway";
 pub enum AuthConfigError {
     #[error(transparent)]
     ApiKeys(#[from] ApiKeysError),
+    #[error("auth: no scheme (`jwt`, `api-keys` or `mtls`), so every caller would be let in; say `anonymous = true` if that is meant")]
+    NoScheme,
     #[error("auth.api-keys header: {0:?} is not a header name")]
     KeyHeader(String),
+    #[error("auth.api-keys header: {0:?} cannot carry a key: {1}")]
+    ReservedKeyHeader(String, &'static str),
     #[error("auth.jwt: {0}")]
     Jwt(String),
     #[error("auth.mtls identity: {0}")]
@@ -101,16 +105,21 @@ pub struct Authenticator {
 }
 
 impl Authenticator {
-    /// The authentication `table` configures; `None` when it configures no scheme (then
-    /// calls carry no principal, as without `[auth]`). Files are read and issuers
-    /// checked now; nothing is fetched until `start`. `client_certificates`: the
-    /// listener verifies client certificates, which `[auth.mtls]` needs.
+    /// The authentication `table` configures; `None` without `[auth]`, or with only
+    /// `anonymous = true` (then calls carry no principal). A table that names no scheme
+    /// and does not let anonymous callers in is an error: it would let everyone in while
+    /// saying otherwise. Files are read and issuers checked now; nothing is fetched until
+    /// `start`. `client_certificates`: the listener verifies client certificates, which
+    /// `[auth.mtls]` needs.
     pub fn new(
         table: &AuthTable,
         client_certificates: bool,
     ) -> Result<Option<Arc<Authenticator>>, AuthConfigError> {
-        if table.jwt.is_empty() && table.api_keys.is_none() && table.mtls.is_none() {
-            return Ok(None);
+        if !table.has_scheme() {
+            return match table.is_written() && !table.lets_anonymous_in() {
+                true => Err(AuthConfigError::NoScheme),
+                false => Ok(None),
+            };
         }
         let mut challenges = Vec::new();
         let jwt = match table.jwt.as_slice() {
@@ -125,7 +134,11 @@ impl Authenticator {
             None => None,
             Some(keys) => {
                 let name = keys.header.as_deref().unwrap_or(DEFAULT_KEY_HEADER);
-                let header = HeaderName::from_bytes(name.trim().to_ascii_lowercase().as_bytes())
+                let lower = name.trim().to_ascii_lowercase();
+                if let Some(why) = super::forward::reserved(&lower) {
+                    return Err(AuthConfigError::ReservedKeyHeader(name.to_owned(), why));
+                }
+                let header = HeaderName::from_bytes(lower.as_bytes())
                     .map_err(|_| AuthConfigError::KeyHeader(name.to_owned()))?;
                 let challenge = format!("ApiKey header=\"{header}\"");
                 challenges
@@ -143,7 +156,7 @@ impl Authenticator {
             }
         };
         Ok(Some(Arc::new(Authenticator {
-            anonymous: table.anonymous,
+            anonymous: table.lets_anonymous_in(),
             api_keys,
             jwt,
             mtls,
@@ -151,6 +164,11 @@ impl Authenticator {
             nobody: Arc::from(""),
             counts: Default::default(),
         })))
+    }
+
+    /// Whether callers without credentials are let in (`anonymous = true`).
+    pub fn lets_anonymous_in(&self) -> bool {
+        self.anonymous
     }
 
     /// Starts what authenticates in the background (the JWT issuers' key refreshes), on
@@ -362,6 +380,55 @@ mod tests {
             assert_eq!(SCHEME_LABELS[scheme as usize], scheme.as_str());
         }
         assert_eq!(SCHEME_LABELS[SCHEME_LABELS.len() - 1], "none");
+    }
+
+    #[test]
+    fn a_table_without_a_scheme_is_refused_unless_it_lets_everyone_in() {
+        let table = |anonymous, forward| AuthTable {
+            anonymous,
+            forward,
+            ..AuthTable::default()
+        };
+        let forward = Some(crate::auth::table::ForwardTable::default());
+        for refused in [table(Some(false), None), table(None, forward)] {
+            let result = Authenticator::new(&refused, false);
+            assert!(
+                matches!(result, Err(AuthConfigError::NoScheme)),
+                "{refused:?}"
+            );
+        }
+        assert!(Authenticator::new(&table(Some(true), None), false)
+            .unwrap()
+            .is_none());
+        assert!(Authenticator::new(&AuthTable::default(), false)
+            .unwrap()
+            .is_none());
+    }
+
+    #[test]
+    fn a_key_cannot_travel_in_a_header_the_gateway_logs_forwards_or_owns() {
+        for header in [
+            "x-request-id",
+            "authorization",
+            "traceparent",
+            "host",
+            "te",
+            ":path",
+        ] {
+            let table = AuthTable {
+                api_keys: Some(crate::auth::table::ApiKeysTable {
+                    header: Some(header.to_owned()),
+                    env: Some("A2A_GATEWAY_UNSET_TEST_KEYS".to_owned()),
+                    ..Default::default()
+                }),
+                ..AuthTable::default()
+            };
+            let result = Authenticator::new(&table, false);
+            assert!(
+                matches!(result, Err(AuthConfigError::ReservedKeyHeader(..))),
+                "{header}"
+            );
+        }
     }
 
     #[test]

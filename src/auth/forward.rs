@@ -88,6 +88,23 @@ impl CallerHeaders {
     }
 }
 
+/// Why `lower` (a lowercase name) can carry neither the caller's identity nor its
+/// credential, if it cannot: the gateway owns it, forwards or logs the client's own
+/// (credentials, trace context, extensions, the request id), or gRPC reads it as binary.
+pub fn reserved(lower: &str) -> Option<&'static str> {
+    if let Some(why) = owned(lower) {
+        return Some(why);
+    }
+    if DEFAULT_FORWARDED.contains(&lower) {
+        return Some(
+            "the gateway forwards or logs the client's (credentials, trace context, extensions, request id)",
+        );
+    }
+    lower
+        .ends_with("-bin")
+        .then_some("gRPC reads a `-bin` name as binary metadata")
+}
+
 /// `name` as a header the gateway may set from the caller's identity: valid, not owned by
 /// the gateway, not a header it forwards or manages by default, not gRPC binary metadata.
 fn header_name(key: &str, name: &str) -> Result<HeaderName, CallerHeaderError> {
@@ -99,16 +116,8 @@ fn header_name(key: &str, name: &str) -> Result<HeaderName, CallerHeaderError> {
             why,
         ))
     };
-    if let Some(why) = owned(&lower) {
+    if let Some(why) = reserved(&lower) {
         return refused(why);
-    }
-    if DEFAULT_FORWARDED.contains(&lower.as_str()) {
-        return refused(
-            "the gateway forwards the client's (credentials, trace context, extensions)",
-        );
-    }
-    if lower.ends_with("-bin") {
-        return refused("gRPC reads a `-bin` name as binary metadata");
     }
     HeaderName::from_bytes(lower.as_bytes())
         .map_err(|_| CallerHeaderError::InvalidName(key.to_owned(), name.to_owned()))

@@ -1,7 +1,9 @@
 //! The config file's `[auth]` and `[[allow]]` tables (`[route.auth]`, `[[route.allow]]` per
-//! route), as written: `settings` checks them and builds what the call stack uses. A route's
-//! table replaces the top-level one (as `card` does); keys are kebab-case, unknown keys
-//! are errors naming the route and key.
+//! route), as written: `settings` checks them and builds what the call stack uses. Each key
+//! of `[auth]` is every route's default, and a route's own key (a whole sub-table such as
+//! `api-keys`) replaces it (`AuthTable::over`), so a route that sets one key keeps the
+//! others' schemes; a route's `[[route.allow]]` rules replace the top-level list. Keys are
+//! kebab-case, unknown keys are errors naming the route and key.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -16,9 +18,8 @@ use crate::units::duration_text;
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct AuthTable {
     /// Calls without credentials are let in (as the anonymous principal). A route with
-    /// any scheme configured refuses them otherwise.
-    #[serde(default)]
-    pub anonymous: bool,
+    /// any scheme configured refuses them otherwise (unset: false).
+    pub anonymous: Option<bool>,
     /// The JWT claim that names the principal (default `sub`).
     pub principal_claim: Option<String>,
     /// `[[auth.jwt]]`: the trusted issuers of bearer tokens.
@@ -30,6 +31,42 @@ pub struct AuthTable {
     pub mtls: Option<MtlsTable>,
     /// `[auth.forward]`: what the agent is told about the caller.
     pub forward: Option<ForwardTable>,
+}
+
+impl AuthTable {
+    /// This route's table over the top-level `top`: each key the route gives wins, the
+    /// others are `top`'s.
+    pub fn over(self, top: &AuthTable) -> AuthTable {
+        AuthTable {
+            anonymous: self.anonymous.or(top.anonymous),
+            principal_claim: self.principal_claim.or_else(|| top.principal_claim.clone()),
+            jwt: match self.jwt.is_empty() {
+                true => top.jwt.clone(),
+                false => self.jwt,
+            },
+            api_keys: self.api_keys.or_else(|| top.api_keys.clone()),
+            mtls: self.mtls.or_else(|| top.mtls.clone()),
+            forward: self.forward.or_else(|| top.forward.clone()),
+        }
+    }
+
+    /// Whether callers without credentials are let in.
+    pub fn lets_anonymous_in(&self) -> bool {
+        self.anonymous == Some(true)
+    }
+
+    /// Whether a way to authenticate is configured.
+    pub fn has_scheme(&self) -> bool {
+        !self.jwt.is_empty() || self.api_keys.is_some() || self.mtls.is_some()
+    }
+
+    /// Whether any key is written (the table is not absent).
+    pub fn is_written(&self) -> bool {
+        self.has_scheme()
+            || self.anonymous.is_some()
+            || self.principal_claim.is_some()
+            || self.forward.is_some()
+    }
 }
 
 /// One `[[auth.jwt]]` issuer.

@@ -2,8 +2,8 @@
 //! configured; then tower-http's `CorsLayer` answers preflights itself (they never reach a
 //! route or an agent) and marks the responses to allowed origins. Browsers may send the A2A
 //! service parameters (`A2A-Version`, `A2A-Extensions`), `Authorization`, `Content-Type`
-//! and `x-request-id`, and read `A2A-Extensions` (the extensions the agent activated) and
-//! `x-request-id` from responses.
+//! `x-request-id` and each route's API key header, and read `A2A-Extensions` (the
+//! extensions the agent activated), `x-request-id` and `WWW-Authenticate` from responses.
 
 use http::{HeaderName, HeaderValue, Method};
 use tower_http::cors::{AllowOrigin, CorsLayer};
@@ -34,8 +34,8 @@ const ALLOWED: [&str; 5] = [
     "x-request-id",
 ];
 
-/// Response headers browsers may read.
-const EXPOSED: [&str; 2] = ["a2a-extensions", "x-request-id"];
+/// Response headers browsers may read (`www-authenticate`: which credential a 401 asks for).
+const EXPOSED: [&str; 3] = ["a2a-extensions", "x-request-id", "www-authenticate"];
 
 /// The CORS layer `settings` configure; `None` without origins. The error names the
 /// setting and the value it refuses.

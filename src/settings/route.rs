@@ -11,11 +11,11 @@ use http::HeaderName;
 use crate::auth::authenticator::Authenticator;
 use crate::auth::forward::CallerHeaders;
 use crate::auth::owner::OwnerKeys;
+use crate::auth::rules::Rules;
 use crate::auth::table::AuthTable;
 use crate::backend::affinity::{load_codec, Affinity, IdCodec};
 use crate::backend::endpoints::{Policy, Resolution, Targets};
 use crate::backend::grpc::GrpcSettings;
-use crate::auth::rules::Rules;
 use crate::card::{CardSettings, Enforced, SignaturePolicy, BACKEND_CARD_SOURCE};
 use crate::config::{Cli, ConfigError, Legacy, RouteConfig};
 use crate::front::limits::{PerClientSettings, RouteLimitSettings};
@@ -196,7 +196,7 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
             .map(|h| h.to_string()),
     );
     let (max_body, batch, limits) = limits(cli)?;
-    let allow = allow(cli)?;
+    let allow = allow(cli, auth.as_deref())?;
     let push = match cli.push_guard {
         true => Some(PushPolicy::new(cli.push_allow_http, &cli.push_allow)?),
         false => None,
@@ -415,16 +415,16 @@ pub(super) fn check_rate(flag: &'static str, rate: f64, burst: u32) -> Result<()
 }
 
 /// The route's `allow` rules, checked. The card source `backend` publishes the agent's
-/// extended card at the public card URL, so it needs rules that let everyone have it.
-fn allow(cli: &Cli) -> Result<Option<Arc<Rules>>, ConfigError> {
-    let Some(rules) = Rules::new(&cli.allow_rules)? else {
-        return Ok(None);
-    };
+/// extended card at the public card URL, so everyone must be let in and allowed it.
+fn allow(cli: &Cli, auth: Option<&Authenticator>) -> Result<Option<Arc<Rules>>, ConfigError> {
+    let rules = Rules::new(&cli.allow_rules)?;
     let source = cli.card.as_deref().or(cli.card_settings.source.as_deref());
-    if source == Some(BACKEND_CARD_SOURCE) && !rules.allow_everyone(Op::GetExtendedAgentCard) {
+    let anyone_in = auth.is_none_or(Authenticator::lets_anonymous_in);
+    let allowed = |rules: &Rules| rules.allow_everyone(Op::GetExtendedAgentCard);
+    if source == Some(BACKEND_CARD_SOURCE) && !(anyone_in && rules.as_ref().is_none_or(allowed)) {
         return Err(ConfigError::ExtendedCardPublished);
     }
-    Ok(Some(Arc::new(rules)))
+    Ok(rules.map(Arc::new))
 }
 
 /// The backend clients' settings, the CA bundle and client identity read and checked.
@@ -468,7 +468,7 @@ fn enforced(table: &AuthTable, auth: Option<&Authenticator>) -> Enforced {
             .and_then(Authenticator::key_header)
             .map(|h| h.to_string()),
         mtls: table.mtls.is_some(),
-        anonymous: table.anonymous,
+        anonymous: table.lets_anonymous_in(),
     }
 }
 

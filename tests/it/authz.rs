@@ -241,6 +241,19 @@ fn a_card_from_the_extended_card_needs_rules_that_let_everyone_have_it() {
     let file = TempFile::new("toml", &everyone);
     let args = ["a2a-gateway", "--config", file.path()];
     assert!(a2a_gateway::settings::Settings::load(args).is_ok());
+    // A route that authenticates its callers does not let everyone have it, rules or not…
+    let keys = TempFile::new("keys", &format!("alice {}\n", "0".repeat(64)));
+    let authenticated = format!("{base}[auth.api-keys]\nfile = \"{}\"\n", keys.path());
+    let err = load_error(&authenticated);
+    assert!(err.contains("card source `backend`"), "{err}");
+    // …unless it lets anonymous callers in as well.
+    let open = format!(
+        "{base}[auth]\nanonymous = true\n[auth.api-keys]\nfile = \"{}\"\n",
+        keys.path()
+    );
+    let file = TempFile::new("toml", &open);
+    let args = ["a2a-gateway", "--config", file.path()];
+    assert!(a2a_gateway::settings::Settings::load(args).is_ok());
 }
 
 /// A client whose connections come from `address` (127.0.0.x: each a client of its own).

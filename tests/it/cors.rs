@@ -234,3 +234,28 @@ async fn cors_settings_come_from_the_config_file_too() {
     assert_eq!(headers["access-control-max-age"], "60");
     assert_eq!(backend.calls(), 0);
 }
+
+/// A browser on a route that takes API keys: its preflight allows the route's key header,
+/// and the page can read which credential a 401 asks for.
+#[tokio::test]
+async fn a_browser_may_send_the_routes_api_key_and_read_the_challenge() {
+    let keys = harness::process::TempFile::new("keys", &format!("alice {}\n", "0".repeat(64)));
+    let file = format!(
+        "[auth.api-keys]\nheader = \"x-agent-key\"\nfile = \"{}\"\n",
+        keys.path()
+    );
+    let (backend, url) = setup_file(&["--cors-origin", APP], Some(&file)).await;
+    let (status, headers) = preflight(&url, APP).await;
+    assert_eq!(status, 200);
+    let allowed = listed(&headers, "access-control-allow-headers");
+    assert!(allowed.contains(&"x-agent-key".to_owned()), "{allowed:?}");
+    let (status, headers, text) = call(&url, APP).await;
+    assert_eq!(status, 401, "{text}");
+    assert_eq!(headers["access-control-allow-origin"], APP);
+    let exposed = listed(&headers, "access-control-expose-headers");
+    assert!(
+        exposed.contains(&"www-authenticate".to_owned()),
+        "{exposed:?}"
+    );
+    assert_eq!(backend.calls(), 0);
+}
