@@ -28,7 +28,7 @@ use http::{HeaderValue, StatusCode};
 use serde_json::value::RawValue;
 
 use crate::front::call::observe::Watched;
-use crate::front::call::{self, Answer, Exchange, Layer};
+use crate::front::call::{self, authenticate, Answer, Exchange, Layer};
 use crate::front::dialect::Dialect;
 use crate::front::envelope::{
     envelope_error, error_bytes, invalid_request, json_response, parse_error, read_body,
@@ -59,7 +59,8 @@ struct Context<'a> {
     request: &'a http::request::Parts,
     /// The route's limits, checked before each call goes to the backend.
     limits: Option<&'a Arc<RouteLimits>>,
-    /// The caller, when the whole request was authenticated at once (a batch).
+    /// The caller, as the request's head authenticated it (`None`: the route authenticates
+    /// nobody).
     principal: Option<&'a crate::auth::Principal>,
 }
 
@@ -102,6 +103,24 @@ pub async fn handle(
         *response.status_mut() = StatusCode::UNSUPPORTED_MEDIA_TYPE;
         return response;
     }
+    // One set of credentials for the whole request, checked from the head before the body
+    // is read: an unauthenticated client holds no share of the bytes in flight, gets no
+    // `100 Continue`, has nothing parsed, and a batch is refused once, not per member.
+    // The request's id is not known yet: the refusal answers under `null`.
+    let principal = match &gateway.auth {
+        None => None,
+        // Boxed: its state inline would size every request's future, on routes without
+        // authentication too (bytes per call, tests/it/cost_budget.rs).
+        Some(auth) => match Box::pin(auth.authenticate(&parts)).await {
+            // Boxed: held until the request is answered, and every request's future would
+            // carry it inline.
+            Ok(principal) => Some(Box::new(principal)),
+            Err(failure) => {
+                let refusal = authenticate::refusal(auth, &failure);
+                return refused_request(&gateway, &parts, 0, &refusal);
+            }
+        },
+    };
     // Held until the request is answered: the body is kept that long.
     let mut charge = limits.as_ref().map(|limits| limits.body_charge());
     let expects_continue = parts
@@ -130,7 +149,7 @@ pub async fn handle(
     let ctx = Context {
         request: &parts,
         limits: limits.as_ref(),
-        principal: None,
+        principal: principal.as_deref(),
     };
     match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
         Some(b'[') => batch::handle(&gateway, &ctx, &bytes).await,

@@ -34,6 +34,8 @@ fn config(backend: &str, binding: &str, authorization: bool) -> TempFile {
             binding = "{binding}"
             forward-header = ["x-principal", "x-scope", "x-other"]
 
+            [auth]
+            anonymous = true
             [auth.forward]
             principal-header = "X-Principal"
             claims = {{ "x-scope" = "scope" }}
@@ -114,7 +116,8 @@ fn names_that_cannot_carry_an_identity_fail_the_load() {
             "toml",
             &format!(
                 "[[route]]\nname = \"billing\"\npath = \"/billing\"\n\
-                 backend = \"http://127.0.0.1:9\"\n[route.auth.forward]\n{table}\n"
+                 backend = \"http://127.0.0.1:9\"\n[route.auth]\nanonymous = true\n\
+                 [route.auth.forward]\n{table}\n"
             ),
         );
         let args = ["a2a-gateway", "--config", file.path()];
@@ -131,7 +134,7 @@ fn names_that_cannot_carry_an_identity_fail_the_load() {
     let file = TempFile::new(
         "toml",
         "backend = \"http://127.0.0.1:9\"\nset-header = [\"x-principal=fixed\"]\n\
-         [auth.forward]\nprincipal-header = \"x-principal\"\n",
+         [auth]\nanonymous = true\n[auth.forward]\nprincipal-header = \"x-principal\"\n",
     );
     let error = a2a_gateway::settings::Settings::load(["a2a-gateway", "--config", file.path()])
         .err()

@@ -2,8 +2,10 @@
 //! and sets the call's principal, or refuses the call with 401, `WWW-Authenticate` and a
 //! JSON-RPC error (`UNAUTHENTICATED`, domain `a2a-gateway`) that says what is wrong without
 //! the credential; a refused call reaches no layer below. A route without authentication
-//! passes through untouched. A batch is authenticated once, before its members
-//! (`jsonrpc::batch`): its members arrive with their principal set.
+//! passes through untouched. The JSON-RPC front authenticates a request's head once,
+//! before it reads the body (`jsonrpc::handle`), so its calls (a batch's members too)
+//! arrive with their principal set and this layer only records it; a call that arrives
+//! without one is authenticated here.
 
 use std::future::Future;
 

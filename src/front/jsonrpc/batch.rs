@@ -13,8 +13,7 @@ use serde::de::{DeserializeSeed, IgnoredAny, SeqAccess, Visitor};
 use serde_json::json;
 use serde_json::value::RawValue;
 
-use super::{handle_one, refused_request, rejected_response, Context, Handled};
-use crate::front::call::authenticate;
+use super::{handle_one, rejected_response, Context, Handled};
 use crate::front::envelope::{
     envelope_error, error_bytes, invalid_request, json_response, parse_error, valid_id,
     write_error, Envelope,
@@ -49,26 +48,6 @@ pub(super) async fn handle(gateway: &Gateway, ctx: &Context<'_>, bytes: &[u8]) -
         let err = invalid_request("empty batch");
         return rejected_response(gateway, ctx.request, bytes.len(), &err);
     }
-    // One set of credentials for the whole request: checked once, and a refusal refuses
-    // the request (one 401, as for a single call), not each member.
-    let (principal, authenticated);
-    let ctx = match &gateway.auth {
-        None => ctx,
-        Some(auth) => match auth.authenticate(ctx.request).await {
-            Ok(caller) => {
-                principal = caller;
-                authenticated = Context {
-                    principal: Some(&principal),
-                    ..*ctx
-                };
-                &authenticated
-            }
-            Err(failure) => {
-                let refusal = authenticate::refusal(auth, &failure);
-                return refused_request(gateway, ctx.request, bytes.len(), &refusal);
-            }
-        },
-    };
     // Members run concurrently, but boundedly: one request must not open a backend call per
     // element at once. `buffered` keeps the answers in request order, and each is added to
     // the reply (or dropped) as it comes, so at most the bound and the members in flight
