@@ -7,8 +7,9 @@
 //! gateway process has three routes to it: gRPC, HTTP+JSON, and gRPC with a fixed tenant.
 //! The interface each client chose and really called must be the gateway's JSON-RPC URL of
 //! that route, and the agent must have been reached over the route's binding (and tenant).
-//! A fourth route takes API keys: its card declares the gateway's scheme, and each client,
-//! given a key, sends it where the card says (issue 22: the card tells the truth).
+//! A fourth route takes API keys and a fifth bearer JWTs of a test issuer: each card
+//! declares the gateway's scheme, and each client, given a key or a token, sends it where
+//! the card says (issue 22: the card tells the truth).
 //!
 //! Both scripts first talk to agent.py directly (its own card names its own JSON-RPC
 //! endpoint), so a broken SDK install or script is told apart from a gateway failure.
@@ -240,6 +241,10 @@ async fn both_sdk_clients_discover_each_route_from_its_base_url() {
     let digest = ring::digest::digest(&ring::digest::SHA256, KEY.as_bytes());
     let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
     let keys = ConfigFile::named("keys", &format!("sdk-client {hex}\n"));
+    // The bearer route's issuer: its JWKS is fetched by the gateway, its token sent by the
+    // clients as the card says.
+    let issuer = harness::issuer::Issuer::start().await;
+    let token = issuer.mint(&issuer.claims("sdk-client"), "ec-1", "ES256");
     let config = ConfigFile::new(&format!(
         r#"
         timeout = "20s"
@@ -277,10 +282,24 @@ async fn both_sdk_clients_discover_each_route_from_its_base_url() {
         [route.auth.api-keys]
         file = "{keys}"
         header = "x-agent-key"
+
+        [[route]]
+        name = "bearer"
+        path = "/agents/bearer"
+        backend = "{grpc}"
+        [route.card]
+        source = "{card_source}"
+        [[route.auth.jwt]]
+        issuer = "{issuer}"
+        audiences = ["{audience}"]
+        jwks-url = "{jwks}"
         "#,
         grpc = agent.grpc,
         rest = agent.rest,
         keys = keys.0.display(),
+        issuer = issuer.url,
+        audience = harness::issuer::AUDIENCE,
+        jwks = issuer.jwks_url(),
     ));
     // The gateway's log goes to a file, shown when a check fails (card fetch errors etc.).
     let log_path = config.0.with_extension("log");
@@ -315,6 +334,8 @@ async fn both_sdk_clients_discover_each_route_from_its_base_url() {
     }
 
     // Through the gateway: every client × route is run, then all failures are reported.
+    // 'static, as the clients' arguments move to their threads.
+    let bearer: &'static str = format!("bearer={token}").leak();
     let routes = [
         ("grpc", "binding=grpc tenant=-", vec![]),
         ("rest", "binding=rest tenant=-", vec![]),
@@ -327,6 +348,11 @@ async fn both_sdk_clients_discover_each_route_from_its_base_url() {
             "keyed",
             "binding=grpc tenant=-",
             vec!["--credential", "api-key=sdk-client-key"],
+        ),
+        (
+            "bearer",
+            "binding=grpc tenant=-",
+            vec!["--credential", bearer],
         ),
     ];
     let mut failures = Vec::new();
@@ -363,6 +389,7 @@ async fn both_sdk_clients_discover_each_route_from_its_base_url() {
             let security = run.line("SECURITY");
             let declared = match route {
                 "keyed" => "gateway-api-key:api-key:x-agent-key",
+                "bearer" => "gateway-jwt:bearer",
                 _ => "-",
             };
             if run.success && security != Some(declared) {
@@ -380,7 +407,7 @@ async fn both_sdk_clients_discover_each_route_from_its_base_url() {
     let tail: Vec<&str> = log.lines().rev().take(20).collect();
     assert!(
         failures.is_empty(),
-        "{} of 12 discovery checks failed:\n{}\ngateway log (last lines):\n{}",
+        "{} of 15 discovery checks failed:\n{}\ngateway log (last lines):\n{}",
         failures.len(),
         failures.join("\n"),
         tail.into_iter().rev().collect::<Vec<_>>().join("\n")
