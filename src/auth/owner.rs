@@ -16,8 +16,8 @@
 //! client's `contextId` must refuse the message), and a `ListTasks` reply keeps only the
 //! tasks whose context the caller minted (`keep_own`, `list`).
 //!
-//! The owner is the principal's scheme and name (an API key "alice" is not the JWT
-//! subject "alice"). A route that authenticates nobody, and anonymous callers of a route
+//! The owner is the principal's scheme, issuer (a JWT's `iss`) and name (an API key
+//! "alice" is not the JWT subject "alice", nor one issuer's "alice" another's). A route that authenticates nobody, and anonymous callers of a route
 //! that lets them in, are one owner: their ids are sealed (no made-up or altered id
 //! reaches the agent) but not told apart.
 
@@ -81,9 +81,17 @@ impl OwnerKeys {
     /// nobody, the anonymous owner).
     pub fn caller(self: &Arc<Self>, principal: Option<&Principal>) -> Caller {
         let (scheme, name) = principal.map_or((Scheme::Anonymous, ""), |p| (p.scheme, &p.name));
-        let mut owner = Vec::with_capacity(scheme.as_str().len() + 1 + name.len());
-        owner.extend_from_slice(scheme.as_str().as_bytes());
-        owner.push(0);
+        // Two trusted issuers may both have a subject "alice": a token's verified `iss`
+        // is part of its owner.
+        let issuer = principal
+            .and_then(|p| p.claims.as_ref()?.get("iss")?.as_str())
+            .unwrap_or("");
+        let scheme = scheme.as_str();
+        let mut owner = Vec::with_capacity(scheme.len() + issuer.len() + name.len() + 2);
+        for part in [scheme, issuer] {
+            owner.extend_from_slice(part.as_bytes());
+            owner.push(0);
+        }
         owner.extend_from_slice(name.as_bytes());
         let tags = self.codecs.iter().map(|c| c.owner_tag(&owner)).collect();
         Caller {

@@ -69,6 +69,24 @@ fn an_id_opens_for_its_owner_only() {
     owner.restore_in(&mut request).unwrap();
     assert_eq!(got(&request), "task-1");
     // Another name, the same name under another scheme, anonymous, no authentication.
+    let issued = |iss: &str| Principal {
+        claims: Some(Arc::new(
+            serde_json::json!({"iss": iss, "sub": "alice"})
+                .as_object()
+                .unwrap()
+                .clone(),
+        )),
+        ..principal(Scheme::Jwt, "alice")
+    };
+    let (one, other_issuer) = (issued("https://a.example"), issued("https://b.example"));
+    let id_of_one = sealed(&keys.caller(Some(&one)), "task-2");
+    let mut request = get(&id_of_one);
+    let err = keys.caller(Some(&other_issuer)).restore_in(&mut request);
+    assert_eq!(err.unwrap_err().kind, ErrorKind::TaskNotFound, "another issuer's alice");
+    let mut request = get(&id_of_one);
+    keys.caller(Some(&issued("https://a.example")))
+        .restore_in(&mut request)
+        .unwrap();
     let others = [
         Some(principal(Scheme::ApiKey, "bob")),
         Some(principal(Scheme::Jwt, "alice")),
