@@ -82,7 +82,11 @@ fn an_id_opens_for_its_owner_only() {
     let id_of_one = sealed(&keys.caller(Some(&one)), "task-2");
     let mut request = get(&id_of_one);
     let err = keys.caller(Some(&other_issuer)).restore_in(&mut request);
-    assert_eq!(err.unwrap_err().kind, ErrorKind::TaskNotFound, "another issuer's alice");
+    assert_eq!(
+        err.unwrap_err().kind,
+        ErrorKind::TaskNotFound,
+        "another issuer's alice"
+    );
     let mut request = get(&id_of_one);
     keys.caller(Some(&issued("https://a.example")))
         .restore_in(&mut request)
