@@ -17,7 +17,7 @@ pub mod table;
 use std::sync::Arc;
 
 /// How a principal proved who it is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Scheme {
     /// A verified JWT bearer token.
     Jwt,
@@ -51,4 +51,13 @@ pub struct Principal {
     pub scheme: Scheme,
     /// A JWT's verified claims (`None` for other schemes).
     pub claims: Option<Arc<serde_json::Map<String, serde_json::Value>>>,
+}
+
+impl Principal {
+    /// The verified issuer of a JWT principal (its `iss`), empty for other schemes: names are
+    /// unique within an issuer, so a caller is its scheme, issuer and name.
+    pub fn issuer(&self) -> &str {
+        let iss = self.claims.as_ref().and_then(|claims| claims.get("iss"));
+        iss.and_then(serde_json::Value::as_str).unwrap_or("")
+    }
 }

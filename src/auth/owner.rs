@@ -83,9 +83,7 @@ impl OwnerKeys {
         let (scheme, name) = principal.map_or((Scheme::Anonymous, ""), |p| (p.scheme, &p.name));
         // Two trusted issuers may both have a subject "alice": a token's verified `iss`
         // is part of its owner.
-        let issuer = principal
-            .and_then(|p| p.claims.as_ref()?.get("iss")?.as_str())
-            .unwrap_or("");
+        let issuer = principal.map_or("", Principal::issuer);
         let scheme = scheme.as_str();
         let mut owner = Vec::with_capacity(scheme.len() + issuer.len() + name.len() + 2);
         for part in [scheme, issuer] {

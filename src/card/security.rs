@@ -126,6 +126,7 @@ impl Security {
 
     /// Writes the declaration into `card` (a source card's members).
     pub(super) fn apply(&self, card: &mut Map<String, Value>) {
+        adopt_v03_security(card);
         let own = match card.remove("securitySchemes") {
             Some(Value::Object(own)) if self.merge => own,
             _ => Map::new(),
@@ -137,8 +138,10 @@ impl Security {
         card.insert("securityRequirements".to_owned(), requirements);
         if let Some(Value::Array(skills)) = card.get_mut("skills") {
             for skill in skills.iter_mut().filter_map(Value::as_object_mut) {
+                adopt_v03_security(skill);
                 // A skill's requirements replace the card's for it (spec 4.4.5): merged,
-                // they still ask for the gateway's; replaced, the card's apply.
+                // they still ask for the gateway's; replaced, they go (they name schemes
+                // the card no longer declares) and the card's apply.
                 if let (true, Some(own)) = (self.merge, skill.remove("securityRequirements")) {
                     let merged = self.requirements_with(Some(&own));
                     skill.insert("securityRequirements".to_owned(), merged);
@@ -230,6 +233,33 @@ fn jwt_scheme(issuer: &str) -> Value {
     }})
 }
 
+/// A v0.3 card's (or skill's) `security` (`[{"name": ["scope", …]}, …]`) as the v1
+/// `securityRequirements` it means, unless v1 ones are there: the rewrite then covers both
+/// shapes, and no v0.3 list survives beside it, naming schemes the card no longer declares.
+fn adopt_v03_security(object: &mut Map<String, Value>) {
+    let Some(security) = object.remove("security") else {
+        return;
+    };
+    if object.contains_key("securityRequirements") {
+        return;
+    }
+    let Value::Array(requirements) = security else {
+        return;
+    };
+    let v1: Vec<Value> = requirements
+        .iter()
+        .filter_map(Value::as_object)
+        .map(|requirement| {
+            let schemes: Map<String, Value> = requirement
+                .iter()
+                .map(|(name, scopes)| (name.clone(), json!({ "list": scopes })))
+                .collect();
+            json!({ "schemes": schemes })
+        })
+        .collect();
+    object.insert("securityRequirements".to_owned(), Value::Array(v1));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -288,6 +318,43 @@ mod tests {
             ])
         );
         assert_eq!(card["skills"], json!([{"id": "s"}, {"id": "t"}]));
+    }
+
+    #[test]
+    fn a_v03_cards_security_is_rewritten_too_and_never_kept_beside() {
+        let v03 = || {
+            let card = json!({
+                "name": "a",
+                "securitySchemes": {"agent-key": {"apiKeySecurityScheme": {"location": "header", "name": "k"}}},
+                "security": [{"agent-key": []}],
+                "skills": [{"id": "s", "security": [{"agent-key": ["admin"]}]}]
+            });
+            card.as_object().unwrap().clone()
+        };
+        let mut replaced = v03();
+        security(None, &enforced()).apply(&mut replaced);
+        assert!(replaced.get("security").is_none(), "{replaced:?}");
+        assert_eq!(replaced["skills"], json!([{"id": "s"}]));
+        assert_eq!(
+            replaced["securityRequirements"].as_array().unwrap().len(),
+            4
+        );
+        let mut merged = v03();
+        security(Some(SecurityPolicy::Merge), &enforced()).apply(&mut merged);
+        assert!(merged.get("security").is_none(), "{merged:?}");
+        let both = json!({"schemes": {"agent-key": {"list": []}, "gateway-api-key": {"list": []}}});
+        assert!(merged["securityRequirements"]
+            .as_array()
+            .unwrap()
+            .contains(&both));
+        let skill = &merged["skills"][0];
+        assert!(skill.get("security").is_none(), "{skill}");
+        let both =
+            json!({"schemes": {"agent-key": {"list": ["admin"]}, "gateway-mtls": {"list": []}}});
+        assert!(skill["securityRequirements"]
+            .as_array()
+            .unwrap()
+            .contains(&both));
     }
 
     #[test]

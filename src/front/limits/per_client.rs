@@ -28,10 +28,12 @@ use governor::{Quota, RateLimiter};
 use super::Limit;
 use crate::auth::{Principal, Scheme};
 
-/// Who a per-client limit counts: a principal's name, or a client address.
+/// Who a per-client limit counts: a principal (its scheme, a JWT's issuer, its name: an
+/// API key "alice" and two issuers' subjects "alice" are three clients), or a client
+/// address.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ClientKey {
-    Principal(Arc<str>),
+    Principal(Scheme, Option<Box<str>>, Arc<str>),
     Address(IpAddr),
 }
 
@@ -39,7 +41,10 @@ impl ClientKey {
     /// The key of a call by `principal` (`None` or anonymous: by its address `peer`).
     pub fn of(principal: Option<&Principal>, peer: Option<IpAddr>) -> ClientKey {
         match principal {
-            Some(p) if p.scheme != Scheme::Anonymous => ClientKey::Principal(p.name.clone()),
+            Some(p) if p.scheme != Scheme::Anonymous => {
+                let issuer = Some(p.issuer()).filter(|i| !i.is_empty()).map(Box::from);
+                ClientKey::Principal(p.scheme, issuer, p.name.clone())
+            }
             _ => ClientKey::Address(match peer.map(|ip| ip.to_canonical()) {
                 Some(IpAddr::V6(v6)) => {
                     let bits = u128::from(v6) & !((1u128 << 64) - 1);
@@ -264,8 +269,23 @@ mod tests {
         let peer = Some("10.0.0.1".parse().unwrap());
         assert_eq!(
             ClientKey::of(Some(&alice), peer),
-            ClientKey::Principal("alice".into())
+            ClientKey::Principal(Scheme::ApiKey, None, "alice".into())
         );
+        // The same name under another scheme or issuer is another client.
+        let issued = |iss: &str| Principal {
+            scheme: Scheme::Jwt,
+            claims: Some(Arc::new(
+                serde_json::json!({ "iss": iss })
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+            )),
+            ..alice.clone()
+        };
+        let (one, other) = (issued("https://a"), issued("https://b"));
+        let keys = [&alice, &one, &other].map(|p| ClientKey::of(Some(p), peer));
+        assert!(keys[0] != keys[1] && keys[1] != keys[2] && keys[0] != keys[2]);
+        assert_eq!(ClientKey::of(Some(&issued("https://a")), peer), keys[1]);
         let anonymous = Principal {
             scheme: Scheme::Anonymous,
             name: "".into(),
