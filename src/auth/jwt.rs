@@ -169,7 +169,7 @@ impl JwtAuth {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
-        check_iat(&claims, now.as_secs() + issuer.clock_skew)?;
+        check_time_claims(&claims, now.as_secs() + issuer.clock_skew)?;
         let name = match claims.get(&*self.principal_claim) {
             Some(Value::String(name)) if !name.is_empty() => Arc::<str>::from(name.as_str()),
             _ => return Err(JwtRefusal::NoPrincipal(self.principal_claim.clone())),
@@ -182,7 +182,8 @@ impl JwtAuth {
             claims: Some(Arc::new(claims)),
         };
         let remaining = Duration::from_secs(exp).saturating_sub(now);
-        self.cache.insert(digest, principal.clone(), remaining);
+        self.cache
+            .insert(digest, principal.clone(), remaining, token.len());
         Ok(principal)
     }
 }
@@ -244,8 +245,12 @@ fn json_part<T: serde::de::DeserializeOwned>(part: &str) -> Option<T> {
     serde_json::from_slice(&bytes).ok()
 }
 
-/// `iat`, when present, must be a number no later than `latest` (now plus the skew).
-fn check_iat(claims: &Map<String, Value>, latest: u64) -> Result<(), JwtRefusal> {
+/// `iat`, when present, must be a number no later than `latest` (now plus the skew); `nbf`,
+/// when present, a number (`jsonwebtoken` compares a numeric one, and skips any other).
+fn check_time_claims(claims: &Map<String, Value>, latest: u64) -> Result<(), JwtRefusal> {
+    if claims.get("nbf").is_some_and(|nbf| !nbf.is_number()) {
+        return Err(JwtRefusal::Malformed("nbf is not a number"));
+    }
     match claims.get("iat") {
         None => Ok(()),
         Some(iat) => match iat.as_f64() {

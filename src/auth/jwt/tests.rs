@@ -76,16 +76,25 @@ fn issuers_and_principal_claim_are_checked() {
 }
 
 #[test]
-fn iat_in_the_future_is_not_yet_valid() {
+fn iat_in_the_future_is_not_yet_valid_and_times_are_numbers() {
     let claims = |iat: Value| Map::from_iter([("iat".to_owned(), iat)]);
-    assert!(check_iat(&Map::new(), 100).is_ok());
-    assert!(check_iat(&claims(100.into()), 100).is_ok());
+    assert!(check_time_claims(&Map::new(), 100).is_ok());
+    assert!(check_time_claims(&claims(100.into()), 100).is_ok());
     assert!(matches!(
-        check_iat(&claims(101.into()), 100),
+        check_time_claims(&claims(101.into()), 100),
         Err(JwtRefusal::NotYetValid)
     ));
     assert!(matches!(
-        check_iat(&claims("soon".into()), 100),
+        check_time_claims(&claims("soon".into()), 100),
+        Err(JwtRefusal::Malformed(_))
+    ));
+    let nbf = |nbf: Value| Map::from_iter([("nbf".to_owned(), nbf)]);
+    assert!(
+        check_time_claims(&nbf(100.into()), 100).is_ok(),
+        "compared by the crate"
+    );
+    assert!(matches!(
+        check_time_claims(&nbf("x".into()), 100),
         Err(JwtRefusal::Malformed(_))
     ));
 }
