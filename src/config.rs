@@ -265,7 +265,8 @@ pub struct Cli {
     #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_CLIENT_MAX_CONCURRENT", default_value_t = 0)]
     pub client_max_concurrent: usize,
 
-    /// Clients a route's per-client limits track at once; when full, idle clients are
+    /// Clients a route's per-client limits track at once (principals and addresses each,
+    /// in tables of their own); when full, idle clients are
     /// forgotten, and if none is idle a new client gets HTTP 429 (known ones are served).
     #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_CLIENT_LIMIT_KEYS", default_value_t = 10000)]
     pub client_limit_keys: usize,

@@ -108,15 +108,22 @@ struct ClientRate {
     burst: u32,
 }
 
-/// The per-client limits of a route.
+/// The per-client limits of a route. Principals and client addresses are tracked in tables
+/// of their own (`table`), each of at most `max_keys`: addresses are cheap to have many of,
+/// and must not crowd authenticated callers out.
 pub struct PerClient {
-    rate: Option<ClientRate>,
+    rates: Option<[ClientRate; 2]>,
     max_concurrent: usize,
-    in_flight: DashMap<ClientKey, usize>,
+    in_flight: [DashMap<ClientKey, usize>; 2],
     max_keys: usize,
     /// When the rate's keys were last swept (milliseconds since `base`, plus one).
     swept: AtomicU64,
     base: Instant,
+}
+
+/// The table of `key`'s client: 0 principals, 1 addresses.
+fn table(key: &ClientKey) -> usize {
+    usize::from(matches!(key, ClientKey::Address(_)))
 }
 
 /// Why a client's call was refused: the limit, what it says, how long to wait.
@@ -125,7 +132,7 @@ pub type ClientRefusal = (Limit, String, Duration);
 impl PerClient {
     /// The limits of `settings`; `None` when both are off.
     pub fn new(settings: &PerClientSettings) -> Option<PerClient> {
-        let rate = (settings.rate_limit > 0.0).then(|| {
+        let rate = || {
             let per_second = settings.rate_limit;
             let burst = match settings.rate_burst {
                 0 => per_second.ceil().max(1.0) as u32,
@@ -142,11 +149,12 @@ impl PerClient {
                 per_second,
                 burst,
             }
-        });
-        (rate.is_some() || settings.max_concurrent > 0).then(|| PerClient {
-            rate,
+        };
+        let rates = (settings.rate_limit > 0.0).then(|| [rate(), rate()]);
+        (rates.is_some() || settings.max_concurrent > 0).then(|| PerClient {
+            rates,
             max_concurrent: settings.max_concurrent,
-            in_flight: DashMap::new(),
+            in_flight: Default::default(),
             max_keys: settings.max_keys.max(1),
             swept: AtomicU64::new(0),
             base: Instant::now(),
@@ -156,9 +164,10 @@ impl PerClient {
     /// Admits one call of `key`: a token of its rate, then a place among its calls in
     /// flight, given back by `release` (when `Ok(true)`).
     pub fn admit(&self, key: &ClientKey) -> Result<bool, ClientRefusal> {
-        if let Some(rate) = &self.rate {
+        let table = table(key);
+        if let Some(rate) = self.rates.as_ref().map(|rates| &rates[table]) {
             if !rate.keys.0.contains_key(key) && rate.keys.0.len() >= self.max_keys {
-                self.sweep(rate);
+                self.sweep(self.rates.as_ref().expect("a rate is on"));
                 if rate.keys.0.len() >= self.max_keys {
                     return Err(self.full());
                 }
@@ -175,10 +184,11 @@ impl PerClient {
         if self.max_concurrent == 0 {
             return Ok(false);
         }
-        if !self.in_flight.contains_key(key) && self.in_flight.len() >= self.max_keys {
+        let in_flight = &self.in_flight[table];
+        if !in_flight.contains_key(key) && in_flight.len() >= self.max_keys {
             return Err(self.full());
         }
-        let mut calls = self.in_flight.entry(key.clone()).or_insert(0);
+        let mut calls = in_flight.entry(key.clone()).or_insert(0);
         if *calls >= self.max_concurrent {
             let what = format!("{} concurrent calls per client", self.max_concurrent);
             return Err((Limit::ClientConcurrent, what, Duration::from_secs(1)));
@@ -189,14 +199,15 @@ impl PerClient {
 
     /// Gives back a place `admit` gave `key`; a client with no call left is forgotten.
     pub fn release(&self, key: &ClientKey) {
-        if let Some(mut calls) = self.in_flight.get_mut(key) {
+        let in_flight = &self.in_flight[table(key)];
+        if let Some(mut calls) = in_flight.get_mut(key) {
             *calls = calls.saturating_sub(1);
         }
-        self.in_flight.remove_if(key, |_, calls| *calls == 0);
+        in_flight.remove_if(key, |_, calls| *calls == 0);
     }
 
-    /// Drops the rate's idle keys, unless that was done less than a second ago.
-    fn sweep(&self, rate: &ClientRate) {
+    /// Drops the rates' idle keys, unless that was done less than a second ago.
+    fn sweep(&self, rates: &[ClientRate; 2]) {
         let now = self.base.elapsed().as_millis() as u64 + 1;
         let last = self.swept.load(Relaxed);
         let due = last == 0 || now.saturating_sub(last) >= 1000;
@@ -206,8 +217,10 @@ impl PerClient {
                 .compare_exchange(last, now, Relaxed, Relaxed)
                 .is_ok()
         {
-            rate.limiter.retain_recent();
-            rate.limiter.shrink_to_fit();
+            for rate in rates {
+                rate.limiter.retain_recent();
+                rate.limiter.shrink_to_fit();
+            }
         }
     }
 
@@ -219,10 +232,10 @@ impl PerClient {
     /// The configured limits as `/metrics` rows: (limit, value, in use).
     pub fn rows(&self) -> Vec<(Limit, f64, Option<u64>)> {
         let mut rows = Vec::new();
-        let mut keys = self.in_flight.len();
-        if let Some(rate) = &self.rate {
-            rows.push((Limit::ClientRate, rate.per_second, None));
-            keys = keys.max(rate.keys.0.len());
+        let mut keys = self.in_flight.iter().map(DashMap::len).max().unwrap_or(0);
+        if let Some(rates) = &self.rates {
+            rows.push((Limit::ClientRate, rates[0].per_second, None));
+            keys = (rates.iter().map(|rate| rate.keys.0.len())).fold(keys, usize::max);
         }
         if self.max_concurrent > 0 {
             rows.push((Limit::ClientConcurrent, self.max_concurrent as f64, None));
@@ -234,7 +247,7 @@ impl PerClient {
     /// Whether `limit` is one of these that is on.
     pub fn has(&self, limit: Limit) -> bool {
         match limit {
-            Limit::ClientRate => self.rate.is_some(),
+            Limit::ClientRate => self.rates.is_some(),
             Limit::ClientConcurrent => self.max_concurrent > 0,
             Limit::ClientKeys => true,
             _ => false,
@@ -244,7 +257,7 @@ impl PerClient {
     /// The configured value of `limit`, for a refusal's metadata.
     pub fn value(&self, limit: Limit) -> f64 {
         match limit {
-            Limit::ClientRate => self.rate.as_ref().map_or(0.0, |r| r.per_second),
+            Limit::ClientRate => self.rates.as_ref().map_or(0.0, |r| r[0].per_second),
             Limit::ClientConcurrent => self.max_concurrent as f64,
             _ => self.max_keys as f64,
         }
@@ -298,6 +311,24 @@ mod tests {
     }
 
     #[test]
+    fn addresses_filling_their_table_leave_principals_theirs() {
+        let limits = PerClient::new(&PerClientSettings {
+            rate_limit: 0.001,
+            rate_burst: 5,
+            max_concurrent: 0,
+            max_keys: 3,
+        })
+        .unwrap();
+        for n in 1..=3 {
+            assert_eq!(limits.admit(&address(&format!("10.0.0.{n}"))), Ok(false));
+        }
+        let refused = limits.admit(&address("10.0.0.4")).unwrap_err();
+        assert_eq!(refused.0, Limit::ClientKeys);
+        let alice = ClientKey::Principal(Scheme::ApiKey, None, "alice".into());
+        assert_eq!(limits.admit(&alice), Ok(false), "a principal still gets in");
+    }
+
+    #[test]
     fn each_client_has_its_own_rate_and_concurrency() {
         let limits = PerClient::new(&PerClientSettings {
             rate_limit: 1.0,
@@ -311,7 +342,7 @@ mod tests {
         let busy = limits.admit(&a).unwrap_err();
         assert_eq!(busy.0, Limit::ClientConcurrent);
         limits.release(&a);
-        assert_eq!(limits.in_flight.len(), 0, "an idle client is forgotten");
+        assert_eq!(limits.in_flight[1].len(), 0, "an idle client is forgotten");
         let throttled = limits.admit(&a).unwrap_err();
         assert_eq!(throttled.0, Limit::ClientRate);
         assert!(throttled.2 <= Duration::from_secs(1));
@@ -341,7 +372,7 @@ mod tests {
         std::thread::sleep(Duration::from_millis(5));
         // a and b are idle (their buckets refilled): swept for c.
         assert_eq!(limits.admit(&c), Ok(false));
-        assert_eq!(limits.rate.as_ref().unwrap().keys.0.len(), 1);
+        assert_eq!(limits.rates.as_ref().unwrap()[1].keys.0.len(), 1);
         // Two busy clients and a third within the second: refused, the known ones served.
         limits.admit(&a).unwrap();
         let full = limits.admit(&b).unwrap_err();
