@@ -91,6 +91,8 @@ const SCHEME_LABELS: [&str; 5] = ["jwt", "api-key", "mtls", "anonymous", "none"]
 /// A route's authentication.
 pub struct Authenticator {
     anonymous: bool,
+    /// Whether the route's card is served without authentication.
+    public_card: bool,
     /// The API keys and the header that carries them.
     api_keys: Option<(HeaderName, ApiKeys)>,
     jwt: Option<Arc<JwtAuth>>,
@@ -157,6 +159,7 @@ impl Authenticator {
         };
         Ok(Some(Arc::new(Authenticator {
             anonymous: table.lets_anonymous_in(),
+            public_card: table.public_card != Some(false),
             api_keys,
             jwt,
             mtls,
@@ -169,6 +172,11 @@ impl Authenticator {
     /// Whether callers without credentials are let in (`anonymous = true`).
     pub fn lets_anonymous_in(&self) -> bool {
         self.anonymous
+    }
+
+    /// Whether the route's card is served to anyone (`public-card`, default true).
+    pub fn card_is_public(&self) -> bool {
+        self.public_card
     }
 
     /// Starts what authenticates in the background (the JWT issuers' key refreshes), on

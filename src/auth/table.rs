@@ -31,6 +31,10 @@ pub struct AuthTable {
     pub mtls: Option<MtlsTable>,
     /// `[auth.forward]`: what the agent is told about the caller.
     pub forward: Option<ForwardTable>,
+    /// Whether the route's agent card is served to anyone (unset: true, as discovery
+    /// needs); false: only to callers that authenticate as the route's calls do (401
+    /// otherwise), and the catalog leaves it out.
+    pub public_card: Option<bool>,
 }
 
 impl AuthTable {
@@ -47,6 +51,7 @@ impl AuthTable {
             api_keys: self.api_keys.or_else(|| top.api_keys.clone()),
             mtls: self.mtls.or_else(|| top.mtls.clone()),
             forward: self.forward.or_else(|| top.forward.clone()),
+            public_card: self.public_card.or(top.public_card),
         }
     }
 
@@ -66,6 +71,7 @@ impl AuthTable {
             || self.anonymous.is_some()
             || self.principal_claim.is_some()
             || self.forward.is_some()
+            || self.public_card.is_some()
     }
 }
 

@@ -26,6 +26,7 @@ use tower_http::cors::CorsLayer;
 
 use crate::backend::endpoints::RouteEndpoints;
 use crate::card::origin::Origins;
+use crate::front::call::authenticate;
 use crate::front::jsonrpc::refused_response;
 use crate::front::limits::Limits;
 use crate::front::{jsonrpc, Gateway};
@@ -183,7 +184,15 @@ impl Frontend {
             .iter()
             .filter_map(|route| {
                 let card = route.gateway.card.as_ref().filter(|c| c.serves_card())?;
-                let href = card.card_url(request, route.host.as_deref())?;
+                // A card served only to authenticated callers is not listed to everyone.
+                let public = route
+                    .gateway
+                    .auth
+                    .as_ref()
+                    .is_none_or(|a| a.card_is_public());
+                let href = card
+                    .card_url(request, route.host.as_deref())
+                    .filter(|_| public)?;
                 Some(serde_json::json!({
                     "href": href,
                     "type": "application/json",
@@ -411,7 +420,20 @@ impl tower::Service<http::Request<Body>> for Frontend {
                 if !is_read(request.method()) {
                     return ready(wrong_method("GET, HEAD"));
                 }
-                return ready(card.respond(&request.into_parts().0));
+                let parts = request.into_parts().0;
+                if let Some(auth) = route.gateway.auth.as_ref().filter(|a| !a.card_is_public()) {
+                    let (auth, card) = (auth.clone(), card.clone());
+                    return Box::pin(async move {
+                        Ok(match auth.authenticate(&parts).await {
+                            Ok(_) => card.respond(&parts),
+                            Err(failure) => {
+                                let refusal = authenticate::refusal(&auth, &failure);
+                                refused_response(&refusal, refusal.body(None))
+                            }
+                        })
+                    });
+                }
+                return ready(card.respond(&parts));
             }
         }
         let response = match path {

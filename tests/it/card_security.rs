@@ -108,6 +108,13 @@ async fn gateway() -> Gateway {
             &api_keys(false),
         ),
         route("signed", &backend, card.path(), &resign, &api_keys(false)),
+        route(
+            "private",
+            &backend,
+            card.path(),
+            "",
+            &api_keys(false).replace("[route.auth]\n", "[route.auth]\npublic-card = false\n"),
+        ),
     ]
     .concat();
     let config = TempFile::new("toml", &config);
@@ -280,4 +287,36 @@ async fn the_extended_card_gets_the_same_declaration() {
     );
     let plain = gateway.extended("plain", &[]).await;
     assert_eq!(plain["securitySchemes"], agent_card()["securitySchemes"]);
+}
+
+#[tokio::test]
+async fn a_private_card_is_served_to_authenticated_callers_only() {
+    let gateway = gateway().await;
+    let url = format!("{}/private/.well-known/agent-card.json", gateway.origin);
+    let anonymous = client().get(&url).send().await.unwrap();
+    assert_eq!(anonymous.status(), 401);
+    let challenge = anonymous.headers()["www-authenticate"].to_str().unwrap();
+    assert_eq!(challenge, "ApiKey header=\"x-key\"");
+    let keyed = client().get(&url).header("x-key", "alice-key");
+    let keyed = keyed.send().await.unwrap();
+    assert_eq!(keyed.status(), 200);
+    let card: Value = keyed.json().await.unwrap();
+    assert_eq!(
+        card["securityRequirements"][0]["schemes"]["gateway-api-key"],
+        json!({"list": []})
+    );
+    // The catalog, public, lists the public cards only.
+    let catalog = client()
+        .get(format!("{}/.well-known/api-catalog", gateway.origin))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        catalog.contains("/replace/.well-known/agent-card.json"),
+        "{catalog}"
+    );
+    assert!(!catalog.contains("/private/"), "{catalog}");
 }
