@@ -55,8 +55,8 @@ pub(super) enum Lookup<'a> {
     Unknown,
     /// The key exists but does not verify the token's `alg`.
     WrongAlgorithm,
-    /// No `kid`, and several keys verify its `alg`: trying each would multiply the work
-    /// one forged token causes.
+    /// Several keys the token names (no `kid`, or one the set gives several keys) verify
+    /// its `alg`: trying each would multiply the work one forged token causes.
     Ambiguous,
 }
 
@@ -78,19 +78,18 @@ impl KeySet {
         Ok(KeySet { keys })
     }
 
+    /// The one key the token's `kid` (any key, without one) names that verifies its `alg`:
+    /// a set may give one `kid` to keys of several types, and the token's `alg` picks.
     pub(super) fn find(&self, kid: Option<&str>, alg: Algorithm) -> Lookup<'_> {
-        let Some(kid) = kid else {
-            let mut candidates = self.keys.iter().filter(|k| k.algorithms.contains(&alg));
-            return match (candidates.next(), candidates.next()) {
-                (Some(key), None) => Lookup::Found(key),
-                (Some(_), Some(_)) => Lookup::Ambiguous,
-                (None, _) => Lookup::Unknown,
-            };
-        };
-        match self.keys.iter().find(|k| k.kid.as_deref() == Some(kid)) {
-            Some(key) if key.algorithms.contains(&alg) => Lookup::Found(key),
-            Some(_) => Lookup::WrongAlgorithm,
-            None => Lookup::Unknown,
+        let named = |key: &&Key| kid.is_none_or(|kid| key.kid.as_deref() == Some(kid));
+        let mut fitting = (self.keys.iter().filter(named)).filter(|k| k.algorithms.contains(&alg));
+        match (fitting.next(), fitting.next()) {
+            (Some(key), None) => Lookup::Found(key),
+            (Some(_), Some(_)) => Lookup::Ambiguous,
+            (None, _) if kid.is_some() && self.keys.iter().any(|key| named(&key)) => {
+                Lookup::WrongAlgorithm
+            }
+            (None, _) => Lookup::Unknown,
         }
     }
 }
@@ -184,6 +183,24 @@ mod tests {
         let two = set_of_two_ec();
         assert!(matches!(
             two.find(None, Algorithm::ES256),
+            Lookup::Ambiguous
+        ));
+        // One kid on keys of two types: the token's algorithm picks; twice the same type
+        // is ambiguous.
+        let shared = self::set(&[EC, &ED.replace(r#""kid":"ed""#, r#""kid":"ec""#)]).unwrap();
+        for alg in [Algorithm::ES256, Algorithm::EdDSA] {
+            assert!(
+                matches!(shared.find(Some("ec"), alg), Lookup::Found(_)),
+                "{alg:?}"
+            );
+        }
+        assert!(matches!(
+            shared.find(Some("ec"), Algorithm::RS256),
+            Lookup::WrongAlgorithm
+        ));
+        let twice = self::set(&[EC, &EC.replace("f83O", "g83O")]).unwrap();
+        assert!(matches!(
+            twice.find(Some("ec"), Algorithm::ES256),
             Lookup::Ambiguous
         ));
     }
