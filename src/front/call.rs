@@ -93,6 +93,9 @@ pub struct Exchange<'a> {
     pub deadline: Option<Duration>,
     /// Who calls, once authentication found out (`None`: the route authenticates nobody).
     pub principal: Option<crate::auth::Principal>,
+    /// The caller's owner tags on a `task-owner` route (`owner` sets them, `invoke` seals
+    /// the replies with them). Boxed: most routes have none, and every call carries this.
+    pub owner: Option<Box<crate::auth::owner::Caller>>,
     /// The call's access log line and server span.
     pub record: CallRecord,
 }

@@ -221,6 +221,7 @@ fn handle_one<'a>(
         started,
         deadline: None,
         principal: ctx.principal.cloned(),
+        owner: None,
         record,
     };
     Either::Left(run(exchange, envelope.params))

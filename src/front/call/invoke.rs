@@ -47,8 +47,8 @@ impl Layer<Box<Request>> for Invoke {
                     timeout,
                     trace,
                 };
-                let owner = (gateway.owner.as_ref()).map(|keys| keys.caller(x.principal.as_ref()));
-                let answer = match &owner {
+                let owner = x.owner.as_deref();
+                let answer = match owner {
                     // Boxed: only a task-owner route carries its (larger) future.
                     Some(owner) => Box::pin(owner.unary(&*gateway.backend, call)).await,
                     None => gateway.backend.unary(call).await,
@@ -57,7 +57,7 @@ impl Layer<Box<Request>> for Invoke {
                 let Some(id) = x.id.as_deref() else {
                     return Ok(Answer::Json(Vec::new(), extensions));
                 };
-                if let Some(owner) = &owner {
+                if let Some(owner) = owner {
                     owner.seal_out(&mut reply);
                 }
                 x.record.reply(&reply);
@@ -72,7 +72,7 @@ impl Layer<Box<Request>> for Invoke {
                     timeout,
                     trace,
                 };
-                let owner = (gateway.owner.as_ref()).map(|keys| keys.caller(x.principal.as_ref()));
+                let owner = x.owner.take();
                 // Boxed: the stream's start is a large future, and unary calls should not
                 // carry its size (bytes per call, tests/it/cost_budget.rs).
                 Ok(Box::pin(stream(&*gateway.backend, call, owner, &mut x.record)).await)
@@ -106,7 +106,7 @@ fn answered(
 async fn stream(
     backend: &dyn Backend,
     call: Call<StreamRequest>,
-    owner: Option<Caller>,
+    owner: Option<Box<Caller>>,
     record: &mut CallRecord,
 ) -> Answer<ClientEvents> {
     let answer = backend.stream(call).await;
@@ -120,7 +120,7 @@ async fn stream(
         Err(err) => return Answer::Unstarted(err.into(), None),
     };
     let events = match owner {
-        Some(owner) => owner.seal_events(answer.value),
+        Some(owner) => (*owner).seal_events(answer.value),
         None => answer.value,
     };
     let mut events = events.map_err(A2aError::from as fn(backend::Error) -> A2aError);

@@ -1,7 +1,8 @@
 //! Owner: on a `task-owner` route, every task and context id a call names must be one the
 //! gateway sealed for its caller (`auth::owner`); the seal comes off here, and a call
 //! naming any other id is answered as an unknown task without reaching the agent. The
-//! replies' ids are sealed in `invoke`, where the typed reply is.
+//! caller's tags are kept in `Exchange::owner`: the replies' ids are sealed with them in
+//! `invoke`, where the typed reply is.
 
 use crate::front::call::{Answer, Exchange, Layer};
 use crate::protocol::error::A2aError;
@@ -19,7 +20,9 @@ impl<L: Layer<Box<Request>> + Sync> Layer<Box<Request>> for Owner<L> {
         mut request: Box<Request>,
     ) -> Result<Answer<L::Events>, A2aError> {
         if let Some(keys) = &x.gateway.owner {
-            keys.caller(x.principal.as_ref()).restore_in(&mut request)?;
+            let caller = keys.caller(x.principal.as_ref());
+            caller.restore_in(&mut request)?;
+            x.owner = Some(Box::new(caller));
         }
         self.0.call(x, request).await
     }
