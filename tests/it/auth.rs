@@ -17,12 +17,6 @@ use harness::tls_pki::{Ca, Dir, Leaf};
 use harness::*;
 use serde_json::{json, Value};
 
-/// The hex SHA-256 of `key`, as a key file holds it.
-fn digest_hex(key: &[u8]) -> String {
-    let digest = ring::digest::digest(&ring::digest::SHA256, key);
-    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// A backend answering GetTask with the task asked for.
 async fn task_backend() -> (TestBackend, String) {
     let backend = TestBackend::new(|request| match request {
@@ -46,8 +40,8 @@ fn key_file() -> TempFile {
         "keys",
         &format!(
             "# the gateway's callers\n\nalice {}\nmax {}\n",
-            digest_hex(b"alice-key"),
-            digest_hex(&max)
+            key_digest_hex(b"alice-key"),
+            key_digest_hex(&max)
         ),
     )
 }
@@ -153,12 +147,7 @@ async fn api_keys_let_their_holders_in_by_name_and_refuse_the_rest_before_the_ag
             .unwrap();
         assert_ne!(response.status().as_u16(), 401, "{path}");
     }
-    let metrics = client()
-        .get(format!("{origin}/metrics"))
-        .send()
-        .await
-        .unwrap();
-    let metrics = metrics.text().await.unwrap();
+    let metrics = metrics_text(&origin).await;
     for row in [
         "a2a_gateway_auth_total{route=\"default\",scheme=\"api-key\",result=\"ok\"} 3",
         "a2a_gateway_auth_total{route=\"default\",scheme=\"api-key\",result=\"invalid\"} 5",
@@ -221,7 +210,7 @@ async fn notifications_are_refused_and_authorization_can_stay_at_the_gateway() {
 /// never the digest.
 #[test]
 fn bad_key_files_fail_the_load_naming_file_and_line() {
-    let digest = digest_hex(b"k");
+    let digest = key_digest_hex(b"k");
     for (keys, expected) in [
         (
             format!("alice {digest}\nbob {}\n", &digest[..60]),

@@ -116,12 +116,7 @@ async fn rules_per_method_and_tenant() {
         .count();
     assert_eq!((answers.len(), denied), (2, 1), "{body}");
     assert_eq!(backend.calls(), 3, "no refused call reached the agent");
-    let metrics = client()
-        .get(format!("{origin}/metrics"))
-        .send()
-        .await
-        .unwrap();
-    let metrics = metrics.text().await.unwrap();
+    let metrics = metrics_text(&origin).await;
     for line in [
         "a2a_gateway_authz_total{route=\"default\",result=\"allowed\"} 3\n",
         "a2a_gateway_authz_total{route=\"default\",result=\"denied\"} 8\n",
@@ -416,10 +411,7 @@ fn per_client_settings_are_checked() {
 /// A route whose callers are the API keys `alice` and `bob` (keys `alice-key`, `bob-key`)
 /// or anonymous, with the config `rest` after; its JSON-RPC endpoint and the key file.
 async fn keyed_gateway(backend: &str, flags: &[&str], rest: &str) -> (String, TempFile) {
-    let hex = |key: &[u8]| -> String {
-        let digest = ring::digest::digest(&ring::digest::SHA256, key);
-        digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
-    };
+    let hex = key_digest_hex;
     let lines = format!("alice {}\nbob {}\n", hex(b"alice-key"), hex(b"bob-key"));
     let keys = TempFile::new("keys", &lines);
     let file = format!(

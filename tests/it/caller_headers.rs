@@ -146,12 +146,6 @@ fn names_that_cannot_carry_an_identity_fail_the_load() {
     );
 }
 
-/// The hex SHA-256 of `key`, as a key file holds it.
-fn digest_hex(key: &[u8]) -> String {
-    let digest = ring::digest::digest(&ring::digest::SHA256, key);
-    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// A route to `backend` taking API keys (`alice`) and anonymous callers, telling the agent
 /// who calls in `x-principal`.
 fn keyed(backend: &str, binding: &str, keys: &TempFile) -> TempFile {
@@ -178,7 +172,7 @@ fn keyed(backend: &str, binding: &str, keys: &TempFile) -> TempFile {
 
 #[tokio::test]
 async fn the_agent_learns_the_key_holders_name_and_nothing_the_client_forged() {
-    let keys = TempFile::new("keys", &format!("alice {}\n", digest_hex(b"alice-key")));
+    let keys = TempFile::new("keys", &format!("alice {}\n", key_digest_hex(b"alice-key")));
     let backend =
         TestBackend::new(|_| Answer::Reply(Reply::GetExtendedAgentCard(AgentCard::default())));
     let url = format!("http://{}", backend.spawn().await);

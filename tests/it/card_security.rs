@@ -37,12 +37,6 @@ fn agent_card() -> Value {
     })
 }
 
-/// The hex SHA-256 of `key`, as a key file holds it.
-fn digest_hex(key: &[u8]) -> String {
-    let digest = ring::digest::digest(&ring::digest::SHA256, key);
-    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// A route table: `name` at `/name`, the card file, and `extra` lines (its own tables).
 fn route(name: &str, backend: &str, card: &str, card_extra: &str, auth: &str) -> String {
     format!(
@@ -76,7 +70,7 @@ async fn gateway() -> Gateway {
     });
     let backend = format!("http://{}", backend.spawn().await);
     let card = TempFile::new("json", &agent_card().to_string());
-    let keys = TempFile::new("keys", &format!("alice {}\n", digest_hex(b"alice-key")));
+    let keys = TempFile::new("keys", &format!("alice {}\n", key_digest_hex(b"alice-key")));
     let signing_key = rcgen::KeyPair::generate().unwrap();
     let pem = TempFile::new("pem", &signing_key.serialize_pem());
     let api_keys = |anonymous: bool| {

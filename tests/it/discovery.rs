@@ -17,6 +17,7 @@
 //! killed on drop.
 
 use crate::harness;
+use crate::harness::key_digest_hex;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -238,8 +239,7 @@ async fn both_sdk_clients_discover_each_route_from_its_base_url() {
     let agent = tokio::task::spawn_blocking(Peer::start).await.unwrap();
     let agent_http = agent.jsonrpc.trim_end_matches("/jsonrpc").to_owned();
     let card_source = format!("{agent_http}/.well-known/agent-card.json");
-    let digest = ring::digest::digest(&ring::digest::SHA256, KEY.as_bytes());
-    let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    let hex = key_digest_hex(KEY.as_bytes());
     let keys = ConfigFile::named("keys", &format!("sdk-client {hex}\n"));
     // The bearer route's issuer: its JWKS is fetched by the gateway, its token sent by the
     // clients as the card says.

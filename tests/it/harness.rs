@@ -28,7 +28,9 @@ pub mod verdicts;
 pub mod vitals;
 
 pub use backend::{status_update, task, Answer, Step, TestBackend};
-pub use client::{client, message_params, post, post_with, request, rpc, SseReader};
+pub use client::{
+    client, key_digest_hex, message_params, metrics_text, post, post_with, request, rpc, SseReader,
+};
 
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};

@@ -11,6 +11,7 @@
 //! sealed ids (at the limit and one past), and key rotation keeps live tasks.
 
 use crate::harness;
+use crate::harness::key_digest_hex;
 
 use std::time::Duration;
 
@@ -31,11 +32,6 @@ const OLD_KEY: &str = "the old owner key, 32 bytes long";
 const NEW_KEY: &str = "the new owner key, 32 bytes long";
 const AFFINITY_KEY: &str = "test affinity key, 32 bytes long";
 
-fn sha256_hex(text: &str) -> String {
-    let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
-    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// The files one gateway's configuration names; they live as long as this.
 struct Files {
     api_keys: TempFile,
@@ -44,7 +40,11 @@ struct Files {
 
 impl Files {
     fn new(owner_keys: &[&str]) -> Files {
-        let lines = format!("alice {}\nbob {}\n", sha256_hex(ALICE), sha256_hex(BOB));
+        let lines = format!(
+            "alice {}\nbob {}\n",
+            key_digest_hex(ALICE.as_bytes()),
+            key_digest_hex(BOB.as_bytes())
+        );
         Files {
             api_keys: TempFile::new("keys", &lines),
             owner_keys: TempFile::new("owner", &(owner_keys.join("\n") + "\n")),

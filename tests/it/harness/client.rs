@@ -7,6 +7,18 @@ pub fn client() -> reqwest::Client {
     reqwest::Client::builder().build().unwrap()
 }
 
+/// The `/metrics` text of the gateway at `origin`.
+pub async fn metrics_text(origin: &str) -> String {
+    let response = client().get(format!("{origin}/metrics")).send().await;
+    response.unwrap().text().await.unwrap()
+}
+
+/// The hex SHA-256 of an API key, as a key file (`[auth.api-keys]`) holds it.
+pub fn key_digest_hex(key: &[u8]) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, key);
+    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// POSTs raw bytes with `A2A-Version: 1.0`; returns status, headers and body text.
 pub async fn post(
     url: &str,
