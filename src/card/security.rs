@@ -233,9 +233,9 @@ fn jwt_scheme(issuer: &str) -> Value {
     }})
 }
 
-/// A v0.3 card's (or skill's) `security` (`[{"name": ["scope", …]}, …]`) as the v1
-/// `securityRequirements` it means, unless v1 ones are there: the rewrite then covers both
-/// shapes, and no v0.3 list survives beside it, naming schemes the card no longer declares.
+/// A v0.3 card's (or skill's) `security` as the v1 `securityRequirements` it means (the
+/// v0.3 table's row), unless v1 ones are there: the rewrite then covers both shapes, and no
+/// v0.3 list survives beside it, naming schemes the card no longer declares.
 fn adopt_v03_security(object: &mut Map<String, Value>) {
     let Some(security) = object.remove("security") else {
         return;
@@ -243,21 +243,9 @@ fn adopt_v03_security(object: &mut Map<String, Value>) {
     if object.contains_key("securityRequirements") {
         return;
     }
-    let Value::Array(requirements) = security else {
-        return;
-    };
-    let v1: Vec<Value> = requirements
-        .iter()
-        .filter_map(Value::as_object)
-        .map(|requirement| {
-            let schemes: Map<String, Value> = requirement
-                .iter()
-                .map(|(name, scopes)| (name.clone(), json!({ "list": scopes })))
-                .collect();
-            json!({ "schemes": schemes })
-        })
-        .collect();
-    object.insert("securityRequirements".to_owned(), Value::Array(v1));
+    if let Some(v1) = crate::protocol::legacy::security_to_v1(security) {
+        object.insert("securityRequirements".to_owned(), v1);
+    }
 }
 
 #[cfg(test)]

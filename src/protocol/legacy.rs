@@ -21,6 +21,8 @@
 //! typed request, by the one codec.
 
 mod card;
+
+pub use card::security_to_v1;
 mod objects;
 mod shape;
 

@@ -218,6 +218,18 @@ pub fn mark_v03_endpoint(card: &mut Value, endpoint: &str) {
     }
 }
 
+/// A v0.3 `security` list (`[{"name": [scopes]}, …]`) as v1.0 `securityRequirements`,
+/// through the `SecurityRequirement` row; `None` when it is not one.
+pub fn security_to_v1(v03: Value) -> Option<Value> {
+    let Value::Array(requirements) = v03 else {
+        return None;
+    };
+    let v1 = requirements
+        .into_iter()
+        .map(|r| SECURITY_REQUIREMENT.to_v1(r).ok());
+    v1.collect::<Option<Vec<_>>>().map(Value::Array)
+}
+
 fn card_to_v1(card: Value) -> Result<Value, Invalid> {
     let Value::Object(mut card) = card else {
         return Err(Invalid::new("expected an AgentCard object"));
