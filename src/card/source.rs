@@ -265,25 +265,34 @@ async fn fetch_url(
     if !response.status().is_success() {
         return Err(FetchError::Status(response.status()));
     }
-    if response
-        .content_length()
-        .is_some_and(|n| n > MAX_CARD_SIZE as u64)
-    {
-        return Err(FetchError::TooLarge);
-    }
     let etag = response.headers().get(header::ETAG).cloned();
-    let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await? {
-        if body.len() + chunk.len() > MAX_CARD_SIZE {
-            return Err(FetchError::TooLarge);
-        }
-        body.extend_from_slice(&chunk);
-    }
+    let Some(body) = bounded_body(&mut response, MAX_CARD_SIZE).await? else {
+        return Err(FetchError::TooLarge);
+    };
     Ok(Fetched::Card {
         card: serde_json::from_slice(&body)?,
         etag,
         max_age,
     })
+}
+
+/// The body of `response` (card and JWKS fetches), read while it stays within `limit`
+/// bytes; `None`: larger (announced or sent), and not read further.
+pub(crate) async fn bounded_body(
+    response: &mut reqwest::Response,
+    limit: usize,
+) -> Result<Option<Vec<u8>>, reqwest::Error> {
+    if response.content_length().is_some_and(|n| n > limit as u64) {
+        return Ok(None);
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        if body.len() + chunk.len() > limit {
+            return Ok(None);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Some(body))
 }
 
 /// `Cache-Control: max-age` of a response (card and JWKS fetches); none when it may not be reused

@@ -283,17 +283,10 @@ async fn get(
     if !response.status().is_success() {
         return Err(FetchError::Status(response.status()));
     }
-    if response.content_length().is_some_and(|n| n > limit as u64) {
-        return Err(FetchError::TooLarge(limit));
-    }
     let max_age = crate::card::source::max_age(response.headers());
-    let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await? {
-        if body.len() + chunk.len() > limit {
-            return Err(FetchError::TooLarge(limit));
-        }
-        body.extend_from_slice(&chunk);
-    }
+    let Some(body) = crate::card::source::bounded_body(&mut response, limit).await? else {
+        return Err(FetchError::TooLarge(limit));
+    };
     Ok((body, max_age))
 }
 
