@@ -130,7 +130,7 @@ pub fn legacy_requested(headers: &HeaderMap, query: Option<&str>) -> bool {
 
 /// The requested version, trimmed: the header, else the query parameter, else empty.
 fn requested_version<'a>(headers: &'a HeaderMap, query: Option<&str>) -> std::borrow::Cow<'a, str> {
-    match headers.get(VERSION) {
+    match headers.get(const { HeaderName::from_static(VERSION) }) {
         Some(value) => value.to_str().unwrap_or("?").trim().into(),
         None => {
             let from_query = query.and_then(version_from_query).unwrap_or_default();
@@ -167,7 +167,7 @@ pub const LEGACY_EXTENSIONS: &str = "x-a2a-extensions";
 /// A v0.3 call's `X-A2A-Extensions` values, forwarded as `A2A-Extensions` when the call
 /// names no `A2A-Extensions` of its own (the v1.0 backend knows only that name).
 pub fn legacy_extensions(headers: &HeaderMap, forwarded: &mut Vec<(HeaderName, HeaderValue)>) {
-    if headers.contains_key(EXTENSIONS) {
+    if headers.contains_key(const { HeaderName::from_static(EXTENSIONS) }) {
         return;
     }
     for value in headers.get_all(LEGACY_EXTENSIONS) {
@@ -186,7 +186,7 @@ pub fn joined_extensions<'a>(values: impl Iterator<Item = &'a str>) -> Option<He
 pub fn response_extensions(headers: &HeaderMap) -> Option<HeaderValue> {
     joined_extensions(
         headers
-            .get_all(EXTENSIONS)
+            .get_all(const { HeaderName::from_static(EXTENSIONS) })
             .iter()
             .filter_map(|v| v.to_str().ok()),
     )

@@ -31,6 +31,7 @@ use super::ClientAddr;
 use crate::proto::StreamResponse;
 use crate::protocol::error::{A2aError, ErrorKind};
 use crate::protocol::ops::{Op, Reply, Request};
+use sink::field_name;
 
 /// The target of access log lines (`RUST_LOG=a2a_gateway::access=off` silences them too).
 pub const TARGET: &str = "a2a_gateway::access";
@@ -270,24 +271,34 @@ impl Line {
         let client = self.client.map_or("-", |addr| client.of(addr));
         sink::append(|out, format| {
             sink::open_line(out, format, TARGET);
-            sink::text_field(out, format, "route", self.path.as_str());
-            sink::text_field(out, format, "method", self.method);
-            sink::bare_field(out, format, "id", text(&self.id));
-            sink::number_field(out, format, "code", i64::from(code));
-            sink::bare_field(out, format, "backend_status", backend_status);
-            sink::number_field(out, format, "duration_us", duration_us);
-            sink::number_field(out, format, "bytes_in", count(self.bytes_in));
-            sink::number_field(out, format, "bytes_out", count(self.bytes_out));
+            sink::text_field(out, format, field_name!("route"), self.path.as_str());
+            sink::text_field(out, format, field_name!("method"), self.method);
+            sink::bare_field(out, format, field_name!("id"), text(&self.id));
+            sink::number_field(out, format, field_name!("code"), i64::from(code));
+            sink::bare_field(out, format, field_name!("backend_status"), backend_status);
+            sink::number_field(out, format, field_name!("duration_us"), duration_us);
+            sink::number_field(out, format, field_name!("bytes_in"), count(self.bytes_in));
+            sink::number_field(out, format, field_name!("bytes_out"), count(self.bytes_out));
             let frames = i64::try_from(self.frames).unwrap_or(i64::MAX);
-            sink::number_field(out, format, "frames", frames);
-            sink::bare_field(out, format, "client", client);
-            sink::bare_field(out, format, "request_id", text(&self.request_id));
-            sink::bare_field(out, format, "principal", text(&self.principal));
-            sink::bare_field(out, format, "auth", self.scheme);
+            sink::number_field(out, format, field_name!("frames"), frames);
+            sink::bare_field(out, format, field_name!("client"), client);
+            sink::bare_field(
+                out,
+                format,
+                field_name!("request_id"),
+                text(&self.request_id),
+            );
+            sink::bare_field(out, format, field_name!("principal"), text(&self.principal));
+            sink::bare_field(out, format, field_name!("auth"), self.scheme);
             match &span_trace {
-                Some(id) => sink::shown_field(out, format, "trace_id", id),
+                Some(id) => sink::shown_field(out, format, field_name!("trace_id"), id),
                 None => {
-                    sink::bare_field(out, format, "trace_id", text(&self.traceparent));
+                    sink::bare_field(
+                        out,
+                        format,
+                        field_name!("trace_id"),
+                        text(&self.traceparent),
+                    );
                 }
             }
             sink::close_line(out, format, TARGET);

@@ -752,7 +752,10 @@ fn server_address(attributes: &mut Vec<KeyValue>, authority: &str) {
 
 /// The trace id of a W3C `traceparent` value (`00-<trace id>-<span id>-<flags>`).
 pub fn traceparent_trace_id(headers: &HeaderMap) -> Option<&str> {
-    let value = headers.get(TRACEPARENT)?.to_str().ok()?;
+    let value = headers
+        .get(const { HeaderName::from_static(TRACEPARENT) })?
+        .to_str()
+        .ok()?;
     let mut parts = value.split('-');
     let (_version, trace_id) = (parts.next()?, parts.next()?);
     (trace_id.len() == 32 && trace_id.bytes().all(|b| b.is_ascii_hexdigit())).then_some(trace_id)

@@ -8,7 +8,7 @@
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
 use base64::engine::DecodePaddingMode;
 use base64::Engine as _;
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName};
 use serde_json::json;
 use tonic::Code;
 
@@ -18,9 +18,9 @@ use crate::backend::{Error, Status};
 use crate::protocol::details;
 use crate::protocol::error::{A2aError, ErrorKind, GatewayFault, GATEWAY_DOMAIN};
 
-const STATUS: &str = "grpc-status";
-const MESSAGE: &str = "grpc-message";
-const DETAILS: &str = "grpc-status-details-bin";
+const STATUS: HeaderName = HeaderName::from_static("grpc-status");
+const MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
+const DETAILS: HeaderName = HeaderName::from_static("grpc-status-details-bin");
 
 /// gRPC's binary headers are base64, padded or not (gRPC over HTTP/2, "Custom-Metadata").
 const BASE64: GeneralPurpose = GeneralPurpose::new(
@@ -76,7 +76,7 @@ fn error(code: Code, headers: &HeaderMap) -> Error {
                 "reason": GatewayFault::BackendBadResponse.reason(),
                 "domain": GATEWAY_DOMAIN,
                 "metadata": {
-                    "header": DETAILS,
+                    "header": DETAILS.as_str(),
                     "problem": format!("not base64: {e}"),
                 },
             })],
@@ -122,10 +122,10 @@ mod tests {
     use http::HeaderValue;
     use prost::Message as _;
 
-    fn headers(pairs: &[(&'static str, &[u8])]) -> HeaderMap {
+    fn headers(pairs: &[(HeaderName, &[u8])]) -> HeaderMap {
         let mut map = HeaderMap::new();
         for (name, value) in pairs {
-            map.insert(*name, HeaderValue::from_bytes(value).unwrap());
+            map.insert(name.clone(), HeaderValue::from_bytes(value).unwrap());
         }
         map
     }
@@ -204,6 +204,6 @@ mod tests {
         ])));
         assert_eq!(err.kind, ErrorKind::TaskNotFound, "the status still maps");
         assert_eq!(err.data[0]["reason"], "BACKEND_BAD_RESPONSE");
-        assert_eq!(err.data[0]["metadata"]["header"], DETAILS);
+        assert_eq!(err.data[0]["metadata"]["header"], DETAILS.as_str());
     }
 }

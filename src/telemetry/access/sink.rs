@@ -33,6 +33,34 @@ pub enum LineFormat {
     Json,
 }
 
+/// A field's name as each format writes it before the value (` name=`, `,"name":`), made
+/// by `field_name!` at compile time, so a field's start is one copy.
+#[derive(Clone, Copy)]
+pub struct FieldName {
+    pub text: &'static str,
+    pub json: &'static str,
+}
+
+impl FieldName {
+    fn start(self, format: LineFormat) -> &'static [u8] {
+        match format {
+            LineFormat::Text => self.text.as_bytes(),
+            LineFormat::Json => self.json.as_bytes(),
+        }
+    }
+}
+
+/// The `FieldName` of `name` (a string literal).
+macro_rules! field_name {
+    ($name:literal) => {
+        $crate::telemetry::access::sink::FieldName {
+            text: concat!(" ", $name, "="),
+            json: concat!(",\"", $name, "\":"),
+        }
+    };
+}
+pub(crate) use field_name;
+
 struct Sink {
     format: LineFormat,
     /// Lines not yet written.
@@ -130,10 +158,10 @@ pub fn open_line(out: &mut Vec<u8>, format: LineFormat, target: &str) {
 
 /// A field whose value is text: quoted as `tracing` quotes a `&str` (its `Debug`).
 #[inline]
-pub fn text_field(out: &mut Vec<u8>, format: LineFormat, name: &str, value: &str) {
+pub fn text_field(out: &mut Vec<u8>, format: LineFormat, name: FieldName, value: &str) {
     match format {
         LineFormat::Text => {
-            name_equals(out, name);
+            out.extend_from_slice(name.start(format));
             out.push(b'"');
             escape_quotes(out, value);
             out.push(b'"');
@@ -146,10 +174,10 @@ pub fn text_field(out: &mut Vec<u8>, format: LineFormat, name: &str, value: &str
 /// (a clipped field, a number, `-`): bare in text, as `Display` (`%value`) writes it; a
 /// JSON string in JSON. Written straight, without the formatting machinery.
 #[inline]
-pub fn bare_field(out: &mut Vec<u8>, format: LineFormat, name: &str, value: &str) {
+pub fn bare_field(out: &mut Vec<u8>, format: LineFormat, name: FieldName, value: &str) {
     match format {
         LineFormat::Text => {
-            name_equals(out, name);
+            out.extend_from_slice(name.start(format));
             out.extend_from_slice(value.as_bytes());
         }
         LineFormat::Json => json_field(out, name, value),
@@ -161,16 +189,15 @@ pub fn bare_field(out: &mut Vec<u8>, format: LineFormat, name: &str, value: &str
 pub fn shown_field(
     out: &mut Vec<u8>,
     format: LineFormat,
-    name: &str,
+    name: FieldName,
     value: &dyn std::fmt::Display,
 ) {
+    out.extend_from_slice(name.start(format));
     match format {
         LineFormat::Text => {
-            name_equals(out, name);
             let _ = write!(out, "{value}");
         }
         LineFormat::Json => {
-            json_name(out, name);
             out.push(b'"');
             let _ = std::fmt::Write::write_fmt(&mut JsonEscaped(out), format_args!("{value}"));
             out.push(b'"');
@@ -180,28 +207,9 @@ pub fn shown_field(
 
 /// A number field.
 #[inline]
-pub fn number_field(out: &mut Vec<u8>, format: LineFormat, name: &str, value: i64) {
-    match format {
-        LineFormat::Text => name_equals(out, name),
-        LineFormat::Json => json_name(out, name),
-    }
+pub fn number_field(out: &mut Vec<u8>, format: LineFormat, name: FieldName, value: i64) {
+    out.extend_from_slice(name.start(format));
     out.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
-}
-
-/// ` name=`, as text writes a field's start.
-#[inline]
-fn name_equals(out: &mut Vec<u8>, name: &str) {
-    out.push(b' ');
-    out.extend_from_slice(name.as_bytes());
-    out.push(b'=');
-}
-
-/// `,"name":`, as JSON writes a member's start.
-#[inline]
-fn json_name(out: &mut Vec<u8>, name: &str) {
-    out.extend_from_slice(b",\"");
-    out.extend_from_slice(name.as_bytes());
-    out.extend_from_slice(b"\":");
 }
 
 /// The event's end.
@@ -214,8 +222,8 @@ pub fn close_line(out: &mut Vec<u8>, format: LineFormat, target: &str) {
     out.push(b'\n');
 }
 
-fn json_field(out: &mut Vec<u8>, name: &str, value: &str) {
-    json_name(out, name);
+fn json_field(out: &mut Vec<u8>, name: FieldName, value: &str) {
+    out.extend_from_slice(name.json.as_bytes());
     out.push(b'"');
     // Printable ASCII but the quote and backslash, the usual value, goes as it is.
     if value
@@ -255,8 +263,14 @@ impl std::fmt::Write for JsonEscaped<'_> {
 }
 
 fn escape_quotes(out: &mut Vec<u8>, value: &str) {
+    // The usual value (a request path) has neither: one check of every byte, no early exit.
+    let special = |b: u8| (b == b'"') | (b == b'\\');
+    if !value.bytes().fold(false, |any, b| any | special(b)) {
+        out.extend_from_slice(value.as_bytes());
+        return;
+    }
     let mut rest = value.as_bytes();
-    while let Some(at) = rest.iter().position(|b| matches!(b, b'"' | b'\\')) {
+    while let Some(at) = rest.iter().position(|b| special(*b)) {
         out.extend_from_slice(&rest[..at]);
         out.extend_from_slice(&[b'\\', rest[at]]);
         rest = &rest[at + 1..];
@@ -347,9 +361,9 @@ mod tests {
     fn line(format: LineFormat) -> String {
         let mut out = Vec::new();
         open_line(&mut out, format, "a2a_gateway::access");
-        text_field(&mut out, format, "route", "/a\"b\\c\u{1}");
-        shown_field(&mut out, format, "id", &"\"x\"");
-        number_field(&mut out, format, "code", -32001);
+        text_field(&mut out, format, field_name!("route"), "/a\"b\\c\u{1}");
+        shown_field(&mut out, format, field_name!("id"), &"\"x\"");
+        number_field(&mut out, format, field_name!("code"), -32001);
         close_line(&mut out, format, "a2a_gateway::access");
         String::from_utf8(out).unwrap()
     }
