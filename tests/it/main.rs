@@ -28,6 +28,7 @@ mod discovery;
 mod edge;
 mod endpoints;
 mod errors;
+mod examples;
 mod fuzz_smoke;
 mod grpc_wire;
 mod hostile_backend;
