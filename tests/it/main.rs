@@ -25,6 +25,7 @@ mod cli;
 mod cors;
 mod cost_budget;
 mod discovery;
+mod docs;
 mod edge;
 mod endpoints;
 mod errors;
