@@ -1,7 +1,8 @@
 //! The reference pages checked against what they describe, so they cannot drift:
 //! `docs/configuration.md` against `a2a-gateway --help` (every flag, its variable, default
 //! and place in the file) and the config loader (every key of its tables, as the loader's
-//! own "expected one of" lists them), and `docs/errors.md` against the error table, the
+//! own "expected one of" lists them), the README's config files against `check-config`,
+//! and `docs/errors.md` against the error table, the
 //! gateway's fault reasons, the limit table and the transport fault table. A flag, key or
 //! row added, renamed or removed without its page fails here, naming it.
 
@@ -272,6 +273,22 @@ fn every_key_of_the_file_tables_is_documented_and_accepted() {
         "docs/configuration.md:\n{}",
         wrong.join("\n")
     );
+}
+
+#[test]
+fn the_readme_config_files_pass_check_config() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let blocks: Vec<&str> = readme
+        .split("```toml\n")
+        .skip(1)
+        .map(|rest| rest.split("```").next().unwrap())
+        .collect();
+    assert!(!blocks.is_empty(), "README.md shows no config file");
+    for block in blocks {
+        if let Some(error) = check_config(block) {
+            panic!("README.md's config file does not load: {error}\n{block}");
+        }
+    }
 }
 
 /// `text` without whitespace, so a table reads the same however rustfmt wraps it.

@@ -1,8 +1,8 @@
 //! The README's client examples, run as written: `examples/client.py` (the reference SDK,
 //! a2a-sdk, from the suites' venv) and `examples/client.mjs` (@a2a-js/sdk, from the JS peer's
 //! `node_modules`), each given only the base URL of a gateway in front of `--demo`. Each must
-//! finish within `CLIENT_LIMIT` and print what the README says it prints, so the examples
-//! cannot rot.
+//! finish within `CLIENT_LIMIT` and print what the demo answers, and the README must show
+//! each file whole, so the examples cannot rot.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -139,4 +139,20 @@ async fn the_readme_clients_talk_to_the_demo_from_its_base_url() {
         "statusUpdate",
     ];
     check("JavaScript", &out, &events);
+}
+
+#[test]
+fn the_readme_shows_each_example_whole() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    for (file, language) in [
+        ("examples/client.py", "python"),
+        ("examples/client.mjs", "js"),
+    ] {
+        let example = std::fs::read_to_string(repo().join(file)).unwrap();
+        let block = format!("```{language}\n{example}```\n");
+        assert!(
+            readme.contains(&block),
+            "README.md does not show {file} as it is"
+        );
+    }
 }
