@@ -409,6 +409,18 @@ fn the_a2a_error_table_is_documented_row_by_row() {
 }
 
 #[test]
+fn the_errors_the_gateway_raises_are_rows_of_the_error_table() {
+    let rows = table("docs/errors.md", "Errors the gateway raises");
+    for cells in rows {
+        let code: i32 = code(&cells[0]).unwrap().parse().unwrap();
+        let kind = ErrorKind::ALL.iter().find(|k| k.code() == code);
+        let kind = kind.unwrap_or_else(|| panic!("docs/errors.md: {code} is no error code"));
+        let reason = kind.reason().map_or("—".to_owned(), |r| format!("`{r}`"));
+        assert_eq!(cells[1], reason, "docs/errors.md: the reason of {code}");
+    }
+}
+
+#[test]
 fn every_limit_is_documented_with_its_reason_and_status() {
     let status = |name: &str| match name {
         "BUSY" => "503",
