@@ -1,9 +1,9 @@
 //! Agents that fail, with real processes: the gateway binary in front of agents that are
 //! not started, SIGKILLed mid-call, silent, restarted, not gRPC at all, or HTTP+JSON
 //! agents answering HTML, truncated JSON, the wrong content type, an endless body or a
-//! redirect loop (`harness/faults/`). Each row of `fault_cases!` is one row of the README's
+//! redirect loop (`harness/faults/`). Each row of `fault_cases!` is one row of `docs/errors.md`'s
 //! "When agents fail" table and one test, `grpc::<name>` or `http_json::<name>`; the
-//! README test checks that the two lists agree, reasons and time bounds included.
+//! doc test checks that the two lists agree, reasons and time bounds included.
 //!
 //! All selected cases run at once (`harness/faults/runner.rs`); `cargo test --test it
 //! agent_faults:: -- --nocapture` prints what each case observed.
@@ -162,16 +162,16 @@ fault_cases! {
     }
 }
 
-/// The README's "When agents fail" table and `CASES` list the same rows, and each row
+/// The "When agents fail" table of `docs/errors.md` and `CASES` list the same rows, and each row
 /// names the reasons and the time bound its test asserts.
 #[test]
-fn readme_table_lists_every_case() {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let section = readme
+fn errors_doc_lists_every_case() {
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/errors.md")).unwrap();
+    let section = doc
         .split("\n## When agents fail")
         .nth(1)
-        .expect("README has a section \"When agents fail\"");
+        .expect("docs/errors.md has a section \"When agents fail\"");
     let section = section.split("\n## ").next().unwrap();
     let rows: Vec<Vec<&str>> = section
         .lines()
@@ -184,14 +184,14 @@ fn readme_table_lists_every_case() {
         let row = rows
             .iter()
             .find(|r| r[0].starts_with(&name) && r[1] == case.binding.label())
-            .unwrap_or_else(|| panic!("README has no row for {}", case.key()));
+            .unwrap_or_else(|| panic!("docs/errors.md has no row for {}", case.key()));
         unmatched.retain(|u| *u != format!("{} {}", row[0], row[1]));
         let (gets, bound) = (row[2], row[3]);
         for outcome in [case.unary, case.stream].into_iter().flatten() {
             for reason in outcome.reasons() {
                 assert!(
                     gets.contains(reason),
-                    "{}: README does not name {reason}",
+                    "{}: docs/errors.md does not name {reason}",
                     case.key()
                 );
             }
@@ -202,20 +202,20 @@ fn readme_table_lists_every_case() {
             };
             assert!(
                 bound.contains(when),
-                "{}: README bound {bound:?} lacks {when:?}",
+                "{}: docs/errors.md bound {bound:?} lacks {when:?}",
                 case.key()
             );
         }
         if case.stream.is_some() && case.unary.is_some() {
             assert!(
                 gets.contains("stream"),
-                "{}: README says nothing of the stream",
+                "{}: docs/errors.md says nothing of the stream",
                 case.key()
             );
         }
     }
     assert!(
         unmatched.is_empty(),
-        "README rows without a case: {unmatched:?}"
+        "docs/errors.md rows without a case: {unmatched:?}"
     );
 }

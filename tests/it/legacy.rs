@@ -1,4 +1,4 @@
-//! v0.3 clients through the gateway (README "v0.3 clients", `src/protocol/legacy.rs`).
+//! v0.3 clients through the gateway (docs/compatibility.md "v0.3 clients", `src/protocol/legacy.rs`).
 //!
 //! Differential: the reference SDK agent's own v0.3 endpoint (`/v03/jsonrpc`, its compat
 //! layer over the same agent) is the reference. The same v0.3 request sequences go to it and

@@ -3,7 +3,7 @@
     python selfcheck.py            # spawns agent.py on free ports, checks, stops it
 
 Talks raw HTTP (JSON-RPC, REST) with httpx and gRPC with the SDK's generated stubs,
-so it also checks the wire forms the README documents. Prints one line per check
+so it also checks the wire forms docs/compatibility.md documents. Prints one line per check
 and "selfcheck: N passed, 0 failed" at the end; exits non-zero on any failure.
 """
 

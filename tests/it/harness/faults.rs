@@ -57,7 +57,7 @@ impl Binding {
         }
     }
 
-    /// The name of the binding's test module and of its column in the README table.
+    /// The name of the binding's test module and of its column in the table of `docs/errors.md`.
     pub fn module(self) -> &'static str {
         match self {
             Binding::Grpc => "grpc",
@@ -126,7 +126,7 @@ impl Outcome {
     }
 }
 
-/// One row of the table (and of the README's "When agents fail").
+/// One row of the table (and of "When agents fail" in `docs/errors.md`).
 pub struct Case {
     pub name: &'static str,
     pub binding: Binding,
