@@ -17,7 +17,7 @@ use crate::backend::Backend;
 use crate::card::CardService;
 use crate::lifecycle::Lifecycle;
 use crate::protocol::params::ForwardPolicy;
-use crate::telemetry::Metrics;
+use crate::telemetry::{Metrics, RouteMetrics};
 
 /// Everything a front-end request needs, shared by all requests.
 pub struct Gateway {
@@ -45,6 +45,8 @@ pub struct Gateway {
     pub lifecycle: Arc<Lifecycle>,
     /// Request, latency and stream metrics, served at `/metrics`.
     pub metrics: Arc<Metrics>,
+    /// This route's share of `metrics`: its requests, latencies and streams.
+    pub route_metrics: Arc<RouteMetrics>,
     /// Whether v0.3 clients are served (`--legacy v0.3`).
     pub legacy: bool,
     /// The route's push URL guard (`None`: `push-guard = false`).

@@ -234,6 +234,7 @@ pub fn handler_over(
         tenant: settings.tenant.clone(),
         card: shared.card,
         lifecycle: shared.lifecycle,
+        route_metrics: shared.metrics.route(&settings.name),
         metrics: shared.metrics,
         legacy: settings.legacy,
         push,

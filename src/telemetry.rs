@@ -1,8 +1,9 @@
-//! Prometheus metrics: JSON-RPC requests by method and outcome (the error table's JSON-RPC
-//! code, `0` for success), latency histograms per method, open SSE streams and SSE events sent
-//! (exposed as `a2a_gateway_stream_frames_total`, a name kept as the external contract), and
-//! the endpoints of balanced routes (`render_endpoints`: per route healthy and ejected
-//! counts, per endpoint calls and ejections).
+//! Prometheus metrics: JSON-RPC requests by route, method and outcome (the error table's
+//! JSON-RPC code, `0` for success), latency histograms per route and method, open SSE streams
+//! and SSE events sent per route (events exposed as `a2a_gateway_stream_frames_total`, a name
+//! kept as the external contract), and the endpoints of balanced routes
+//! (`render_endpoints`: per route healthy and ejected counts, per endpoint calls and
+//! ejections). The `route` label is the configured route name, never a request's value.
 //!
 //! Recording is a few relaxed atomic additions into fixed arrays indexed by the operation
 //! and error tables, so the request path takes no lock and allocates nothing; the text
@@ -17,7 +18,7 @@ pub mod untrusted;
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::protocol::error::ErrorKind;
@@ -78,54 +79,89 @@ impl Histogram {
         self.sum_micros
             .fetch_add(elapsed.as_micros().min(u64::MAX as u128) as u64, Relaxed);
     }
+
+    /// The series of `name` with the labels `labels` (written before `le`), if any was
+    /// observed.
+    fn render(&self, out: &mut String, name: &str, labels: &str) {
+        let count = self.count.load(Relaxed);
+        if count == 0 {
+            return;
+        }
+        let mut cumulative = 0;
+        for (bound, bucket) in BUCKETS.iter().zip(&self.buckets) {
+            cumulative += bucket.load(Relaxed);
+            let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{bound}\"}} {cumulative}");
+        }
+        let sum = self.sum_micros.load(Relaxed) as f64 / 1e6;
+        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {count}");
+        let _ = writeln!(out, "{name}_sum{{{labels}}} {sum}");
+        let _ = writeln!(out, "{name}_count{{{labels}}} {count}");
+    }
 }
 
-/// The gateway's metrics, shared by all requests.
+/// The gateway's metrics, shared by all requests: each route's (`route`) and the
+/// process's own.
+#[derive(Default)]
 pub struct Metrics {
-    requests: [[AtomicU64; OUTCOMES]; OPS],
-    /// Requests rejected before a method was known (parse errors, bad envelopes).
-    rejected: [AtomicU64; OUTCOMES],
-    latency: [Histogram; OPS],
-    streams_open: AtomicI64,
-    stream_events: AtomicU64,
+    /// Every route's metrics, in the order their handlers were first built; one entry per
+    /// configured name, so the `route` label is bounded by the configuration.
+    routes: std::sync::Mutex<Vec<Arc<RouteMetrics>>>,
     /// The serving runtimes, whose alive tasks `/metrics` counts.
     runtimes: std::sync::Mutex<Vec<tokio::runtime::Handle>>,
-    /// v0.3 calls by v0.3 method and outcome (they also count under their operation).
-    v03: [[AtomicU64; OUTCOMES]; Method::ALL.len()],
     /// Identity header values not sent to the agent (`auth::forward`: unsendable values).
     caller_headers_dropped: AtomicU64,
 }
 
-impl Default for Metrics {
+/// One route's requests, latencies and streams, labelled with its configured name.
+pub struct RouteMetrics {
+    name: Box<str>,
+    /// Allocated at the route's first call, so that routes never called cost a few bytes.
+    calls: OnceLock<Box<CallCounters>>,
+    streams_open: AtomicI64,
+    stream_events: AtomicU64,
+}
+
+/// The per-call counters of one route.
+struct CallCounters {
+    requests: [[AtomicU64; OUTCOMES]; OPS],
+    /// Requests rejected before a method was known (parse errors, bad envelopes).
+    rejected: [AtomicU64; OUTCOMES],
+    latency: [Histogram; OPS],
+    /// v0.3 calls by v0.3 method and outcome (they also count under their operation).
+    v03: [[AtomicU64; OUTCOMES]; Method::ALL.len()],
+}
+
+impl Default for CallCounters {
     fn default() -> Self {
         Self {
             requests: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0))),
             rejected: std::array::from_fn(|_| AtomicU64::new(0)),
             latency: std::array::from_fn(|_| Histogram::default()),
-            streams_open: AtomicI64::new(0),
-            stream_events: AtomicU64::new(0),
-            runtimes: std::sync::Mutex::default(),
             v03: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0))),
-            caller_headers_dropped: AtomicU64::new(0),
         }
     }
 }
 
-impl Metrics {
+impl RouteMetrics {
+    fn calls(&self) -> &CallCounters {
+        self.calls.get_or_init(Box::default)
+    }
+
     /// A finished request of `op` (for streams: until the first event or error).
     pub fn request(&self, op: Op, outcome: Outcome, elapsed: Duration) {
-        self.requests[op as usize][outcome.index()].fetch_add(1, Relaxed);
-        self.latency[op as usize].observe(elapsed);
+        let calls = self.calls();
+        calls.requests[op as usize][outcome.index()].fetch_add(1, Relaxed);
+        calls.latency[op as usize].observe(elapsed);
     }
 
     /// A finished v0.3 call of `method`.
     pub fn v03_request(&self, method: Method, outcome: Outcome) {
-        self.v03[method as usize][outcome.index()].fetch_add(1, Relaxed);
+        self.calls().v03[method as usize][outcome.index()].fetch_add(1, Relaxed);
     }
 
     /// A request refused before its method was known.
     pub fn rejected(&self, kind: ErrorKind) {
-        self.rejected[Outcome::Error(kind).index()].fetch_add(1, Relaxed);
+        self.calls().rejected[Outcome::Error(kind).index()].fetch_add(1, Relaxed);
     }
 
     /// An SSE stream opened; the guard counts it closed when dropped.
@@ -134,16 +170,35 @@ impl Metrics {
         StreamGuard(self.clone())
     }
 
+    /// SSE events written to streams.
+    fn events(&self, n: u64) {
+        self.stream_events.fetch_add(n, Relaxed);
+    }
+}
+
+impl Metrics {
+    /// The metrics of the route named `name`, the same for every handler of it (each
+    /// serving thread builds its own). Called when handlers are built, never per request.
+    pub fn route(&self, name: &str) -> Arc<RouteMetrics> {
+        let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(route) = routes.iter().find(|r| &*r.name == name) {
+            return route.clone();
+        }
+        let route = Arc::new(RouteMetrics {
+            name: name.into(),
+            calls: OnceLock::new(),
+            streams_open: AtomicI64::new(0),
+            stream_events: AtomicU64::new(0),
+        });
+        routes.push(route.clone());
+        route
+    }
+
     /// Identity header values dropped as unsendable (none: nothing is touched).
     pub fn caller_headers_dropped(&self, n: usize) {
         if n > 0 {
             self.caller_headers_dropped.fetch_add(n as u64, Relaxed);
         }
-    }
-
-    /// SSE events written to streams.
-    pub fn events(&self, n: u64) {
-        self.stream_events.fetch_add(n, Relaxed);
     }
 
     /// A serving runtime (one per worker thread), whose tasks `/metrics` counts.
@@ -155,73 +210,74 @@ impl Metrics {
 
     /// The Prometheus text exposition (version 0.0.4).
     pub fn render(&self) -> String {
+        let routes = self
+            .routes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let called: Vec<(&str, &CallCounters)> = routes
+            .iter()
+            .filter_map(|r| Some((&*r.name, r.calls.get()?.as_ref())))
+            .collect();
         let mut out = String::with_capacity(4096);
-        out.push_str("# HELP a2a_gateway_requests_total JSON-RPC requests by method and JSON-RPC code (0 = success).\n");
+        out.push_str("# HELP a2a_gateway_requests_total JSON-RPC requests by route, method and JSON-RPC code (0 = success).\n");
         out.push_str("# TYPE a2a_gateway_requests_total counter\n");
-        for (op, row) in Op::ALL.iter().zip(&self.requests) {
-            for (i, counter) in row.iter().enumerate() {
+        for (route, calls) in &called {
+            for (op, row) in Op::ALL.iter().zip(&calls.requests) {
+                for (i, counter) in row.iter().enumerate() {
+                    let n = counter.load(Relaxed);
+                    if n > 0 {
+                        let code = Outcome::code(i);
+                        let _ = writeln!(
+                            out,
+                            "a2a_gateway_requests_total{{route=\"{route}\",method=\"{}\",code=\"{code}\"}} {n}",
+                            op.name()
+                        );
+                    }
+                }
+            }
+            for (i, counter) in calls.rejected.iter().enumerate() {
                 let n = counter.load(Relaxed);
                 if n > 0 {
                     let code = Outcome::code(i);
                     let _ = writeln!(
                         out,
-                        "a2a_gateway_requests_total{{method=\"{}\",code=\"{code}\"}} {n}",
-                        op.name()
+                        "a2a_gateway_requests_total{{route=\"{route}\",method=\"\",code=\"{code}\"}} {n}"
                     );
                 }
             }
         }
-        for (i, counter) in self.rejected.iter().enumerate() {
-            let n = counter.load(Relaxed);
-            if n > 0 {
-                let code = Outcome::code(i);
-                let _ = writeln!(
-                    out,
-                    "a2a_gateway_requests_total{{method=\"\",code=\"{code}\"}} {n}"
-                );
-            }
-        }
         out.push_str("# HELP a2a_gateway_request_duration_seconds Time to the reply (streams: to the first event).\n");
         out.push_str("# TYPE a2a_gateway_request_duration_seconds histogram\n");
-        for (op, histogram) in Op::ALL.iter().zip(&self.latency) {
-            let count = histogram.count.load(Relaxed);
-            if count == 0 {
-                continue;
+        for (route, calls) in &called {
+            for (op, histogram) in Op::ALL.iter().zip(&calls.latency) {
+                let labels = format!("route=\"{route}\",method=\"{}\"", op.name());
+                histogram.render(&mut out, "a2a_gateway_request_duration_seconds", &labels);
             }
-            let mut cumulative = 0;
-            for (bound, bucket) in BUCKETS.iter().zip(&histogram.buckets) {
-                cumulative += bucket.load(Relaxed);
-                let _ = writeln!(out, "a2a_gateway_request_duration_seconds_bucket{{method=\"{}\",le=\"{bound}\"}} {cumulative}", op.name());
-            }
-            let name = op.name();
-            let sum = histogram.sum_micros.load(Relaxed) as f64 / 1e6;
-            let _ = writeln!(out, "a2a_gateway_request_duration_seconds_bucket{{method=\"{name}\",le=\"+Inf\"}} {count}");
-            let _ = writeln!(
-                out,
-                "a2a_gateway_request_duration_seconds_sum{{method=\"{name}\"}} {sum}"
-            );
-            let _ = writeln!(
-                out,
-                "a2a_gateway_request_duration_seconds_count{{method=\"{name}\"}} {count}"
-            );
         }
-        self.render_v03(&mut out);
+        render_v03(&mut out, &called);
         out.push_str("# HELP a2a_gateway_streams_open SSE streams currently open.\n");
         out.push_str("# TYPE a2a_gateway_streams_open gauge\n");
-        let _ = writeln!(
-            out,
-            "a2a_gateway_streams_open {}",
-            self.streams_open.load(Relaxed)
-        );
+        for route in &routes {
+            let open = route.streams_open.load(Relaxed);
+            let _ = writeln!(
+                out,
+                "a2a_gateway_streams_open{{route=\"{}\"}} {open}",
+                route.name
+            );
+        }
         out.push_str(
             "# HELP a2a_gateway_stream_frames_total Data and error events sent on SSE streams.\n",
         );
         out.push_str("# TYPE a2a_gateway_stream_frames_total counter\n");
-        let _ = writeln!(
-            out,
-            "a2a_gateway_stream_frames_total {}",
-            self.stream_events.load(Relaxed)
-        );
+        for route in &routes {
+            let sent = route.stream_events.load(Relaxed);
+            let _ = writeln!(
+                out,
+                "a2a_gateway_stream_frames_total{{route=\"{}\"}} {sent}",
+                route.name
+            );
+        }
         out.push_str("# HELP a2a_gateway_log_lines_dropped_total Log lines (an event, or a piece of access lines) dropped because stderr did not take them.\n");
         out.push_str("# TYPE a2a_gateway_log_lines_dropped_total counter\n");
         let dropped = access::sink::dropped();
@@ -267,13 +323,13 @@ fn resident_bytes() -> Option<u64> {
     Some(kib * 1024)
 }
 
-impl Metrics {
-    /// v0.3 calls by protocol version, v0.3 method and the v0.3 code the client got, so
-    /// operators can watch v0.3 traffic drain.
-    fn render_v03(&self, out: &mut String) {
-        out.push_str("# HELP a2a_gateway_legacy_requests_total Calls of older protocol versions by version, method and JSON-RPC code (0 = success).\n");
-        out.push_str("# TYPE a2a_gateway_legacy_requests_total counter\n");
-        for (method, row) in Method::ALL.iter().zip(&self.v03) {
+/// v0.3 calls by route, protocol version, v0.3 method and the v0.3 code the client got,
+/// so operators can watch v0.3 traffic drain.
+fn render_v03(out: &mut String, called: &[(&str, &CallCounters)]) {
+    out.push_str("# HELP a2a_gateway_legacy_requests_total Calls of older protocol versions by route, version, method and JSON-RPC code (0 = success).\n");
+    out.push_str("# TYPE a2a_gateway_legacy_requests_total counter\n");
+    for (route, calls) in called {
+        for (method, row) in Method::ALL.iter().zip(&calls.v03) {
             for (i, counter) in row.iter().enumerate() {
                 let n = counter.load(Relaxed);
                 if n > 0 {
@@ -283,7 +339,7 @@ impl Metrics {
                     };
                     let _ = writeln!(
                         out,
-                        "a2a_gateway_legacy_requests_total{{version=\"0.3\",method=\"{}\",code=\"{code}\"}} {n}",
+                        "a2a_gateway_legacy_requests_total{{route=\"{route}\",version=\"0.3\",method=\"{}\",code=\"{code}\"}} {n}",
                         method.name()
                     );
                 }
@@ -485,8 +541,8 @@ pub fn render_authz(out: &mut String, routes: &[(&str, (u64, u64))]) {
     }
 }
 
-/// Counts an open stream until dropped, and the SSE events sent on it.
-pub struct StreamGuard(Arc<Metrics>);
+/// Counts an open stream of a route until dropped, and the SSE events sent on it.
+pub struct StreamGuard(Arc<RouteMetrics>);
 
 impl StreamGuard {
     /// SSE events written to this stream.
@@ -503,7 +559,7 @@ impl Drop for StreamGuard {
 
 /// Times one request of a known operation and records how it ended.
 pub struct Meter<'a> {
-    metrics: &'a Metrics,
+    metrics: &'a RouteMetrics,
     op: Op,
     started: Instant,
     /// The v0.3 method of a v0.3 call.
@@ -511,7 +567,7 @@ pub struct Meter<'a> {
 }
 
 impl<'a> Meter<'a> {
-    pub fn start(metrics: &'a Metrics, op: Op, started: Instant) -> Self {
+    pub fn start(metrics: &'a RouteMetrics, op: Op, started: Instant) -> Self {
         Self {
             metrics,
             op,
@@ -540,51 +596,55 @@ mod tests {
     use super::*;
 
     #[test]
-    fn renders_what_was_recorded() {
-        let m = Arc::new(Metrics::default());
-        m.request(Op::GetTask, Outcome::Ok, Duration::from_micros(300));
-        m.request(
+    fn renders_what_was_recorded_by_route() {
+        let m = Metrics::default();
+        let r = m.route("billing");
+        assert!(Arc::ptr_eq(&r, &m.route("billing")), "one entry per name");
+        let idle = m.route("idle");
+        r.request(Op::GetTask, Outcome::Ok, Duration::from_micros(300));
+        r.request(
             Op::GetTask,
             Outcome::Error(ErrorKind::TaskNotFound),
             Duration::from_millis(2),
         );
-        m.rejected(ErrorKind::ParseError);
-        m.v03_request(Method::TasksGet, Outcome::Error(ErrorKind::TaskNotFound));
-        m.v03_request(
+        r.rejected(ErrorKind::ParseError);
+        r.v03_request(Method::TasksGet, Outcome::Error(ErrorKind::TaskNotFound));
+        r.v03_request(
             Method::MessageSend,
             Outcome::Error(ErrorKind::VersionNotSupported),
         );
-        let guard = m.stream_opened();
+        let guard = r.stream_opened();
         guard.events(3);
         let text = m.render();
-        assert!(
-            text.contains("a2a_gateway_requests_total{method=\"GetTask\",code=\"0\"} 1\n"),
-            "{text}"
-        );
-        assert!(text.contains("a2a_gateway_requests_total{method=\"GetTask\",code=\"-32001\"} 1\n"));
-        assert!(text.contains("a2a_gateway_requests_total{method=\"\",code=\"-32700\"} 1\n"));
-        assert!(text.contains(
-            "a2a_gateway_request_duration_seconds_bucket{method=\"GetTask\",le=\"0.0005\"} 1\n"
-        ));
-        assert!(text.contains(
-            "a2a_gateway_request_duration_seconds_bucket{method=\"GetTask\",le=\"0.0025\"} 2\n"
-        ));
-        assert!(text.contains("a2a_gateway_request_duration_seconds_count{method=\"GetTask\"} 2\n"));
-        assert!(text.contains("a2a_gateway_streams_open 1\n"));
-        assert!(text.contains(
-            "a2a_gateway_legacy_requests_total{version=\"0.3\",method=\"tasks/get\",code=\"-32001\"} 1\n"
-        ));
-        // v0.3 has no -32009: the client got -32603, and the metric says so.
-        assert!(text.contains(
-            "a2a_gateway_legacy_requests_total{version=\"0.3\",method=\"message/send\",code=\"-32603\"} 1\n"
-        ));
-        assert!(text.contains("a2a_gateway_stream_frames_total 3\n"));
+        for line in [
+            "a2a_gateway_requests_total{route=\"billing\",method=\"GetTask\",code=\"0\"} 1\n",
+            "a2a_gateway_requests_total{route=\"billing\",method=\"GetTask\",code=\"-32001\"} 1\n",
+            "a2a_gateway_requests_total{route=\"billing\",method=\"\",code=\"-32700\"} 1\n",
+            "a2a_gateway_request_duration_seconds_bucket{route=\"billing\",method=\"GetTask\",le=\"0.0005\"} 1\n",
+            "a2a_gateway_request_duration_seconds_bucket{route=\"billing\",method=\"GetTask\",le=\"0.0025\"} 2\n",
+            "a2a_gateway_request_duration_seconds_count{route=\"billing\",method=\"GetTask\"} 2\n",
+            "a2a_gateway_streams_open{route=\"billing\"} 1\n",
+            "a2a_gateway_streams_open{route=\"idle\"} 0\n",
+            "a2a_gateway_legacy_requests_total{route=\"billing\",version=\"0.3\",method=\"tasks/get\",code=\"-32001\"} 1\n",
+            // v0.3 has no -32009: the client got -32603, and the metric says so.
+            "a2a_gateway_legacy_requests_total{route=\"billing\",version=\"0.3\",method=\"message/send\",code=\"-32603\"} 1\n",
+            "a2a_gateway_stream_frames_total{route=\"billing\"} 3\n",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
         assert!(
             !text.contains("SendMessage"),
             "untouched methods are not listed"
         );
+        assert!(
+            !text.contains("_total{route=\"idle\",method"),
+            "a route never called has no request series"
+        );
+        assert!(idle.calls.get().is_none(), "nor call counters");
         drop(guard);
-        assert!(m.render().contains("a2a_gateway_streams_open 0\n"));
+        assert!(m
+            .render()
+            .contains("a2a_gateway_streams_open{route=\"billing\"} 0\n"));
     }
 
     #[test]

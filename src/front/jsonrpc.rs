@@ -192,7 +192,7 @@ fn handle_one<'a>(
     let mut record = CallRecord::start(ctx.request, bytes_in, envelope.id.as_deref());
     // Before the method is known, failures count as rejected requests.
     let mut reject = |id: Option<&str>, err: A2aError| {
-        gateway.metrics.rejected(err.kind);
+        gateway.route_metrics.rejected(err.kind);
         record.failed(err.kind);
         let out = error_bytes(id, &err);
         record.sent(out.len());
@@ -284,7 +284,7 @@ where
     let (out, extensions) = match answer {
         Ok(Answer::Json(out, extensions)) => (out, extensions),
         Ok(Answer::Stream(started)) => {
-            let watch = Watched::new(Some(x.record), &x.gateway.metrics);
+            let watch = Watched::new(Some(x.record), &x.gateway.route_metrics);
             let events = (Some(started.first), started.events);
             return sse(
                 x.gateway,
@@ -296,7 +296,7 @@ where
         }
         // v0.3 clients read any answer to a stream call as SSE: a one-event stream.
         Ok(Answer::Unstarted(err, extensions)) if x.dialect != Dialect::V1_0 => {
-            let watch = Watched::new(None, &x.gateway.metrics);
+            let watch = Watched::new(None, &x.gateway.route_metrics);
             let events = (None, stream::once(ready(Err(err))));
             return sse(x.gateway, (&id, x.dialect), events, watch, extensions);
         }
@@ -365,7 +365,7 @@ fn refused_request(
     bytes_in: usize,
     refusal: &Refusal,
 ) -> Response {
-    gateway.metrics.rejected(refusal.error.kind);
+    gateway.route_metrics.rejected(refusal.error.kind);
     let mut record = CallRecord::start(request, bytes_in, None);
     record.failed(refusal.error.kind);
     let out = refusal.body(None);
@@ -381,7 +381,7 @@ fn rejected_response(
     bytes_in: usize,
     err: &A2aError,
 ) -> Response {
-    gateway.metrics.rejected(err.kind);
+    gateway.route_metrics.rejected(err.kind);
     let mut record = CallRecord::start(request, bytes_in, None);
     record.failed(err.kind);
     let out = error_bytes(None, err);

@@ -120,7 +120,7 @@ async fn rules_per_method_and_tenant() {
     for line in [
         "a2a_gateway_authz_total{route=\"default\",result=\"allowed\"} 3\n",
         "a2a_gateway_authz_total{route=\"default\",result=\"denied\"} 8\n",
-        "a2a_gateway_requests_total{method=\"GetTask\",code=\"-31403\"} 6\n",
+        "a2a_gateway_requests_total{route=\"default\",method=\"GetTask\",code=\"-31403\"} 6\n",
     ] {
         assert!(metrics.contains(line), "{line} in\n{metrics}");
     }

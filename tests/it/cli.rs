@@ -275,7 +275,9 @@ async fn workers_share_one_set_of_metrics() {
         .await
         .unwrap();
     assert!(
-        metrics.contains("a2a_gateway_requests_total{method=\"SendMessage\",code=\"0\"} 6\n"),
+        metrics.contains(
+            "a2a_gateway_requests_total{route=\"default\",method=\"SendMessage\",code=\"0\"} 6\n"
+        ),
         "{metrics}"
     );
 }

@@ -447,11 +447,11 @@ async fn v03_clients_get_cards_naming_the_gateway() {
         .text()
         .await
         .unwrap();
-    let line = "a2a_gateway_legacy_requests_total{version=\"0.3\",method=\"agent/getAuthenticatedExtendedCard\",code=\"0\"} 1\n";
+    let line = "a2a_gateway_legacy_requests_total{route=\"default\",version=\"0.3\",method=\"agent/getAuthenticatedExtendedCard\",code=\"0\"} 1\n";
     assert!(metrics.contains(line), "{metrics}");
     assert!(
         metrics
-            .contains("a2a_gateway_requests_total{method=\"GetExtendedAgentCard\",code=\"0\"} 1\n"),
+            .contains("a2a_gateway_requests_total{route=\"default\",method=\"GetExtendedAgentCard\",code=\"0\"} 1\n"),
         "a v0.3 call counts under its operation too: {metrics}"
     );
 }

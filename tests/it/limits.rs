@@ -456,7 +456,7 @@ async fn routes_have_their_own_limits_under_the_global_ones() {
         "a2a_gateway_limit_rejections_total{route=\"a\",limit=\"max-concurrent-calls\"} 1\n",
         "a2a_gateway_limit_rejections_total{route=\"b\",limit=\"max-concurrent-calls\"} 0\n",
         "a2a_gateway_limit_rejections_total{route=\"a\",limit=\"global-max-concurrent-calls\"} 0\n",
-        "a2a_gateway_requests_total{method=\"GetTask\",code=\"-32603\"} 1\n",
+        "a2a_gateway_requests_total{route=\"a\",method=\"GetTask\",code=\"-32603\"} 1\n",
     ] {
         assert!(metrics.contains(line), "{line} in\n{metrics}");
     }

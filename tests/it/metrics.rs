@@ -1,5 +1,6 @@
-//! `/metrics` at the wire: requests by method and JSON-RPC code, latency histograms,
-//! rejected envelopes, open streams and frames, in Prometheus text format.
+//! `/metrics` at the wire: requests by route, method and JSON-RPC code, latency histograms,
+//! rejected envelopes, open streams and frames, in Prometheus text format; on a gateway of
+//! two routes served by two worker threads, each route's series carry its configured name.
 
 use crate::harness;
 
@@ -9,8 +10,12 @@ use harness::*;
 use serde_json::json;
 use tonic::{Code, Status};
 
+/// `/metrics` of the gateway serving the wire suites' route at `url`.
 async fn scrape(url: &str) -> String {
-    let origin = &url[..url.find(ROUTE_PREFIX).unwrap()];
+    scrape_origin(&url[..url.find(ROUTE_PREFIX).unwrap()]).await
+}
+
+async fn scrape_origin(origin: &str) -> String {
     let metrics = format!("{origin}/metrics");
     let response = client().get(metrics).send().await.unwrap();
     assert_eq!(response.status(), 200);
@@ -52,12 +57,17 @@ async fn requests_streams_and_rejections_are_counted(scheme: Scheme) {
     .await;
     sse.data().await.unwrap();
     assert!(
-        scrape(&url).await.contains("a2a_gateway_streams_open 1\n"),
+        scrape(&url)
+            .await
+            .contains("a2a_gateway_streams_open{route=\"default\"} 1\n"),
         "the stream is open"
     );
     drop(sse);
     let started = std::time::Instant::now();
-    while !scrape(&url).await.contains("a2a_gateway_streams_open 0\n") {
+    while !scrape(&url)
+        .await
+        .contains("a2a_gateway_streams_open{route=\"default\"} 0\n")
+    {
         assert!(
             started.elapsed() < std::time::Duration::from_secs(5),
             "stream never counted closed"
@@ -67,14 +77,92 @@ async fn requests_streams_and_rejections_are_counted(scheme: Scheme) {
 
     let text = scrape(&url).await;
     for line in [
-        "a2a_gateway_requests_total{method=\"GetTask\",code=\"0\"} 2\n",
-        "a2a_gateway_requests_total{method=\"GetTask\",code=\"-32001\"} 1\n",
-        "a2a_gateway_requests_total{method=\"SendStreamingMessage\",code=\"0\"} 1\n",
-        "a2a_gateway_requests_total{method=\"\",code=\"-32700\"} 1\n",
-        "a2a_gateway_request_duration_seconds_count{method=\"GetTask\"} 3\n",
-        "a2a_gateway_stream_frames_total 1\n",
-        "a2a_gateway_streams_open 0\n",
+        "a2a_gateway_requests_total{route=\"default\",method=\"GetTask\",code=\"0\"} 2\n",
+        "a2a_gateway_requests_total{route=\"default\",method=\"GetTask\",code=\"-32001\"} 1\n",
+        "a2a_gateway_requests_total{route=\"default\",method=\"SendStreamingMessage\",code=\"0\"} 1\n",
+        "a2a_gateway_requests_total{route=\"default\",method=\"\",code=\"-32700\"} 1\n",
+        "a2a_gateway_request_duration_seconds_count{route=\"default\",method=\"GetTask\"} 3\n",
+        "a2a_gateway_stream_frames_total{route=\"default\"} 1\n",
+        "a2a_gateway_streams_open{route=\"default\"} 0\n",
     ] {
         assert!(text.contains(line), "missing {line:?} in\n{text}");
     }
+}
+
+/// Two routes over one agent, on two worker threads: each call, rejection, stream and limit
+/// counts under the route the client called, by its configured name, whichever thread
+/// served it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn series_carry_the_route_they_were_served_on() {
+    let backend = TestBackend::new(|request| match request {
+        Request::Unary(UnaryRequest::GetTask(r)) if r.id == "missing" => {
+            Answer::Error(Status::new(Code::NotFound, "no"))
+        }
+        Request::Unary(UnaryRequest::GetTask(r)) => {
+            Answer::Reply(Reply::GetTask(task(&r.id, TaskState::Working)))
+        }
+        _ => Answer::Stream(vec![
+            Step::Event(status_update("t-1", TaskState::Working)),
+            Step::Hang,
+        ]),
+    });
+    let agent = backend.spawn().await;
+    let file = format!(
+        "max-concurrent-streams = 5\n\
+         [[route]]\nname = \"alpha\"\npath = \"/alpha\"\nbackend = \"http://{agent}\"\n\
+         [[route]]\nname = \"beta\"\npath = \"/beta\"\nbackend = \"http://{agent}\"\n"
+    );
+    let origin = serve_on_workers(&[], Some(&file)).await;
+    let (alpha, beta) = (
+        format!("{origin}/alpha/a2a/jsonrpc"),
+        format!("{origin}/beta/a2a/jsonrpc"),
+    );
+    for id in 1..=3 {
+        rpc(&alpha, &request(json!(id), "GetTask", json!({"id": "t-1"}))).await;
+    }
+    rpc(
+        &beta,
+        &request(json!(4), "GetTask", json!({"id": "missing"})),
+    )
+    .await;
+    rpc(&beta, "{not json").await;
+    let (_, mut sse) = SseReader::open(
+        &beta,
+        request(json!(5), "SendStreamingMessage", message_params("go")),
+    )
+    .await;
+    sse.data().await.unwrap();
+
+    let text = scrape_origin(&origin).await;
+    for line in [
+        "a2a_gateway_requests_total{route=\"alpha\",method=\"GetTask\",code=\"0\"} 3\n",
+        "a2a_gateway_requests_total{route=\"beta\",method=\"GetTask\",code=\"-32001\"} 1\n",
+        "a2a_gateway_requests_total{route=\"beta\",method=\"\",code=\"-32700\"} 1\n",
+        "a2a_gateway_requests_total{route=\"beta\",method=\"SendStreamingMessage\",code=\"0\"} 1\n",
+        "a2a_gateway_request_duration_seconds_count{route=\"alpha\",method=\"GetTask\"} 3\n",
+        "a2a_gateway_request_duration_seconds_count{route=\"beta\",method=\"GetTask\"} 1\n",
+        "a2a_gateway_streams_open{route=\"alpha\"} 0\n",
+        "a2a_gateway_streams_open{route=\"beta\"} 1\n",
+        "a2a_gateway_stream_frames_total{route=\"alpha\"} 0\n",
+        "a2a_gateway_stream_frames_total{route=\"beta\"} 1\n",
+        "a2a_gateway_limit{route=\"alpha\",limit=\"max-concurrent-streams\"} 5\n",
+        "a2a_gateway_limit_in_use{route=\"beta\",limit=\"max-concurrent-streams\"} 1\n",
+        "a2a_gateway_limit_rejections_total{route=\"beta\",limit=\"max-concurrent-streams\"} 0\n",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in\n{text}");
+    }
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with("a2a_gateway_request"))
+    {
+        assert!(
+            line.contains("{route=\"alpha\",") || line.contains("{route=\"beta\","),
+            "a request series without its route: {line}"
+        );
+    }
+    assert!(
+        !text.contains("route=\"alpha\",method=\"SendStreamingMessage\""),
+        "{text}"
+    );
+    drop(sse);
 }

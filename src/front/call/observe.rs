@@ -10,7 +10,7 @@ use crate::front::sse::Watch;
 use crate::proto::StreamResponse;
 use crate::protocol::error::A2aError;
 use crate::telemetry::access::CallRecord;
-use crate::telemetry::{Meter, Metrics, Outcome, StreamGuard};
+use crate::telemetry::{Meter, Outcome, RouteMetrics, StreamGuard};
 
 /// Counts, logs and traces the call the layer inside handles.
 pub struct Observe<L>(pub L);
@@ -21,8 +21,8 @@ impl<In: Send, L: Layer<In> + Sync> Layer<In> for Observe<L> {
     async fn call(&self, x: &mut Exchange<'_>, input: In) -> Result<Answer<L::Events>, A2aError> {
         let method = x.dialect.legacy_method().map_or(x.op.name(), |m| m.name());
         tracing::debug!(a2a_version = x.dialect.label(), method, "call");
-        let meter =
-            Meter::start(&x.gateway.metrics, x.op, x.started).in_v03(x.dialect.legacy_method());
+        let meter = Meter::start(&x.gateway.route_metrics, x.op, x.started)
+            .in_v03(x.dialect.legacy_method());
         x.record.method(x.op, x.head, x.id.as_deref());
         let answer = self.0.call(x, input).await;
         let outcome = match &answer {
@@ -52,7 +52,7 @@ pub struct Watched {
 
 impl Watched {
     /// Watches a stream opened now; `record` is finished when the stream ends.
-    pub fn new(record: Option<CallRecord>, metrics: &Arc<Metrics>) -> Self {
+    pub fn new(record: Option<CallRecord>, metrics: &Arc<RouteMetrics>) -> Self {
         Watched {
             record,
             meter: metrics.stream_opened(),

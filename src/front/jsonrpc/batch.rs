@@ -167,7 +167,7 @@ async fn batch_member(
 ) -> (Option<Box<str>>, Handled, bool) {
     // A member answered with an error without a call: counted, logged, and its bytes.
     let answered = |id: Option<&str>, kind: ErrorKind, out: Vec<u8>| {
-        gateway.metrics.rejected(kind);
+        gateway.route_metrics.rejected(kind);
         let mut record = CallRecord::start(ctx.request, raw.get().len(), id);
         record.failed(kind);
         record.sent(out.len());

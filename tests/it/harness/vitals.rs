@@ -152,14 +152,23 @@ impl Scraper {
         String::from_utf8(body.to_vec()).unwrap()
     }
 
-    /// The value of the un-labelled gauge or counter `name`.
+    /// The value of the gauge or counter `name`, summed over its labels (per-route series
+    /// such as `a2a_gateway_streams_open{route=…}` add up to the process's figure).
     pub async fn metric(&self, name: &str) -> f64 {
         let text = self.scrape().await;
-        text.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-            .unwrap_or_else(|| panic!("no {name} in /metrics:\n{text}"))
-            .parse()
-            .unwrap()
+        let values: Vec<f64> = text
+            .lines()
+            .filter_map(|l| {
+                let rest = l.strip_prefix(name)?;
+                let rest = match rest.strip_prefix('{') {
+                    Some(labelled) => &labelled[labelled.find('}')? + 1..],
+                    None => rest,
+                };
+                rest.strip_prefix(' ')?.parse().ok()
+            })
+            .collect();
+        assert!(!values.is_empty(), "no {name} in /metrics:\n{text}");
+        values.iter().sum()
     }
 }
 
