@@ -33,9 +33,17 @@ pub struct ClientAddr(pub std::net::SocketAddr);
 const OPS: usize = Op::ALL.len();
 /// One slot per error-table row, plus success.
 const OUTCOMES: usize = ErrorKind::ALL.len() + 1;
-/// Upper bounds of the latency buckets, in seconds.
-const BUCKETS: [f64; 12] = [
-    0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0,
+/// Upper bounds of the call latency buckets, in seconds: from a quarter millisecond (the
+/// gateway's own cost) to 300 s, past the default 30 s call deadline (`--timeout`) and the
+/// longer ones operators set, so a slow agent's calls land in a bucket, not in `+Inf`.
+const CALL_BUCKETS: [f64; 19] = [
+    0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+    10.0, 30.0, 60.0, 120.0, 300.0,
+];
+/// Upper bounds of the stream duration buckets, in seconds: streams last seconds to hours
+/// (`--stream-timeout` is off by default); those past an hour count only in `+Inf`.
+const STREAM_BUCKETS: [f64; 10] = [
+    1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
 ];
 
 /// How one JSON-RPC request ended.
@@ -62,17 +70,28 @@ impl Outcome {
     }
 }
 
-#[derive(Default)]
-struct Histogram {
-    buckets: [AtomicU64; BUCKETS.len()],
+/// A histogram over `N` bucket bounds, which the caller passes (`CALL_BUCKETS`,
+/// `STREAM_BUCKETS`) so each histogram holds only its counters.
+struct Histogram<const N: usize> {
+    buckets: [AtomicU64; N],
     count: AtomicU64,
     sum_micros: AtomicU64,
 }
 
-impl Histogram {
-    fn observe(&self, elapsed: Duration) {
+impl<const N: usize> Default for Histogram<N> {
+    fn default() -> Self {
+        Self {
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+            count: AtomicU64::new(0),
+            sum_micros: AtomicU64::new(0),
+        }
+    }
+}
+
+impl<const N: usize> Histogram<N> {
+    fn observe(&self, bounds: &[f64; N], elapsed: Duration) {
         let seconds = elapsed.as_secs_f64();
-        if let Some(i) = BUCKETS.iter().position(|b| seconds <= *b) {
+        if let Some(i) = bounds.iter().position(|b| seconds <= *b) {
             self.buckets[i].fetch_add(1, Relaxed);
         }
         self.count.fetch_add(1, Relaxed);
@@ -82,13 +101,13 @@ impl Histogram {
 
     /// The series of `name` with the labels `labels` (written before `le`), if any was
     /// observed.
-    fn render(&self, out: &mut String, name: &str, labels: &str) {
+    fn render(&self, bounds: &[f64; N], out: &mut String, name: &str, labels: &str) {
         let count = self.count.load(Relaxed);
         if count == 0 {
             return;
         }
         let mut cumulative = 0;
-        for (bound, bucket) in BUCKETS.iter().zip(&self.buckets) {
+        for (bound, bucket) in bounds.iter().zip(&self.buckets) {
             cumulative += bucket.load(Relaxed);
             let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{bound}\"}} {cumulative}");
         }
@@ -126,7 +145,9 @@ struct CallCounters {
     requests: [[AtomicU64; OUTCOMES]; OPS],
     /// Requests rejected before a method was known (parse errors, bad envelopes).
     rejected: [AtomicU64; OUTCOMES],
-    latency: [Histogram; OPS],
+    latency: [Histogram<{ CALL_BUCKETS.len() }>; OPS],
+    /// How long the route's SSE streams lasted, from the reply's start to their end.
+    stream_duration: Histogram<{ STREAM_BUCKETS.len() }>,
     /// v0.3 calls by v0.3 method and outcome (they also count under their operation).
     v03: [[AtomicU64; OUTCOMES]; Method::ALL.len()],
 }
@@ -137,6 +158,7 @@ impl Default for CallCounters {
             requests: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0))),
             rejected: std::array::from_fn(|_| AtomicU64::new(0)),
             latency: std::array::from_fn(|_| Histogram::default()),
+            stream_duration: Histogram::default(),
             v03: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0))),
         }
     }
@@ -151,7 +173,7 @@ impl RouteMetrics {
     pub fn request(&self, op: Op, outcome: Outcome, elapsed: Duration) {
         let calls = self.calls();
         calls.requests[op as usize][outcome.index()].fetch_add(1, Relaxed);
-        calls.latency[op as usize].observe(elapsed);
+        calls.latency[op as usize].observe(&CALL_BUCKETS, elapsed);
     }
 
     /// A finished v0.3 call of `method`.
@@ -167,7 +189,10 @@ impl RouteMetrics {
     /// An SSE stream opened; the guard counts it closed when dropped.
     pub fn stream_opened(self: &Arc<Self>) -> StreamGuard {
         self.streams_open.fetch_add(1, Relaxed);
-        StreamGuard(self.clone())
+        StreamGuard {
+            route: self.clone(),
+            opened: Instant::now(),
+        }
     }
 
     /// SSE events written to streams.
@@ -252,7 +277,8 @@ impl Metrics {
         for (route, calls) in &called {
             for (op, histogram) in Op::ALL.iter().zip(&calls.latency) {
                 let labels = format!("route=\"{route}\",method=\"{}\"", op.name());
-                histogram.render(&mut out, "a2a_gateway_request_duration_seconds", &labels);
+                let name = "a2a_gateway_request_duration_seconds";
+                histogram.render(&CALL_BUCKETS, &mut out, name, &labels);
             }
         }
         render_v03(&mut out, &called);
@@ -265,6 +291,17 @@ impl Metrics {
                 "a2a_gateway_streams_open{{route=\"{}\"}} {open}",
                 route.name
             );
+        }
+        out.push_str("# HELP a2a_gateway_stream_duration_seconds How long SSE streams lasted, from the reply's start to their end.\n");
+        out.push_str("# TYPE a2a_gateway_stream_duration_seconds histogram\n");
+        for (route, calls) in &called {
+            let (name, labels) = (
+                "a2a_gateway_stream_duration_seconds",
+                format!("route=\"{route}\""),
+            );
+            calls
+                .stream_duration
+                .render(&STREAM_BUCKETS, &mut out, name, &labels);
         }
         out.push_str(
             "# HELP a2a_gateway_stream_frames_total Data and error events sent on SSE streams.\n",
@@ -541,19 +578,28 @@ pub fn render_authz(out: &mut String, routes: &[(&str, (u64, u64))]) {
     }
 }
 
-/// Counts an open stream of a route until dropped, and the SSE events sent on it.
-pub struct StreamGuard(Arc<RouteMetrics>);
+/// Counts an open stream of a route until dropped, the SSE events sent on it, and how
+/// long it lasted.
+pub struct StreamGuard {
+    route: Arc<RouteMetrics>,
+    opened: Instant,
+}
 
 impl StreamGuard {
     /// SSE events written to this stream.
     pub fn events(&self, n: u64) {
-        self.0.events(n);
+        self.route.events(n);
     }
 }
 
 impl Drop for StreamGuard {
     fn drop(&mut self) {
-        self.0.streams_open.fetch_sub(1, Relaxed);
+        self.route.streams_open.fetch_sub(1, Relaxed);
+        let lasted = self.opened.elapsed();
+        self.route
+            .calls()
+            .stream_duration
+            .observe(&STREAM_BUCKETS, lasted);
     }
 }
 
@@ -642,9 +688,29 @@ mod tests {
         );
         assert!(idle.calls.get().is_none(), "nor call counters");
         drop(guard);
-        assert!(m
-            .render()
-            .contains("a2a_gateway_streams_open{route=\"billing\"} 0\n"));
+        let text = m.render();
+        assert!(text.contains("a2a_gateway_streams_open{route=\"billing\"} 0\n"));
+        assert!(text.contains(
+            "a2a_gateway_stream_duration_seconds_bucket{route=\"billing\",le=\"1\"} 1\n"
+        ));
+        assert!(text.contains("a2a_gateway_stream_duration_seconds_count{route=\"billing\"} 1\n"));
+    }
+
+    #[test]
+    fn call_buckets_reach_past_the_default_deadline() {
+        let m = Metrics::default();
+        let r = m.route("slow");
+        let deadline = Duration::from_secs(30);
+        r.request(Op::SendMessage, Outcome::Ok, deadline);
+        r.request(Op::SendMessage, Outcome::Ok, Duration::from_secs(299));
+        let text = m.render();
+        for line in [
+            "a2a_gateway_request_duration_seconds_bucket{route=\"slow\",method=\"SendMessage\",le=\"10\"} 0\n",
+            "a2a_gateway_request_duration_seconds_bucket{route=\"slow\",method=\"SendMessage\",le=\"30\"} 1\n",
+            "a2a_gateway_request_duration_seconds_bucket{route=\"slow\",method=\"SendMessage\",le=\"300\"} 2\n",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
     }
 
     #[test]

@@ -84,6 +84,10 @@ async fn requests_streams_and_rejections_are_counted(scheme: Scheme) {
         "a2a_gateway_request_duration_seconds_count{route=\"default\",method=\"GetTask\"} 3\n",
         "a2a_gateway_stream_frames_total{route=\"default\"} 1\n",
         "a2a_gateway_streams_open{route=\"default\"} 0\n",
+        "a2a_gateway_stream_duration_seconds_count{route=\"default\"} 1\n",
+        // The default 30 s call deadline and longer ones have buckets of their own.
+        "a2a_gateway_request_duration_seconds_bucket{route=\"default\",method=\"GetTask\",le=\"30\"} 3\n",
+        "a2a_gateway_request_duration_seconds_bucket{route=\"default\",method=\"GetTask\",le=\"300\"} 3\n",
     ] {
         assert!(text.contains(line), "missing {line:?} in\n{text}");
     }
