@@ -1,4 +1,5 @@
-//! Generates one set of `lf.a2a.v1` types serving both tonic (prost) and ProtoJSON (pbjson).
+//! Generates one set of `lf.a2a.v1` types serving both tonic (prost) and ProtoJSON (pbjson),
+//! and names the commit built (`A2A_GATEWAY_COMMIT`, for `a2a_gateway_build_info`).
 
 use std::{env, path::PathBuf};
 
@@ -29,5 +30,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build(&[".lf.a2a.v1"])?;
 
     println!("cargo:rerun-if-changed=proto/a2a.proto");
+    println!("cargo:rustc-env=A2A_GATEWAY_COMMIT={}", commit());
     Ok(())
+}
+
+/// The short hash of the commit checked out, or `unknown` without git or a checkout (a
+/// source archive, an image build without `.git`). Local only: git never fetches here.
+fn commit() -> String {
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git").args(args).output().ok()?;
+        let text = String::from_utf8(out.stdout).ok()?;
+        out.status.success().then(|| text.trim().to_owned())
+    };
+    // Rebuilt when HEAD moves: a commit changes the branch's ref, a checkout HEAD itself.
+    let branch = git(&["rev-parse", "--symbolic-full-name", "HEAD"]);
+    for name in ["HEAD"].into_iter().chain(branch.as_deref()) {
+        if let Some(path) = git(&["rev-parse", "--git-path", name]) {
+            if std::path::Path::new(&path).exists() {
+                println!("cargo:rerun-if-changed={path}");
+            }
+        }
+    }
+    git(&["rev-parse", "--short", "HEAD"])
+        .filter(|hash| !hash.is_empty() && hash.bytes().all(|b| b.is_ascii_hexdigit()))
+        .unwrap_or_else(|| "unknown".to_owned())
 }

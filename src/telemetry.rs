@@ -323,6 +323,7 @@ impl Metrics {
         out.push_str("# TYPE a2a_gateway_caller_headers_dropped_total counter\n");
         let dropped = self.caller_headers_dropped.load(Relaxed);
         let _ = writeln!(out, "a2a_gateway_caller_headers_dropped_total {dropped}");
+        render_build_info(&mut out);
         self.render_process(&mut out);
         out
     }
@@ -350,6 +351,19 @@ impl Metrics {
         out.push_str("# TYPE a2a_gateway_tasks_alive gauge\n");
         let _ = writeln!(out, "a2a_gateway_tasks_alive {tasks}");
     }
+}
+
+/// The version and the commit built (`build.rs`; `unknown` when built outside a git
+/// checkout), so dashboards can tell the replicas of a rollout apart.
+fn render_build_info(out: &mut String) {
+    out.push_str("# HELP a2a_gateway_build_info The gateway's version and commit; always 1.\n");
+    out.push_str("# TYPE a2a_gateway_build_info gauge\n");
+    let _ = writeln!(
+        out,
+        "a2a_gateway_build_info{{version=\"{}\",commit=\"{}\"}} 1",
+        env!("CARGO_PKG_VERSION"),
+        env!("A2A_GATEWAY_COMMIT")
+    );
 }
 
 /// `VmRSS` of `/proc/self/status`, in bytes.
@@ -723,6 +737,11 @@ mod tests {
         let _task = runtime.spawn(std::future::pending::<()>());
         let text = m.render();
         assert!(text.contains("a2a_gateway_tasks_alive 1\n"), "{text}");
+        let build = format!(
+            "a2a_gateway_build_info{{version=\"{}\",commit=\"",
+            env!("CARGO_PKG_VERSION")
+        );
+        assert!(text.contains(&build), "{text}");
         let value = |name: &str| -> u64 {
             let line = text.lines().find(|l| l.starts_with(name)).unwrap();
             line.rsplit(' ').next().unwrap().parse().unwrap()

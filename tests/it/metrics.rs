@@ -170,3 +170,27 @@ async fn series_carry_the_route_they_were_served_on() {
     );
     drop(sse);
 }
+
+/// `a2a_gateway_build_info` names the version and the commit checked out when it was built
+/// (`unknown` without git).
+#[tokio::test]
+async fn build_info_names_the_version_and_commit() {
+    let (_, url) = Scheme::Http
+        .setup(|_| Answer::Error(Status::unimplemented("none")))
+        .await;
+    let text = scrape(&url).await;
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .map_or("unknown".to_owned(), |out| {
+            String::from_utf8(out.stdout).unwrap().trim().to_owned()
+        });
+    let line = format!(
+        "a2a_gateway_build_info{{version=\"{}\",commit=\"{head}\"}} 1\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert!(text.contains(&line), "missing {line:?} in\n{text}");
+}
