@@ -192,6 +192,8 @@ pub struct CardService {
     rewriter: Rewriter,
     store: Store,
     refresh: Duration,
+    /// Refreshes that failed (fetch or check) since the start (`/metrics`).
+    refresh_failures: std::sync::atomic::AtomicU64,
 }
 
 impl CardService {
@@ -235,6 +237,7 @@ impl CardService {
             rewriter,
             store,
             refresh,
+            refresh_failures: Default::default(),
         };
         if let Some(Source::File(path)) = &service.source {
             let card = source::read_file(path)
@@ -271,6 +274,13 @@ impl CardService {
     /// renders kept now (`/metrics`).
     pub fn renders(&self) -> (u64, u64, usize) {
         self.store.renders()
+    }
+
+    /// Refreshes of the card that failed since the start: the source unreachable or its
+    /// card invalid (`/metrics`).
+    pub fn refresh_failures(&self) -> u64 {
+        self.refresh_failures
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Answers GET or HEAD of the well-known card: 200 `application/json` with a strong

@@ -479,6 +479,21 @@ pub fn render_card_renders(out: &mut String, routes: &[(&str, (u64, u64, usize))
     }
 }
 
+/// The failed card refreshes of each route serving a card, `(route name, failures)`.
+pub fn render_card_refresh_failures(out: &mut String, routes: &[(&str, u64)]) {
+    if routes.is_empty() {
+        return;
+    }
+    out.push_str("# HELP a2a_gateway_card_refresh_failures_total Agent card refreshes that failed (source unreachable or card invalid); the last good card stays.\n");
+    out.push_str("# TYPE a2a_gateway_card_refresh_failures_total counter\n");
+    for (route, failures) in routes {
+        let _ = writeln!(
+            out,
+            "a2a_gateway_card_refresh_failures_total{{route=\"{route}\"}} {failures}"
+        );
+    }
+}
+
 /// The endpoint metrics of balanced routes, each `(route name, its endpoints)`, in the
 /// text exposition format. Written at scrape time from the endpoints' own counters.
 pub fn render_endpoints(out: &mut String, routes: &[(&str, Vec<EndpointStats>)]) {

@@ -65,6 +65,7 @@ impl Refresh {
                 service.refresh.max(floor)
             }
             Err(failure) => {
+                (service.refresh_failures).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 if !self.failing {
                     self.failing = true;
                     match failure {

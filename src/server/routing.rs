@@ -294,6 +294,13 @@ impl Frontend {
             })
             .collect();
         crate::telemetry::render_card_renders(&mut text, &cards);
+        let refreshes: Vec<_> = (self.routes.iter())
+            .filter_map(|r| {
+                let card = r.gateway.card.as_ref().filter(|c| c.serves_card())?;
+                Some((r.name.as_str(), card.refresh_failures()))
+            })
+            .collect();
+        crate::telemetry::render_card_refresh_failures(&mut text, &refreshes);
         let auth: Vec<_> = self
             .routes
             .iter()

@@ -8,8 +8,8 @@
 //!   against the Kubernetes 1.30 and 1.37 JSON schemas of `kubernetes-validate` (PyPI, pinned in
 //!   `tests/k8s/requirements.txt`, venv cached by `tests/k8s/provision.sh`). 1.30 is the oldest
 //!   version the manifests claim (the kubelet's `preStop.sleep` handler is on by default from
-//!   1.30). The package has no schemas for custom resources: `ServiceMonitor` and `HTTPRoute`
-//!   are the only kinds allowed to lack one, and are checked here by structure instead
+//!   1.30). The package has no schemas for custom resources: `ServiceMonitor`, `PrometheusRule`
+//!   and `HTTPRoute` are the only kinds allowed to lack one, and are checked here by structure instead
 //!   (apiVersion, kind, the required fields, and that they point at the Service's port). A
 //!   self-check proves the validator can fail (a misspelt field; `preStop.sleep` against 1.28).
 //! - **config**: the `gateway.toml` of each rendered ConfigMap, found through the Deployment's
@@ -59,8 +59,9 @@ const VERSIONS: [&str; 2] = ["1.30", "1.37"];
 
 /// Kinds kubernetes-validate has no schema for; checked by structure in
 /// `custom_resources_have_the_required_structure`.
-const CUSTOM_RESOURCES: [(&str, &str); 2] = [
+const CUSTOM_RESOURCES: [(&str, &str); 3] = [
     ("monitoring.coreos.com/v1", "ServiceMonitor"),
+    ("monitoring.coreos.com/v1", "PrometheusRule"),
     ("gateway.networking.k8s.io/v1", "HTTPRoute"),
 ];
 
@@ -645,6 +646,7 @@ fn every_document_validates_against_the_kubernetes_schemas() {
     for (file, kind) in [
         ("optional/admin-service.yaml", "Service"),
         ("optional/servicemonitor.yaml", "ServiceMonitor"),
+        ("optional/prometheusrule.yaml", "PrometheusRule"),
         ("optional/ingress.yaml", "Ingress"),
         ("optional/httproute.yaml", "HTTPRoute"),
     ] {
@@ -731,6 +733,22 @@ fn custom_resources_have_the_required_structure() {
             endpoint["port"]
         );
         assert_eq!(endpoint["path"], "/metrics");
+    }
+
+    // The alerts: groups of named rules, each an alert with an expression (their queries are
+    // checked against /metrics in tests/it/metrics.rs, their syntax by promtool).
+    let alerts = one("optional/prometheusrule.yaml", "PrometheusRule");
+    str_at(alerts, "/metadata/name", "PrometheusRule");
+    let groups = alerts["spec"]["groups"]
+        .as_array()
+        .expect("PrometheusRule: spec.groups");
+    assert!(!groups.is_empty(), "PrometheusRule: no groups");
+    for group in groups {
+        str_at(group, "/name", "PrometheusRule groups[]");
+        for rule in group["rules"].as_array().expect("PrometheusRule: rules") {
+            str_at(rule, "/alert", "PrometheusRule rules[]");
+            str_at(rule, "/expr", "PrometheusRule rules[]");
+        }
     }
 
     let route = one("optional/httproute.yaml", "HTTPRoute");

@@ -194,3 +194,124 @@ async fn build_info_names_the_version_and_commit() {
     );
     assert!(text.contains(&line), "missing {line:?} in\n{text}");
 }
+
+/// The PromQL expressions of `deploy/`: the dashboard's targets and template queries, and
+/// the alert rules' `expr` (inline or a `|` block).
+fn deploy_queries() -> Vec<(String, String)> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+    let mut queries = Vec::new();
+    let dashboard = std::fs::read_to_string(root.join("grafana/a2a-gateway.json")).unwrap();
+    let dashboard: serde_json::Value = serde_json::from_str(&dashboard).unwrap();
+    fn walk(value: &serde_json::Value, out: &mut Vec<(String, String)>) {
+        match value {
+            serde_json::Value::Object(map) => {
+                for (key, value) in map {
+                    match (key.as_str(), value.as_str()) {
+                        ("expr" | "definition", Some(expr)) => {
+                            out.push(("dashboard".into(), expr.into()))
+                        }
+                        _ => walk(value, out),
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|v| walk(v, out)),
+            _ => {}
+        }
+    }
+    walk(&dashboard, &mut queries);
+    let rules_path = root.join("kubernetes/optional/prometheusrule.yaml");
+    let rules = std::fs::read_to_string(rules_path).unwrap();
+    let mut lines = rules.lines().peekable();
+    while let Some(line) = lines.next() {
+        let Some(rest) = line.trim_start().strip_prefix("expr:") else {
+            continue;
+        };
+        let mut expr = rest.trim().to_owned();
+        if expr == "|" {
+            let indent = line.len() - line.trim_start().len();
+            expr.clear();
+            while let Some(next) = lines.next_if(|l| l.len() - l.trim_start().len() > indent) {
+                expr.push_str(next.trim());
+                expr.push(' ');
+            }
+        }
+        queries.push(("rules".into(), expr));
+    }
+    queries
+}
+
+/// The gateway's metric names in a PromQL expression.
+fn metric_names(expr: &str) -> Vec<String> {
+    expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|word| word.starts_with("a2a_gateway_") || word.starts_with("process_"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Every series the dashboard and the alert rules in `deploy/` name is one a running
+/// gateway exports: a gateway with the features they watch (a balanced route, a card whose
+/// source fails, limits, a stream) is scraped after a call and a stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_and_rules_name_only_exported_series() {
+    let queries = deploy_queries();
+    let dashboard = queries.iter().filter(|q| q.0 == "dashboard").count();
+    let rules = queries.iter().filter(|q| q.0 == "rules").count();
+    assert!(dashboard >= 10 && rules >= 6, "{queries:?}");
+    let agent = || {
+        TestBackend::new(|request| match request {
+            Request::Unary(UnaryRequest::GetTask(r)) => {
+                Answer::Reply(Reply::GetTask(task(&r.id, TaskState::Working)))
+            }
+            _ => Answer::Stream(vec![Step::Event(status_update("t-1", TaskState::Working))]),
+        })
+    };
+    let (one, two) = (agent().spawn().await, agent().spawn().await);
+    let closed = crate::harness::ClosedPort::new();
+    let file = format!(
+        "max-concurrent-calls = 5\n\
+         [[route]]\nname = \"pods\"\npath = \"/pods\"\n\
+         backend = [\"http://{one}\", \"http://{two}\"]\n\
+         [route.card]\nsource = \"http://127.0.0.1:{}/card.json\"\n",
+        closed.port()
+    );
+    let origin = serve_on_workers(&[], Some(&file)).await;
+    let url = format!("{origin}/pods/a2a/jsonrpc");
+    rpc(&url, &request(json!(1), "GetTask", json!({"id": "t-1"}))).await;
+    let (_, mut sse) = SseReader::open(
+        &url,
+        request(json!(2), "SendStreamingMessage", message_params("go")),
+    )
+    .await;
+    while sse.data().await.is_some() {}
+
+    let started = std::time::Instant::now();
+    let exported = loop {
+        let text = scrape_origin(&origin).await;
+        let series: std::collections::BTreeSet<String> = text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.split(['{', ' ']).next())
+            .map(str::to_owned)
+            .collect();
+        let missing: Vec<(&String, String)> = queries
+            .iter()
+            .flat_map(|(source, expr)| metric_names(expr).into_iter().map(move |n| (source, n)))
+            .filter(|(_, name)| !series.contains(name))
+            .collect();
+        if missing.is_empty() {
+            break series;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "named in deploy/ but not exported: {missing:?}\n{text}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    for (source, expr) in &queries {
+        assert!(
+            !metric_names(expr).is_empty(),
+            "{source}: no metric in {expr}"
+        );
+    }
+    assert!(exported.contains("a2a_gateway_card_refresh_failures_total"));
+}
