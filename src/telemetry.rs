@@ -72,6 +72,7 @@ impl Outcome {
 
 /// A histogram over `N` bucket bounds, which the caller passes (`CALL_BUCKETS`,
 /// `STREAM_BUCKETS`) so each histogram holds only its counters.
+#[derive(Debug)]
 struct Histogram<const N: usize> {
     buckets: [AtomicU64; N],
     count: AtomicU64,
@@ -99,22 +100,73 @@ impl<const N: usize> Histogram<N> {
             .fetch_add(elapsed.as_micros().min(u64::MAX as u128) as u64, Relaxed);
     }
 
+    /// The counts now, for rendering.
+    fn counts(&self) -> Counts<N> {
+        Counts {
+            buckets: std::array::from_fn(|i| self.buckets[i].load(Relaxed)),
+            count: self.count.load(Relaxed),
+            sum_micros: self.sum_micros.load(Relaxed),
+        }
+    }
+
+    fn render(&self, bounds: &[f64; N], out: &mut String, name: &str, labels: &str) {
+        self.counts().render(bounds, out, name, labels);
+    }
+}
+
+/// A histogram's counts at one time (per bucket, not cumulative).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Counts<const N: usize> {
+    buckets: [u64; N],
+    count: u64,
+    sum_micros: u64,
+}
+
+impl<const N: usize> Default for Counts<N> {
+    fn default() -> Self {
+        Counts {
+            buckets: [0; N],
+            count: 0,
+            sum_micros: 0,
+        }
+    }
+}
+
+impl<const N: usize> Counts<N> {
     /// The series of `name` with the labels `labels` (written before `le`), if any was
     /// observed.
     fn render(&self, bounds: &[f64; N], out: &mut String, name: &str, labels: &str) {
-        let count = self.count.load(Relaxed);
+        let count = self.count;
         if count == 0 {
             return;
         }
         let mut cumulative = 0;
         for (bound, bucket) in bounds.iter().zip(&self.buckets) {
-            cumulative += bucket.load(Relaxed);
+            cumulative += bucket;
             let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{bound}\"}} {cumulative}");
         }
-        let sum = self.sum_micros.load(Relaxed) as f64 / 1e6;
+        let sum = self.sum_micros as f64 / 1e6;
         let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {count}");
         let _ = writeln!(out, "{name}_sum{{{labels}}} {sum}");
         let _ = writeln!(out, "{name}_count{{{labels}}} {count}");
+    }
+}
+
+/// How long backend calls to one endpoint took (`a2a_gateway_backend_call_duration_seconds`):
+/// a unary call to its answer, a stream to its start; shared by every worker.
+#[derive(Debug, Default)]
+pub struct BackendLatency(Histogram<{ CALL_BUCKETS.len() }>);
+
+/// `BackendLatency`'s counts at one time.
+pub type BackendLatencyCounts = Counts<{ CALL_BUCKETS.len() }>;
+
+impl BackendLatency {
+    pub fn observe(&self, elapsed: Duration) {
+        self.0.observe(&CALL_BUCKETS, elapsed);
+    }
+
+    pub fn counts(&self) -> BackendLatencyCounts {
+        self.0.counts()
     }
 }
 
@@ -408,6 +460,7 @@ pub struct EndpointStats {
     /// Calls started on it (a retried call counts on both endpoints).
     pub calls: u64,
     pub ejections: u64,
+    pub latency: BackendLatencyCounts,
 }
 
 /// Authentications of one route, scheme and result, as `/metrics` shows them
@@ -532,6 +585,15 @@ pub fn render_endpoints(out: &mut String, routes: &[(&str, Vec<EndpointStats>)])
                 "a2a_gateway_endpoint_ejections_total{{route=\"{route}\",endpoint=\"{}\"}} {}",
                 e.endpoint, e.ejections
             );
+        }
+    }
+    out.push_str("# HELP a2a_gateway_backend_call_duration_seconds Backend calls per endpoint, to the answer (streams: to their start).\n");
+    out.push_str("# TYPE a2a_gateway_backend_call_duration_seconds histogram\n");
+    for (route, endpoints) in routes {
+        for e in endpoints {
+            let labels = format!("route=\"{route}\",endpoint=\"{}\"", e.endpoint);
+            let name = "a2a_gateway_backend_call_duration_seconds";
+            e.latency.render(&CALL_BUCKETS, out, name, &labels);
         }
     }
 }
@@ -768,11 +830,17 @@ mod tests {
 
     #[test]
     fn renders_endpoints() {
+        let took = BackendLatency::default();
+        took.observe(Duration::from_millis(40));
         let stats = |endpoint: &str, ejected, calls| EndpointStats {
             endpoint: endpoint.into(),
             ejected,
             calls,
             ejections: u64::from(ejected),
+            latency: match ejected {
+                false => took.counts(),
+                true => BackendLatencyCounts::default(),
+            },
         };
         let mut text = String::new();
         let routes = [(
@@ -788,9 +856,16 @@ mod tests {
             "a2a_gateway_route_endpoints{route=\"billing\",state=\"ejected\"} 1\n",
             "a2a_gateway_endpoint_calls_total{route=\"billing\",endpoint=\"10.0.0.1:50051\"} 7\n",
             "a2a_gateway_endpoint_ejections_total{route=\"billing\",endpoint=\"10.0.0.2:50051\"} 1\n",
+            "a2a_gateway_backend_call_duration_seconds_bucket{route=\"billing\",endpoint=\"10.0.0.1:50051\",le=\"0.025\"} 0\n",
+            "a2a_gateway_backend_call_duration_seconds_bucket{route=\"billing\",endpoint=\"10.0.0.1:50051\",le=\"0.05\"} 1\n",
+            "a2a_gateway_backend_call_duration_seconds_count{route=\"billing\",endpoint=\"10.0.0.1:50051\"} 1\n",
         ] {
             assert!(text.contains(line), "{line} in {text}");
         }
+        assert!(
+            !text.contains("duration_seconds_count{route=\"billing\",endpoint=\"10.0.0.2:50051\""),
+            "an endpoint never called has no latency series"
+        );
         let mut none = String::new();
         render_endpoints(&mut none, &[]);
         assert!(none.is_empty());

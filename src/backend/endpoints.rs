@@ -347,6 +347,7 @@ impl RouteEndpoints {
                 ejected: e.health.is_ejected(),
                 calls: e.health.calls(),
                 ejections: e.health.ejections_total(),
+                latency: e.health.latency.counts(),
             })
             .collect()
     }

@@ -337,6 +337,11 @@ async fn pods_behind_a_dns_name(scheme: Scheme) {
             "a2a_gateway_endpoint_calls_total{{route=\"default\",endpoint=\"{}\"}}",
             addrs[3]
         ),
+        // Backend latency by the pod's resolved address.
+        format!(
+            "a2a_gateway_backend_call_duration_seconds_count{{route=\"default\",endpoint=\"{}\"}}",
+            addrs[3]
+        ),
     ] {
         assert!(text.contains(&line), "{line} in {text}");
     }

@@ -262,7 +262,11 @@ impl<'a> Attempt<'a> {
 impl Drop for Attempt<'_> {
     fn drop(&mut self) {
         self.outstanding.fetch_sub(1, Relaxed);
-        let late = self.deadline.is_some_and(|d| self.started.elapsed() >= d);
+        // Every attempt, judged or given up (a deadline, a client gone), so a slow
+        // endpoint's waits show.
+        let took = self.started.elapsed();
+        self.endpoint.health.latency.observe(took);
+        let late = self.deadline.is_some_and(|d| took >= d);
         if let (false, true, Some(limit)) = (self.judged, late, self.deadline) {
             self.route
                 .observe(self.endpoint, Some(&Fault::deadline(limit)));

@@ -36,6 +36,8 @@ pub struct Health {
     probing: AtomicBool,
     calls: AtomicU64,
     ejections_total: AtomicU64,
+    /// How long its calls took (`/metrics`).
+    pub latency: crate::telemetry::BackendLatency,
 }
 
 fn epoch() -> Instant {
