@@ -181,7 +181,12 @@ pub struct Metrics {
     runtimes: std::sync::Mutex<Vec<tokio::runtime::Handle>>,
     /// Identity header values not sent to the agent (`auth::forward`: unsendable values).
     caller_headers_dropped: AtomicU64,
+    /// The serving certificate's notAfter, read at scrape time (`None`: cleartext).
+    serving_certificate: OnceLock<NotAfter>,
 }
+
+/// Reads a certificate's notAfter, in seconds since the Unix epoch.
+type NotAfter = Box<dyn Fn() -> Option<i64> + Send + Sync>;
 
 /// One route's requests, latencies and streams, labelled with its configured name.
 pub struct RouteMetrics {
@@ -276,6 +281,11 @@ impl Metrics {
         if n > 0 {
             self.caller_headers_dropped.fetch_add(n as u64, Relaxed);
         }
+    }
+
+    /// The listener's certificate, whose expiry `/metrics` shows (the first one given).
+    pub fn serving_certificate(&self, not_after: NotAfter) {
+        let _ = self.serving_certificate.set(not_after);
     }
 
     /// A serving runtime (one per worker thread), whose tasks `/metrics` counts.
@@ -376,6 +386,14 @@ impl Metrics {
         let dropped = self.caller_headers_dropped.load(Relaxed);
         let _ = writeln!(out, "a2a_gateway_caller_headers_dropped_total {dropped}");
         render_build_info(&mut out);
+        if let Some(not_after) = self.serving_certificate.get().and_then(|read| read()) {
+            out.push_str("# HELP a2a_gateway_serving_certificate_expiry_timestamp_seconds When the certificate new TLS handshakes get expires (its notAfter), in seconds since the Unix epoch.\n");
+            out.push_str("# TYPE a2a_gateway_serving_certificate_expiry_timestamp_seconds gauge\n");
+            let _ = writeln!(
+                out,
+                "a2a_gateway_serving_certificate_expiry_timestamp_seconds {not_after}"
+            );
+        }
         self.render_process(&mut out);
         out
     }

@@ -263,6 +263,21 @@ impl ServerTls {
         }))
     }
 
+    /// When the certificate new handshakes get expires, in seconds since the Unix epoch
+    /// (its leaf's notAfter), read anew at each call; `None` once this `ServerTls` is gone.
+    pub fn not_after(&self) -> impl Fn() -> Option<i64> + Send + Sync + 'static {
+        let certificate: Weak<Certificate> = Arc::downgrade(&self.certificate);
+        move || {
+            let certificate = certificate.upgrade()?;
+            let current = certificate
+                .current
+                .read()
+                .unwrap_or_else(|e| e.into_inner());
+            let (_, leaf) = x509_parser::parse_x509_certificate(current.cert.first()?).ok()?;
+            Some(leaf.validity().not_after.timestamp())
+        }
+    }
+
     /// Starts the thread that reloads the certificate when its files change; it ends
     /// once every clone of this `ServerTls` is gone.
     pub fn watch(&self) -> std::io::Result<()> {

@@ -54,6 +54,7 @@ impl Workers {
         if let Some(tls) = template.tls() {
             tls.watch()
                 .map_err(|e| format!("cannot start the TLS reload thread: {e}"))?;
+            metrics.serving_certificate(Box::new(tls.not_after()));
         }
         let mut workers = Workers {
             inboxes: Vec::with_capacity(count),

@@ -256,7 +256,7 @@ async fn the_dashboard_and_rules_name_only_exported_series() {
     let queries = deploy_queries();
     let dashboard = queries.iter().filter(|q| q.0 == "dashboard").count();
     let rules = queries.iter().filter(|q| q.0 == "rules").count();
-    assert!(dashboard >= 10 && rules >= 6, "{queries:?}");
+    assert!(dashboard >= 10 && rules >= 7, "{queries:?}");
     let agent = || {
         TestBackend::new(|request| match request {
             Request::Unary(UnaryRequest::GetTask(r)) => {
@@ -284,9 +284,29 @@ async fn the_dashboard_and_rules_name_only_exported_series() {
     .await;
     while sse.data().await.is_some() {}
 
+    // A gateway serving TLS exports its certificate's expiry.
+    let pki = test_pki();
+    let cert = harness::process::TempFile::new("pem", &pki.cert_pem);
+    let key = harness::process::TempFile::new("pem", &pki.key_pem);
+    let tls_flags = ["--tls-cert", cert.path(), "--tls-key", key.path()];
+    let backend = ["--backend", "http://127.0.0.1:9"];
+    let tls_origin = serve_on_workers(&[&backend[..], &tls_flags].concat(), None).await;
+    let https = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(pki.ca_pem.as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    let tls_metrics = tls_origin.replace("http://", "https://") + "/metrics";
+    let tls_text = https.get(tls_metrics).send().await.unwrap();
+    let tls_text = tls_text.text().await.unwrap();
+    let name = "a2a_gateway_serving_certificate_expiry_timestamp_seconds ";
+    let line = tls_text.lines().find_map(|l| l.strip_prefix(name));
+    let not_after: i64 = line.expect(&tls_text).parse().unwrap();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    assert!(not_after > now.unwrap().as_secs() as i64, "{tls_text}");
+
     let started = std::time::Instant::now();
     let exported = loop {
-        let text = scrape_origin(&origin).await;
+        let text = scrape_origin(&origin).await + &tls_text;
         let series: std::collections::BTreeSet<String> = text
             .lines()
             .filter(|l| !l.starts_with('#'))
