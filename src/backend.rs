@@ -13,6 +13,7 @@ pub mod fault;
 pub mod grpc;
 pub mod observed;
 pub mod rest;
+pub mod timed;
 
 use std::time::Duration;
 

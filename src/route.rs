@@ -188,12 +188,24 @@ impl Route {
         metrics: Arc<Metrics>,
         lifecycle: Arc<Lifecycle>,
     ) -> Result<Arc<Gateway>, RouteError> {
+        let mut backend = self.backend()?;
+        if let Backends::One { url, .. } = &self.backends {
+            // Balanced routes time each endpoint's attempts themselves.
+            let endpoint = crate::telemetry::untrusted::without_credentials(url);
+            let latency = metrics
+                .route(&self.settings.name)
+                .backend_latency(&endpoint);
+            backend = Arc::new(crate::backend::timed::Timed {
+                inner: backend,
+                latency,
+            });
+        }
         let shared = Shared {
             card: self.card.clone(),
             metrics,
             lifecycle,
         };
-        handler_over(&self.settings, self.backend()?, shared)
+        handler_over(&self.settings, backend, shared)
     }
 }
 

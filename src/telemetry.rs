@@ -195,6 +195,9 @@ pub struct RouteMetrics {
     calls: OnceLock<Box<CallCounters>>,
     streams_open: AtomicI64,
     stream_events: AtomicU64,
+    /// A one-backend route's backend: its address and call latency (balanced routes have
+    /// theirs per endpoint).
+    backend: OnceLock<(Box<str>, Arc<BackendLatency>)>,
 }
 
 /// The per-call counters of one route.
@@ -252,6 +255,15 @@ impl RouteMetrics {
         }
     }
 
+    /// The call latency of the route's one backend, at `endpoint` (its configured address),
+    /// the same for every worker's client.
+    pub fn backend_latency(&self, endpoint: &str) -> Arc<BackendLatency> {
+        let (_, latency) = self
+            .backend
+            .get_or_init(|| (endpoint.into(), Arc::default()));
+        latency.clone()
+    }
+
     /// SSE events written to streams.
     fn events(&self, n: u64) {
         self.stream_events.fetch_add(n, Relaxed);
@@ -271,6 +283,7 @@ impl Metrics {
             calls: OnceLock::new(),
             streams_open: AtomicI64::new(0),
             stream_events: AtomicU64::new(0),
+            backend: OnceLock::new(),
         });
         routes.push(route.clone());
         route
@@ -286,6 +299,24 @@ impl Metrics {
     /// The listener's certificate, whose expiry `/metrics` shows (the first one given).
     pub fn serving_certificate(&self, not_after: NotAfter) {
         let _ = self.serving_certificate.set(not_after);
+    }
+
+    /// The endpoints of balanced routes (`render_endpoints`), and the backend latency of
+    /// one-backend routes with them, as one family.
+    pub fn render_endpoints(&self, out: &mut String, balanced: &[(&str, Vec<EndpointStats>)]) {
+        let routes = self
+            .routes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let single: Vec<(&str, &str, BackendLatencyCounts)> = routes
+            .iter()
+            .filter_map(|r| {
+                let (endpoint, latency) = r.backend.get()?;
+                Some((&*r.name, &**endpoint, latency.counts()))
+            })
+            .collect();
+        render_endpoints(out, balanced, &single);
     }
 
     /// A serving runtime (one per worker thread), whose tasks `/metrics` counts.
@@ -565,9 +596,15 @@ pub fn render_card_refresh_failures(out: &mut String, routes: &[(&str, u64)]) {
     }
 }
 
-/// The endpoint metrics of balanced routes, each `(route name, its endpoints)`, in the
-/// text exposition format. Written at scrape time from the endpoints' own counters.
-pub fn render_endpoints(out: &mut String, routes: &[(&str, Vec<EndpointStats>)]) {
+/// The endpoint metrics of balanced routes, each `(route name, its endpoints)`, and the
+/// backend latency of one-backend routes, `(route name, endpoint, counts)`, in the text
+/// exposition format. Written at scrape time from the endpoints' own counters.
+fn render_endpoints(
+    out: &mut String,
+    routes: &[(&str, Vec<EndpointStats>)],
+    single: &[(&str, &str, BackendLatencyCounts)],
+) {
+    render_backend_latency(out, routes, single);
     if routes.is_empty() {
         return;
     }
@@ -605,14 +642,32 @@ pub fn render_endpoints(out: &mut String, routes: &[(&str, Vec<EndpointStats>)])
             );
         }
     }
+}
+
+/// Backend call latency by route and endpoint: each endpoint of balanced routes, and the
+/// one backend of the others.
+fn render_backend_latency(
+    out: &mut String,
+    routes: &[(&str, Vec<EndpointStats>)],
+    single: &[(&str, &str, BackendLatencyCounts)],
+) {
+    if routes.is_empty() && single.is_empty() {
+        return;
+    }
+    let name = "a2a_gateway_backend_call_duration_seconds";
     out.push_str("# HELP a2a_gateway_backend_call_duration_seconds Backend calls per endpoint, to the answer (streams: to their start).\n");
     out.push_str("# TYPE a2a_gateway_backend_call_duration_seconds histogram\n");
-    for (route, endpoints) in routes {
-        for e in endpoints {
-            let labels = format!("route=\"{route}\",endpoint=\"{}\"", e.endpoint);
-            let name = "a2a_gateway_backend_call_duration_seconds";
-            e.latency.render(&CALL_BUCKETS, out, name, &labels);
-        }
+    let balanced = routes.iter().flat_map(|(route, endpoints)| {
+        endpoints
+            .iter()
+            .map(move |e| (*route, &*e.endpoint, &e.latency))
+    });
+    let single = single
+        .iter()
+        .map(|(route, endpoint, counts)| (*route, *endpoint, counts));
+    for (route, endpoint, counts) in balanced.chain(single) {
+        let labels = format!("route=\"{route}\",endpoint=\"{endpoint}\"");
+        counts.render(&CALL_BUCKETS, out, name, &labels);
     }
 }
 
@@ -868,7 +923,7 @@ mod tests {
                 stats("10.0.0.2:50051", true, 2),
             ],
         )];
-        render_endpoints(&mut text, &routes);
+        render_endpoints(&mut text, &routes, &[]);
         for line in [
             "a2a_gateway_route_endpoints{route=\"billing\",state=\"healthy\"} 1\n",
             "a2a_gateway_route_endpoints{route=\"billing\",state=\"ejected\"} 1\n",
@@ -885,7 +940,7 @@ mod tests {
             "an endpoint never called has no latency series"
         );
         let mut none = String::new();
-        render_endpoints(&mut none, &[]);
+        render_endpoints(&mut none, &[], &[]);
         assert!(none.is_empty());
     }
 }

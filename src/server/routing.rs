@@ -284,7 +284,7 @@ impl Frontend {
             .iter()
             .filter_map(|r| Some((r.name.as_str(), r.endpoints.as_ref()?.stats())))
             .collect();
-        crate::telemetry::render_endpoints(&mut text, &endpoints);
+        self.metrics.render_endpoints(&mut text, &endpoints);
         let cards: Vec<_> = self
             .routes
             .iter()

@@ -155,6 +155,14 @@ async fn series_carry_the_route_they_were_served_on() {
     ] {
         assert!(text.contains(line), "missing {line:?} in\n{text}");
     }
+    // Backend latency by route and the configured backend address; a stream counts at its
+    // start, a parse error never reaches the agent.
+    for (route, calls) in [("alpha", 3), ("beta", 2)] {
+        let line = format!(
+            "a2a_gateway_backend_call_duration_seconds_count{{route=\"{route}\",endpoint=\"http://{agent}\"}} {calls}\n"
+        );
+        assert!(text.contains(&line), "missing {line:?} in\n{text}");
+    }
     for line in text
         .lines()
         .filter(|l| l.starts_with("a2a_gateway_request"))
