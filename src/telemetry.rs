@@ -176,7 +176,7 @@ impl BackendLatency {
 pub struct Metrics {
     /// Every route's metrics, in the order their handlers were first built; one entry per
     /// configured name, so the `route` label is bounded by the configuration.
-    routes: std::sync::Mutex<Vec<Arc<RouteMetrics>>>,
+    routes: std::sync::Mutex<RouteTable>,
     /// The serving runtimes, whose alive tasks `/metrics` counts.
     runtimes: std::sync::Mutex<Vec<tokio::runtime::Handle>>,
     /// Identity header values not sent to the agent (`auth::forward`: unsendable values).
@@ -187,6 +187,14 @@ pub struct Metrics {
 
 /// Reads a certificate's notAfter, in seconds since the Unix epoch.
 type NotAfter = Box<dyn Fn() -> Option<i64> + Send + Sync>;
+
+/// The routes' metrics in order, and by name (each worker looks up every route when it
+/// builds its handlers: thousands of routes must not cost a scan each).
+#[derive(Default)]
+struct RouteTable {
+    routes: Vec<Arc<RouteMetrics>>,
+    by_name: std::collections::HashMap<Box<str>, Arc<RouteMetrics>>,
+}
 
 /// One route's requests, latencies and streams, labelled with its configured name.
 pub struct RouteMetrics {
@@ -274,8 +282,8 @@ impl Metrics {
     /// The metrics of the route named `name`, the same for every handler of it (each
     /// serving thread builds its own). Called when handlers are built, never per request.
     pub fn route(&self, name: &str) -> Arc<RouteMetrics> {
-        let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(route) = routes.iter().find(|r| &*r.name == name) {
+        let mut table = self.routes.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(route) = table.by_name.get(name) {
             return route.clone();
         }
         let route = Arc::new(RouteMetrics {
@@ -285,7 +293,8 @@ impl Metrics {
             stream_events: AtomicU64::new(0),
             backend: OnceLock::new(),
         });
-        routes.push(route.clone());
+        table.routes.push(route.clone());
+        table.by_name.insert(name.into(), route.clone());
         route
     }
 
@@ -308,6 +317,7 @@ impl Metrics {
             .routes
             .lock()
             .unwrap_or_else(|e| e.into_inner())
+            .routes
             .clone();
         let single: Vec<(&str, &str, BackendLatencyCounts)> = routes
             .iter()
@@ -332,6 +342,7 @@ impl Metrics {
             .routes
             .lock()
             .unwrap_or_else(|e| e.into_inner())
+            .routes
             .clone();
         let called: Vec<(&str, &CallCounters)> = routes
             .iter()
