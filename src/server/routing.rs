@@ -24,6 +24,10 @@ use http::header::{ALLOW, CONTENT_TYPE};
 use http::{HeaderValue, Method, StatusCode};
 use tower_http::cors::CorsLayer;
 
+mod index;
+
+use index::RouteIndex;
+
 use crate::backend::endpoints::RouteEndpoints;
 use crate::card::origin::Origins;
 use crate::front::call::authenticate;
@@ -61,6 +65,8 @@ pub struct ServedRoute {
 #[derive(Clone)]
 pub struct Frontend {
     routes: Arc<[ServedRoute]>,
+    /// Finds a request's route among `routes` (by prefix and host).
+    index: Arc<RouteIndex>,
     /// Whether any route selects by host (else the `Host` header is never read).
     by_host: bool,
     metrics: Arc<Metrics>,
@@ -105,6 +111,11 @@ impl Frontend {
     ) -> Frontend {
         Frontend {
             by_host: routes.iter().any(|r| r.host.is_some()),
+            index: Arc::new(RouteIndex::new(
+                routes
+                    .iter()
+                    .map(|r| (r.prefix.as_str(), r.host.as_deref())),
+            )),
             routes: routes.into(),
             metrics,
             lifecycle,
@@ -311,29 +322,13 @@ impl Frontend {
     /// The route `request` belongs to, and its index: a route for its host before a route
     /// for any host.
     fn route<B>(&self, request: &http::Request<B>) -> Option<(usize, &ServedRoute)> {
-        let path = request.uri().path();
         let host = if self.by_host {
             request_host(request)
         } else {
             None
         };
-        let mut any_host = None;
-        for (index, route) in self.routes.iter().enumerate() {
-            let below = path
-                .strip_prefix(route.prefix.as_str())
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
-            if !below {
-                continue;
-            }
-            match &route.host {
-                None => any_host = any_host.or(Some((index, route))),
-                Some(wanted) if host.is_some_and(|h| h.eq_ignore_ascii_case(wanted)) => {
-                    return Some((index, route))
-                }
-                Some(_) => {}
-            }
-        }
-        any_host
+        let index = self.index.find(request.uri().path(), host)?;
+        Some((index, &self.routes[index]))
     }
 }
 
