@@ -14,6 +14,7 @@ use crate::backend::endpoints::Balance;
 use crate::card::CardSettings;
 use crate::protocol::binding::Binding;
 use crate::protocol::params::ForwardPolicyError;
+use crate::server::readiness::ReadinessMode;
 use crate::server::tls::ClientAuth;
 use crate::telemetry::trace::{OtlpProtocol, TraceConfigError};
 use crate::units::{parse_duration, parse_size};
@@ -385,6 +386,13 @@ pub struct Cli {
     /// `/healthz` and `/readyz` stay on both.
     #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_ADMIN_LISTEN", value_name = "ADDR")]
     pub admin_listen: Option<SocketAddr>,
+
+    /// What `/readyz` needs to answer 200 (besides not draining): `process` (the process
+    /// serves; no agent is asked), `any-route` (one route's agent passes its check) or
+    /// `all-routes` (every route's does). A route whose agent is down answers its clients
+    /// with BACKEND_UNAVAILABLE in every mode.
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_READINESS", value_enum, default_value = "process")]
+    pub readiness: ReadinessMode,
 
     /// How long `/readyz` reuses the result of checking the agents: probes within it get
     /// the same answer and ask no agent; `0`: every probe checks (concurrent ones share).

@@ -314,7 +314,12 @@ impl Routes {
             routes.push(built);
         }
         let process = &settings.process;
-        let readiness = Readiness::new(checks, process.readiness_cache, process.readiness_timeout);
+        let readiness = Readiness::new(
+            process.readiness,
+            checks,
+            process.readiness_cache,
+            process.readiness_timeout,
+        );
         let route_limits: Vec<_> = settings
             .routes
             .iter()

@@ -20,6 +20,7 @@ use crate::card::origin::{OriginSettings, Origins};
 use crate::config::{Cli, Command, Config};
 use crate::front::limits::GlobalLimitSettings;
 use crate::server::clients::ClientLimits;
+use crate::server::readiness::ReadinessMode;
 use crate::server::tls::{ListenerTlsSettings, ServerTls};
 use crate::telemetry::trace::{TraceFlags, TraceSettings};
 
@@ -47,6 +48,8 @@ pub struct ProcessSettings {
     pub tls: Option<ServerTls>,
     /// What each client connection may hold, and for how long.
     pub client_limits: ClientLimits,
+    /// Which routes `/readyz` needs ready.
+    pub readiness: ReadinessMode,
     pub readiness_cache: Duration,
     pub readiness_timeout: Duration,
     pub limits: GlobalLimitSettings,
@@ -161,6 +164,7 @@ impl ProcessSettings {
             traces,
             tls,
             client_limits,
+            readiness: cli.readiness,
             readiness_cache: cli.readiness_cache,
             readiness_timeout: cli.readiness_timeout,
             limits,

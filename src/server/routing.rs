@@ -19,6 +19,7 @@ use std::task::Poll;
 use axum::body::Body;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
+use clap::ValueEnum;
 use futures::future::BoxFuture;
 use http::header::{ALLOW, CONTENT_TYPE};
 use http::{HeaderValue, Method, StatusCode};
@@ -35,7 +36,7 @@ use crate::front::jsonrpc::refused_response;
 use crate::front::limits::Limits;
 use crate::front::{jsonrpc, Gateway};
 use crate::lifecycle::Lifecycle;
-use crate::server::readiness::Readiness;
+use crate::server::readiness::{Readiness, ReadinessMode};
 use crate::telemetry::Metrics;
 
 /// The path of a route's agent card below its prefix (spec 8.2).
@@ -228,32 +229,79 @@ impl Frontend {
         response
     }
 
-    /// `/readyz`: 503 while shutting down; else 503 while a route is not ready: a balanced
-    /// route without an endpoint to call (none resolved, or all ejected; read fresh on every
-    /// probe), or one whose agent check failed (`server::readiness`, cached). The admin
-    /// listener names each such route and why, one line each; a public surface answers
-    /// `not ready` only (the log carries the reasons).
-    async fn readiness(self) -> Response {
-        if !self.lifecycle.is_ready() {
+    /// `/readyz`: 503 while shutting down; else what the readiness mode asks
+    /// (`ReadinessMode`): `process` is ready without asking the routes, `any-route` and
+    /// `all-routes` judge each route (`route_readiness`). A public surface answers `ready`
+    /// or `not ready` only (the log carries the reasons). The admin listener always judges
+    /// the routes and names each one that is not ready and why, one line each (after
+    /// `ready` when the mode is satisfied all the same); `verbose` there answers JSON
+    /// listing every route, with the same status.
+    async fn readiness(self, verbose: bool) -> Response {
+        let draining = !self.lifecycle.is_ready();
+        let admin = self.surface == Surface::Admin;
+        let mode = self.mode();
+        if draining && !(admin && verbose) {
             return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response();
         }
+        if !admin && !mode.asks_routes() {
+            return "ready\n".into_response();
+        }
+        let routes = self.route_readiness().await;
+        let ready = !draining && mode.is_ready(routes.iter().map(|(_, u)| u.is_none()));
+        let status = match ready {
+            true => StatusCode::OK,
+            false => StatusCode::SERVICE_UNAVAILABLE,
+        };
+        if admin && verbose {
+            let state = match (draining, ready) {
+                (true, _) => "shutting down",
+                (false, true) => "ready",
+                (false, false) => "not ready",
+            };
+            let routes: Vec<_> = (routes.iter())
+                .map(|(route, unready)| match unready {
+                    None => serde_json::json!({ "route": route, "ready": true }),
+                    Some(unready) => {
+                        serde_json::json!({ "route": route, "ready": false, "why": unready.why() })
+                    }
+                })
+                .collect();
+            let mode = mode.to_possible_value().map(|v| v.get_name().to_owned());
+            let body = serde_json::json!({ "status": state, "mode": mode, "routes": routes });
+            let kind = [(CONTENT_TYPE, "application/json")];
+            return (status, kind, body.to_string()).into_response();
+        }
         let mut why = String::new();
-        for (route, problem) in self.route_readiness().await {
-            if let Some(problem) = problem {
-                why.push_str(&format!("route {route:?} {problem}\n"));
+        for (route, unready) in &routes {
+            match unready {
+                Some(Unready::NoEndpoint) => {
+                    why.push_str(&format!("route {route:?} has no connectable endpoint\n"))
+                }
+                Some(Unready::Check(reason)) => {
+                    why.push_str(&format!("route {route:?} is not ready: {reason}\n"))
+                }
+                None => {}
             }
         }
-        match (why.is_empty(), self.surface) {
-            (true, _) => "ready\n".into_response(),
-            (false, Surface::Admin) => (StatusCode::SERVICE_UNAVAILABLE, why).into_response(),
-            (false, Surface::All | Surface::Public) => {
-                (StatusCode::SERVICE_UNAVAILABLE, "not ready\n").into_response()
-            }
+        match (ready, admin) {
+            (true, true) => format!("ready\n{why}").into_response(),
+            (true, false) => "ready\n".into_response(),
+            (false, true) => (status, why).into_response(),
+            (false, false) => (status, "not ready\n").into_response(),
         }
     }
 
-    /// Each route and, when it is not ready, why.
-    async fn route_readiness(&self) -> Vec<(&str, Option<String>)> {
+    /// Which routes `/readyz` needs ready (`router` gateways, without checks: the default).
+    fn mode(&self) -> ReadinessMode {
+        self.readiness
+            .as_ref()
+            .map_or_else(ReadinessMode::default, |r| r.mode())
+    }
+
+    /// Each route and, when it is not ready, why: a balanced route without an endpoint to
+    /// call (none resolved, or all ejected; read fresh on every call), or one whose agent
+    /// check failed (`server::readiness`, cached).
+    async fn route_readiness(&self) -> Vec<(&str, Option<Unready>)> {
         let report = match &self.readiness {
             Some(readiness) => Some(readiness.report().await),
             None => None,
@@ -266,12 +314,12 @@ impl Frontend {
                 let checked = report
                     .as_ref()
                     .and_then(|r| r.routes.get(i)?.1.as_ref().err());
-                let problem = match (connectable, checked) {
-                    (false, _) => Some("has no connectable endpoint".to_owned()),
-                    (true, Some(why)) => Some(format!("is not ready: {why}")),
+                let unready = match (connectable, checked) {
+                    (false, _) => Some(Unready::NoEndpoint),
+                    (true, Some(why)) => Some(Unready::Check(why.clone())),
                     (true, None) => None,
                 };
-                (route.name.as_str(), problem)
+                (route.name.as_str(), unready)
             })
             .collect()
     }
@@ -287,7 +335,7 @@ impl Frontend {
             .route_readiness()
             .await
             .into_iter()
-            .map(|(route, problem)| (route, problem.is_none()))
+            .map(|(route, unready)| (route, unready.is_none()))
             .collect();
         crate::telemetry::render_route_ready(&mut text, &ready);
         let endpoints: Vec<_> = self
@@ -439,7 +487,9 @@ impl tower::Service<http::Request<Body>> for Frontend {
             "/healthz" => "ok\n".into_response(),
             "/readyz" => {
                 let this = self.clone();
-                return Box::pin(async move { Ok(this.readiness().await) });
+                let verbose = (request.uri().query().unwrap_or_default().split('&'))
+                    .any(|pair| pair.split('=').next() == Some("verbose"));
+                return Box::pin(async move { Ok(this.readiness(verbose).await) });
             }
             "/metrics" => {
                 let this = self.clone();
@@ -452,6 +502,23 @@ impl tower::Service<http::Request<Body>> for Frontend {
             _ => not_found(),
         };
         ready(response)
+    }
+}
+
+/// Why a route is not ready.
+enum Unready {
+    /// A balanced route with no endpoint to call.
+    NoEndpoint,
+    /// Its agent failed the check, for this reason.
+    Check(String),
+}
+
+impl Unready {
+    fn why(&self) -> &str {
+        match self {
+            Unready::NoEndpoint => "no connectable endpoint",
+            Unready::Check(why) => why,
+        }
     }
 }
 

@@ -462,6 +462,8 @@ async fn readiness_follows_the_endpoints() {
         &urls[1],
         "--eject-backoff",
         "300ms",
+        "--readiness",
+        "all-routes",
     ])
     .await;
     let url = format!("{base}/a2a/jsonrpc");
