@@ -48,11 +48,17 @@ install_packages() {
     die "missing Debian packages; run: sudo apt-get install -y $wanted   (then run $0 again)"
   fi
   say "installing Debian packages: $wanted"
-  local started=$SECONDS
-  # The package lists of a fresh machine are empty or old; refresh them once.
-  DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 || die "apt-get update failed"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}" >&2 \
-    || die "apt-get install -y $wanted failed"
+  local started=$SECONDS log
+  log=$(mktemp)
+  # The package lists of a fresh machine are empty or old; refresh them once. dpkg's
+  # hundreds of progress lines go to the log, shown only when something fails.
+  if ! { DEBIAN_FRONTEND=noninteractive apt-get update -q \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${packages[@]}"; } >"$log" 2>&1; then
+    tail -n 30 "$log" >&2
+    rm -f "$log"
+    die "apt-get install -y $wanted failed (its last lines are above)"
+  fi
+  rm -f "$log"
   say "installing Debian packages took $((SECONDS - started)) s"
   packages=()
 }
