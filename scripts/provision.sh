@@ -7,8 +7,8 @@
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 target=${CARGO_TARGET_DIR:-$repo/target}
-# The scripts' name in their messages: `test` or `demo`.
-me=$(basename "$0")
+# The name in the messages: scripts/test or scripts/demo.
+me=scripts/$(basename "$0")
 
 say() { echo "$me: $*" >&2; }
 die() {

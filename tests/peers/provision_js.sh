@@ -29,7 +29,7 @@ log() { echo "provision_js.sh: $*" >&2; }
 
 [ -f "$src/package-lock.json" ] || die "missing $src/package-lock.json"
 # Installing Node is scripts/test's job, never a test's: say what to run.
-get="run scripts/test (it puts Node 20 from the npm registry in target/tools/bin and that on PATH)"
+get="run scripts/test (it provides Node 20 in target/tools/bin and runs the tests with that first on PATH)"
 command -v node >/dev/null 2>&1 || die "node (>= 20) not found on PATH: $get"
 command -v npm >/dev/null 2>&1 || die "npm not found on PATH: $get, or as root: apt-get install -y npm"
 node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' \
