@@ -6,7 +6,7 @@
 //! answered through the gateway inside the image; the process's uid; nothing written
 //! to the root filesystem; and Debian's rustc that built it meeting `rust-version`.
 //!
-//! It needs root, podman, buildah and debootstrap (`.ci/run` installs them), the Debian
+//! It needs root, podman, buildah and debootstrap (`scripts/test` installs them), the Debian
 //! mirror and crates.io. Cold, on 2 busy cores: about 17 minutes (bases 3, dependency
 //! layer 10 to 12, source layer 4); warm, after a source change: under 3 (only the source
 //! layer rebuilds; cargo's downloads come from the build's cache mount). The state, about
