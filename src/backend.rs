@@ -19,6 +19,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use http::{HeaderName, HeaderValue};
+use tokio::time::Instant;
 
 pub use self::error::{Error, Status};
 use crate::proto::StreamResponse;
@@ -32,11 +33,21 @@ pub struct Call<R> {
     pub request: R,
     /// Request headers selected by the forward policy (lowercase names).
     pub forwarded: Vec<(HeaderName, HeaderValue)>,
-    /// Deadline sent to the backend (`grpc-timeout`); the gateway enforces it as well.
-    pub timeout: Option<Duration>,
+    /// When the front drops the call (it enforces this); the backend is told the time left
+    /// (`timeout`, sent as `grpc-timeout`). One instant for the whole call, so whatever the
+    /// backend measures (time left, whether a dropped call was late) agrees with the front.
+    pub deadline: Option<Instant>,
     /// The trace context the call continues (`None` with traces off): the backend starts
     /// its client span under it and writes the span's as `traceparent` in the outgoing head.
     pub trace: Option<Box<TraceContext>>,
+}
+
+impl<R> Call<R> {
+    /// The time left until the deadline, for the backend (`None`: no deadline).
+    pub fn timeout(&self) -> Option<Duration> {
+        self.deadline
+            .map(|at| at.saturating_duration_since(Instant::now()))
+    }
 }
 
 /// A successful backend answer, the status it came with and the extensions the backend

@@ -193,7 +193,7 @@ impl Affine {
                 let call = Call {
                     request: std::mem::take(request),
                     forwarded: call.forwarded,
-                    timeout: call.timeout,
+                    deadline: call.deadline,
                     trace: call.trace,
                 };
                 return list::every_endpoint(&self.balanced, &self.codec, call).await;

@@ -200,7 +200,7 @@ impl Client {
             HeaderValue::from_static(concat!("a2a-gateway/", env!("CARGO_PKG_VERSION"))),
         );
         headers.insert(VERSION, HeaderValue::from_static(SUPPORTED_VERSION));
-        if let Some(timeout) = call.timeout {
+        if let Some(timeout) = call.timeout() {
             if let Ok(mut value) = HeaderValue::try_from(grpc_timeout(timeout)) {
                 let name = HeaderName::from_static("grpc-timeout");
                 never_index_per_call(&name, &mut value);
@@ -611,7 +611,7 @@ mod tests {
             let call = Call {
                 request: UnaryRequest::GetExtendedAgentCard(Default::default()),
                 forwarded: Vec::new(),
-                timeout: Some(Duration::from_secs(5)),
+                deadline: Some(tokio::time::Instant::now() + Duration::from_secs(5)),
                 trace: None,
             };
             let answer = client.unary_call(call).await.unwrap();

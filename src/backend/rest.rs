@@ -257,7 +257,7 @@ async fn call_unary(
     let (outgoing, headers) = prepare(&mut call, A2A_JSON)?;
     let method = http_method(op.http_rule().method);
     let response = shared
-        .send(&method, &outgoing, headers, call.timeout)
+        .send(&method, &outgoing, headers, call.timeout())
         .await?;
     let status = response.status();
     if !status.is_success() {
@@ -287,7 +287,7 @@ async fn call_stream(
     mut call: Call<StreamRequest>,
 ) -> Result<Answer<EventStream>, Error> {
     let op = call.request.op();
-    let timeout = call.timeout;
+    let timeout = call.timeout();
     let (outgoing, headers) = prepare(&mut call, EVENT_STREAM)?;
     // Only SubscribeToTask has a GET rule among the streams; see the module doc.
     let may_fall_back = op == Op::SubscribeToTask;

@@ -22,11 +22,11 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use super::{Balance, Endpoint, EndpointSet, EndpointTag, RouteEndpoints};
 use crate::backend::fault::Fault;
@@ -233,20 +233,18 @@ struct Attempt<'a> {
     route: &'a RouteEndpoints,
     endpoint: &'a Endpoint,
     outstanding: &'a AtomicUsize,
-    started: Instant,
-    deadline: Option<Duration>,
+    deadline: Option<Instant>,
     judged: bool,
 }
 
 impl<'a> Attempt<'a> {
-    fn start(route: &'a RouteEndpoints, pick: &'a Pick, deadline: Option<Duration>) -> Self {
+    fn start(route: &'a RouteEndpoints, pick: &'a Pick, deadline: Option<Instant>) -> Self {
         pick.endpoint.health.called();
         pick.outstanding.fetch_add(1, Relaxed);
         Attempt {
             route,
             endpoint: &pick.endpoint,
             outstanding: &pick.outstanding,
-            started: Instant::now(),
             deadline,
             judged: false,
         }
@@ -262,10 +260,12 @@ impl<'a> Attempt<'a> {
 impl Drop for Attempt<'_> {
     fn drop(&mut self) {
         self.outstanding.fetch_sub(1, Relaxed);
-        let late = self.deadline.is_some_and(|d| self.started.elapsed() >= d);
-        if let (false, true, Some(limit)) = (self.judged, late, self.deadline) {
-            self.route
-                .observe(self.endpoint, Some(&Fault::deadline(limit)));
+        // Late against the front's own deadline (not a clock started here, after the
+        // front's): the front drops the call at `at`, however long it took to get here.
+        let late = self.deadline.is_some_and(|at| Instant::now() >= at);
+        if !self.judged && late {
+            let fault = Fault::Deadline("no answer by the call's deadline".into());
+            self.route.observe(self.endpoint, Some(&fault));
         }
     }
 }
@@ -290,7 +290,7 @@ impl Worker {
         pick: &Pick,
         call: Call<UnaryRequest>,
     ) -> Result<Answer<Reply>, Error> {
-        let mut attempt = Attempt::start(&self.route, pick, call.timeout);
+        let mut attempt = Attempt::start(&self.route, pick, call.deadline);
         let result = pick.client.unary(call).await;
         attempt.judge(&result);
         result
