@@ -6,12 +6,12 @@
 //! `Exchange::principal`.
 
 pub mod api_key;
-pub mod authenticator;
-pub mod forward;
+pub(crate) mod authenticator;
+pub(crate) mod forward;
 pub mod jwt;
-pub mod mtls;
+pub(crate) mod mtls;
 pub mod owner;
-pub mod rules;
+pub(crate) mod rules;
 pub mod table;
 
 use std::sync::Arc;

@@ -8,10 +8,10 @@
 
 pub mod affinity;
 pub mod endpoints;
-pub mod error;
-pub mod fault;
+pub(crate) mod error;
+pub(crate) mod fault;
 pub mod grpc;
-pub mod observed;
+pub(crate) mod observed;
 pub mod rest;
 
 use std::time::Duration;

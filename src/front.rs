@@ -1,14 +1,14 @@
 //! What clients talk to: the edge layers, the JSON-RPC endpoint (dispatch in `jsonrpc`, the
 //! envelope and response writers in `envelope`) and its SSE streams (`sse`).
 
-pub mod call;
-pub mod cors;
-pub mod dialect;
-pub mod envelope;
-pub mod jsonrpc;
+pub(crate) mod call;
+pub(crate) mod cors;
+pub(crate) mod dialect;
+pub(crate) mod envelope;
+pub(crate) mod jsonrpc;
 pub mod layers;
-pub mod limits;
-pub mod sse;
+pub(crate) mod limits;
+pub(crate) mod sse;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,10 +3,10 @@
 //! period, and the worker threads the binary serves on (`workers`), each with its own
 //! `routing::Frontend` (which `route` builds) and `/readyz`'s cached view (`readiness`).
 
-pub mod clients;
-pub mod readiness;
+pub(crate) mod clients;
+pub(crate) mod readiness;
 pub mod routing;
-pub mod tls;
+pub(crate) mod tls;
 pub mod workers;
 
 pub use routing::{router, Frontend};

@@ -16,7 +16,7 @@
 //! never comes here (`tests/it/cost_budget.rs`).
 
 mod codec;
-pub mod ids;
+pub(crate) mod ids;
 mod list;
 
 use std::sync::Arc;

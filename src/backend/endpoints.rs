@@ -29,7 +29,7 @@
 //! calls go to all of them again rather than to none (a pod that came back is found by the
 //! next call). `/readyz` is ready while each route has an endpoint that is not ejected.
 
-pub mod balance;
+pub(crate) mod balance;
 mod health;
 pub(crate) mod resolve;
 

@@ -9,7 +9,7 @@
 //! a trailers-only reply.
 
 mod connection;
-pub mod health;
+pub(crate) mod health;
 pub(crate) mod status;
 
 use std::sync::Arc;

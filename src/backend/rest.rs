@@ -43,7 +43,7 @@
 //! is configuration, and credentials must not follow a redirect); they are bad responses.
 
 mod route;
-pub mod sse;
+pub(crate) mod sse;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
