@@ -31,7 +31,7 @@ pub enum Scheme {
 
 impl Scheme {
     /// The scheme's name in metrics labels and the access log.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Scheme::Jwt => "jwt",
             Scheme::ApiKey => "api-key",
@@ -56,7 +56,7 @@ pub struct Principal {
 impl Principal {
     /// The verified issuer of a JWT principal (its `iss`), empty for other schemes: names are
     /// unique within an issuer, so a caller is its scheme, issuer and name.
-    pub fn issuer(&self) -> &str {
+    pub(crate) fn issuer(&self) -> &str {
         let iss = self.claims.as_ref().and_then(|claims| claims.get("iss"));
         iss.and_then(serde_json::Value::as_str).unwrap_or("")
     }

@@ -201,9 +201,9 @@ impl Route {
 #[derive(Default)]
 pub struct Shared {
     /// The route's card service (`None`: no card).
-    pub card: Option<Arc<CardService>>,
-    pub metrics: Arc<Metrics>,
-    pub lifecycle: Arc<Lifecycle>,
+    pub(crate) card: Option<Arc<CardService>>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) lifecycle: Arc<Lifecycle>,
 }
 
 /// The handler of a route's `settings` over `backend`, with its own push guard (resolving

@@ -48,7 +48,7 @@ pub async fn serve(
 /// finish for at most `grace`; then open streams end with a final error frame
 /// (`Lifecycle::close_streams`), which they get `FINAL_FRAME_FLUSH` to deliver, and what
 /// remains is closed.
-pub async fn serve_connections(
+pub(crate) async fn serve_connections(
     incoming: impl Stream<Item = std::io::Result<TcpStream>>,
     router: Frontend,
     grace: Duration,

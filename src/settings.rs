@@ -6,7 +6,8 @@
 
 mod route;
 
-pub use route::{ClientSettings, RouteOrigin, RouteSettings, Upstream};
+pub(crate) use route::ClientSettings;
+pub use route::{RouteSettings, Upstream};
 
 pub use crate::config::{ConfigError, LoadError, LogFormat};
 
@@ -47,14 +48,14 @@ pub struct ProcessSettings {
     /// The listener's HTTPS, its files read and checked; `None`: cleartext.
     pub tls: Option<ServerTls>,
     /// What each client connection may hold, and for how long.
-    pub client_limits: ClientLimits,
+    pub(crate) client_limits: ClientLimits,
     /// Which routes `/readyz` needs ready.
     pub readiness: ReadinessMode,
     pub readiness_cache: Duration,
     pub readiness_timeout: Duration,
-    pub limits: GlobalLimitSettings,
+    pub(crate) limits: GlobalLimitSettings,
     /// `None`: no CORS headers at all.
-    pub cors: Option<CorsLayer>,
+    pub(crate) cors: Option<CorsLayer>,
     /// The global public URL, forwarded-header trust and allowed hosts, for the catalog.
     pub(crate) origins: Origins,
     /// `--demo`: the one route's backend is the embedded demo agent.

@@ -33,7 +33,7 @@ use serde_json::Value;
 use crate::protocol::schema::{self, Kind, Presence};
 
 /// RFC 8785 (JCS) canonical form of a JSON value.
-pub fn canonical_json(value: &serde_json::Value) -> Vec<u8> {
+pub(crate) fn canonical_json(value: &serde_json::Value) -> Vec<u8> {
     // A `Value` holds only finite numbers and UTF-8 keys and a Vec cannot fail to take
     // bytes, so the canonicalizer has nothing to reject here.
     serde_json_canonicalizer::to_vec(value).expect("a serde_json::Value always has a JCS form")
@@ -148,7 +148,7 @@ impl CardSigner {
     }
 
     /// The JWS algorithm name ("ES256" / "RS256").
-    pub fn algorithm(&self) -> &'static str {
+    pub(crate) fn algorithm(&self) -> &'static str {
         self.key.algorithm()
     }
 

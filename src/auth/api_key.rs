@@ -34,7 +34,7 @@ pub enum ApiKeysError {
 
 /// Why a presented key proves nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KeyRefusal {
+pub(crate) enum KeyRefusal {
     Empty,
     TooLong,
     Unknown,
@@ -42,7 +42,7 @@ pub enum KeyRefusal {
 
 impl KeyRefusal {
     /// What the client is told (never the key).
-    pub fn why(self) -> &'static str {
+    pub(crate) fn why(self) -> &'static str {
         match self {
             KeyRefusal::Empty => "the API key is empty",
             KeyRefusal::TooLong => "the API key is longer than 512 bytes",
@@ -58,7 +58,7 @@ impl KeyRefusal {
 /// the client sent, and learning how a digest of its own guess compares to a stored one
 /// tells it nothing about a key (that would take a SHA-256 preimage).
 /// The largest key file or variable read (about 50,000 keys): the keys are held in memory.
-pub const MAX_KEYS_SOURCE: usize = 4 << 20;
+pub(crate) const MAX_KEYS_SOURCE: usize = 4 << 20;
 
 /// The text of the key file at `path`, at most `MAX_KEYS_SOURCE` bytes.
 fn read_bounded(path: &Path) -> Result<String, String> {
@@ -76,13 +76,13 @@ fn read_bounded(path: &Path) -> Result<String, String> {
 }
 
 #[derive(Debug)]
-pub struct ApiKeys {
+pub(crate) struct ApiKeys {
     by_digest: HashMap<[u8; 32], Arc<str>>,
 }
 
 impl ApiKeys {
     /// The keys of `file` and of the environment variable `env` (both, when both given).
-    pub fn load(file: Option<&Path>, env: Option<&str>) -> Result<ApiKeys, ApiKeysError> {
+    pub(crate) fn load(file: Option<&Path>, env: Option<&str>) -> Result<ApiKeys, ApiKeysError> {
         let mut keys = ApiKeys {
             by_digest: HashMap::new(),
         };
@@ -140,7 +140,7 @@ impl ApiKeys {
     }
 
     /// The name of the key `presented`, or why it has none.
-    pub fn verify(&self, presented: &[u8]) -> Result<Arc<str>, KeyRefusal> {
+    pub(crate) fn verify(&self, presented: &[u8]) -> Result<Arc<str>, KeyRefusal> {
         if presented.is_empty() {
             return Err(KeyRefusal::Empty);
         }

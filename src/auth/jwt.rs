@@ -33,7 +33,7 @@ use self::keys::Lookup;
 use super::table::JwtIssuerTable;
 use super::{Principal, Scheme};
 
-pub use self::keys::{MAX_JWKS_SIZE, MAX_KEYS};
+pub use self::keys::MAX_JWKS_SIZE;
 
 /// Longest bearer token considered (larger ones are refused before any decoding).
 pub const MAX_TOKEN_SIZE: usize = 8 * 1024;

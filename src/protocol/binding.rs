@@ -5,7 +5,7 @@
 use std::fmt;
 
 /// The binding clients speak to the gateway.
-pub const JSONRPC: &str = "JSONRPC";
+pub(crate) const JSONRPC: &str = "JSONRPC";
 
 /// A binding a backend speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -15,10 +15,10 @@ pub enum Binding {
 }
 
 impl Binding {
-    pub const ALL: [Binding; 2] = [Binding::Grpc, Binding::HttpJson];
+    pub(crate) const ALL: [Binding; 2] = [Binding::Grpc, Binding::HttpJson];
 
     /// The specification's name.
-    pub const fn name(self) -> &'static str {
+    pub(crate) const fn name(self) -> &'static str {
         match self {
             Binding::Grpc => "GRPC",
             Binding::HttpJson => "HTTP+JSON",
@@ -26,7 +26,7 @@ impl Binding {
     }
 
     /// A binding as settings name it: the spec's name in any case, or `REST` for HTTP+JSON.
-    pub fn from_name(text: &str) -> Result<Binding, String> {
+    pub(crate) fn from_name(text: &str) -> Result<Binding, String> {
         let alias = (text.eq_ignore_ascii_case("REST")).then_some(Binding::HttpJson);
         Binding::ALL
             .into_iter()

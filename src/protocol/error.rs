@@ -13,9 +13,9 @@ use serde_json::{json, Value};
 use tonic::Code;
 
 /// `ErrorInfo.domain` of A2A errors (spec 10.6).
-pub const A2A_DOMAIN: &str = "a2a-protocol.org";
+pub(crate) const A2A_DOMAIN: &str = "a2a-protocol.org";
 /// `ErrorInfo.domain` of errors the gateway itself raises, so clients can tell them apart.
-pub const GATEWAY_DOMAIN: &str = "a2a-gateway";
+pub(crate) const GATEWAY_DOMAIN: &str = "a2a-gateway";
 
 macro_rules! error_table {
     ($(
@@ -41,7 +41,7 @@ macro_rules! error_table {
             /// Whether this row is chosen for its gRPC/HTTP status when no reason is given.
             pub fn by_status(self) -> bool { match self { $( ErrorKind::$kind => $by_status, )* } }
             /// The standard message (spec 9.5), used when the backend gives none.
-            pub fn message(self) -> &'static str { match self { $( ErrorKind::$kind => $message, )* } }
+            pub(crate) fn message(self) -> &'static str { match self { $( ErrorKind::$kind => $message, )* } }
         }
     };
 }
@@ -76,7 +76,7 @@ error_table! {
 
 impl ErrorKind {
     /// The A2A error an `ErrorInfo.reason` of domain `a2a-protocol.org` names.
-    pub fn from_reason(reason: &str) -> Option<ErrorKind> {
+    pub(crate) fn from_reason(reason: &str) -> Option<ErrorKind> {
         ErrorKind::ALL
             .iter()
             .copied()
@@ -84,7 +84,7 @@ impl ErrorKind {
     }
 
     /// The row for a gRPC status when no reason decides; unlisted codes are internal errors.
-    pub fn from_grpc(code: Code) -> ErrorKind {
+    pub(crate) fn from_grpc(code: Code) -> ErrorKind {
         ErrorKind::ALL
             .iter()
             .copied()
@@ -93,7 +93,7 @@ impl ErrorKind {
     }
 
     /// The row for an HTTP status when neither reason nor status name decides.
-    pub fn from_http(status: u16) -> ErrorKind {
+    pub(crate) fn from_http(status: u16) -> ErrorKind {
         ErrorKind::ALL
             .iter()
             .copied()
@@ -105,7 +105,7 @@ impl ErrorKind {
 /// Faults of the gateway's own path to the backend; reported as -32603 with an
 /// `ErrorInfo` of domain `a2a-gateway` so they are not mistaken for agent errors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GatewayFault {
+pub(crate) enum GatewayFault {
     BackendUnavailable,
     BackendConnectionReset,
     BackendDeadlineExceeded,
@@ -125,7 +125,7 @@ pub enum GatewayFault {
 
 impl GatewayFault {
     /// The `ErrorInfo.reason` of this fault.
-    pub fn reason(self) -> &'static str {
+    pub(crate) fn reason(self) -> &'static str {
         match self {
             GatewayFault::BackendUnavailable => "BACKEND_UNAVAILABLE",
             GatewayFault::BackendConnectionReset => "BACKEND_CONNECTION_RESET",
@@ -160,7 +160,7 @@ impl A2aError {
     }
 
     /// An error with a specific message.
-    pub fn with_message(kind: ErrorKind, message: impl Into<String>) -> Self {
+    pub(crate) fn with_message(kind: ErrorKind, message: impl Into<String>) -> Self {
         Self {
             kind,
             message: message.into(),
@@ -170,7 +170,7 @@ impl A2aError {
 
     /// -32602 naming the failing field: an `ErrorInfo` (`INVALID_PARAMS`, with the
     /// reference SDK's `parseError` metadata) and a `google.rpc.BadRequest`.
-    pub fn invalid_params(field: &str, description: &str) -> Self {
+    pub(crate) fn invalid_params(field: &str, description: &str) -> Self {
         let field = if field == "." { "" } else { field };
         let problem = if field.is_empty() {
             description.to_owned()
@@ -197,7 +197,7 @@ impl A2aError {
 
     /// -32600 saying what is wrong with the envelope, with an `ErrorInfo` as the
     /// reference SDK sends one.
-    pub fn invalid_request(why: &str) -> Self {
+    pub(crate) fn invalid_request(why: &str) -> Self {
         let kind = ErrorKind::InvalidRequest;
         Self {
             kind,
@@ -211,7 +211,7 @@ impl A2aError {
     }
 
     /// An A2A error raised by the gateway itself (e.g. version negotiation).
-    pub fn a2a(kind: ErrorKind, message: impl Into<String>) -> Self {
+    pub(crate) fn a2a(kind: ErrorKind, message: impl Into<String>) -> Self {
         let mut data = Vec::new();
         if let Some(reason) = kind.reason() {
             data.push(error_info(reason, A2A_DOMAIN));
@@ -224,7 +224,7 @@ impl A2aError {
     }
 
     /// A fault of the gateway's path to the backend (-32603, domain `a2a-gateway`).
-    pub fn gateway(fault: GatewayFault, message: impl Into<String>) -> Self {
+    pub(crate) fn gateway(fault: GatewayFault, message: impl Into<String>) -> Self {
         Self {
             kind: ErrorKind::Internal,
             message: message.into(),
@@ -234,7 +234,7 @@ impl A2aError {
 
     /// Builds the client-facing error from a backend's answer: the row is chosen by the
     /// first `ErrorInfo` of domain `a2a-protocol.org` among `data`, else by `fallback`.
-    pub fn from_backend(fallback: ErrorKind, message: &str, data: Vec<Value>) -> Self {
+    pub(crate) fn from_backend(fallback: ErrorKind, message: &str, data: Vec<Value>) -> Self {
         let kind = data
             .iter()
             .find_map(|d| {
@@ -260,7 +260,7 @@ impl A2aError {
     }
 
     /// The JSON-RPC `error` object.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let mut obj = json!({"code": self.kind.code(), "message": self.message});
         if !self.data.is_empty() {
             obj["data"] = Value::Array(self.data.clone());
