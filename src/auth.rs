@@ -48,6 +48,7 @@ pub struct Principal {
     /// configured, not chosen by the caller), the API key's name, the certificate's identity,
     /// or, for an anonymous caller, empty.
     pub name: Arc<str>,
+    /// How the caller proved who it is.
     pub scheme: Scheme,
     /// A JWT's verified claims (`None` for other schemes).
     pub claims: Option<Arc<serde_json::Map<String, serde_json::Value>>>,

@@ -27,6 +27,7 @@ use crate::telemetry::trace::{TraceFlags, TraceSettings};
 
 /// Everything the gateway runs with, checked.
 pub struct Settings {
+    /// The settings of the process as a whole.
     pub process: ProcessSettings,
     /// At least one; no two match the same request.
     pub routes: Vec<RouteSettings>,
@@ -34,14 +35,19 @@ pub struct Settings {
 
 /// The settings that exist once per process.
 pub struct ProcessSettings {
+    /// The address the JSON-RPC listener binds (`--listen`).
     pub listen: SocketAddr,
     /// The listener of `/metrics`, `/healthz` and `/readyz` only.
     pub admin_listen: Option<SocketAddr>,
     /// Serving threads (`--workers`, or one per CPU this process may use).
     pub workers: usize,
+    /// After SIGTERM, how long everything is still served while `/readyz` answers 503.
     pub drain_delay: Duration,
+    /// Then, how long calls and streams in flight may go on before the process exits.
     pub shutdown_grace: Duration,
+    /// The shape of log lines (`--log-format`).
     pub log_format: LogFormat,
+    /// Whether one access line is logged per JSON-RPC call.
     pub access_log: bool,
     /// Trace export; `None`: traces are off.
     pub traces: Option<TraceSettings>,
@@ -51,7 +57,9 @@ pub struct ProcessSettings {
     pub(crate) client_limits: ClientLimits,
     /// Which routes `/readyz` needs ready.
     pub readiness: ReadinessMode,
+    /// How long `/readyz` reuses its last check of the agents; zero: every probe checks.
     pub readiness_cache: Duration,
+    /// Deadline of `/readyz`'s check of one agent endpoint, connecting included.
     pub readiness_timeout: Duration,
     pub(crate) limits: GlobalLimitSettings,
     /// `None`: no CORS headers at all.

@@ -18,14 +18,25 @@ const MAX_NAME: usize = 128;
 /// A problem with the configured keys: says where, never the digest.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiKeysError {
+    /// A file or variable of keys cannot be read.
     #[error("auth.api-keys {source_name}: {why}")]
-    Source { source_name: String, why: String },
+    Source {
+        /// `file "PATH"` or `env NAME`.
+        source_name: String,
+        /// Why it cannot be read.
+        why: String,
+    },
+    /// A line is not `NAME SHA256-HEX`, or repeats a digest.
     #[error("auth.api-keys {source_name} line {line}: {why}")]
     Line {
+        /// `file "PATH"` or `env NAME`.
         source_name: String,
+        /// The line's number, from 1.
         line: usize,
+        /// What is wrong with it.
         why: &'static str,
     },
+    /// Neither the file nor the variable holds a key.
     #[error(
         "auth.api-keys: no key configured (no `NAME SHA256-HEX` line in its file or variable)"
     )]

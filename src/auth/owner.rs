@@ -101,7 +101,7 @@ impl OwnerKeys {
 
 /// The answer to `request` naming an id that is not the caller's: the reference SDK's
 /// to an unknown id, byte for byte but the id (its `ErrorInfo`, and "Task not found", or
-/// for a message naming a task "Task <id> not found"), so a caller cannot tell another's
+/// for a message naming a task `"Task <id> not found"`), so a caller cannot tell another's
 /// task from none (spec 3.3.2). The id is the client's own, already bounded (`decode`).
 pub(crate) fn unknown_task(request: &Request) -> A2aError {
     let kind = ErrorKind::TaskNotFound;

@@ -90,7 +90,9 @@ pub struct JwtIssuerTable {
     /// Tolerated clock difference for `exp`/`nbf` (default 60s).
     #[serde(default, deserialize_with = "duration_text")]
     pub clock_skew: Option<Duration>,
+    /// The URL of the issuer's JWKS, instead of OIDC discovery; not with `jwks-file`.
     pub jwks_url: Option<String>,
+    /// A file holding the issuer's JWKS, instead of fetching it; not with `jwks-url`.
     pub jwks_file: Option<PathBuf>,
     /// Least interval between two fetches of the JWKS (an unknown `kid` asks again at most
     /// this often; default 5m, and the JWKS's own `Cache-Control: max-age` when longer).

@@ -78,7 +78,9 @@ pub enum Targets {
 /// A `dns:///name:port[/path]` backend.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DnsTarget {
+    /// The DNS name whose A and AAAA records are the endpoints.
     pub name: String,
+    /// The port every endpoint is called on.
     pub port: u16,
     /// Reached over TLS (`backend-tls`).
     pub(crate) tls: bool,

@@ -17,7 +17,9 @@ const DEBUG_INFO: &str = "type.googleapis.com/google.rpc.DebugInfo";
 /// The status a backend answered with: a gRPC code or an HTTP status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Status {
+    /// A gRPC backend's status code.
     Grpc(Code),
+    /// An HTTP+JSON backend's HTTP status.
     Http(u16),
 }
 

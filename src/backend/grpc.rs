@@ -38,6 +38,7 @@ use connection::{Connector, InFlight, Keepalive, Pool, Tls};
 /// How the gateway talks to a gRPC backend.
 #[derive(Clone, Debug)]
 pub struct GrpcSettings {
+    /// Deadline of connecting (TCP and TLS) to the backend.
     pub connect_timeout: Duration,
     /// Keepalive ping after this long without reading anything.
     pub keepalive_interval: Duration,

@@ -10,7 +10,9 @@ pub(crate) const JSONRPC: &str = "JSONRPC";
 /// A binding a backend speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Binding {
+    /// The gRPC binding (spec section 10): `lf.a2a.v1.A2AService` over HTTP/2.
     Grpc,
+    /// The HTTP+JSON binding (spec section 11): REST paths and ProtoJSON bodies.
     HttpJson,
 }
 

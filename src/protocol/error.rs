@@ -48,29 +48,46 @@ macro_rules! error_table {
 
 error_table! {
     // kind: JSON-RPC code, gRPC status, HTTP status, ErrorInfo reason, by status, standard message
+    /// The body is not valid JSON.
     ParseError: -32700, InvalidArgument, 400, None, false, "Invalid JSON payload";
+    /// The body is JSON but not a JSON-RPC request object.
     InvalidRequest: -32600, InvalidArgument, 400, Some("INVALID_REQUEST"), false, "Request payload validation error";
+    /// The method names no A2A operation.
     MethodNotFound: -32601, Unimplemented, 501, Some("METHOD_NOT_FOUND"), true, "Method not found";
+    /// The params do not decode into the operation's request, or a value is refused.
     InvalidParams: -32602, InvalidArgument, 400, Some("INVALID_PARAMS"), true, "Invalid parameters";
+    /// The agent failed, or the gateway's path to it did (an `ErrorInfo` of domain
+    /// `a2a-gateway` says which).
     Internal: -32603, Internal, 500, Some("INTERNAL_ERROR"), true, "Internal error";
+    /// No such task, or none the caller may see.
     TaskNotFound: -32001, NotFound, 404, Some("TASK_NOT_FOUND"), true, "Task not found";
+    /// The task is in a state that cannot be canceled.
     TaskNotCancelable: -32002, FailedPrecondition, 400, Some("TASK_NOT_CANCELABLE"), false,
         "Task cannot be canceled";
+    /// The agent does not support push notifications.
     PushNotificationNotSupported: -32003, FailedPrecondition, 400, Some("PUSH_NOTIFICATION_NOT_SUPPORTED"), false,
         "Push Notification is not supported";
+    /// The agent does not support the operation.
     UnsupportedOperation: -32004, FailedPrecondition, 400, Some("UNSUPPORTED_OPERATION"), false,
         "This operation is not supported";
+    /// A part's media type is not one the agent accepts.
     ContentTypeNotSupported: -32005, InvalidArgument, 400, Some("CONTENT_TYPE_NOT_SUPPORTED"), false,
         "Incompatible content types";
+    /// The agent's reply does not follow the protocol.
     InvalidAgentResponse: -32006, Internal, 500, Some("INVALID_AGENT_RESPONSE"), false,
         "Invalid agent response";
+    /// The agent has no extended card.
     ExtendedAgentCardNotConfigured: -32007, FailedPrecondition, 400, Some("EXTENDED_AGENT_CARD_NOT_CONFIGURED"), false,
         "Authenticated Extended Card is not configured";
+    /// The agent requires an extension the client did not declare.
     ExtensionSupportRequired: -32008, FailedPrecondition, 400, Some("EXTENSION_SUPPORT_REQUIRED"), false,
         "Extension support required";
+    /// The agent does not support the client's protocol version.
     VersionNotSupported: -32009, FailedPrecondition, 400, Some("VERSION_NOT_SUPPORTED"), false,
         "Version not supported";
+    /// The call carries no valid credentials.
     Unauthenticated: -31401, Unauthenticated, 401, None, true, "Unauthenticated";
+    /// The caller may not make this call.
     PermissionDenied: -31403, PermissionDenied, 403, None, true, "Permission denied";
 }
 
@@ -144,8 +161,11 @@ impl GatewayFault {
 /// become `error.data` (each a ProtoJSON `Any` object with `@type`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct A2aError {
+    /// The error table row: JSON-RPC code, gRPC and HTTP status, reason.
     pub kind: ErrorKind,
+    /// The message the client reads (the backend's, or the row's standard one).
     pub message: String,
+    /// The details sent as `error.data`, each a ProtoJSON `Any` object with `@type`.
     pub data: Vec<Value>,
 }
 

@@ -103,9 +103,14 @@ macro_rules! declare_operations {
         unary { $( $u:ident ($ureq:ty) -> $uresp:ty, $um:ident $upath:literal; )* }
         stream { $( $s:ident ($sreq:ty), $sm:ident $spath:literal; )* }
     ) => {
-        /// One of the 11 A2A operations.
+        /// One of the 11 A2A operations, by its method name ([spec 5.3], method mapping).
+        ///
+        /// [spec 5.3]: https://a2a-protocol.org/latest/specification/#53-method-mapping-reference
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        pub enum Op { $( $u, )* $( $s, )* }
+        pub enum Op {
+            $( #[doc = concat!("`", stringify!($u), "` (unary).")] $u, )*
+            $( #[doc = concat!("`", stringify!($s), "` (server-streaming).")] $s, )*
+        }
 
         impl Op {
             /// Every operation, in table order.
@@ -151,12 +156,16 @@ macro_rules! declare_operations {
         /// call, and a box would be one more allocation per call.
         #[derive(Clone, Debug, PartialEq)]
         #[allow(clippy::large_enum_variant)]
-        pub enum UnaryRequest { $( $u($ureq), )* }
+        pub enum UnaryRequest {
+            $( #[doc = concat!("A `", stringify!($u), "` request.")] $u($ureq), )*
+        }
 
         /// A typed request of a server-streaming operation.
         #[derive(Clone, Debug, PartialEq)]
         #[allow(clippy::large_enum_variant)]
-        pub enum StreamRequest { $( $s($sreq), )* }
+        pub enum StreamRequest {
+            $( #[doc = concat!("A `", stringify!($s), "` request.")] $s($sreq), )*
+        }
 
         impl UnaryRequest {
             /// Decodes the reply of this request's operation from protobuf bytes.
@@ -189,7 +198,9 @@ macro_rules! declare_operations {
 
         /// A typed reply of a unary operation.
         #[derive(Clone, Debug, PartialEq)]
-        pub enum Reply { $( $u($uresp), )* }
+        pub enum Reply {
+            $( #[doc = concat!("The reply to `", stringify!($u), "`.")] $u($uresp), )*
+        }
 
         impl Reply {
             /// The operation this reply answers.
@@ -253,7 +264,9 @@ const ESCAPE_ROOM_MAX: usize = 64 << 10;
 /// A typed request, of either kind.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Request {
+    /// A request answered by one reply.
     Unary(UnaryRequest),
+    /// A request answered by a stream of events.
     Stream(StreamRequest),
 }
 

@@ -233,8 +233,10 @@ pub struct ForwardPolicy {
 /// A configured header that may not be used; each names its setting.
 #[derive(Debug, thiserror::Error)]
 pub enum ForwardPolicyError {
+    /// A header name that HTTP does not allow: the flag and the name.
     #[error("--{0}: invalid header name {1:?}")]
     InvalidName(&'static str, String),
+    /// A header the gateway itself sets or strips: the flag, the name and why.
     #[error("--{0}: header {1:?} is owned by the gateway ({2}) and cannot be configured")]
     Owned(&'static str, String, &'static str),
     /// The entry is not shown: it may carry a credential.
@@ -243,8 +245,11 @@ pub enum ForwardPolicyError {
     /// The value is not shown: it may be a credential.
     #[error("--set-header: the value given for {0:?} is not a valid header value (not shown)")]
     SetValue(String),
+    /// A header both set and removed.
     #[error("--set-header and --remove-header both name {0:?}")]
     SetAndRemoved(String),
+    /// A header that `[auth.forward]` fills from the caller's identity: the flag and
+    /// the name.
     #[error("--{0}: {1:?} is set by the gateway from the caller's identity ([auth.forward])")]
     Caller(&'static str, String),
 }

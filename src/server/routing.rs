@@ -50,6 +50,7 @@ const HEADER_SLACK: usize = 8 << 10;
 
 /// One route as a worker serves it.
 pub struct ServedRoute {
+    /// The route's name (`[[route]] name`), in logs and metrics.
     pub name: String,
     /// Empty (the root) or `/segment…` without trailing `/`.
     pub prefix: String,
@@ -59,6 +60,7 @@ pub struct ServedRoute {
     pub jsonrpc_path: String,
     /// The route's endpoints when it balances over many (`/readyz`, `/metrics`).
     pub endpoints: Option<Arc<RouteEndpoints>>,
+    /// What the route's calls go through: its backend, policies and deadlines.
     pub gateway: Arc<Gateway>,
 }
 

@@ -29,6 +29,7 @@ use crate::units::optional;
 /// One checked route: what selects it and everything its call path is built from.
 #[derive(Clone)]
 pub struct RouteSettings {
+    /// The route's name: unique, in logs, metrics and the API catalog.
     pub name: String,
     /// Public path prefix: empty (the root) or `/segment[/segment…]`, no trailing `/`.
     pub(crate) prefix: String,
@@ -36,8 +37,11 @@ pub struct RouteSettings {
     pub host: Option<String>,
     /// The route's JSON-RPC path below its prefix (`--jsonrpc-path`).
     pub jsonrpc_path: String,
+    /// The agent the route calls.
     pub upstream: Upstream,
+    /// The binding the agent speaks.
     pub binding: Binding,
+    /// How the route's backend clients connect and what they accept.
     pub client: ClientSettings,
     /// How a balanced route spreads and ejects.
     pub(crate) policy: Policy,
@@ -49,20 +53,25 @@ pub struct RouteSettings {
     pub(crate) owner: Option<Arc<OwnerKeys>>,
     /// The service `/readyz` asks a gRPC agent about.
     pub health_service: String,
+    /// Which client headers reach the agent, and which are set or removed.
     pub forward: ForwardPolicy,
     /// The headers telling the agent who calls (`[auth.forward]`).
     pub(crate) caller_headers: CallerHeaders,
-    /// Deadlines; `None`: none.
+    /// Deadline of a unary call; `None`: none.
     pub unary_timeout: Option<Duration>,
+    /// Deadline of a whole stream; `None`: none.
     pub stream_timeout: Option<Duration>,
+    /// Deadline of a stream's first event; `None`: none.
     pub first_event_timeout: Option<Duration>,
     /// Interval of SSE keepalive comments on idle streams.
     pub keepalive: Duration,
+    /// The largest request body accepted, in bytes.
     pub max_body: usize,
     pub(crate) batch: BatchLimits,
     pub(crate) limits: RouteLimitSettings,
     /// The `allow` rules (`None`: every call is allowed), shared with their counters.
     pub(crate) allow: Option<Arc<Rules>>,
+    /// The tenant every request is pinned to (`--tenant`); `None`: the client's own.
     pub tenant: Option<String>,
     /// Whether v0.3 clients are served.
     pub(crate) legacy: bool,

@@ -56,9 +56,11 @@ static TRACER: OnceLock<SdkTracer> = OnceLock::new();
 /// OTLP transports (`OTEL_EXPORTER_OTLP_PROTOCOL`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Deserialize)]
 pub enum OtlpProtocol {
+    /// OTLP over gRPC (`grpc`).
     #[value(name = "grpc")]
     #[serde(rename = "grpc")]
     Grpc,
+    /// OTLP over HTTP with protobuf bodies (`http/protobuf`, the default).
     #[value(name = "http/protobuf")]
     #[serde(rename = "http/protobuf")]
     HttpProtobuf,
@@ -69,18 +71,29 @@ pub enum OtlpProtocol {
 pub struct TraceSettings {
     /// The full URL spans are sent to (`…/v1/traces` for http/protobuf).
     pub endpoint: String,
+    /// The OTLP transport.
     pub protocol: OtlpProtocol,
+    /// Which traces are recorded and exported.
     pub sampler: SamplerChoice,
 }
 
 /// `OTEL_TRACES_SAMPLER` with its argument, checked.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum SamplerChoice {
+    /// Every trace (`always_on`).
     AlwaysOn,
+    /// No trace (`always_off`).
     AlwaysOff,
+    /// This fraction of traces, chosen by trace id (`traceidratio`).
     Ratio(f64),
+    /// The caller's `traceparent` decides; every trace without one
+    /// (`parentbased_always_on`, the default).
     ParentBasedAlwaysOn,
+    /// The caller's `traceparent` decides; no trace without one
+    /// (`parentbased_always_off`).
     ParentBasedAlwaysOff,
+    /// The caller's `traceparent` decides; this fraction of the others
+    /// (`parentbased_traceidratio`).
     ParentBasedRatio(f64),
 }
 

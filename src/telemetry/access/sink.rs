@@ -29,16 +29,18 @@ const MAX_PENDING: usize = 4 << 20;
 /// The two shapes of the log (`--log-format`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LineFormat {
+    /// The line `tracing`'s text formatter would write.
     Text,
+    /// The object `tracing`'s JSON formatter would write.
     Json,
 }
 
 /// A field's name as each format writes it before the value (` name=`, `,"name":`), made
 /// by `field_name!` at compile time, so a field's start is one copy.
 #[derive(Clone, Copy)]
-pub struct FieldName {
-    pub text: &'static str,
-    pub json: &'static str,
+pub(crate) struct FieldName {
+    pub(crate) text: &'static str,
+    pub(crate) json: &'static str,
 }
 
 impl FieldName {
