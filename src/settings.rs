@@ -56,7 +56,7 @@ pub struct ProcessSettings {
     /// What each client connection may hold, and for how long.
     pub(crate) client_limits: ClientLimits,
     /// Which routes `/readyz` needs ready.
-    pub readiness: ReadinessMode,
+    pub(crate) readiness: ReadinessMode,
     /// How long `/readyz` reuses its last check of the agents; zero: every probe checks.
     pub readiness_cache: Duration,
     /// Deadline of `/readyz`'s check of one agent endpoint, connecting included.
