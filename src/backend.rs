@@ -8,10 +8,10 @@
 
 pub mod affinity;
 pub mod endpoints;
-pub mod error;
-pub mod fault;
+pub(crate) mod error;
+pub(crate) mod fault;
 pub mod grpc;
-pub mod observed;
+pub(crate) mod observed;
 pub mod rest;
 
 use std::time::Duration;
@@ -30,6 +30,7 @@ use crate::telemetry::trace::TraceContext;
 /// call that never reached the agent to another endpoint (`endpoints::balance`).
 #[derive(Clone, Debug)]
 pub struct Call<R> {
+    /// The typed A2A request (`UnaryRequest` or `StreamRequest`).
     pub request: R,
     /// Request headers selected by the forward policy (lowercase names).
     pub forwarded: Vec<(HeaderName, HeaderValue)>,
@@ -53,6 +54,7 @@ impl<R> Call<R> {
 /// A successful backend answer, the status it came with and the extensions the backend
 /// reports as activated.
 pub struct Answer<T> {
+    /// The reply, or the stream of events.
     pub value: T,
     /// The backend's status (OK, or the HTTP+JSON binding's 2xx), for the access log;
     /// `None` for an answer the gateway made alone (a listing no endpoint had more of).

@@ -27,7 +27,7 @@ use crate::protocol::ops::Op;
 /// The peer address of a request's connection: a fact of the connection, put in each
 /// request's extensions by the server, read by the access log and the spans.
 #[derive(Clone, Copy, Debug)]
-pub struct ClientAddr(pub std::net::SocketAddr);
+pub(crate) struct ClientAddr(pub std::net::SocketAddr);
 
 const OPS: usize = Op::ALL.len();
 /// One slot per error-table row, plus success.
@@ -39,7 +39,7 @@ const BUCKETS: [f64; 12] = [
 
 /// How one JSON-RPC request ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Ok,
     Error(ErrorKind),
 }
@@ -113,48 +113,48 @@ impl Default for Metrics {
 
 impl Metrics {
     /// A finished request of `op` (for streams: until the first event or error).
-    pub fn request(&self, op: Op, outcome: Outcome, elapsed: Duration) {
+    pub(crate) fn request(&self, op: Op, outcome: Outcome, elapsed: Duration) {
         self.requests[op as usize][outcome.index()].fetch_add(1, Relaxed);
         self.latency[op as usize].observe(elapsed);
     }
 
     /// A finished v0.3 call of `method`.
-    pub fn v03_request(&self, method: Method, outcome: Outcome) {
+    pub(crate) fn v03_request(&self, method: Method, outcome: Outcome) {
         self.v03[method as usize][outcome.index()].fetch_add(1, Relaxed);
     }
 
     /// A request refused before its method was known.
-    pub fn rejected(&self, kind: ErrorKind) {
+    pub(crate) fn rejected(&self, kind: ErrorKind) {
         self.rejected[Outcome::Error(kind).index()].fetch_add(1, Relaxed);
     }
 
     /// An SSE stream opened; the guard counts it closed when dropped.
-    pub fn stream_opened(self: &Arc<Self>) -> StreamGuard {
+    pub(crate) fn stream_opened(self: &Arc<Self>) -> StreamGuard {
         self.streams_open.fetch_add(1, Relaxed);
         StreamGuard(self.clone())
     }
 
     /// Identity header values dropped as unsendable (none: nothing is touched).
-    pub fn caller_headers_dropped(&self, n: usize) {
+    pub(crate) fn caller_headers_dropped(&self, n: usize) {
         if n > 0 {
             self.caller_headers_dropped.fetch_add(n as u64, Relaxed);
         }
     }
 
     /// SSE events written to streams.
-    pub fn events(&self, n: u64) {
+    pub(crate) fn events(&self, n: u64) {
         self.stream_events.fetch_add(n, Relaxed);
     }
 
     /// A serving runtime (one per worker thread), whose tasks `/metrics` counts.
-    pub fn count_tasks_of(&self, runtime: tokio::runtime::Handle) {
+    pub(crate) fn count_tasks_of(&self, runtime: tokio::runtime::Handle) {
         if let Ok(mut runtimes) = self.runtimes.lock() {
             runtimes.push(runtime);
         }
     }
 
     /// The Prometheus text exposition (version 0.0.4).
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let mut out = String::with_capacity(4096);
         out.push_str("# HELP a2a_gateway_requests_total JSON-RPC requests by method and JSON-RPC code (0 = success).\n");
         out.push_str("# TYPE a2a_gateway_requests_total counter\n");
@@ -294,30 +294,30 @@ impl Metrics {
 
 /// One endpoint of a balanced route as `/metrics` shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EndpointStats {
+pub(crate) struct EndpointStats {
     /// Its address, or its URL in a fixed list.
-    pub endpoint: String,
-    pub ejected: bool,
+    pub(crate) endpoint: String,
+    pub(crate) ejected: bool,
     /// Calls started on it (a retried call counts on both endpoints).
-    pub calls: u64,
-    pub ejections: u64,
+    pub(crate) calls: u64,
+    pub(crate) ejections: u64,
 }
 
 /// Authentications of one route, scheme and result, as `/metrics` shows them
 /// (`auth::authenticator`). No principal is a label.
 #[derive(Clone, Debug, PartialEq)]
-pub struct AuthRow<'a> {
-    pub route: &'a str,
+pub(crate) struct AuthRow<'a> {
+    pub(crate) route: &'a str,
     /// `jwt`, `api-key`, `mtls`, `anonymous`, or `none` (no single credential).
-    pub scheme: &'static str,
+    pub(crate) scheme: &'static str,
     /// `ok`, `invalid` (a credential that failed, or more than one) or `missing` (none,
     /// where anonymous calls are not taken).
-    pub result: &'static str,
-    pub count: u64,
+    pub(crate) result: &'static str,
+    pub(crate) count: u64,
 }
 
 /// The authentications of every route with authentication.
-pub fn render_auth(out: &mut String, rows: &[AuthRow<'_>]) {
+pub(crate) fn render_auth(out: &mut String, rows: &[AuthRow<'_>]) {
     if rows.is_empty() {
         return;
     }
@@ -333,7 +333,7 @@ pub fn render_auth(out: &mut String, rows: &[AuthRow<'_>]) {
 }
 
 /// Each route's readiness as `/readyz` judges it: 1 ready, 0 not.
-pub fn render_route_ready(out: &mut String, routes: &[(&str, bool)]) {
+pub(crate) fn render_route_ready(out: &mut String, routes: &[(&str, bool)]) {
     out.push_str("# HELP a2a_gateway_route_ready Whether the route's agent is ready (/readyz).\n");
     out.push_str("# TYPE a2a_gateway_route_ready gauge\n");
     for (route, ready) in routes {
@@ -348,7 +348,7 @@ pub fn render_route_ready(out: &mut String, routes: &[(&str, bool)]) {
 /// The card answers of each route serving a card, `(route name, (served from a kept
 /// render, rendered anew, renders kept))`: only vouched origins are kept, so the kept
 /// count stays within the configuration however many hosts clients name.
-pub fn render_card_renders(out: &mut String, routes: &[(&str, (u64, u64, usize))]) {
+pub(crate) fn render_card_renders(out: &mut String, routes: &[(&str, (u64, u64, usize))]) {
     if routes.is_empty() {
         return;
     }
@@ -374,7 +374,7 @@ pub fn render_card_renders(out: &mut String, routes: &[(&str, (u64, u64, usize))
 
 /// The endpoint metrics of balanced routes, each `(route name, its endpoints)`, in the
 /// text exposition format. Written at scrape time from the endpoints' own counters.
-pub fn render_endpoints(out: &mut String, routes: &[(&str, Vec<EndpointStats>)]) {
+pub(crate) fn render_endpoints(out: &mut String, routes: &[(&str, Vec<EndpointStats>)]) {
     if routes.is_empty() {
         return;
     }
@@ -416,26 +416,26 @@ pub fn render_endpoints(out: &mut String, routes: &[(&str, Vec<EndpointStats>)])
 
 /// One configured limit as `/metrics` shows it (`front::limits`).
 #[derive(Clone, Debug, PartialEq)]
-pub struct LimitRow<'a> {
+pub(crate) struct LimitRow<'a> {
     /// The route it belongs to; `None`: it applies across all routes.
-    pub route: Option<&'a str>,
+    pub(crate) route: Option<&'a str>,
     /// The setting's name, e.g. `max-concurrent-calls`.
-    pub limit: &'static str,
-    pub value: f64,
+    pub(crate) limit: &'static str,
+    pub(crate) value: f64,
     /// How much of a concurrency limit is taken now.
-    pub in_use: Option<u64>,
+    pub(crate) in_use: Option<u64>,
 }
 
 /// Calls a limit refused on one route.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RejectionRow<'a> {
-    pub route: &'a str,
-    pub limit: &'static str,
-    pub count: u64,
+pub(crate) struct RejectionRow<'a> {
+    pub(crate) route: &'a str,
+    pub(crate) limit: &'static str,
+    pub(crate) count: u64,
 }
 
 /// The configured limits, their use and their rejections, in the text exposition format.
-pub fn render_limits(out: &mut String, limits: &[LimitRow], rejections: &[RejectionRow]) {
+pub(crate) fn render_limits(out: &mut String, limits: &[LimitRow], rejections: &[RejectionRow]) {
     let labels = |row: &LimitRow| match row.route {
         Some(route) => format!("route=\"{route}\",limit=\"{}\"", row.limit),
         None => format!("limit=\"{}\"", row.limit),
@@ -467,7 +467,7 @@ pub fn render_limits(out: &mut String, limits: &[LimitRow], rejections: &[Reject
 
 /// The `allow` rules' decisions of each route with rules, `(route name, (allowed, denied))`;
 /// never a principal's name as a label.
-pub fn render_authz(out: &mut String, routes: &[(&str, (u64, u64))]) {
+pub(crate) fn render_authz(out: &mut String, routes: &[(&str, (u64, u64))]) {
     if routes.is_empty() {
         return;
     }
@@ -486,11 +486,11 @@ pub fn render_authz(out: &mut String, routes: &[(&str, (u64, u64))]) {
 }
 
 /// Counts an open stream until dropped, and the SSE events sent on it.
-pub struct StreamGuard(Arc<Metrics>);
+pub(crate) struct StreamGuard(Arc<Metrics>);
 
 impl StreamGuard {
     /// SSE events written to this stream.
-    pub fn events(&self, n: u64) {
+    pub(crate) fn events(&self, n: u64) {
         self.0.events(n);
     }
 }
@@ -502,7 +502,7 @@ impl Drop for StreamGuard {
 }
 
 /// Times one request of a known operation and records how it ended.
-pub struct Meter<'a> {
+pub(crate) struct Meter<'a> {
     metrics: &'a Metrics,
     op: Op,
     started: Instant,
@@ -511,7 +511,7 @@ pub struct Meter<'a> {
 }
 
 impl<'a> Meter<'a> {
-    pub fn start(metrics: &'a Metrics, op: Op, started: Instant) -> Self {
+    pub(crate) fn start(metrics: &'a Metrics, op: Op, started: Instant) -> Self {
         Self {
             metrics,
             op,
@@ -521,12 +521,12 @@ impl<'a> Meter<'a> {
     }
 
     /// Also counts the call as a v0.3 call of `method` (`None`: a v1.0 call).
-    pub fn in_v03(mut self, method: Option<Method>) -> Self {
+    pub(crate) fn in_v03(mut self, method: Option<Method>) -> Self {
         self.v03 = method;
         self
     }
 
-    pub fn record(&self, outcome: Outcome) {
+    pub(crate) fn record(&self, outcome: Outcome) {
         self.metrics
             .request(self.op, outcome, self.started.elapsed());
         if let Some(method) = self.v03 {

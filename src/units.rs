@@ -8,31 +8,17 @@ use std::time::Duration;
 use serde::Deserialize;
 
 /// A duration setting of the file (`"30s"`), for `#[serde(deserialize_with)]`.
-pub fn duration_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+pub(crate) fn duration_text<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Duration>, D::Error> {
     let text = String::deserialize(d)?;
     parse_duration(&text)
         .map(Some)
         .map_err(serde::de::Error::custom)
 }
 
-/// A size setting of the file (`"4MiB"` or a number of bytes).
-pub fn size_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Size {
-        Bytes(usize),
-        Text(String),
-    }
-    match Size::deserialize(d)? {
-        Size::Bytes(n) => Ok(Some(n)),
-        Size::Text(text) => parse_size(&text)
-            .map(Some)
-            .map_err(serde::de::Error::custom),
-    }
-}
-
 /// `0` disables a deadline.
-pub fn optional(duration: Duration) -> Option<Duration> {
+pub(crate) fn optional(duration: Duration) -> Option<Duration> {
     (!duration.is_zero()).then_some(duration)
 }
 
@@ -53,7 +39,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 
 /// Parses a byte size by `bytesize`: a number of bytes (`1048576`), binary units (`512KiB`,
 /// `16MiB`, `1GiB`, or as Kubernetes writes them, `16Mi`), decimal ones (`4KB`, `4MB`).
-pub fn parse_size(text: &str) -> Result<usize, String> {
+pub(crate) fn parse_size(text: &str) -> Result<usize, String> {
     let text = text.trim();
     let size: bytesize::ByteSize = text
         .parse()

@@ -9,7 +9,7 @@
 //! a trailers-only reply.
 
 mod connection;
-pub mod health;
+pub(crate) mod health;
 pub(crate) mod status;
 
 use std::sync::Arc;
@@ -38,6 +38,7 @@ use connection::{Connector, InFlight, Keepalive, Pool, Tls};
 /// How the gateway talks to a gRPC backend.
 #[derive(Clone, Debug)]
 pub struct GrpcSettings {
+    /// Deadline of connecting (TCP and TLS) to the backend.
     pub connect_timeout: Duration,
     /// Keepalive ping after this long without reading anything.
     pub keepalive_interval: Duration,
@@ -95,7 +96,7 @@ impl GrpcBackend {
 
     /// As `new`; over TLS the client certificate chain and key in `identity_pem` (PEM, the
     /// chain first) are presented to a backend that asks for one (mTLS).
-    pub fn with_identity(
+    pub(crate) fn with_identity(
         uri: &str,
         settings: &GrpcSettings,
         ca_pem: Option<&[u8]>,
@@ -162,7 +163,7 @@ impl GrpcBackend {
     /// Another instance for another serving thread: the same target, TLS setup and
     /// keepalive policy (what one connection learns of the backend's ping policy applies to
     /// all), with a connection of its own.
-    pub fn for_worker(&self) -> GrpcBackend {
+    pub(crate) fn for_worker(&self) -> GrpcBackend {
         GrpcBackend(Arc::new(Client {
             pool: self.0.pool.sibling(),
             uris: self.0.uris.clone(),
@@ -174,7 +175,7 @@ impl GrpcBackend {
 impl GrpcBackend {
     /// The same backend (`:authority`, TLS name = the URL's host) reached at `address`:
     /// one pod behind a DNS name (`backend::endpoints`). Its connections are its own.
-    pub fn at(&self, address: std::net::SocketAddr) -> GrpcBackend {
+    pub(crate) fn at(&self, address: std::net::SocketAddr) -> GrpcBackend {
         GrpcBackend(Arc::new(Client {
             pool: self.0.pool.at(address.to_string()),
             uris: self.0.uris.clone(),

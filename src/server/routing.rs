@@ -40,16 +40,17 @@ use crate::server::readiness::{Readiness, ReadinessMode};
 use crate::telemetry::Metrics;
 
 /// The path of a route's agent card below its prefix (spec 8.2).
-pub const CARD_PATH: &str = "/.well-known/agent-card.json";
+pub(crate) const CARD_PATH: &str = "/.well-known/agent-card.json";
 
 /// The API catalog's well-known path (RFC 9727).
-pub const CATALOG_PATH: &str = "/.well-known/api-catalog";
+pub(crate) const CATALOG_PATH: &str = "/.well-known/api-catalog";
 
 /// Room in the listener's header bound for what a route's header count leaves out.
 const HEADER_SLACK: usize = 8 << 10;
 
 /// One route as a worker serves it.
 pub struct ServedRoute {
+    /// The route's name (`[[route]] name`), in logs and metrics.
     pub name: String,
     /// Empty (the root) or `/segment…` without trailing `/`.
     pub prefix: String,
@@ -59,6 +60,7 @@ pub struct ServedRoute {
     pub jsonrpc_path: String,
     /// The route's endpoints when it balances over many (`/readyz`, `/metrics`).
     pub endpoints: Option<Arc<RouteEndpoints>>,
+    /// What the route's calls go through: its backend, policies and deadlines.
     pub gateway: Arc<Gateway>,
 }
 
@@ -92,7 +94,7 @@ pub struct Frontend {
 /// from `/readyz` whether the gateway is ready, not which routes or agents are failing
 /// and why (route names, agent addresses, health services; issue 20).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Surface {
+pub(crate) enum Surface {
     /// The routes and every gateway endpoint; `/readyz` says ready or not only.
     All,
     /// The routes and every gateway endpoint but `/metrics`, which an admin listener serves;
@@ -130,51 +132,55 @@ impl Frontend {
     }
 
     /// The routes' limits (`front::limits`), built once for every worker.
-    pub fn with_limits(mut self, limits: Option<Arc<Limits>>) -> Frontend {
+    pub(crate) fn with_limits(mut self, limits: Option<Arc<Limits>>) -> Frontend {
         self.limits = limits;
         self
     }
 
     /// The CORS layer for browser clients (`front::cors`).
-    pub fn with_cors(mut self, cors: Option<CorsLayer>) -> Frontend {
+    pub(crate) fn with_cors(mut self, cors: Option<CorsLayer>) -> Frontend {
         self.cors = cors;
         self
     }
 
     /// The headers the edge marks sensitive: `SENSITIVE` and every route's
     /// `--sensitive-header` names.
-    pub fn with_sensitive(mut self, names: Vec<http::HeaderName>) -> Frontend {
+    pub(crate) fn with_sensitive(mut self, names: Vec<http::HeaderName>) -> Frontend {
         self.sensitive = names.into();
         self
     }
 
     /// The headers the edge stack marks sensitive before any layer sees them.
-    pub fn sensitive(&self) -> Arc<[http::HeaderName]> {
+    pub(crate) fn sensitive(&self) -> Arc<[http::HeaderName]> {
         self.sensitive.clone()
     }
 
     /// The CORS layer to serve this frontend behind, if CORS is configured.
-    pub fn cors(&self) -> Option<CorsLayer> {
+    pub(crate) fn cors(&self) -> Option<CorsLayer> {
         self.cors.clone()
     }
 
     /// The listener's bound on request headers: above every route's own limit
     /// (`RouteLimits::check_headers` holds each route to its own), with room for the
     /// request line or HTTP/2 pseudo-headers that the routes' count leaves out.
-    pub fn max_header_size(&self) -> Option<usize> {
+    pub(crate) fn max_header_size(&self) -> Option<usize> {
         let routes = self.limits.as_ref()?.max_header_size()?;
         Some(routes.saturating_add(HEADER_SLACK))
     }
 
     /// `/readyz` checks the agents through `readiness`; the listener serves `surface`.
-    pub fn with_readiness(mut self, readiness: Arc<Readiness>, surface: Surface) -> Frontend {
+    pub(crate) fn with_readiness(
+        mut self,
+        readiness: Arc<Readiness>,
+        surface: Surface,
+    ) -> Frontend {
         self.readiness = Some(readiness);
         self.surface = surface;
         self
     }
 
     /// The life of the process this frontend follows.
-    pub fn lifecycle(&self) -> &Arc<Lifecycle> {
+    pub(crate) fn lifecycle(&self) -> &Arc<Lifecycle> {
         &self.lifecycle
     }
 
@@ -381,7 +387,7 @@ impl Frontend {
 }
 
 /// The name of the route of the flags-only shorthand.
-pub const DEFAULT_ROUTE: &str = "default";
+pub(crate) const DEFAULT_ROUTE: &str = "default";
 
 /// One route in front of `gateway` at the root, answering JSON-RPC at `jsonrpc_path`
 /// (what the one-route shorthand serves; tests use it too).
