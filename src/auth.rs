@@ -6,12 +6,12 @@
 //! `Exchange::principal`.
 
 pub mod api_key;
-pub mod authenticator;
-pub mod forward;
+pub(crate) mod authenticator;
+pub(crate) mod forward;
 pub mod jwt;
-pub mod mtls;
+pub(crate) mod mtls;
 pub mod owner;
-pub mod rules;
+pub(crate) mod rules;
 pub mod table;
 
 use std::sync::Arc;
@@ -31,7 +31,7 @@ pub enum Scheme {
 
 impl Scheme {
     /// The scheme's name in metrics labels and the access log.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Scheme::Jwt => "jwt",
             Scheme::ApiKey => "api-key",
@@ -48,6 +48,7 @@ pub struct Principal {
     /// configured, not chosen by the caller), the API key's name, the certificate's identity,
     /// or, for an anonymous caller, empty.
     pub name: Arc<str>,
+    /// How the caller proved who it is.
     pub scheme: Scheme,
     /// A JWT's verified claims (`None` for other schemes).
     pub claims: Option<Arc<serde_json::Map<String, serde_json::Value>>>,
@@ -56,7 +57,7 @@ pub struct Principal {
 impl Principal {
     /// The verified issuer of a JWT principal (its `iss`), empty for other schemes: names are
     /// unique within an issuer, so a caller is its scheme, issuer and name.
-    pub fn issuer(&self) -> &str {
+    pub(crate) fn issuer(&self) -> &str {
         let iss = self.claims.as_ref().and_then(|claims| claims.get("iss"));
         iss.and_then(serde_json::Value::as_str).unwrap_or("")
     }

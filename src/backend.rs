@@ -8,18 +8,19 @@
 
 pub mod affinity;
 pub mod endpoints;
-pub mod error;
-pub mod fault;
+pub(crate) mod error;
+pub(crate) mod fault;
 pub mod grpc;
-pub mod observed;
+pub(crate) mod observed;
 pub mod rest;
-pub mod timed;
+pub(crate) mod timed;
 
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use http::{HeaderName, HeaderValue};
+use tokio::time::Instant;
 
 pub use self::error::{Error, Status};
 use crate::proto::StreamResponse;
@@ -30,19 +31,31 @@ use crate::telemetry::trace::TraceContext;
 /// call that never reached the agent to another endpoint (`endpoints::balance`).
 #[derive(Clone, Debug)]
 pub struct Call<R> {
+    /// The typed A2A request (`UnaryRequest` or `StreamRequest`).
     pub request: R,
     /// Request headers selected by the forward policy (lowercase names).
     pub forwarded: Vec<(HeaderName, HeaderValue)>,
-    /// Deadline sent to the backend (`grpc-timeout`); the gateway enforces it as well.
-    pub timeout: Option<Duration>,
+    /// When the front drops the call (it enforces this); the backend is told the time left
+    /// (`timeout`, sent as `grpc-timeout`). One instant for the whole call, so whatever the
+    /// backend measures (time left, whether a dropped call was late) agrees with the front.
+    pub deadline: Option<Instant>,
     /// The trace context the call continues (`None` with traces off): the backend starts
     /// its client span under it and writes the span's as `traceparent` in the outgoing head.
     pub trace: Option<Box<TraceContext>>,
 }
 
+impl<R> Call<R> {
+    /// The time left until the deadline, for the backend (`None`: no deadline).
+    pub fn timeout(&self) -> Option<Duration> {
+        self.deadline
+            .map(|at| at.saturating_duration_since(Instant::now()))
+    }
+}
+
 /// A successful backend answer, the status it came with and the extensions the backend
 /// reports as activated.
 pub struct Answer<T> {
+    /// The reply, or the stream of events.
     pub value: T,
     /// The backend's status (OK, or the HTTP+JSON binding's 2xx), for the access log;
     /// `None` for an answer the gateway made alone (a listing no endpoint had more of).

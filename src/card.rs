@@ -57,12 +57,13 @@ use crate::backend::Backend;
 use crate::protocol::binding::Binding;
 use crate::units::duration_text;
 use rewrite::{Rewriter, Treatment};
-pub use security::{Enforced, SecurityPolicy};
+pub(crate) use security::Enforced;
+pub use security::SecurityPolicy;
 use source::{Credential, Source};
 use store::Store;
 
 /// The card `source` naming the backend's GetExtendedAgentCard.
-pub const BACKEND_CARD_SOURCE: &str = "backend";
+pub(crate) const BACKEND_CARD_SOURCE: &str = "backend";
 
 /// The largest card accepted from a source (file, URL body).
 pub const MAX_CARD_SIZE: usize = 1 << 20;
@@ -260,19 +261,19 @@ impl CardService {
     }
 
     /// Whether the route serves a well-known card (it has a source).
-    pub fn serves_card(&self) -> bool {
+    pub(crate) fn serves_card(&self) -> bool {
         self.source.is_some()
     }
 
     /// The `allowed-hosts` check of every request of the route: the refusal says why.
-    pub fn admit(&self, uri: &http::Uri, headers: &http::HeaderMap) -> Result<(), String> {
+    pub(crate) fn admit(&self, uri: &http::Uri, headers: &http::HeaderMap) -> Result<(), String> {
         let origins = self.rewriter.origins();
         origins.admit(uri, headers).map_err(|r| r.to_string())
     }
 
     /// Card answers served from a kept render and rendered anew since the start, and the
     /// renders kept now (`/metrics`).
-    pub fn renders(&self) -> (u64, u64, usize) {
+    pub(crate) fn renders(&self) -> (u64, u64, usize) {
         self.store.renders()
     }
 
@@ -294,7 +295,7 @@ impl CardService {
     /// The public URL of this route's card for `request`, as the catalog lists it:
     /// `public_url`, or the origin the request names with the route's own `host` (when it
     /// selects by host) in place of the request's host.
-    pub fn card_url(
+    pub(crate) fn card_url(
         &self,
         request: &http::request::Parts,
         route_host: Option<&str>,
@@ -317,7 +318,7 @@ impl CardService {
     }
 
     /// The gateway's JSON-RPC endpoint as the extended card names it for `request`.
-    pub fn endpoint_url(&self, request: &http::request::Parts) -> String {
+    pub(crate) fn endpoint_url(&self, request: &http::request::Parts) -> String {
         match self.rewriter.interface_url(request) {
             Ok(url) => url.as_str().to_owned(),
             Err(_) => self.rewriter.jsonrpc_path().to_owned(),

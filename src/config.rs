@@ -14,6 +14,7 @@ use crate::backend::endpoints::Balance;
 use crate::card::CardSettings;
 use crate::protocol::binding::Binding;
 use crate::protocol::params::ForwardPolicyError;
+use crate::server::readiness::ReadinessMode;
 use crate::server::tls::ClientAuth;
 use crate::telemetry::trace::{OtlpProtocol, TraceConfigError};
 use crate::units::{parse_duration, parse_size};
@@ -386,6 +387,13 @@ pub struct Cli {
     #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_ADMIN_LISTEN", value_name = "ADDR")]
     pub admin_listen: Option<SocketAddr>,
 
+    /// What `/readyz` needs to answer 200 (besides not draining): `process` (the process
+    /// serves; no agent is asked), `any-route` (one route's agent passes its check) or
+    /// `all-routes` (every route's does). A route whose agent is down answers its clients
+    /// with BACKEND_UNAVAILABLE in every mode.
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_READINESS", value_enum, default_value = "process")]
+    pub readiness: ReadinessMode,
+
     /// How long `/readyz` reuses the result of checking the agents: probes within it get
     /// the same answer and ask no agent; `0`: every probe checks (concurrent ones share).
     #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_READINESS_CACHE", default_value = "2s", value_parser = parse_duration)]
@@ -578,94 +586,150 @@ pub enum Legacy {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFormat {
+    /// `tracing`'s text lines, one event per line (the default).
     Text,
+    /// One JSON object per event, for log collectors.
     Json,
 }
 
 /// A configuration that cannot be served.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// `--jsonrpc-path` (or a route's `jsonrpc-path`) is not an absolute path.
     #[error("--jsonrpc-path must start with '/': {0:?}")]
     JsonRpcPath(String),
+    /// A backend URL cannot be used: why.
     #[error("--backend: {0}")]
     BackendUrl(String),
+    /// `--backend-resolve-interval` is zero.
     #[error("--backend-resolve-interval must be greater than 0")]
     ResolveInterval,
+    /// `--eject-after` is zero.
     #[error("--eject-after must be at least 1")]
     EjectAfter,
+    /// `--eject-backoff` is zero.
     #[error("--eject-backoff must be greater than 0")]
     EjectBackoff,
+    /// The task affinity key (`--affinity-key` or its file) cannot be used: why.
     #[error("--affinity-key: {0}")]
     AffinityKey(String),
+    /// Task ownership has no usable `--owner-key-file`: why.
     #[error("--owner-key-file: {0}")]
     OwnerKey(String),
+    /// Task affinity is on for a route that has a single endpoint to pin tasks to.
     #[error("--affinity task needs several endpoints (a list of backends or a dns:/// name)")]
     AffinityOneBackend,
+    /// A `--forward-header`, `--set-header` or `--remove-header` entry is refused.
     #[error(transparent)]
     Headers(#[from] ForwardPolicyError),
+    /// An `[auth.forward]` caller header is refused.
     #[error(transparent)]
     CallerHeaders(#[from] crate::auth::forward::CallerHeaderError),
+    /// `--keepalive` (the SSE keepalive interval) is zero.
     #[error("--keepalive must be greater than 0")]
     Keepalive,
+    /// `--backend-keepalive` (the HTTP/2 ping interval) is zero.
     #[error("--backend-keepalive must be greater than 0")]
     BackendKeepalive,
+    /// `--backend-keepalive-timeout` is zero.
     #[error("--backend-keepalive-timeout must be greater than 0")]
     BackendKeepaliveTimeout,
+    /// The `--backend-ca` file cannot be read or holds no certificate: its path and why.
     #[error("--backend-ca {0:?}: {1}")]
     BackendCa(std::path::PathBuf, String),
+    /// The listener's TLS files (`--tls-cert`, `--tls-key`, `--client-ca`) are refused.
     #[error(transparent)]
     Tls(#[from] crate::server::tls::TlsConfigError),
+    /// A client connection timeout (the flag named) is zero.
     #[error("--{0} must be greater than 0")]
     ClientTimeout(&'static str),
+    /// Nothing to serve: no backend, no `--demo` and no `[[route]]`.
     #[error("--backend is required (or --demo, or [[route]] tables in --config)")]
     NoBackend,
+    /// `--readiness-timeout` is zero.
     #[error("--readiness-timeout must be greater than 0")]
     ReadinessTimeout,
+    /// `--admin-listen` is the `--listen` address.
     #[error("--admin-listen must differ from --listen")]
     AdminListen,
+    /// `--tenant` is given but empty.
     #[error("--tenant must not be empty")]
     Tenant,
+    /// `--public-url` is refused: why.
     #[error("--public-url {0}")]
     PublicUrl(String),
+    /// An `--allowed-hosts` entry is refused: why.
     #[error("--allowed-hosts {0}")]
     AllowedHosts(String),
+    /// `--trusted-proxy-hops` is zero.
     #[error("--trusted-proxy-hops must be at least 1")]
     TrustedProxyHops,
+    /// The route's `[auth]` settings are refused (schemes, key sources, issuers).
     #[error(transparent)]
     Auth(#[from] crate::auth::authenticator::AuthConfigError),
+    /// An `allow` rule is refused.
     #[error(transparent)]
     Allow(#[from] crate::auth::rules::RuleError),
+    /// The card source `backend` would publish the extended card to callers who may not
+    /// call `GetExtendedAgentCard`.
     #[error("card source `backend` serves the agent's extended card to anyone at the card URL, but not everyone may call GetExtendedAgentCard (the route authenticates its callers, or the `allow` rules do not let everyone have it); use a file or URL source")]
     ExtendedCardPublished,
+    /// A per-route setting (the key named) is given process-wide while `[[route]]` tables
+    /// are used.
     #[error("`{0}` is a per-route setting: with [[route]] tables, set it in each route")]
     PerRoute(&'static str),
+    /// A limit is out of its range: the setting and why.
     #[error("--{0}: {1}")]
     Limit(&'static str, String),
+    /// The CORS settings are refused.
     #[error(transparent)]
     Cors(#[from] crate::front::cors::CorsError),
+    /// A key of a `[[route]]` table is refused.
     #[error("{route}: key `{key}`: {message}")]
     Route {
+        /// The route's name.
         route: String,
+        /// The key, as written in the file.
         key: &'static str,
+        /// Why it is refused.
         message: String,
     },
+    /// A route's settings, once merged with the process-wide ones, are refused.
     #[error("{route}: {error}")]
     RouteSettings {
+        /// The route's name.
         route: String,
+        /// What is refused.
         error: Box<ConfigError>,
     },
+    /// Two routes have the same name.
     #[error("{route}: the name is already used by {earlier}")]
-    DuplicateRoute { route: String, earlier: String },
+    DuplicateRoute {
+        /// The route's name.
+        route: String,
+        /// The route it clashes with, defined before it.
+        earlier: String,
+    },
+    /// Two routes could match the same request (same host, one path a prefix of the other).
     #[error(
         "{route}: its path overlaps {earlier} on the same host (no request may match two routes)"
     )]
-    OverlappingRoutes { route: String, earlier: String },
+    OverlappingRoutes {
+        /// The route's name.
+        route: String,
+        /// The route it clashes with, defined before it.
+        earlier: String,
+    },
+    /// The trace export settings (`OTEL_*` variables) are refused.
     #[error(transparent)]
     Traces(#[from] TraceConfigError),
+    /// The agent card settings are refused.
     #[error(transparent)]
     Card(#[from] crate::card::CardConfigError),
+    /// A `--push-allow` entry is refused.
     #[error(transparent)]
     PushAllow(#[from] crate::push::PushAllowError),
+    /// The DNS resolver the push guard checks names with cannot be built: why.
     #[error("--push-guard: {0}")]
     PushResolver(String),
 }
@@ -673,13 +737,19 @@ pub enum ConfigError {
 /// The configuration could not be assembled from flags, environment and file.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
+    /// The command line or environment cannot be parsed; also `--help` and `--version`,
+    /// which clap reports as errors (`clap::Error::use_stderr` is false for them).
     #[error(transparent)]
     Flags(#[from] clap::Error),
+    /// The `--config` file cannot be read or parsed.
     #[error("--config {path:?}: {message}")]
     File {
+        /// The file as given.
         path: std::path::PathBuf,
+        /// What is wrong, with the line when the parser gives one.
         message: String,
     },
+    /// The configuration is complete but cannot be served.
     #[error(transparent)]
     Invalid(#[from] ConfigError),
 }

@@ -1,14 +1,14 @@
 //! What clients talk to: the edge layers, the JSON-RPC endpoint (dispatch in `jsonrpc`, the
 //! envelope and response writers in `envelope`) and its SSE streams (`sse`).
 
-pub mod call;
-pub mod cors;
-pub mod dialect;
-pub mod envelope;
-pub mod jsonrpc;
+pub(crate) mod call;
+pub(crate) mod cors;
+pub(crate) mod dialect;
+pub(crate) mod envelope;
+pub(crate) mod jsonrpc;
 pub mod layers;
-pub mod limits;
-pub mod sse;
+pub(crate) mod limits;
+pub(crate) mod sse;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,26 +21,26 @@ use crate::telemetry::{Metrics, RouteMetrics};
 
 /// Everything a front-end request needs, shared by all requests.
 pub struct Gateway {
-    pub backend: Arc<dyn Backend>,
-    pub forward: ForwardPolicy,
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) forward: ForwardPolicy,
     /// The headers telling the agent who calls, from `Exchange::principal`.
-    pub caller_headers: crate::auth::forward::CallerHeaders,
+    pub(crate) caller_headers: crate::auth::forward::CallerHeaders,
     /// Deadline of unary calls (`None`: no deadline).
-    pub unary_timeout: Option<Duration>,
+    pub(crate) unary_timeout: Option<Duration>,
     /// Deadline of whole streams (`None`: streams may stay open indefinitely).
-    pub stream_timeout: Option<Duration>,
+    pub(crate) stream_timeout: Option<Duration>,
     /// Deadline of a stream's first event (`None`: none).
-    pub first_event_timeout: Option<Duration>,
+    pub(crate) first_event_timeout: Option<Duration>,
     /// Interval of SSE keepalive comments on an idle stream.
-    pub keepalive: Duration,
+    pub(crate) keepalive: Duration,
     /// Largest accepted request body, in bytes.
-    pub max_body: usize,
+    pub(crate) max_body: usize,
     /// The bounds of a JSON-RPC batch.
-    pub batch: BatchLimits,
+    pub(crate) batch: BatchLimits,
     /// The route's fixed tenant: set on requests without one; others are refused.
-    pub tenant: Option<String>,
+    pub(crate) tenant: Option<String>,
     /// The route's card service: it also rewrites GetExtendedAgentCard replies.
-    pub card: Option<Arc<CardService>>,
+    pub(crate) card: Option<Arc<CardService>>,
     /// The process's life: open streams end with a final frame when it closes.
     pub lifecycle: Arc<Lifecycle>,
     /// Request, latency and stream metrics, served at `/metrics`.
@@ -48,25 +48,25 @@ pub struct Gateway {
     /// This route's share of `metrics`: its requests, latencies and streams.
     pub route_metrics: Arc<RouteMetrics>,
     /// Whether v0.3 clients are served (`--legacy v0.3`).
-    pub legacy: bool,
+    pub(crate) legacy: bool,
     /// The route's push URL guard (`None`: `push-guard = false`).
-    pub push: Option<crate::push::PushGuard>,
+    pub(crate) push: Option<crate::push::PushGuard>,
     /// The keys of caller-bound ids (`None`: `task-owner = false`).
-    pub owner: Option<Arc<crate::auth::owner::OwnerKeys>>,
+    pub(crate) owner: Option<Arc<crate::auth::owner::OwnerKeys>>,
     /// The route's `allow` rules (`None`: every call is allowed).
-    pub allow: Option<Arc<crate::auth::rules::Rules>>,
+    pub(crate) allow: Option<Arc<crate::auth::rules::Rules>>,
     /// The route's authentication (`None`: none configured, calls carry no principal).
-    pub auth: Option<Arc<crate::auth::authenticator::Authenticator>>,
+    pub(crate) auth: Option<Arc<crate::auth::authenticator::Authenticator>>,
 }
 
 /// How large a JSON-RPC batch may be (`--max-batch-size`) and its reply
 /// (`--max-batch-reply`).
 #[derive(Clone, Copy, Debug)]
-pub struct BatchLimits {
+pub(crate) struct BatchLimits {
     /// Members, notifications included.
-    pub size: usize,
+    pub(crate) size: usize,
     /// Bytes of the reply's array.
-    pub reply: usize,
+    pub(crate) reply: usize,
 }
 
 impl Default for BatchLimits {

@@ -6,12 +6,12 @@
 pub mod auth;
 pub mod backend;
 pub mod card;
-pub mod config;
+pub(crate) mod config;
 pub mod demo;
 pub mod front;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
-pub mod lifecycle;
+pub(crate) mod lifecycle;
 pub mod proto;
 pub mod protocol;
 pub mod push;

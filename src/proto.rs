@@ -1,15 +1,21 @@
 //! Generated `lf.a2a.v1` types (prost for gRPC, pbjson for ProtoJSON), plus the
 //! ProtoJSON fixes pbjson needs: UTC `Z` timestamps.
 
-#![allow(clippy::all, missing_docs)]
-
 use std::fmt;
 
 use serde::{de, Deserialize, Deserializer, Serialize, Serializer};
 use time::{format_description::well_known::Rfc3339, OffsetDateTime, UtcOffset};
 
-include!(concat!(env!("OUT_DIR"), "/lf.a2a.v1.rs"));
-include!(concat!(env!("OUT_DIR"), "/lf.a2a.v1.serde.rs"));
+pub use generated::*;
+
+/// The output of `build.rs` (prost and tonic, then pbjson, from `proto/a2a.proto`). Its
+/// lints are the generators' business, and it has no docs where the schema has no comment
+/// (the schema is the reference).
+#[allow(clippy::all, missing_docs)]
+mod generated {
+    include!(concat!(env!("OUT_DIR"), "/lf.a2a.v1.rs"));
+    include!(concat!(env!("OUT_DIR"), "/lf.a2a.v1.serde.rs"));
+}
 
 /// `google.protobuf.Timestamp` with ProtoJSON text in UTC `Z` form (spec 5.6.1).
 ///
@@ -17,15 +23,17 @@ include!(concat!(env!("OUT_DIR"), "/lf.a2a.v1.serde.rs"));
 /// digits, the shortest that holds the value, as the ProtoJSON spec asks.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct Timestamp {
+    /// Seconds since the Unix epoch (UTC).
     #[prost(int64, tag = "1")]
     pub seconds: i64,
+    /// Nanoseconds within the second, 0 to 999,999,999.
     #[prost(int32, tag = "2")]
     pub nanos: i32,
 }
 
 impl Timestamp {
     /// The current wall-clock time, in the millisecond precision spec 5.6.1 recommends.
-    pub fn now() -> Self {
+    pub(crate) fn now() -> Self {
         let now = OffsetDateTime::now_utc();
         Self {
             seconds: now.unix_timestamp(),
@@ -100,7 +108,8 @@ impl<'de> Deserialize<'de> for Timestamp {
 /// Restores JSON `null`s that pbjson decodes as an empty `google.protobuf.Value`
 /// (`kind: None`) instead of `NullValue`; without this a `null` inside a data part or
 /// metadata would not reach the backend as null.
-pub trait RestoreNulls {
+pub(crate) trait RestoreNulls {
+    /// Turns each empty `Value` inside `self` into a JSON `null`.
     fn restore_nulls(&mut self) {}
 }
 

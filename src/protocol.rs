@@ -2,10 +2,10 @@
 //! table, error details, service parameters, and the message schema.
 
 pub mod binding;
-pub mod details;
+pub(crate) mod details;
 pub mod error;
-pub mod json;
-pub mod legacy;
+pub(crate) mod json;
+pub(crate) mod legacy;
 pub mod ops;
 pub mod params;
-pub mod schema;
+pub(crate) mod schema;

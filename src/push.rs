@@ -24,13 +24,13 @@ use url::{Host, Url};
 
 use crate::protocol::error::A2aError;
 use crate::protocol::ops::{Op, Request, StreamRequest, UnaryRequest};
-pub use guard::{refused_address, refused_name, unwrap_v4, RANGES};
+pub(crate) use guard::{refused_address, refused_name, unwrap_v4};
 
 /// The longest host name DNS can carry (RFC 1035: 253 characters, without the last dot).
-pub const MAX_NAME: usize = 253;
+pub(crate) const MAX_NAME: usize = 253;
 
 /// How long a push URL's name may take to resolve; no answer by then is a refusal.
-pub const RESOLVE_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const RESOLVE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The longest scheme a refusal repeats.
 const SCHEME_SHOWN: usize = 16;
@@ -64,7 +64,7 @@ const FIELDS: [(Op, UrlOf, &str, &str); 3] = [
 /// The push URL `request` hands the agent, if any, with the field that carries it as the
 /// client's dialect (`v03`) names it. Checked without awaiting, so the calls that carry no
 /// push URL (nearly all) never hold the resolver's future.
-pub fn pushed_url(request: &Request, v03: bool) -> Option<(&str, &'static str)> {
+pub(crate) fn pushed_url(request: &Request, v03: bool) -> Option<(&str, &'static str)> {
     let op = request.op();
     FIELDS.iter().find_map(|&(row, url_of, path, v03_path)| {
         let url = (row == op).then(|| url_of(request)).flatten()?;
@@ -94,7 +94,7 @@ fn sent_url(request: &Request) -> Option<&str> {
 
 /// Why a push URL is refused; the text is the reason a client reads.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     #[error("not a URL ({0})")]
     NotUrl(url::ParseError),
     #[error("backslashes, whitespace and control characters are not allowed")]
@@ -235,28 +235,28 @@ impl PushPolicy {
 }
 
 /// One worker's guard: the route's policy and a resolver on the worker's runtime.
-pub struct PushGuard {
+pub(crate) struct PushGuard {
     policy: PushPolicy,
     resolver: TokioResolver,
 }
 
 impl PushGuard {
     /// A guard resolving with the DNS server `server`, or the system's.
-    pub fn new(policy: PushPolicy, server: Option<SocketAddr>) -> Result<PushGuard, String> {
+    pub(crate) fn new(policy: PushPolicy, server: Option<SocketAddr>) -> Result<PushGuard, String> {
         let resolver = crate::backend::endpoints::resolve::resolver(server)?;
         Ok(PushGuard { policy, resolver })
     }
 
     /// Checks the push URL `request` hands the agent (`pushed_url`), naming its field as the
     /// client's dialect does (`v03`).
-    pub async fn check_pushed(&self, url: &str, field: &str) -> Result<(), A2aError> {
+    pub(crate) async fn check_pushed(&self, url: &str, field: &str) -> Result<(), A2aError> {
         self.check(url)
             .await
             .map_err(|refusal| A2aError::invalid_params(field, &refusal.to_string()))
     }
 
     /// Whether the agent may be given `url` as a push URL.
-    pub async fn check(&self, url: &str) -> Result<(), Refusal> {
+    pub(crate) async fn check(&self, url: &str) -> Result<(), Refusal> {
         let Some(name) = self.policy.check_static(url)? else {
             return Ok(());
         };

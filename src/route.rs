@@ -30,17 +30,24 @@ use connect::Connector;
 /// A route could not be built from its settings.
 #[derive(Debug, thiserror::Error)]
 pub enum RouteError {
+    /// The route's agent card cannot be served.
     #[error(transparent)]
     Card(#[from] crate::card::CardConfigError),
+    /// The gRPC client of the route's backend cannot be built.
     #[error(transparent)]
     Grpc(#[from] crate::backend::grpc::GrpcConfigError),
+    /// The HTTP+JSON client of the route's backend cannot be built.
     #[error(transparent)]
     Rest(#[from] crate::backend::rest::RestConfigError),
+    /// The route's settings cannot be served.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// Building one of the routes failed: which, and why.
     #[error("route {route:?}: {error}")]
     Route {
+        /// The route's name.
         route: String,
+        /// Why it failed.
         error: Box<RouteError>,
     },
 }
@@ -213,9 +220,9 @@ impl Route {
 #[derive(Default)]
 pub struct Shared {
     /// The route's card service (`None`: no card).
-    pub card: Option<Arc<CardService>>,
-    pub metrics: Arc<Metrics>,
-    pub lifecycle: Arc<Lifecycle>,
+    pub(crate) card: Option<Arc<CardService>>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) lifecycle: Arc<Lifecycle>,
 }
 
 /// The handler of a route's `settings` over `backend`, with its own push guard (resolving
@@ -327,7 +334,12 @@ impl Routes {
             routes.push(built);
         }
         let process = &settings.process;
-        let readiness = Readiness::new(checks, process.readiness_cache, process.readiness_timeout);
+        let readiness = Readiness::new(
+            process.readiness,
+            checks,
+            process.readiness_cache,
+            process.readiness_timeout,
+        );
         let route_limits: Vec<_> = settings
             .routes
             .iter()

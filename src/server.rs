@@ -3,10 +3,10 @@
 //! period, and the worker threads the binary serves on (`workers`), each with its own
 //! `routing::Frontend` (which `route` builds) and `/readyz`'s cached view (`readiness`).
 
-pub mod clients;
-pub mod readiness;
+pub(crate) mod clients;
+pub(crate) mod readiness;
 pub mod routing;
-pub mod tls;
+pub(crate) mod tls;
 pub mod workers;
 
 pub use routing::{router, Frontend};
@@ -48,7 +48,7 @@ pub async fn serve(
 /// finish for at most `grace`; then open streams end with a final error frame
 /// (`Lifecycle::close_streams`), which they get `FINAL_FRAME_FLUSH` to deliver, and what
 /// remains is closed.
-pub async fn serve_connections(
+pub(crate) async fn serve_connections(
     incoming: impl Stream<Item = std::io::Result<TcpStream>>,
     router: Frontend,
     grace: Duration,

@@ -6,7 +6,8 @@
 
 mod route;
 
-pub use route::{ClientSettings, RouteOrigin, RouteSettings, Upstream};
+pub(crate) use route::ClientSettings;
+pub use route::{RouteSettings, Upstream};
 
 pub use crate::config::{ConfigError, LoadError, LogFormat};
 
@@ -20,11 +21,13 @@ use crate::card::origin::{OriginSettings, Origins};
 use crate::config::{Cli, Command, Config};
 use crate::front::limits::GlobalLimitSettings;
 use crate::server::clients::ClientLimits;
+use crate::server::readiness::ReadinessMode;
 use crate::server::tls::{ListenerTlsSettings, ServerTls};
 use crate::telemetry::trace::{TraceFlags, TraceSettings};
 
 /// Everything the gateway runs with, checked.
 pub struct Settings {
+    /// The settings of the process as a whole.
     pub process: ProcessSettings,
     /// At least one; no two match the same request.
     pub routes: Vec<RouteSettings>,
@@ -32,26 +35,35 @@ pub struct Settings {
 
 /// The settings that exist once per process.
 pub struct ProcessSettings {
+    /// The address the JSON-RPC listener binds (`--listen`).
     pub listen: SocketAddr,
     /// The listener of `/metrics`, `/healthz` and `/readyz` only.
     pub admin_listen: Option<SocketAddr>,
     /// Serving threads (`--workers`, or one per CPU this process may use).
     pub workers: usize,
+    /// After SIGTERM, how long everything is still served while `/readyz` answers 503.
     pub drain_delay: Duration,
+    /// Then, how long calls and streams in flight may go on before the process exits.
     pub shutdown_grace: Duration,
+    /// The shape of log lines (`--log-format`).
     pub log_format: LogFormat,
+    /// Whether one access line is logged per JSON-RPC call.
     pub access_log: bool,
     /// Trace export; `None`: traces are off.
     pub traces: Option<TraceSettings>,
     /// The listener's HTTPS, its files read and checked; `None`: cleartext.
     pub tls: Option<ServerTls>,
     /// What each client connection may hold, and for how long.
-    pub client_limits: ClientLimits,
+    pub(crate) client_limits: ClientLimits,
+    /// Which routes `/readyz` needs ready.
+    pub(crate) readiness: ReadinessMode,
+    /// How long `/readyz` reuses its last check of the agents; zero: every probe checks.
     pub readiness_cache: Duration,
+    /// Deadline of `/readyz`'s check of one agent endpoint, connecting included.
     pub readiness_timeout: Duration,
-    pub limits: GlobalLimitSettings,
+    pub(crate) limits: GlobalLimitSettings,
     /// `None`: no CORS headers at all.
-    pub cors: Option<CorsLayer>,
+    pub(crate) cors: Option<CorsLayer>,
     /// The global public URL, forwarded-header trust and allowed hosts, for the catalog.
     pub(crate) origins: Origins,
     /// `--demo`: the one route's backend is the embedded demo agent.
@@ -161,6 +173,7 @@ impl ProcessSettings {
             traces,
             tls,
             client_limits,
+            readiness: cli.readiness,
             readiness_cache: cli.readiness_cache,
             readiness_timeout: cli.readiness_timeout,
             limits,

@@ -33,7 +33,7 @@ use serde_json::Value;
 use crate::protocol::schema::{self, Kind, Presence};
 
 /// RFC 8785 (JCS) canonical form of a JSON value.
-pub fn canonical_json(value: &serde_json::Value) -> Vec<u8> {
+pub(crate) fn canonical_json(value: &serde_json::Value) -> Vec<u8> {
     // A `Value` holds only finite numbers and UTF-8 keys and a Vec cannot fail to take
     // bytes, so the canonicalizer has nothing to reject here.
     serde_json_canonicalizer::to_vec(value).expect("a serde_json::Value always has a JCS form")
@@ -54,24 +54,36 @@ pub fn signing_payload(card: &Value) -> Vec<u8> {
 /// Why a card signing key was not accepted.
 #[derive(Debug, thiserror::Error)]
 pub enum SignError {
+    /// The file holds no PEM private key: the PEM reader's reason.
     #[error(
         "no PEM private key found ({0}); expected \"PRIVATE KEY\" (PKCS#8), \
          \"EC PRIVATE KEY\" (SEC1) or \"RSA PRIVATE KEY\" (PKCS#1)"
     )]
     NotPem(String),
+    /// The key is encrypted (PKCS#8 `ENCRYPTED PRIVATE KEY`).
     #[error(
         "the key is encrypted; card signing needs an unencrypted key \
          (openssl pkcs8 -in KEY -nocrypt -out PLAIN)"
     )]
     Encrypted,
+    /// A key type other than EC P-256 and RSA: which.
     #[error("unsupported key type: {0}; card signing takes EC P-256 (ES256) or RSA (RS256) keys")]
     UnsupportedKey(String),
+    /// An RSA key below 2048 bits.
     #[error("RSA key too small: card signing needs at least 2048 bits")]
     RsaTooSmall,
+    /// An RSA key above 8192 bits.
     #[error("RSA key too large: card signing takes at most 8192 bits")]
     RsaTooLarge,
+    /// The key's structure is refused by ring.
     #[error("invalid {kind} private key: {reason}")]
-    InvalidKey { kind: &'static str, reason: String },
+    InvalidKey {
+        /// The key's type (`EC P-256`, `RSA`) or its container (`PKCS#8`).
+        kind: &'static str,
+        /// ring's reason.
+        reason: String,
+    },
+    /// The key id (`kid`) is empty.
     #[error("the key id (kid) must not be empty")]
     EmptyKid,
 }
@@ -148,7 +160,7 @@ impl CardSigner {
     }
 
     /// The JWS algorithm name ("ES256" / "RS256").
-    pub fn algorithm(&self) -> &'static str {
+    pub(crate) fn algorithm(&self) -> &'static str {
         self.key.algorithm()
     }
 

@@ -28,7 +28,7 @@ use crate::protocol::ops::Op;
 /// The peer address of a request's connection: a fact of the connection, put in each
 /// request's extensions by the server, read by the access log and the spans.
 #[derive(Clone, Copy, Debug)]
-pub struct ClientAddr(pub std::net::SocketAddr);
+pub(crate) struct ClientAddr(pub std::net::SocketAddr);
 
 const OPS: usize = Op::ALL.len();
 /// One slot per error-table row, plus success.
@@ -48,7 +48,7 @@ const STREAM_BUCKETS: [f64; 10] = [
 
 /// How one JSON-RPC request ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Ok,
     Error(ErrorKind),
 }
@@ -161,11 +161,11 @@ pub struct BackendLatency(Histogram<{ CALL_BUCKETS.len() }>);
 pub type BackendLatencyCounts = Counts<{ CALL_BUCKETS.len() }>;
 
 impl BackendLatency {
-    pub fn observe(&self, elapsed: Duration) {
+    pub(crate) fn observe(&self, elapsed: Duration) {
         self.0.observe(&CALL_BUCKETS, elapsed);
     }
 
-    pub fn counts(&self) -> BackendLatencyCounts {
+    pub(crate) fn counts(&self) -> BackendLatencyCounts {
         self.0.counts()
     }
 }
@@ -238,14 +238,14 @@ impl RouteMetrics {
     }
 
     /// A finished request of `op` (for streams: until the first event or error).
-    pub fn request(&self, op: Op, outcome: Outcome, elapsed: Duration) {
+    pub(crate) fn request(&self, op: Op, outcome: Outcome, elapsed: Duration) {
         let calls = self.calls();
         calls.requests[op as usize][outcome.index()].fetch_add(1, Relaxed);
         calls.latency[op as usize].observe(&CALL_BUCKETS, elapsed);
     }
 
     /// A finished v0.3 call of `method`.
-    pub fn v03_request(&self, method: Method, outcome: Outcome) {
+    pub(crate) fn v03_request(&self, method: Method, outcome: Outcome) {
         self.calls().v03[method as usize][outcome.index()].fetch_add(1, Relaxed);
     }
 
@@ -255,7 +255,7 @@ impl RouteMetrics {
     }
 
     /// An SSE stream opened; the guard counts it closed when dropped.
-    pub fn stream_opened(self: &Arc<Self>) -> StreamGuard {
+    pub(crate) fn stream_opened(self: &Arc<Self>) -> StreamGuard {
         self.streams_open.fetch_add(1, Relaxed);
         StreamGuard {
             route: self.clone(),
@@ -299,7 +299,7 @@ impl Metrics {
     }
 
     /// Identity header values dropped as unsendable (none: nothing is touched).
-    pub fn caller_headers_dropped(&self, n: usize) {
+    pub(crate) fn caller_headers_dropped(&self, n: usize) {
         if n > 0 {
             self.caller_headers_dropped.fetch_add(n as u64, Relaxed);
         }
@@ -312,7 +312,11 @@ impl Metrics {
 
     /// The endpoints of balanced routes (`render_endpoints`), and the backend latency of
     /// one-backend routes with them, as one family.
-    pub fn render_endpoints(&self, out: &mut String, balanced: &[(&str, Vec<EndpointStats>)]) {
+    pub(crate) fn render_endpoints(
+        &self,
+        out: &mut String,
+        balanced: &[(&str, Vec<EndpointStats>)],
+    ) {
         let routes = self
             .routes
             .lock()
@@ -330,7 +334,7 @@ impl Metrics {
     }
 
     /// A serving runtime (one per worker thread), whose tasks `/metrics` counts.
-    pub fn count_tasks_of(&self, runtime: tokio::runtime::Handle) {
+    pub(crate) fn count_tasks_of(&self, runtime: tokio::runtime::Handle) {
         if let Ok(mut runtimes) = self.runtimes.lock() {
             runtimes.push(runtime);
         }
@@ -513,10 +517,10 @@ fn render_v03(out: &mut String, called: &[(&str, &CallCounters)]) {
 
 /// One endpoint of a balanced route as `/metrics` shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EndpointStats {
+pub(crate) struct EndpointStats {
     /// Its address, or its URL in a fixed list.
-    pub endpoint: String,
-    pub ejected: bool,
+    pub(crate) endpoint: String,
+    pub(crate) ejected: bool,
     /// Calls started on it (a retried call counts on both endpoints).
     pub calls: u64,
     pub ejections: u64,
@@ -526,18 +530,18 @@ pub struct EndpointStats {
 /// Authentications of one route, scheme and result, as `/metrics` shows them
 /// (`auth::authenticator`). No principal is a label.
 #[derive(Clone, Debug, PartialEq)]
-pub struct AuthRow<'a> {
-    pub route: &'a str,
+pub(crate) struct AuthRow<'a> {
+    pub(crate) route: &'a str,
     /// `jwt`, `api-key`, `mtls`, `anonymous`, or `none` (no single credential).
-    pub scheme: &'static str,
+    pub(crate) scheme: &'static str,
     /// `ok`, `invalid` (a credential that failed, or more than one) or `missing` (none,
     /// where anonymous calls are not taken).
-    pub result: &'static str,
-    pub count: u64,
+    pub(crate) result: &'static str,
+    pub(crate) count: u64,
 }
 
 /// The authentications of every route with authentication.
-pub fn render_auth(out: &mut String, rows: &[AuthRow<'_>]) {
+pub(crate) fn render_auth(out: &mut String, rows: &[AuthRow<'_>]) {
     if rows.is_empty() {
         return;
     }
@@ -553,7 +557,7 @@ pub fn render_auth(out: &mut String, rows: &[AuthRow<'_>]) {
 }
 
 /// Each route's readiness as `/readyz` judges it: 1 ready, 0 not.
-pub fn render_route_ready(out: &mut String, routes: &[(&str, bool)]) {
+pub(crate) fn render_route_ready(out: &mut String, routes: &[(&str, bool)]) {
     out.push_str("# HELP a2a_gateway_route_ready Whether the route's agent is ready (/readyz).\n");
     out.push_str("# TYPE a2a_gateway_route_ready gauge\n");
     for (route, ready) in routes {
@@ -568,7 +572,7 @@ pub fn render_route_ready(out: &mut String, routes: &[(&str, bool)]) {
 /// The card answers of each route serving a card, `(route name, (served from a kept
 /// render, rendered anew, renders kept))`: only vouched origins are kept, so the kept
 /// count stays within the configuration however many hosts clients name.
-pub fn render_card_renders(out: &mut String, routes: &[(&str, (u64, u64, usize))]) {
+pub(crate) fn render_card_renders(out: &mut String, routes: &[(&str, (u64, u64, usize))]) {
     if routes.is_empty() {
         return;
     }
@@ -684,26 +688,26 @@ fn render_backend_latency(
 
 /// One configured limit as `/metrics` shows it (`front::limits`).
 #[derive(Clone, Debug, PartialEq)]
-pub struct LimitRow<'a> {
+pub(crate) struct LimitRow<'a> {
     /// The route it belongs to; `None`: it applies across all routes.
-    pub route: Option<&'a str>,
+    pub(crate) route: Option<&'a str>,
     /// The setting's name, e.g. `max-concurrent-calls`.
-    pub limit: &'static str,
-    pub value: f64,
+    pub(crate) limit: &'static str,
+    pub(crate) value: f64,
     /// How much of a concurrency limit is taken now.
-    pub in_use: Option<u64>,
+    pub(crate) in_use: Option<u64>,
 }
 
 /// Calls a limit refused on one route.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RejectionRow<'a> {
-    pub route: &'a str,
-    pub limit: &'static str,
-    pub count: u64,
+pub(crate) struct RejectionRow<'a> {
+    pub(crate) route: &'a str,
+    pub(crate) limit: &'static str,
+    pub(crate) count: u64,
 }
 
 /// The configured limits, their use and their rejections, in the text exposition format.
-pub fn render_limits(out: &mut String, limits: &[LimitRow], rejections: &[RejectionRow]) {
+pub(crate) fn render_limits(out: &mut String, limits: &[LimitRow], rejections: &[RejectionRow]) {
     let labels = |row: &LimitRow| match row.route {
         Some(route) => format!("route=\"{route}\",limit=\"{}\"", row.limit),
         None => format!("limit=\"{}\"", row.limit),
@@ -735,7 +739,7 @@ pub fn render_limits(out: &mut String, limits: &[LimitRow], rejections: &[Reject
 
 /// The `allow` rules' decisions of each route with rules, `(route name, (allowed, denied))`;
 /// never a principal's name as a label.
-pub fn render_authz(out: &mut String, routes: &[(&str, (u64, u64))]) {
+pub(crate) fn render_authz(out: &mut String, routes: &[(&str, (u64, u64))]) {
     if routes.is_empty() {
         return;
     }
@@ -788,7 +792,7 @@ pub struct Meter<'a> {
 }
 
 impl<'a> Meter<'a> {
-    pub fn start(metrics: &'a RouteMetrics, op: Op, started: Instant) -> Self {
+    pub(crate) fn start(metrics: &'a RouteMetrics, op: Op, started: Instant) -> Self {
         Self {
             metrics,
             op,
@@ -798,12 +802,12 @@ impl<'a> Meter<'a> {
     }
 
     /// Also counts the call as a v0.3 call of `method` (`None`: a v1.0 call).
-    pub fn in_v03(mut self, method: Option<Method>) -> Self {
+    pub(crate) fn in_v03(mut self, method: Option<Method>) -> Self {
         self.v03 = method;
         self
     }
 
-    pub fn record(&self, outcome: Outcome) {
+    pub(crate) fn record(&self, outcome: Outcome) {
         self.metrics
             .request(self.op, outcome, self.started.elapsed());
         if let Some(method) = self.v03 {

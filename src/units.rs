@@ -1,87 +1,56 @@
-//! Durations and sizes as settings write them (`30s`, `250ms`, `4MiB`), for flags and the
-//! file alike. A leaf: it imports nothing from the crate.
+//! Durations and sizes as settings write them (`1m30s`, `500ms`, `2h`, `16MiB`), for flags
+//! and the file alike, parsed by maintained crates (`humantime`, `bytesize`) so that what
+//! people write elsewhere (Kubernetes, Go's `time.ParseDuration`) reads the same here. A
+//! leaf: it imports nothing from the crate.
 
 use std::time::Duration;
 
 use serde::Deserialize;
 
 /// A duration setting of the file (`"30s"`), for `#[serde(deserialize_with)]`.
-pub fn duration_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+pub(crate) fn duration_text<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Duration>, D::Error> {
     let text = String::deserialize(d)?;
     parse_duration(&text)
         .map(Some)
         .map_err(serde::de::Error::custom)
 }
 
-/// A size setting of the file (`"4MiB"` or a number of bytes).
-pub fn size_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Size {
-        Bytes(usize),
-        Text(String),
-    }
-    match Size::deserialize(d)? {
-        Size::Bytes(n) => Ok(Some(n)),
-        Size::Text(text) => parse_size(&text)
-            .map(Some)
-            .map_err(serde::de::Error::custom),
-    }
-}
-
 /// `0` disables a deadline.
-pub fn optional(duration: Duration) -> Option<Duration> {
+pub(crate) fn optional(duration: Duration) -> Option<Duration> {
     (!duration.is_zero()).then_some(duration)
 }
 
-/// Parses `250ms`, `30s`, `5m`, `1h` or a bare number of seconds.
+/// Parses a duration: `humantime`'s spans, one or several (`500ms`, `30s`, `1m30s`, `2h`,
+/// `1h 30m`, `1.5s`), or a bare number of seconds (`0` turns off the deadlines that say so).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration such as 30s or 500ms"))?;
-    let seconds = match unit.trim() {
-        "ms" => value / 1000.0,
-        "" | "s" => value,
-        "m" => value * 60.0,
-        "h" => value * 3600.0,
-        other => {
-            return Err(format!(
-                "unknown duration unit {other:?} (use ms, s, m or h)"
-            ))
-        }
-    };
-    Duration::try_from_secs_f64(seconds).map_err(|e| format!("{text:?}: {e}"))
+    // The bare numbers settings took before units were required; humantime wants a unit.
+    if !text.is_empty() && text.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        let seconds: f64 = text
+            .parse()
+            .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+        return Duration::try_from_secs_f64(seconds).map_err(|e| format!("{text:?}: {e}"));
+    }
+    humantime::parse_duration(text)
+        .map_err(|e| format!("{text:?} is not a duration such as 500ms, 30s or 1m30s: {e}"))
 }
 
-/// Parses a byte size: `1048576`, `512KiB`, `4MiB`, `1GiB` (also `KB`/`MB`/`GB`).
-pub fn parse_size(text: &str) -> Result<usize, String> {
+/// Parses a byte size by `bytesize`: a number of bytes (`1048576`), binary units (`512KiB`,
+/// `16MiB`, `1GiB`, or as Kubernetes writes them, `16Mi`), decimal ones (`4KB`, `4MB`).
+pub(crate) fn parse_size(text: &str) -> Result<usize, String> {
     let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: usize = number
+    let size: bytesize::ByteSize = text
         .parse()
-        .map_err(|_| format!("{text:?} is not a size such as 4MiB"))?;
-    let factor = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "kib" | "k" => 1 << 10,
-        "mib" | "m" => 1 << 20,
-        "gib" | "g" => 1 << 30,
-        "kb" => 1_000,
-        "mb" => 1_000_000,
-        "gb" => 1_000_000_000,
-        other => return Err(format!("unknown size unit {other:?} (use KiB, MiB or GiB)")),
-    };
+        .map_err(|e| format!("{text:?} is not a size such as 4096, 512KiB or 16MiB: {e}"))?;
+    // bytesize saturates at the largest value, so that value means the text was past it.
     // `0` turns a limit off where its setting says so; the others refuse it at load.
-    value
-        .checked_mul(factor)
-        .ok_or_else(|| format!("{text:?} is out of range"))
+    match size.as_u64() {
+        u64::MAX => None,
+        bytes => usize::try_from(bytes).ok(),
+    }
+    .ok_or_else(|| format!("{text:?} is out of range"))
 }
 
 #[cfg(test)]
@@ -100,5 +69,72 @@ mod tests {
         assert_eq!(parse_size("0"), Ok(0));
         assert!(parse_size("4XB").is_err());
         assert!(parse_size("99999999999GiB").is_err());
+    }
+
+    /// What people write: compound and long units, and the edges: zero, a bare number,
+    /// fractions, the largest value, one past it, negative and empty text.
+    #[test]
+    fn durations_as_people_write_them() {
+        let ok = |text: &str, ms: u64| {
+            assert_eq!(
+                parse_duration(text),
+                Ok(Duration::from_millis(ms)),
+                "{text}"
+            )
+        };
+        ok("1m30s", 90_000);
+        ok("500ms", 500);
+        ok("2h", 7_200_000);
+        ok("1h 30m", 5_400_000);
+        ok("1h30m15s", 5_415_000);
+        ok("1.5s", 1_500);
+        ok(" 30s ", 30_000);
+        ok("0", 0);
+        ok("0s", 0);
+        ok("0.25", 250);
+        ok("1d", 86_400_000);
+        assert_eq!(parse_duration("1ns"), Ok(Duration::from_nanos(1)));
+        for bad in [
+            "",
+            "s",
+            "10x",
+            "-1s",
+            "1.2.3",
+            "30 seconds ago",
+            "99999999999999999999s",
+        ] {
+            let err = parse_duration(bad).unwrap_err();
+            assert!(err.contains(&format!("{:?}", bad.trim())), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn sizes_as_people_write_them() {
+        let ok = |text: &str, bytes: usize| assert_eq!(parse_size(text), Ok(bytes), "{text}");
+        ok("16MiB", 16 << 20);
+        ok("16 MiB", 16 << 20);
+        ok("16mib", 16 << 20);
+        ok("16Mi", 16 << 20);
+        ok("512KiB", 512 << 10);
+        ok("1GiB", 1 << 30);
+        ok("1.5MiB", 3 << 19);
+        ok("4KB", 4_000);
+        ok("4MB", 4_000_000);
+        ok("1", 1);
+        ok("0", 0);
+        ok("0B", 0);
+        // The largest representable size, and one past it.
+        ok("18446744073709551614", usize::MAX - 1);
+        for bad in [
+            "",
+            "MiB",
+            "-1",
+            "4XB",
+            "18446744073709551615",
+            "16EiB",
+            "1e3",
+        ] {
+            assert!(parse_size(bad).is_err(), "{bad}: {:?}", parse_size(bad));
+        }
     }
 }

@@ -28,7 +28,8 @@ die() { echo "provision.sh: error: $*" >&2; exit 1; }
 log() { echo "provision.sh: $*" >&2; }
 
 [ -f "$req" ] || die "missing $req"
-command -v python3 >/dev/null 2>&1 || die "python3 not found on PATH (install python3 >= 3.10)"
+command -v python3 >/dev/null 2>&1 \
+  || die "python3 not found on PATH: run scripts/test, or as root: apt-get install -y python3 python3-venv"
 python3 -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' \
   || die "python3 >= 3.10 required, found $(python3 -V 2>&1)"
 
@@ -54,17 +55,9 @@ if command -v flock >/dev/null 2>&1; then
   fi
 fi
 
-if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
-  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
-    log "python3 venv module missing; installing python3-venv with apt-get"
-    { apt-get install -y python3-venv >&2 || { apt-get update >&2 && apt-get install -y python3-venv >&2; }; } \
-      || die "python3 venv/ensurepip module missing and 'apt-get install -y python3-venv' failed"
-    python3 -c 'import venv, ensurepip' >/dev/null 2>&1 \
-      || die "python3 venv/ensurepip module still missing after installing python3-venv"
-  else
-    die "python3 venv/ensurepip module missing (install python3-venv as root)"
-  fi
-fi
+# Installing system packages is scripts/test's job, never a test's: say what to run.
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 \
+  || die "python3 has no venv/ensurepip module: run scripts/test, or as root: apt-get install -y python3-venv"
 
 log "creating venv at $venv"
 rm -rf "$venv"

@@ -18,14 +18,25 @@ const MAX_NAME: usize = 128;
 /// A problem with the configured keys: says where, never the digest.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiKeysError {
+    /// A file or variable of keys cannot be read.
     #[error("auth.api-keys {source_name}: {why}")]
-    Source { source_name: String, why: String },
+    Source {
+        /// `file "PATH"` or `env NAME`.
+        source_name: String,
+        /// Why it cannot be read.
+        why: String,
+    },
+    /// A line is not `NAME SHA256-HEX`, or repeats a digest.
     #[error("auth.api-keys {source_name} line {line}: {why}")]
     Line {
+        /// `file "PATH"` or `env NAME`.
         source_name: String,
+        /// The line's number, from 1.
         line: usize,
+        /// What is wrong with it.
         why: &'static str,
     },
+    /// Neither the file nor the variable holds a key.
     #[error(
         "auth.api-keys: no key configured (no `NAME SHA256-HEX` line in its file or variable)"
     )]
@@ -34,7 +45,7 @@ pub enum ApiKeysError {
 
 /// Why a presented key proves nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KeyRefusal {
+pub(crate) enum KeyRefusal {
     Empty,
     TooLong,
     Unknown,
@@ -42,7 +53,7 @@ pub enum KeyRefusal {
 
 impl KeyRefusal {
     /// What the client is told (never the key).
-    pub fn why(self) -> &'static str {
+    pub(crate) fn why(self) -> &'static str {
         match self {
             KeyRefusal::Empty => "the API key is empty",
             KeyRefusal::TooLong => "the API key is longer than 512 bytes",
@@ -58,7 +69,7 @@ impl KeyRefusal {
 /// the client sent, and learning how a digest of its own guess compares to a stored one
 /// tells it nothing about a key (that would take a SHA-256 preimage).
 /// The largest key file or variable read (about 50,000 keys): the keys are held in memory.
-pub const MAX_KEYS_SOURCE: usize = 4 << 20;
+pub(crate) const MAX_KEYS_SOURCE: usize = 4 << 20;
 
 /// The text of the key file at `path`, at most `MAX_KEYS_SOURCE` bytes.
 fn read_bounded(path: &Path) -> Result<String, String> {
@@ -76,13 +87,13 @@ fn read_bounded(path: &Path) -> Result<String, String> {
 }
 
 #[derive(Debug)]
-pub struct ApiKeys {
+pub(crate) struct ApiKeys {
     by_digest: HashMap<[u8; 32], Arc<str>>,
 }
 
 impl ApiKeys {
     /// The keys of `file` and of the environment variable `env` (both, when both given).
-    pub fn load(file: Option<&Path>, env: Option<&str>) -> Result<ApiKeys, ApiKeysError> {
+    pub(crate) fn load(file: Option<&Path>, env: Option<&str>) -> Result<ApiKeys, ApiKeysError> {
         let mut keys = ApiKeys {
             by_digest: HashMap::new(),
         };
@@ -140,7 +151,7 @@ impl ApiKeys {
     }
 
     /// The name of the key `presented`, or why it has none.
-    pub fn verify(&self, presented: &[u8]) -> Result<Arc<str>, KeyRefusal> {
+    pub(crate) fn verify(&self, presented: &[u8]) -> Result<Arc<str>, KeyRefusal> {
         if presented.is_empty() {
             return Err(KeyRefusal::Empty);
         }

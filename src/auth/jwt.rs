@@ -33,7 +33,7 @@ use self::keys::Lookup;
 use super::table::JwtIssuerTable;
 use super::{Principal, Scheme};
 
-pub use self::keys::{MAX_JWKS_SIZE, MAX_KEYS};
+pub use self::keys::MAX_JWKS_SIZE;
 
 /// Longest bearer token considered (larger ones are refused before any decoding).
 pub const MAX_TOKEN_SIZE: usize = 8 * 1024;
@@ -51,26 +51,37 @@ pub struct JwtAuth {
 /// part of it.
 #[derive(Debug, thiserror::Error)]
 pub enum JwtRefusal {
+    /// Longer than `MAX_TOKEN_SIZE` bytes; refused before it is parsed.
     #[error("the bearer token is larger than {MAX_TOKEN_SIZE} bytes")]
     TooLarge,
+    /// Not three base64url parts of JSON, or a claim missing or of the wrong type: which.
     #[error("the bearer token is malformed: {0}")]
     Malformed(&'static str),
+    /// An `alg` the issuer does not accept (`none` and HMAC never are).
     #[error("the bearer token's algorithm is not accepted: {0}")]
     Algorithm(&'static str),
+    /// No configured issuer has the token's `iss`.
     #[error("the bearer token's issuer is not trusted")]
     UnknownIssuer,
+    /// The issuer's keys have not been fetched yet.
     #[error("the issuer's keys are not available yet")]
     NoKeys,
+    /// No key of the issuer's JWKS matches the token's `kid` and `alg`.
     #[error("the bearer token's key is not one of the issuer's keys")]
     UnknownKey,
+    /// The signature does not verify with the issuer's key.
     #[error("the bearer token's signature does not verify")]
     BadSignature,
+    /// `exp` is past, beyond the allowed clock skew.
     #[error("the bearer token has expired")]
     Expired,
+    /// `nbf` is ahead, beyond the allowed clock skew.
     #[error("the bearer token is not valid yet")]
     NotYetValid,
+    /// None of the token's `aud` values is configured for the issuer.
     #[error("the bearer token's audience is not accepted")]
     BadAudience,
+    /// The principal claim (named) is missing, empty or not a string.
     #[error("the bearer token has no non-empty string claim `{0}` naming the caller")]
     NoPrincipal(Box<str>),
 }

@@ -38,11 +38,11 @@ use crate::protocol::error::{A2aError, ErrorKind};
 use crate::protocol::ops::{Reply, Request, StreamRequest, UnaryRequest};
 
 /// The most keys an `owner-key-file` may hold (one mints, the others are still accepted).
-pub const MAX_KEYS: usize = 8;
+pub(crate) const MAX_KEYS: usize = 8;
 
 /// A route's owner keys (`owner-key-file`): the first seals, every one opens. Never
 /// empty (`load` refuses a file without a key).
-pub struct OwnerKeys {
+pub(crate) struct OwnerKeys {
     codecs: Vec<IdCodec>,
 }
 
@@ -57,7 +57,7 @@ impl OwnerKeys {
     /// Route `route`'s keys from `path`: one key a line, as the affinity key file holds
     /// one (its bytes as written, trailing whitespace not part of it, 16 to 1024 bytes);
     /// blank lines are skipped.
-    pub fn load(path: &Path, route: &str) -> Result<OwnerKeys, String> {
+    pub(crate) fn load(path: &Path, route: &str) -> Result<OwnerKeys, String> {
         let limit = MAX_KEYS * (MAX_KEY_LEN + KEY_FILE_SLACK);
         let bytes = read_key_file(path, limit).map_err(|e| format!("{path:?}: {e}"))?;
         let mut codecs = Vec::new();
@@ -79,7 +79,7 @@ impl OwnerKeys {
 
     /// The owner tags of `principal` under each key (`None`: the route authenticates
     /// nobody, the anonymous owner).
-    pub fn caller(self: &Arc<Self>, principal: Option<&Principal>) -> Caller {
+    pub(crate) fn caller(self: &Arc<Self>, principal: Option<&Principal>) -> Caller {
         let (scheme, name) = principal.map_or((Scheme::Anonymous, ""), |p| (p.scheme, &p.name));
         // Two trusted issuers may both have a subject "alice": a token's verified `iss`
         // is part of its owner.
@@ -101,9 +101,9 @@ impl OwnerKeys {
 
 /// The answer to `request` naming an id that is not the caller's: the reference SDK's
 /// to an unknown id, byte for byte but the id (its `ErrorInfo`, and "Task not found", or
-/// for a message naming a task "Task <id> not found"), so a caller cannot tell another's
+/// for a message naming a task `"Task <id> not found"`), so a caller cannot tell another's
 /// task from none (spec 3.3.2). The id is the client's own, already bounded (`decode`).
-pub fn unknown_task(request: &Request) -> A2aError {
+pub(crate) fn unknown_task(request: &Request) -> A2aError {
     let kind = ErrorKind::TaskNotFound;
     let task = match request {
         Request::Unary(UnaryRequest::SendMessage(send))
@@ -127,7 +127,7 @@ fn each_id(request: &mut Request, visit: &mut dyn FnMut(&mut String)) {
 }
 
 /// One call's owner: its tag under each of the route's keys.
-pub struct Caller {
+pub(crate) struct Caller {
     keys: Arc<OwnerKeys>,
     tags: Vec<OwnerTag>,
 }
@@ -146,7 +146,7 @@ impl Caller {
     /// Takes the caller's seal off every id of `request`; an id without it is an unknown
     /// task, and the request is left as it came (the refusal names its task). A new
     /// conversation then gets a minted context.
-    pub fn restore_in(&self, request: &mut Request) -> Result<(), A2aError> {
+    pub(crate) fn restore_in(&self, request: &mut Request) -> Result<(), A2aError> {
         let mut foreign = false;
         each_id(request, &mut |id| foreign = foreign || !self.opens(id));
         if foreign {
@@ -201,7 +201,7 @@ impl Caller {
     /// The backend call of a unary `call`: a listing keeps the caller's own tasks, filling
     /// its page from the agent's next pages (`list`). The agent's `totalSize` counts every
     /// caller's tasks, which is not the caller's to learn: it becomes the page's count.
-    pub async fn unary(
+    pub(crate) async fn unary(
         &self,
         backend: &dyn Backend,
         mut call: Call<UnaryRequest>,
@@ -214,13 +214,13 @@ impl Caller {
     }
 
     /// Seals every id of `value` for the caller.
-    pub fn seal_out(&self, value: &mut impl Ids) {
+    pub(crate) fn seal_out(&self, value: &mut impl Ids) {
         let (codec, tag) = self.minting();
         value.each_id(&mut |id| *id = codec.wrap_owned(tag, id));
     }
 
     /// A stream's events with their ids sealed for the caller.
-    pub fn seal_events(self, events: EventStream) -> EventStream {
+    pub(crate) fn seal_events(self, events: EventStream) -> EventStream {
         events
             .map(move |event| {
                 event.map(|mut event| {

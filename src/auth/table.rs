@@ -16,31 +16,31 @@ use crate::units::duration_text;
 /// `[auth]`: how a route's callers authenticate.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct AuthTable {
+pub(crate) struct AuthTable {
     /// Calls without credentials are let in (as the anonymous principal). A route with
     /// any scheme configured refuses them otherwise (unset: false).
-    pub anonymous: Option<bool>,
+    pub(crate) anonymous: Option<bool>,
     /// The JWT claim that names the principal (default `sub`).
-    pub principal_claim: Option<String>,
+    pub(crate) principal_claim: Option<String>,
     /// `[[auth.jwt]]`: the trusted issuers of bearer tokens.
     #[serde(default)]
-    pub jwt: Vec<JwtIssuerTable>,
+    pub(crate) jwt: Vec<JwtIssuerTable>,
     /// `[auth.api-keys]`.
-    pub api_keys: Option<ApiKeysTable>,
+    pub(crate) api_keys: Option<ApiKeysTable>,
     /// `[auth.mtls]`: the verified client certificate names the principal.
-    pub mtls: Option<MtlsTable>,
+    pub(crate) mtls: Option<MtlsTable>,
     /// `[auth.forward]`: what the agent is told about the caller.
-    pub forward: Option<ForwardTable>,
+    pub(crate) forward: Option<ForwardTable>,
     /// Whether the route's agent card is served to anyone (unset: true, as discovery
     /// needs); false: only to callers that authenticate as the route's calls do (401
     /// otherwise), and the catalog leaves it out.
-    pub public_card: Option<bool>,
+    pub(crate) public_card: Option<bool>,
 }
 
 impl AuthTable {
     /// This route's table over the top-level `top`: each key the route gives wins, the
     /// others are `top`'s.
-    pub fn over(self, top: &AuthTable) -> AuthTable {
+    pub(crate) fn over(self, top: &AuthTable) -> AuthTable {
         AuthTable {
             anonymous: self.anonymous.or(top.anonymous),
             principal_claim: self.principal_claim.or_else(|| top.principal_claim.clone()),
@@ -56,17 +56,17 @@ impl AuthTable {
     }
 
     /// Whether callers without credentials are let in.
-    pub fn lets_anonymous_in(&self) -> bool {
+    pub(crate) fn lets_anonymous_in(&self) -> bool {
         self.anonymous == Some(true)
     }
 
     /// Whether a way to authenticate is configured.
-    pub fn has_scheme(&self) -> bool {
+    pub(crate) fn has_scheme(&self) -> bool {
         !self.jwt.is_empty() || self.api_keys.is_some() || self.mtls.is_some()
     }
 
     /// Whether any key is written (the table is not absent).
-    pub fn is_written(&self) -> bool {
+    pub(crate) fn is_written(&self) -> bool {
         self.has_scheme()
             || self.anonymous.is_some()
             || self.principal_claim.is_some()
@@ -90,7 +90,9 @@ pub struct JwtIssuerTable {
     /// Tolerated clock difference for `exp`/`nbf` (default 60s).
     #[serde(default, deserialize_with = "duration_text")]
     pub clock_skew: Option<Duration>,
+    /// The URL of the issuer's JWKS, instead of OIDC discovery; not with `jwks-file`.
     pub jwks_url: Option<String>,
+    /// A file holding the issuer's JWKS, instead of fetching it; not with `jwks-url`.
     pub jwks_file: Option<PathBuf>,
     /// Least interval between two fetches of the JWKS (an unknown `kid` asks again at most
     /// this often; default 5m, and the JWKS's own `Cache-Control: max-age` when longer).
@@ -101,53 +103,53 @@ pub struct JwtIssuerTable {
 /// `[auth.api-keys]`.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct ApiKeysTable {
+pub(crate) struct ApiKeysTable {
     /// One `NAME SHA256-HEX` per line.
-    pub file: Option<PathBuf>,
+    pub(crate) file: Option<PathBuf>,
     /// Environment variable holding the same lines.
-    pub env: Option<String>,
+    pub(crate) env: Option<String>,
     /// The request header carrying the key (default `x-api-key`); consumed by the
     /// gateway, never forwarded to the agent.
-    pub header: Option<String>,
+    pub(crate) header: Option<String>,
 }
 
 /// `[auth.mtls]`.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct MtlsTable {
+pub(crate) struct MtlsTable {
     /// Which identity of the certificate names the principal: `uri` (a SPIFFE ID), `dns`
     /// or `subject` (default `uri`).
-    pub identity: Option<String>,
+    pub(crate) identity: Option<String>,
 }
 
 /// `[auth.forward]`.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct ForwardTable {
+pub(crate) struct ForwardTable {
     /// Header carrying the principal's name to the agent.
-    pub principal_header: Option<String>,
+    pub(crate) principal_header: Option<String>,
     /// Headers carrying chosen claims: header name → claim name.
     #[serde(default)]
-    pub claims: BTreeMap<String, String>,
+    pub(crate) claims: BTreeMap<String, String>,
     /// Whether the client's `Authorization` still goes to the agent (default true; false:
     /// never, verified or not).
-    pub authorization: Option<bool>,
+    pub(crate) authorization: Option<bool>,
 }
 
 /// One `[[allow]]` rule: a call must match one rule when any exists. Every field given
 /// must match; an absent field matches anything.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct AllowRule {
+pub(crate) struct AllowRule {
     /// Principal names; a trailing `*` matches any rest.
-    pub principals: Option<Vec<String>>,
+    pub(crate) principals: Option<Vec<String>>,
     /// Claim name → required value (a space-separated claim such as `scope` matches when
     /// it holds the value; an array claim when it contains it).
-    pub claims: Option<BTreeMap<String, String>>,
+    pub(crate) claims: Option<BTreeMap<String, String>>,
     /// Authentication schemes (`jwt`, `api-key`, `mtls`, `anonymous`).
-    pub schemes: Option<Vec<String>>,
+    pub(crate) schemes: Option<Vec<String>>,
     /// Method names (v1.0 names, e.g. `SendMessage`, `GetExtendedAgentCard`).
-    pub methods: Option<Vec<String>>,
+    pub(crate) methods: Option<Vec<String>>,
     /// Tenants.
-    pub tenants: Option<Vec<String>>,
+    pub(crate) tenants: Option<Vec<String>>,
 }

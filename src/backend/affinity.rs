@@ -16,7 +16,7 @@
 //! never comes here (`tests/it/cost_budget.rs`).
 
 mod codec;
-pub mod ids;
+pub(crate) mod ids;
 mod list;
 
 use std::sync::Arc;
@@ -24,8 +24,12 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 
-pub use codec::{minted_shape, ForeignId, IdCodec, OwnerTag};
-pub use codec::{MAX_KEY_LEN, MINTED_LEN, NONCE_LEN, WRAP_LEN};
+pub use codec::IdCodec;
+pub(crate) use codec::{ForeignId, OwnerTag};
+// The owner tests tell a minted id from a wrapped one.
+#[cfg(test)]
+pub(crate) use codec::minted_shape;
+pub(crate) use codec::{MAX_KEY_LEN, MINTED_LEN, NONCE_LEN, WRAP_LEN};
 use ids::Ids;
 
 use super::endpoints::balance::Balanced;
@@ -38,7 +42,7 @@ use crate::telemetry::untrusted::echoed;
 /// Whether a route keeps tasks on the endpoint that created them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Affinity {
+pub(crate) enum Affinity {
     /// Every call is balanced on its own.
     #[default]
     None,
@@ -50,7 +54,7 @@ pub enum Affinity {
 /// of `Debug` output, so a logged configuration does not leak it.
 #[derive(Clone, PartialEq, Eq, serde::Deserialize)]
 #[serde(transparent)]
-pub struct AffinityKey(pub String);
+pub(crate) struct AffinityKey(pub String);
 
 impl std::fmt::Debug for AffinityKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -70,7 +74,7 @@ impl std::str::FromStr for AffinityKey {
 /// key is its bytes as written (a base64 text such as `openssl rand -base64 32` prints
 /// is used as those characters, not decoded); a file's trailing whitespace, such as the
 /// newline `echo` leaves, is not part of it.
-pub fn load_codec(
+pub(crate) fn load_codec(
     key: Option<&AffinityKey>,
     file: Option<&std::path::Path>,
     route: &str,
@@ -96,7 +100,7 @@ pub fn load_codec(
 /// A key file's bytes, reading no more than `limit` (what its keys may hold, plus
 /// trailing whitespace), so a wrong path such as a device or a large file is refused
 /// without reading it all.
-pub fn read_key_file(path: &std::path::Path, limit: usize) -> std::io::Result<Vec<u8>> {
+pub(crate) fn read_key_file(path: &std::path::Path, limit: usize) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     let mut bytes = Vec::new();
     let limit = limit as u64;
@@ -113,10 +117,10 @@ pub fn read_key_file(path: &std::path::Path, limit: usize) -> std::io::Result<Ve
 }
 
 /// Trailing whitespace a key file may have beyond the longest key (newlines, CRLF).
-pub const KEY_FILE_SLACK: usize = 16;
+pub(crate) const KEY_FILE_SLACK: usize = 16;
 
 /// A balanced route's backend with task affinity, for one worker.
-pub struct Affine {
+pub(crate) struct Affine {
     balanced: Balanced,
     codec: Arc<IdCodec>,
     /// The route is `task-owner`: the owner layer checked every id of a request, and a
@@ -125,7 +129,7 @@ pub struct Affine {
 }
 
 impl Affine {
-    pub fn new(balanced: Balanced, codec: Arc<IdCodec>, minted: bool) -> Affine {
+    pub(crate) fn new(balanced: Balanced, codec: Arc<IdCodec>, minted: bool) -> Affine {
         Affine {
             balanced,
             codec,
@@ -151,14 +155,14 @@ fn unknown_id(id: &str) -> A2aError {
 }
 
 /// Rewrites every id of an agent's `value` to the one clients see for endpoint `tag`.
-pub fn rewrite_out(value: &mut impl Ids, codec: &IdCodec, tag: EndpointTag) {
+pub(crate) fn rewrite_out(value: &mut impl Ids, codec: &IdCodec, tag: EndpointTag) {
     value.each_id(&mut |id| *id = codec.wrap(tag, id));
 }
 
 /// Restores every id of a client's `value` to the agent's own; returns the endpoint they
 /// name (`None`: no id). Ids that do not verify, or that name different endpoints, fail;
 /// with `minted`, an id of a minted context's shape (`codec::minted_shape`) names none.
-pub fn restore_in(
+pub(crate) fn restore_in(
     value: &mut impl Ids,
     codec: &IdCodec,
     minted: bool,
@@ -193,7 +197,7 @@ impl Affine {
                 let call = Call {
                     request: std::mem::take(request),
                     forwarded: call.forwarded,
-                    timeout: call.timeout,
+                    deadline: call.deadline,
                     trace: call.trace,
                 };
                 return list::every_endpoint(&self.balanced, &self.codec, call).await;

@@ -29,7 +29,7 @@
 //! calls go to all of them again rather than to none (a pod that came back is found by the
 //! next call). `/readyz` is ready while each route has an endpoint that is not ejected.
 
-pub mod balance;
+pub(crate) mod balance;
 mod health;
 pub(crate) mod resolve;
 
@@ -45,14 +45,13 @@ use super::fault::Fault;
 use super::Backend;
 use crate::telemetry::untrusted::{has_credentials, without_credentials};
 use crate::telemetry::EndpointStats;
-pub use health::MAX_EJECTION;
 
 /// The scheme of a backend named by DNS (`dns:///name:port`).
-pub const DNS_SCHEME: &str = "dns:///";
+pub(crate) const DNS_SCHEME: &str = "dns:///";
 
 /// How calls are spread over a route's endpoints.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, Deserialize)]
-pub enum Balance {
+pub(crate) enum Balance {
     /// Power of two choices: of two endpoints drawn at random, the one with fewer calls
     /// outstanding (as linkerd and Envoy balance).
     #[default]
@@ -79,17 +78,19 @@ pub enum Targets {
 /// A `dns:///name:port[/path]` backend.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DnsTarget {
+    /// The DNS name whose A and AAAA records are the endpoints.
     pub name: String,
+    /// The port every endpoint is called on.
     pub port: u16,
     /// Reached over TLS (`backend-tls`).
-    pub tls: bool,
+    pub(crate) tls: bool,
     /// Base path of an HTTP+JSON agent: empty or `/segment…`.
     pub path: String,
 }
 
 impl DnsTarget {
     /// The URL every endpoint is called by: `http(s)://name:port/path`.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         let scheme = if self.tls { "https" } else { "http" };
         format!("{scheme}://{}:{}{}", self.name, self.port, self.path)
     }
@@ -98,7 +99,7 @@ impl DnsTarget {
 impl Targets {
     /// Reads the `backend` setting. `tls` is `backend-tls`, which only `dns:///` needs (an
     /// `http(s)://` URL says it itself). The error says what is wrong with which URL.
-    pub fn parse(backends: &[String], tls: bool) -> Result<Targets, String> {
+    pub(crate) fn parse(backends: &[String], tls: bool) -> Result<Targets, String> {
         // Credentials would be logged with the URL and sent to every endpoint it resolves
         // to; the error shows the URL without them.
         if let Some(url) = backends.iter().find(|url| has_credentials(url)) {
@@ -172,7 +173,7 @@ fn parse_dns(url: &str, tls: bool) -> Result<DnsTarget, String> {
 }
 
 /// The `host:port` a URL's connections go to, for connect probes.
-pub fn probe_address(url: &str) -> Option<String> {
+pub(crate) fn probe_address(url: &str) -> Option<String> {
     let uri: http::Uri = url.parse().ok()?;
     let default = if uri.scheme_str() == Some("https") {
         443
@@ -185,10 +186,10 @@ pub fn probe_address(url: &str) -> Option<String> {
 }
 
 /// A client of one endpoint for the calling worker (its own connections).
-pub type NewClient = Box<dyn Fn() -> Result<Arc<dyn Backend>, String> + Send + Sync>;
+pub(crate) type NewClient = Box<dyn Fn() -> Result<Arc<dyn Backend>, String> + Send + Sync>;
 
 /// The endpoint of a DNS target at one address.
-pub type AtAddress = Box<dyn Fn(SocketAddr) -> Endpoint + Send + Sync>;
+pub(crate) type AtAddress = Box<dyn Fn(SocketAddr) -> Endpoint + Send + Sync>;
 
 /// How task affinity names an endpoint inside the ids clients see (`backend::affinity`):
 /// keyed by the route's affinity key (`IdCodec::tag`), so every gateway replica with the
@@ -196,28 +197,28 @@ pub type AtAddress = Box<dyn Fn(SocketAddr) -> Endpoint + Send + Sync>;
 /// one without the key can tell which pod an id names. A route without affinity names
 /// none (every tag is `UNTAGGED`: nothing looks endpoints up by tag there).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct EndpointTag(pub [u8; 8]);
+pub(crate) struct EndpointTag(pub [u8; 8]);
 
 impl EndpointTag {
     /// The tag of every endpoint of a route without affinity.
-    pub const UNTAGGED: EndpointTag = EndpointTag([0; 8]);
+    pub(crate) const UNTAGGED: EndpointTag = EndpointTag([0; 8]);
 }
 
 /// One endpoint of a route, shared by every worker.
-pub struct Endpoint {
+pub(crate) struct Endpoint {
     /// How `/metrics` and logs name it: its address, or its URL in a fixed list.
-    pub label: String,
+    pub(crate) label: String,
     /// Its name in task and context ids (computed once, when the endpoint appears).
-    pub tag: EndpointTag,
+    pub(crate) tag: EndpointTag,
     /// `host:port` a connect probe tries after an ejection.
     probe: String,
     new_client: NewClient,
-    pub health: health::Health,
+    pub(crate) health: health::Health,
 }
 
 impl Endpoint {
     /// The endpoint labelled `label`, tagged by its route's id codec (task affinity).
-    pub fn new(
+    pub(crate) fn new(
         label: String,
         probe: String,
         new_client: NewClient,
@@ -235,28 +236,28 @@ impl Endpoint {
 
 /// The endpoints of a route at one time.
 #[derive(Clone, Default)]
-pub struct EndpointSet {
-    pub endpoints: Arc<[Arc<Endpoint>]>,
+pub(crate) struct EndpointSet {
+    pub(crate) endpoints: Arc<[Arc<Endpoint>]>,
     /// Whether a first resolution has answered (a fixed list always has).
-    pub resolved: bool,
+    pub(crate) resolved: bool,
 }
 
 /// How a route balances and ejects.
 #[derive(Clone, Debug)]
-pub struct Policy {
-    pub balance: Balance,
+pub(crate) struct Policy {
+    pub(crate) balance: Balance,
     /// Calls in a row failing with a gateway fault (reset, deadline) that eject.
-    pub eject_after: u32,
+    pub(crate) eject_after: u32,
     /// The first ejection's length; later ones double it, up to `MAX_EJECTION`.
-    pub eject_backoff: Duration,
+    pub(crate) eject_backoff: Duration,
     /// Bounds a connect probe, and how long a call waits for a first resolution.
-    pub connect_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
 }
 
 /// Where DNS names are resolved.
 #[derive(Clone, Debug)]
 pub struct Resolution {
-    pub interval: Duration,
+    pub(crate) interval: Duration,
     /// The DNS server to ask (tests, special setups); `None`: the system's
     /// (`/etc/resolv.conf`).
     pub server: Option<SocketAddr>,
@@ -274,7 +275,7 @@ pub struct RouteEndpoints {
 
 impl RouteEndpoints {
     /// A fixed list; starts its prober on the current runtime.
-    pub fn fixed(endpoints: Vec<Endpoint>, policy: Policy) -> Arc<RouteEndpoints> {
+    pub(crate) fn fixed(endpoints: Vec<Endpoint>, policy: Policy) -> Arc<RouteEndpoints> {
         let set = EndpointSet {
             endpoints: endpoints.into_iter().map(Arc::new).collect(),
             resolved: true,
@@ -285,7 +286,7 @@ impl RouteEndpoints {
     /// The addresses of `target`, resolved on the current runtime from now on; `at` makes
     /// the endpoint of a new address. Fails when the system's resolver configuration
     /// cannot be read.
-    pub fn resolved(
+    pub(crate) fn resolved(
         target: &DnsTarget,
         resolution: &Resolution,
         at: AtAddress,
@@ -318,27 +319,27 @@ impl RouteEndpoints {
     }
 
     /// The current endpoints, and their changes.
-    pub fn subscribe(&self) -> watch::Receiver<EndpointSet> {
+    pub(crate) fn subscribe(&self) -> watch::Receiver<EndpointSet> {
         self.set.subscribe()
     }
 
     /// How many endpoints the route has now.
-    pub fn endpoint_count(&self) -> usize {
+    pub(crate) fn endpoint_count(&self) -> usize {
         self.set.borrow().endpoints.len()
     }
 
-    pub fn policy(&self) -> &Policy {
+    pub(crate) fn policy(&self) -> &Policy {
         &self.policy
     }
 
     /// Whether the route has an endpoint to call: resolved, and not ejected (`/readyz`).
-    pub fn is_connectable(&self) -> bool {
+    pub(crate) fn is_connectable(&self) -> bool {
         let set = self.set.borrow();
         set.endpoints.iter().any(|e| !e.health.is_ejected())
     }
 
     /// Each endpoint's state and counters, for `/metrics`.
-    pub fn stats(&self) -> Vec<EndpointStats> {
+    pub(crate) fn stats(&self) -> Vec<EndpointStats> {
         let set = self.set.borrow();
         set.endpoints
             .iter()

@@ -17,13 +17,15 @@ const DEBUG_INFO: &str = "type.googleapis.com/google.rpc.DebugInfo";
 /// The status a backend answered with: a gRPC code or an HTTP status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Status {
+    /// A gRPC backend's status code.
     Grpc(Code),
+    /// An HTTP+JSON backend's HTTP status.
     Http(u16),
 }
 
 impl Status {
     /// The number the access log and the client span write: the gRPC code or HTTP status.
-    pub fn number(self) -> u16 {
+    pub(crate) fn number(self) -> u16 {
         match self {
             Status::Grpc(code) => code as u16,
             Status::Http(status) => status,
@@ -80,18 +82,18 @@ impl Error {
     }
 
     /// A fault, with what was seen of the answer.
-    pub fn seen(fault: Fault, seen: Seen) -> Error {
+    pub(crate) fn seen(fault: Fault, seen: Seen) -> Error {
         Error::Fault(Box::new(Failure { fault, seen }))
     }
 
     /// A call the gateway did not send, and why.
-    pub fn unsent(error: A2aError) -> Error {
+    pub(crate) fn unsent(error: A2aError) -> Error {
         Error::Unsent(Box::new(error))
     }
 
     /// The fault of the gateway's path, if this is one: what retry and ejection judge.
     /// An agent's error says nothing about the path, whatever its details claim.
-    pub fn fault(&self) -> Option<&Fault> {
+    pub(crate) fn fault(&self) -> Option<&Fault> {
         match self {
             Error::Fault(failure) => Some(&failure.fault),
             Error::Agent(_) | Error::Unsent(_) => None,
@@ -100,7 +102,7 @@ impl Error {
 
     /// The status the backend answered with: `None` when it was not reached or its
     /// answer was unusable.
-    pub fn status(&self) -> Option<Status> {
+    pub(crate) fn status(&self) -> Option<Status> {
         match self {
             Error::Agent(agent) => Some(agent.status),
             Error::Fault(_) | Error::Unsent(_) => None,
@@ -109,7 +111,7 @@ impl Error {
 
     /// The error table's row the client will get (a fault's is `Internal`, as
     /// `A2aError::gateway` makes it).
-    pub fn kind(&self) -> ErrorKind {
+    pub(crate) fn kind(&self) -> ErrorKind {
         match self {
             Error::Agent(agent) => agent.error.kind,
             Error::Fault(_) => ErrorKind::Internal,

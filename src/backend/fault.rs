@@ -209,7 +209,7 @@ impl Fault {
     }
 
     /// The `GatewayFault` row of this fault.
-    pub fn gateway_fault(&self) -> GatewayFault {
+    pub(crate) fn gateway_fault(&self) -> GatewayFault {
         self.row().0
     }
 

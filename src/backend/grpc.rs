@@ -9,7 +9,7 @@
 //! a trailers-only reply.
 
 mod connection;
-pub mod health;
+pub(crate) mod health;
 pub(crate) mod status;
 
 use std::sync::Arc;
@@ -38,6 +38,7 @@ use connection::{Connector, InFlight, Keepalive, Pool, Tls};
 /// How the gateway talks to a gRPC backend.
 #[derive(Clone, Debug)]
 pub struct GrpcSettings {
+    /// Deadline of connecting (TCP and TLS) to the backend.
     pub connect_timeout: Duration,
     /// Keepalive ping after this long without reading anything.
     pub keepalive_interval: Duration,
@@ -95,7 +96,7 @@ impl GrpcBackend {
 
     /// As `new`; over TLS the client certificate chain and key in `identity_pem` (PEM, the
     /// chain first) are presented to a backend that asks for one (mTLS).
-    pub fn with_identity(
+    pub(crate) fn with_identity(
         uri: &str,
         settings: &GrpcSettings,
         ca_pem: Option<&[u8]>,
@@ -162,7 +163,7 @@ impl GrpcBackend {
     /// Another instance for another serving thread: the same target, TLS setup and
     /// keepalive policy (what one connection learns of the backend's ping policy applies to
     /// all), with a connection of its own.
-    pub fn for_worker(&self) -> GrpcBackend {
+    pub(crate) fn for_worker(&self) -> GrpcBackend {
         GrpcBackend(Arc::new(Client {
             pool: self.0.pool.sibling(),
             uris: self.0.uris.clone(),
@@ -174,7 +175,7 @@ impl GrpcBackend {
 impl GrpcBackend {
     /// The same backend (`:authority`, TLS name = the URL's host) reached at `address`:
     /// one pod behind a DNS name (`backend::endpoints`). Its connections are its own.
-    pub fn at(&self, address: std::net::SocketAddr) -> GrpcBackend {
+    pub(crate) fn at(&self, address: std::net::SocketAddr) -> GrpcBackend {
         GrpcBackend(Arc::new(Client {
             pool: self.0.pool.at(address.to_string()),
             uris: self.0.uris.clone(),
@@ -200,7 +201,7 @@ impl Client {
             HeaderValue::from_static(concat!("a2a-gateway/", env!("CARGO_PKG_VERSION"))),
         );
         headers.insert(VERSION, HeaderValue::from_static(SUPPORTED_VERSION));
-        if let Some(timeout) = call.timeout {
+        if let Some(timeout) = call.timeout() {
             if let Ok(mut value) = HeaderValue::try_from(grpc_timeout(timeout)) {
                 let name = HeaderName::from_static("grpc-timeout");
                 never_index_per_call(&name, &mut value);
@@ -611,7 +612,7 @@ mod tests {
             let call = Call {
                 request: UnaryRequest::GetExtendedAgentCard(Default::default()),
                 forwarded: Vec::new(),
-                timeout: Some(Duration::from_secs(5)),
+                deadline: Some(tokio::time::Instant::now() + Duration::from_secs(5)),
                 trace: None,
             };
             let answer = client.unary_call(call).await.unwrap();

@@ -43,7 +43,7 @@
 //! is configuration, and credentials must not follow a redirect); they are bad responses.
 
 mod route;
-pub mod sse;
+pub(crate) mod sse;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -122,7 +122,7 @@ impl RestBackend {
 
     /// As `new`; over TLS the client certificate chain and key in `identity_pem` (PEM, the
     /// chain first) are presented to a backend that asks for one (mTLS).
-    pub fn with_identity(
+    pub(crate) fn with_identity(
         url: &str,
         connect_timeout: Duration,
         ca_pem: Option<&[u8]>,
@@ -134,7 +134,7 @@ impl RestBackend {
     /// The backend at `url` reached at `address` instead of the URL host's own addresses:
     /// one pod behind a DNS name (`backend::endpoints`). `Host` and the TLS name stay the
     /// URL's host; the port is the URL's. The client certificate as in `with_identity`.
-    pub fn at(
+    pub(crate) fn at(
         url: &str,
         connect_timeout: Duration,
         ca_pem: Option<&[u8]>,
@@ -207,7 +207,7 @@ impl RestBackend {
     /// Reply bodies and single stream events over `limit` bytes fail the call with
     /// `BACKEND_BAD_RESPONSE` once that much is read (`--backend-max-message`, as for
     /// gRPC): a backend's endless body must not grow the gateway's memory without bound.
-    pub fn max_message(mut self, limit: usize) -> Self {
+    pub(crate) fn max_message(mut self, limit: usize) -> Self {
         self.max_body = limit;
         self
     }
@@ -257,7 +257,7 @@ async fn call_unary(
     let (outgoing, headers) = prepare(&mut call, A2A_JSON)?;
     let method = http_method(op.http_rule().method);
     let response = shared
-        .send(&method, &outgoing, headers, call.timeout)
+        .send(&method, &outgoing, headers, call.timeout())
         .await?;
     let status = response.status();
     if !status.is_success() {
@@ -287,7 +287,7 @@ async fn call_stream(
     mut call: Call<StreamRequest>,
 ) -> Result<Answer<EventStream>, Error> {
     let op = call.request.op();
-    let timeout = call.timeout;
+    let timeout = call.timeout();
     let (outgoing, headers) = prepare(&mut call, EVENT_STREAM)?;
     // Only SubscribeToTask has a GET rule among the streams; see the module doc.
     let may_fall_back = op == Op::SubscribeToTask;

@@ -30,18 +30,18 @@ use super::CardConfigError;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Enforced {
     /// The `issuer` of each `[[auth.jwt]]` table, in order.
-    pub jwt_issuers: Vec<String>,
+    pub(crate) jwt_issuers: Vec<String>,
     /// The header of `[auth.api-keys]`, when API keys are accepted.
-    pub api_key_header: Option<String>,
+    pub(crate) api_key_header: Option<String>,
     /// `[auth.mtls]`: the client certificate names the caller.
-    pub mtls: bool,
+    pub(crate) mtls: bool,
     /// `anonymous = true`: calls without credentials are let in too.
-    pub anonymous: bool,
+    pub(crate) anonymous: bool,
 }
 
 impl Enforced {
     /// Whether the route authenticates anyone (any scheme configured).
-    pub fn authenticates(&self) -> bool {
+    pub(crate) fn authenticates(&self) -> bool {
         !self.jwt_issuers.is_empty() || self.api_key_header.is_some() || self.mtls
     }
 }

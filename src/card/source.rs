@@ -332,7 +332,7 @@ async fn fetch_backend(
             tenant: tenant.to_owned(),
         }),
         forwarded,
-        timeout: Some(timeout),
+        deadline: Some(tokio::time::Instant::now() + timeout),
         trace: None,
     };
     let answer = backend

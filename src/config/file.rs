@@ -107,14 +107,10 @@ pub fn read(path: &Path, command: &Command) -> Result<FileConfig, String> {
 
 /// Parses TOML text and checks it against `command`'s flags.
 pub fn parse(text: &str, command: &Command) -> Result<FileConfig, String> {
-    let line = |offset: usize| {
-        let end = offset.min(text.len());
-        text.as_bytes()[..end]
-            .iter()
-            .filter(|b| **b == b'\n')
-            .count()
-            + 1
-    };
+    // Every route's label names its line: the newlines are found once, not counted from
+    // the start for each (which made 10,000 routes take seconds).
+    let newlines: Vec<usize> = memchr::memchr_iter(b'\n', text.as_bytes()).collect();
+    let line = |offset: usize| newlines.partition_point(|&at| at < offset) + 1;
     let root = DeTable::parse(text).map_err(|e| match e.span() {
         Some(span) => format!("line {}: {}", line(span.start), e.message()),
         None => e.message().to_owned(),

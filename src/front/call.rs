@@ -27,7 +27,7 @@ pub mod tenant;
 use std::borrow::Cow;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures::Stream;
 use http::HeaderValue;
@@ -90,7 +90,7 @@ pub struct Exchange<'a> {
     /// When the call's handling began.
     pub started: Instant,
     /// The deadline the agent is given (`deadline` sets it).
-    pub deadline: Option<Duration>,
+    pub deadline: Option<tokio::time::Instant>,
     /// Who calls, once authentication found out (`None`: the route authenticates nobody).
     pub principal: Option<crate::auth::Principal>,
     /// The caller's owner tags on a `task-owner` route (`owner` sets them, `invoke` seals

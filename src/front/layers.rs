@@ -60,7 +60,7 @@ pub type Edge<S> = SetSensitiveRequestHeaders<
 >;
 
 /// The longest client `x-request-id` kept.
-pub const MAX_REQUEST_ID: usize = 128;
+pub(crate) const MAX_REQUEST_ID: usize = 128;
 
 /// Wraps the routes in the edge stack. Requests pass the layers top to bottom.
 pub fn stack<S>(routes: S, sensitive: impl IntoIterator<Item = HeaderName>) -> Edge<S>
@@ -99,19 +99,19 @@ where
 }
 
 /// `S` behind the CORS layer when CORS is configured (`front::cors`).
-pub type MaybeCors<S> = tower::util::Either<Cors<S>, S>;
+pub(crate) type MaybeCors<S> = tower::util::Either<Cors<S>, S>;
 
 /// Puts the routes behind `cors`, if any, inside the edge stack (`stack(with_cors(…))`):
 /// innermost, so preflights get their request id and span like every request, and are
 /// answered by the layer before any route (or agent) sees them; without CORS configured
 /// the routes are served as they are, without CORS headers.
-pub fn with_cors<S>(routes: S, cors: Option<CorsLayer>) -> MaybeCors<S> {
+pub(crate) fn with_cors<S>(routes: S, cors: Option<CorsLayer>) -> MaybeCors<S> {
     ServiceBuilder::new().option_layer(cors).service(routes)
 }
 
 /// Keeps a client's `x-request-id` only when it sent exactly one, of 1 to `MAX_REQUEST_ID`
 /// bytes of `[A-Za-z0-9-_.:/+=@]` (UUIDs, trace ids, ULIDs and base64 fit); drops any other.
-pub fn client_request_id<B>(mut request: Request<B>) -> Request<B> {
+pub(crate) fn client_request_id<B>(mut request: Request<B>) -> Request<B> {
     let headers = request.headers_mut();
     let mut values = headers.get_all(X_REQUEST_ID).iter();
     let keep = match (values.next(), values.next()) {

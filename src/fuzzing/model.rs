@@ -15,23 +15,23 @@ use crate::protocol::ops::Op;
 /// One input of the `jsonrpc_model` target.
 #[derive(Arbitrary, Clone, Debug)]
 pub struct JsonRpcCase {
-    pub body: RequestBody,
-    pub version: VersionHeader,
+    pub(crate) body: RequestBody,
+    pub(crate) version: VersionHeader,
     /// Byte-level mutations applied to the written body, in order.
-    pub mutations: Vec<Mutation>,
+    pub(crate) mutations: Vec<Mutation>,
     /// The body arrives in this many chunks (0 and 1: one).
-    pub chunks: u8,
+    pub(crate) chunks: u8,
     /// A body limit of this many bytes instead of the default.
-    pub small_limit: Option<u8>,
+    pub(crate) small_limit: Option<u8>,
     /// The route pins a tenant.
-    pub fixed_tenant: bool,
+    pub(crate) fixed_tenant: bool,
     /// The route has a card service (GetExtendedAgentCard replies are rewritten).
-    pub card: bool,
-    pub backend: BackendScript,
+    pub(crate) card: bool,
+    pub(crate) backend: BackendScript,
 }
 
 #[derive(Arbitrary, Clone, Debug)]
-pub enum RequestBody {
+pub(crate) enum RequestBody {
     One(Call),
     Batch(Vec<Call>),
     Raw(Vec<u8>),
@@ -40,19 +40,19 @@ pub enum RequestBody {
 /// One request object. Members are written in the order given by `order` (a rotation),
 /// `extra` members after them.
 #[derive(Arbitrary, Clone, Debug)]
-pub struct Call {
-    pub jsonrpc: Version,
-    pub id: Id,
-    pub method: Method,
-    pub params: Params,
-    pub extra: Vec<(Text, Json)>,
-    pub order: u8,
+pub(crate) struct Call {
+    pub(crate) jsonrpc: Version,
+    pub(crate) id: Id,
+    pub(crate) method: Method,
+    pub(crate) params: Params,
+    pub(crate) extra: Vec<(Text, Json)>,
+    pub(crate) order: u8,
     /// Member names written with `\u` escapes (`"\u0069d"`), as JSON allows.
-    pub escaped_names: bool,
+    pub(crate) escaped_names: bool,
 }
 
 #[derive(Arbitrary, Clone, Debug)]
-pub enum Version {
+pub(crate) enum Version {
     Right,
     Absent,
     Other(Text),
@@ -60,7 +60,7 @@ pub enum Version {
 }
 
 #[derive(Arbitrary, Clone, Debug)]
-pub enum Id {
+pub(crate) enum Id {
     Absent,
     Null,
     Int(i64),
@@ -73,7 +73,7 @@ pub enum Id {
 }
 
 #[derive(Arbitrary, Clone, Debug)]
-pub enum Method {
+pub(crate) enum Method {
     Op(u8),
     /// A v0.3 method name, which v1.0 does not know.
     Legacy(u8),
@@ -85,7 +85,7 @@ pub enum Method {
 }
 
 #[derive(Arbitrary, Clone, Debug)]
-pub enum Params {
+pub(crate) enum Params {
     Absent,
     /// Fields of the method's request type (or of another's, when `method` is not one).
     Shaped(Vec<Field>),
@@ -93,21 +93,21 @@ pub enum Params {
 }
 
 #[derive(Arbitrary, Clone, Debug)]
-pub struct Field {
+pub(crate) struct Field {
     /// Index into the schema's fields (`FIELDS`).
-    pub name: u8,
-    pub value: FieldValue,
+    pub(crate) name: u8,
+    pub(crate) value: FieldValue,
 }
 
 #[derive(Arbitrary, Clone, Debug)]
-pub enum FieldValue {
+pub(crate) enum FieldValue {
     /// A value of the field's own type, picked by the number.
     Typical(u8),
     Any(Json),
 }
 
 #[derive(Arbitrary, Clone, Debug)]
-pub enum Json {
+pub(crate) enum Json {
     Null,
     Bool(bool),
     Int(i64),
@@ -122,7 +122,7 @@ pub enum Json {
 
 /// Number texts that `f64`/`i64` do not produce.
 #[derive(Arbitrary, Clone, Debug)]
-pub enum NumberText {
+pub(crate) enum NumberText {
     NegativeZero,
     /// `1e<n>`: beyond `f64` for large `n`.
     Exponent(i16),
@@ -134,7 +134,7 @@ pub enum NumberText {
 }
 
 #[derive(Arbitrary, Clone, Debug)]
-pub enum Text {
+pub(crate) enum Text {
     Plain(String),
     /// One of `ODD_STRINGS`.
     Odd(u8),
@@ -145,7 +145,7 @@ pub enum Text {
 }
 
 #[derive(Arbitrary, Clone, Debug)]
-pub enum VersionHeader {
+pub(crate) enum VersionHeader {
     Absent,
     Header(u8),
     Query(u8),
@@ -153,7 +153,7 @@ pub enum VersionHeader {
 }
 
 #[derive(Arbitrary, Clone, Debug)]
-pub enum Mutation {
+pub(crate) enum Mutation {
     Truncate(u16),
     Flip(u16, u8),
     Insert(u16, u8),
@@ -164,15 +164,15 @@ pub enum Mutation {
 
 /// What the in-process backend answers.
 #[derive(Arbitrary, Clone, Debug, Default)]
-pub struct BackendScript {
-    pub unary: UnaryScript,
-    pub stream: StreamScript,
+pub(crate) struct BackendScript {
+    pub(crate) unary: UnaryScript,
+    pub(crate) stream: StreamScript,
     /// The backend's `A2A-Extensions` response parameter.
-    pub extensions: Option<Vec<u8>>,
+    pub(crate) extensions: Option<Vec<u8>>,
 }
 
 #[derive(Arbitrary, Clone, Debug, Default)]
-pub enum UnaryScript {
+pub(crate) enum UnaryScript {
     /// The operation's reply with default values.
     #[default]
     Empty,
@@ -182,26 +182,26 @@ pub enum UnaryScript {
 }
 
 #[derive(Arbitrary, Clone, Debug, Default)]
-pub struct StreamScript {
+pub(crate) struct StreamScript {
     /// The stream is refused before any event.
-    pub refused: Option<ErrorScript>,
+    pub(crate) refused: Option<ErrorScript>,
     /// Each event decoded from protobuf bytes (at most 8 are sent).
-    pub events: Vec<Vec<u8>>,
+    pub(crate) events: Vec<Vec<u8>>,
     /// The stream ends with this error after its events.
-    pub end: Option<ErrorScript>,
+    pub(crate) end: Option<ErrorScript>,
 }
 
 /// A backend error as the gRPC binding would carry it.
 #[derive(Arbitrary, Clone, Debug)]
-pub struct ErrorScript {
+pub(crate) struct ErrorScript {
     /// gRPC status code (any number: unknown ones are UNKNOWN).
-    pub code: i32,
-    pub message: Text,
-    pub details: Details,
+    pub(crate) code: i32,
+    pub(crate) message: Text,
+    pub(crate) details: Details,
 }
 
 #[derive(Arbitrary, Clone, Debug)]
-pub enum Details {
+pub(crate) enum Details {
     None,
     /// Serialized `google.rpc.Status` bytes, as `grpc-status-details-bin` carries them.
     Raw(Vec<u8>),
@@ -213,7 +213,7 @@ pub enum Details {
 }
 
 /// Strings that break naive code: empty, NUL, controls, non-BMP, RTL, BOM, JSON-looking.
-pub const ODD_STRINGS: &[&str] = &[
+pub(crate) const ODD_STRINGS: &[&str] = &[
     "",
     "\0",
     "\u{1}\u{1f}\u{7f}",
@@ -303,13 +303,13 @@ fn op_fields(op: Op) -> &'static [usize] {
 }
 
 /// The operation at `n` of the table.
-pub fn op_at(n: u8) -> Op {
+pub(crate) fn op_at(n: u8) -> Op {
     Op::ALL[usize::from(n) % Op::ALL.len()]
 }
 
 impl JsonRpcCase {
     /// The request body: the model written as JSON, then mutated.
-    pub fn body_bytes(&self) -> Vec<u8> {
+    pub(crate) fn body_bytes(&self) -> Vec<u8> {
         let mut out = match &self.body {
             RequestBody::One(call) => call.to_json().into_bytes(),
             RequestBody::Batch(calls) => {
@@ -325,7 +325,7 @@ impl JsonRpcCase {
     }
 
     /// The `A2A-Version` header and the query string of the request.
-    pub fn version(&self) -> (Option<String>, Option<String>) {
+    pub(crate) fn version(&self) -> (Option<String>, Option<String>) {
         let pick = |n: u8| VERSIONS[usize::from(n) % VERSIONS.len()].to_owned();
         match &self.version {
             VersionHeader::Absent => (None, None),
@@ -370,7 +370,7 @@ impl Mutation {
 
 impl Call {
     /// The request object as JSON text.
-    pub fn to_json(&self) -> String {
+    pub(crate) fn to_json(&self) -> String {
         let op = match self.method {
             Method::Op(n) => Some(op_at(n)),
             _ => None,
@@ -581,7 +581,7 @@ fn typical(kind: Kind, n: u8) -> String {
 
 impl Json {
     /// JSON text; nesting past 8 levels of the model is cut (deep nesting is `Deep`).
-    pub fn to_json(&self, depth: usize) -> String {
+    pub(crate) fn to_json(&self, depth: usize) -> String {
         if depth > 8 {
             return "null".to_owned();
         }
@@ -668,7 +668,7 @@ impl Text {
 
 impl ErrorScript {
     /// The serialized `google.rpc.Status` the backend would send.
-    pub fn details_bytes(&self) -> Vec<u8> {
+    pub(crate) fn details_bytes(&self) -> Vec<u8> {
         use prost::Message as _;
         match &self.details {
             Details::None => Vec::new(),
@@ -703,7 +703,7 @@ impl ErrorScript {
     }
 
     /// The error's message.
-    pub fn message(&self) -> String {
+    pub(crate) fn message(&self) -> String {
         self.message.plain()
     }
 }

@@ -5,20 +5,22 @@
 use std::fmt;
 
 /// The binding clients speak to the gateway.
-pub const JSONRPC: &str = "JSONRPC";
+pub(crate) const JSONRPC: &str = "JSONRPC";
 
 /// A binding a backend speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Binding {
+    /// The gRPC binding (spec section 10): `lf.a2a.v1.A2AService` over HTTP/2.
     Grpc,
+    /// The HTTP+JSON binding (spec section 11): REST paths and ProtoJSON bodies.
     HttpJson,
 }
 
 impl Binding {
-    pub const ALL: [Binding; 2] = [Binding::Grpc, Binding::HttpJson];
+    pub(crate) const ALL: [Binding; 2] = [Binding::Grpc, Binding::HttpJson];
 
     /// The specification's name.
-    pub const fn name(self) -> &'static str {
+    pub(crate) const fn name(self) -> &'static str {
         match self {
             Binding::Grpc => "GRPC",
             Binding::HttpJson => "HTTP+JSON",
@@ -26,7 +28,7 @@ impl Binding {
     }
 
     /// A binding as settings name it: the spec's name in any case, or `REST` for HTTP+JSON.
-    pub fn from_name(text: &str) -> Result<Binding, String> {
+    pub(crate) fn from_name(text: &str) -> Result<Binding, String> {
         let alias = (text.eq_ignore_ascii_case("REST")).then_some(Binding::HttpJson);
         Binding::ALL
             .into_iter()

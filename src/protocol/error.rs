@@ -13,9 +13,9 @@ use serde_json::{json, Value};
 use tonic::Code;
 
 /// `ErrorInfo.domain` of A2A errors (spec 10.6).
-pub const A2A_DOMAIN: &str = "a2a-protocol.org";
+pub(crate) const A2A_DOMAIN: &str = "a2a-protocol.org";
 /// `ErrorInfo.domain` of errors the gateway itself raises, so clients can tell them apart.
-pub const GATEWAY_DOMAIN: &str = "a2a-gateway";
+pub(crate) const GATEWAY_DOMAIN: &str = "a2a-gateway";
 
 macro_rules! error_table {
     ($(
@@ -41,42 +41,59 @@ macro_rules! error_table {
             /// Whether this row is chosen for its gRPC/HTTP status when no reason is given.
             pub fn by_status(self) -> bool { match self { $( ErrorKind::$kind => $by_status, )* } }
             /// The standard message (spec 9.5), used when the backend gives none.
-            pub fn message(self) -> &'static str { match self { $( ErrorKind::$kind => $message, )* } }
+            pub(crate) fn message(self) -> &'static str { match self { $( ErrorKind::$kind => $message, )* } }
         }
     };
 }
 
 error_table! {
     // kind: JSON-RPC code, gRPC status, HTTP status, ErrorInfo reason, by status, standard message
+    /// The body is not valid JSON.
     ParseError: -32700, InvalidArgument, 400, None, false, "Invalid JSON payload";
+    /// The body is JSON but not a JSON-RPC request object.
     InvalidRequest: -32600, InvalidArgument, 400, Some("INVALID_REQUEST"), false, "Request payload validation error";
+    /// The method names no A2A operation.
     MethodNotFound: -32601, Unimplemented, 501, Some("METHOD_NOT_FOUND"), true, "Method not found";
+    /// The params do not decode into the operation's request, or a value is refused.
     InvalidParams: -32602, InvalidArgument, 400, Some("INVALID_PARAMS"), true, "Invalid parameters";
+    /// The agent failed, or the gateway's path to it did (an `ErrorInfo` of domain
+    /// `a2a-gateway` says which).
     Internal: -32603, Internal, 500, Some("INTERNAL_ERROR"), true, "Internal error";
+    /// No such task, or none the caller may see.
     TaskNotFound: -32001, NotFound, 404, Some("TASK_NOT_FOUND"), true, "Task not found";
+    /// The task is in a state that cannot be canceled.
     TaskNotCancelable: -32002, FailedPrecondition, 400, Some("TASK_NOT_CANCELABLE"), false,
         "Task cannot be canceled";
+    /// The agent does not support push notifications.
     PushNotificationNotSupported: -32003, FailedPrecondition, 400, Some("PUSH_NOTIFICATION_NOT_SUPPORTED"), false,
         "Push Notification is not supported";
+    /// The agent does not support the operation.
     UnsupportedOperation: -32004, FailedPrecondition, 400, Some("UNSUPPORTED_OPERATION"), false,
         "This operation is not supported";
+    /// A part's media type is not one the agent accepts.
     ContentTypeNotSupported: -32005, InvalidArgument, 400, Some("CONTENT_TYPE_NOT_SUPPORTED"), false,
         "Incompatible content types";
+    /// The agent's reply does not follow the protocol.
     InvalidAgentResponse: -32006, Internal, 500, Some("INVALID_AGENT_RESPONSE"), false,
         "Invalid agent response";
+    /// The agent has no extended card.
     ExtendedAgentCardNotConfigured: -32007, FailedPrecondition, 400, Some("EXTENDED_AGENT_CARD_NOT_CONFIGURED"), false,
         "Authenticated Extended Card is not configured";
+    /// The agent requires an extension the client did not declare.
     ExtensionSupportRequired: -32008, FailedPrecondition, 400, Some("EXTENSION_SUPPORT_REQUIRED"), false,
         "Extension support required";
+    /// The agent does not support the client's protocol version.
     VersionNotSupported: -32009, FailedPrecondition, 400, Some("VERSION_NOT_SUPPORTED"), false,
         "Version not supported";
+    /// The call carries no valid credentials.
     Unauthenticated: -31401, Unauthenticated, 401, None, true, "Unauthenticated";
+    /// The caller may not make this call.
     PermissionDenied: -31403, PermissionDenied, 403, None, true, "Permission denied";
 }
 
 impl ErrorKind {
     /// The A2A error an `ErrorInfo.reason` of domain `a2a-protocol.org` names.
-    pub fn from_reason(reason: &str) -> Option<ErrorKind> {
+    pub(crate) fn from_reason(reason: &str) -> Option<ErrorKind> {
         ErrorKind::ALL
             .iter()
             .copied()
@@ -84,7 +101,7 @@ impl ErrorKind {
     }
 
     /// The row for a gRPC status when no reason decides; unlisted codes are internal errors.
-    pub fn from_grpc(code: Code) -> ErrorKind {
+    pub(crate) fn from_grpc(code: Code) -> ErrorKind {
         ErrorKind::ALL
             .iter()
             .copied()
@@ -93,7 +110,7 @@ impl ErrorKind {
     }
 
     /// The row for an HTTP status when neither reason nor status name decides.
-    pub fn from_http(status: u16) -> ErrorKind {
+    pub(crate) fn from_http(status: u16) -> ErrorKind {
         ErrorKind::ALL
             .iter()
             .copied()
@@ -105,7 +122,7 @@ impl ErrorKind {
 /// Faults of the gateway's own path to the backend; reported as -32603 with an
 /// `ErrorInfo` of domain `a2a-gateway` so they are not mistaken for agent errors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GatewayFault {
+pub(crate) enum GatewayFault {
     BackendUnavailable,
     BackendConnectionReset,
     BackendDeadlineExceeded,
@@ -125,7 +142,7 @@ pub enum GatewayFault {
 
 impl GatewayFault {
     /// The `ErrorInfo.reason` of this fault.
-    pub fn reason(self) -> &'static str {
+    pub(crate) fn reason(self) -> &'static str {
         match self {
             GatewayFault::BackendUnavailable => "BACKEND_UNAVAILABLE",
             GatewayFault::BackendConnectionReset => "BACKEND_CONNECTION_RESET",
@@ -144,8 +161,11 @@ impl GatewayFault {
 /// become `error.data` (each a ProtoJSON `Any` object with `@type`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct A2aError {
+    /// The error table row: JSON-RPC code, gRPC and HTTP status, reason.
     pub kind: ErrorKind,
+    /// The message the client reads (the backend's, or the row's standard one).
     pub message: String,
+    /// The details sent as `error.data`, each a ProtoJSON `Any` object with `@type`.
     pub data: Vec<Value>,
 }
 
@@ -160,7 +180,7 @@ impl A2aError {
     }
 
     /// An error with a specific message.
-    pub fn with_message(kind: ErrorKind, message: impl Into<String>) -> Self {
+    pub(crate) fn with_message(kind: ErrorKind, message: impl Into<String>) -> Self {
         Self {
             kind,
             message: message.into(),
@@ -170,7 +190,7 @@ impl A2aError {
 
     /// -32602 naming the failing field: an `ErrorInfo` (`INVALID_PARAMS`, with the
     /// reference SDK's `parseError` metadata) and a `google.rpc.BadRequest`.
-    pub fn invalid_params(field: &str, description: &str) -> Self {
+    pub(crate) fn invalid_params(field: &str, description: &str) -> Self {
         let field = if field == "." { "" } else { field };
         let problem = if field.is_empty() {
             description.to_owned()
@@ -197,7 +217,7 @@ impl A2aError {
 
     /// -32600 saying what is wrong with the envelope, with an `ErrorInfo` as the
     /// reference SDK sends one.
-    pub fn invalid_request(why: &str) -> Self {
+    pub(crate) fn invalid_request(why: &str) -> Self {
         let kind = ErrorKind::InvalidRequest;
         Self {
             kind,
@@ -211,7 +231,7 @@ impl A2aError {
     }
 
     /// An A2A error raised by the gateway itself (e.g. version negotiation).
-    pub fn a2a(kind: ErrorKind, message: impl Into<String>) -> Self {
+    pub(crate) fn a2a(kind: ErrorKind, message: impl Into<String>) -> Self {
         let mut data = Vec::new();
         if let Some(reason) = kind.reason() {
             data.push(error_info(reason, A2A_DOMAIN));
@@ -224,7 +244,7 @@ impl A2aError {
     }
 
     /// A fault of the gateway's path to the backend (-32603, domain `a2a-gateway`).
-    pub fn gateway(fault: GatewayFault, message: impl Into<String>) -> Self {
+    pub(crate) fn gateway(fault: GatewayFault, message: impl Into<String>) -> Self {
         Self {
             kind: ErrorKind::Internal,
             message: message.into(),
@@ -234,7 +254,7 @@ impl A2aError {
 
     /// Builds the client-facing error from a backend's answer: the row is chosen by the
     /// first `ErrorInfo` of domain `a2a-protocol.org` among `data`, else by `fallback`.
-    pub fn from_backend(fallback: ErrorKind, message: &str, data: Vec<Value>) -> Self {
+    pub(crate) fn from_backend(fallback: ErrorKind, message: &str, data: Vec<Value>) -> Self {
         let kind = data
             .iter()
             .find_map(|d| {
@@ -260,7 +280,7 @@ impl A2aError {
     }
 
     /// The JSON-RPC `error` object.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let mut obj = json!({"code": self.kind.code(), "message": self.message});
         if !self.data.is_empty() {
             obj["data"] = Value::Array(self.data.clone());

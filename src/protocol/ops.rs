@@ -22,14 +22,14 @@ use crate::protocol::json::{decode_params, params_from, write_json, ResultJson};
 
 /// An HTTP+JSON rule: method and path template with `{field}` placeholders (proto names).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct HttpRule {
-    pub method: HttpMethod,
-    pub path: &'static str,
+pub(crate) struct HttpRule {
+    pub(crate) method: HttpMethod,
+    pub(crate) path: &'static str,
 }
 
 /// The HTTP methods the operation table uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HttpMethod {
+pub(crate) enum HttpMethod {
     Get,
     Post,
     Delete,
@@ -49,7 +49,7 @@ macro_rules! http_method {
 
 /// What every typed request offers, whatever its kind, so a transport writes its request
 /// path once for both kinds.
-pub trait TypedRequest {
+pub(crate) trait TypedRequest {
     /// The operation this request is for.
     fn op(&self) -> Op;
     /// The request's `tenant` field (empty when unset).
@@ -103,9 +103,14 @@ macro_rules! declare_operations {
         unary { $( $u:ident ($ureq:ty) -> $uresp:ty, $um:ident $upath:literal; )* }
         stream { $( $s:ident ($sreq:ty), $sm:ident $spath:literal; )* }
     ) => {
-        /// One of the 11 A2A operations.
+        /// One of the 11 A2A operations, by its method name ([spec 5.3], method mapping).
+        ///
+        /// [spec 5.3]: https://a2a-protocol.org/latest/specification/#53-method-mapping-reference
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        pub enum Op { $( $u, )* $( $s, )* }
+        pub enum Op {
+            $( #[doc = concat!("`", stringify!($u), "` (unary).")] $u, )*
+            $( #[doc = concat!("`", stringify!($s), "` (server-streaming).")] $s, )*
+        }
 
         impl Op {
             /// Every operation, in table order.
@@ -117,7 +122,7 @@ macro_rules! declare_operations {
             }
 
             /// The gRPC request path, `/lf.a2a.v1.A2AService/{name}` (spec 10).
-            pub fn grpc_path(self) -> &'static str {
+            pub(crate) fn grpc_path(self) -> &'static str {
                 match self {
                     $( Op::$u => concat!("/lf.a2a.v1.A2AService/", stringify!($u)), )*
                     $( Op::$s => concat!("/lf.a2a.v1.A2AService/", stringify!($s)), )*
@@ -125,7 +130,7 @@ macro_rules! declare_operations {
             }
 
             /// The operation a JSON-RPC method name denotes; v0.3 names are not operations.
-            pub fn from_name(name: &str) -> Option<Op> {
+            pub(crate) fn from_name(name: &str) -> Option<Op> {
                 match name {
                     $( stringify!($u) => Some(Op::$u), )*
                     $( stringify!($s) => Some(Op::$s), )*
@@ -139,7 +144,7 @@ macro_rules! declare_operations {
             }
 
             /// The HTTP+JSON binding's rule for this operation (without tenant prefix).
-            pub fn http_rule(self) -> HttpRule {
+            pub(crate) fn http_rule(self) -> HttpRule {
                 match self {
                     $( Op::$u => HttpRule { method: http_method!($um), path: $upath }, )*
                     $( Op::$s => HttpRule { method: http_method!($sm), path: $spath }, )*
@@ -151,21 +156,25 @@ macro_rules! declare_operations {
         /// call, and a box would be one more allocation per call.
         #[derive(Clone, Debug, PartialEq)]
         #[allow(clippy::large_enum_variant)]
-        pub enum UnaryRequest { $( $u($ureq), )* }
+        pub enum UnaryRequest {
+            $( #[doc = concat!("A `", stringify!($u), "` request.")] $u($ureq), )*
+        }
 
         /// A typed request of a server-streaming operation.
         #[derive(Clone, Debug, PartialEq)]
         #[allow(clippy::large_enum_variant)]
-        pub enum StreamRequest { $( $s($sreq), )* }
+        pub enum StreamRequest {
+            $( #[doc = concat!("A `", stringify!($s), "` request.")] $s($sreq), )*
+        }
 
         impl UnaryRequest {
             /// Decodes the reply of this request's operation from protobuf bytes.
-            pub fn decode_reply(&self, message: bytes::Bytes) -> Result<Reply, prost::DecodeError> {
+            pub(crate) fn decode_reply(&self, message: bytes::Bytes) -> Result<Reply, prost::DecodeError> {
                 match self { $( UnaryRequest::$u(_) => <$uresp as prost::Message>::decode(message).map(Reply::$u), )* }
             }
 
             /// Decodes the reply of this request's operation from ProtoJSON (HTTP+JSON).
-            pub fn reply_from_json(&self, body: &[u8]) -> Result<Reply, serde_json::Error> {
+            pub(crate) fn reply_from_json(&self, body: &[u8]) -> Result<Reply, serde_json::Error> {
                 match self { $( UnaryRequest::$u(_) => <$uresp as ResultJson>::read_result(body).map(Reply::$u), )* }
             }
         }
@@ -189,7 +198,9 @@ macro_rules! declare_operations {
 
         /// A typed reply of a unary operation.
         #[derive(Clone, Debug, PartialEq)]
-        pub enum Reply { $( $u($uresp), )* }
+        pub enum Reply {
+            $( #[doc = concat!("The reply to `", stringify!($u), "`.")] $u($uresp), )*
+        }
 
         impl Reply {
             /// The operation this reply answers.
@@ -204,13 +215,13 @@ macro_rules! declare_operations {
             /// up to `ESCAPE_ROOM_MAX`. Sized for the JSON alone, a reply with a long
             /// string was reallocated, its whole buffer copied once more (1 % of a 16 KiB
             /// call's CPU). The extra room is reserved, not written.
-            pub fn json_capacity(&self) -> usize {
+            pub(crate) fn json_capacity(&self) -> usize {
                 let len = match self { $( Reply::$u(r) => prost::Message::encoded_len(r), )* };
                 len + len / 4 + 64 + 6 * len.min(ESCAPE_ROOM_MAX)
             }
 
             /// Appends the JSON-RPC `result` value for this reply.
-            pub fn write_json(&self, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+            pub(crate) fn write_json(&self, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
                 match self { $( Reply::$u(r) => ResultJson::write_result(r, out), )* }
             }
         }
@@ -253,14 +264,16 @@ const ESCAPE_ROOM_MAX: usize = 64 << 10;
 /// A typed request, of either kind.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Request {
+    /// A request answered by one reply.
     Unary(UnaryRequest),
+    /// A request answered by a stream of events.
     Stream(StreamRequest),
 }
 
 impl Request {
     /// Decodes JSON-RPC `params` (ProtoJSON) straight into the operation's request type.
     /// Absent params mean `{}`; errors name the failing field path.
-    pub fn decode(op: Op, params: Option<&str>) -> Result<Request, A2aError> {
+    pub(crate) fn decode(op: Op, params: Option<&str>) -> Result<Request, A2aError> {
         decode_params(op, params.unwrap_or("{}"))
     }
 
@@ -273,7 +286,7 @@ impl Request {
     }
 
     /// The request's `tenant` field (empty when unset).
-    pub fn tenant(&self) -> &str {
+    pub(crate) fn tenant(&self) -> &str {
         match self {
             Request::Unary(r) => r.tenant(),
             Request::Stream(r) => r.tenant(),
@@ -281,7 +294,7 @@ impl Request {
     }
 
     /// The `tenant` field, to set it.
-    pub fn tenant_mut(&mut self) -> &mut String {
+    pub(crate) fn tenant_mut(&mut self) -> &mut String {
         match self {
             Request::Unary(r) => r.tenant_mut(),
             Request::Stream(r) => r.tenant_mut(),

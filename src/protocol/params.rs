@@ -6,15 +6,15 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use crate::protocol::error::{A2aError, ErrorKind};
 
 /// The protocol version the gateway speaks and sends to every backend.
-pub const SUPPORTED_VERSION: &str = "1.0";
+pub(crate) const SUPPORTED_VERSION: &str = "1.0";
 /// `A2A-Version` (header, query parameter and, lowercased, gRPC metadata key).
-pub const VERSION: &str = "a2a-version";
+pub(crate) const VERSION: &str = "a2a-version";
 /// `A2A-Extensions` (header and, lowercased, gRPC metadata key).
-pub const EXTENSIONS: &str = "a2a-extensions";
+pub(crate) const EXTENSIONS: &str = "a2a-extensions";
 
 /// Headers forwarded by default: the service parameter for extensions, credentials,
 /// trace context and request correlation.
-pub const DEFAULT_FORWARDED: &[&str] = &[
+pub(crate) const DEFAULT_FORWARDED: &[&str] = &[
     EXTENSIONS,
     "authorization",
     "traceparent",
@@ -29,12 +29,12 @@ const NEW_ON_EVERY_CALL: &[&str] = &["traceparent", "tracestate", "x-request-id"
 /// Whether `name`'s value is new on every call: sent as an HPACK never-indexed literal,
 /// since indexing it would evict the fixed headers from the backend connection's table and
 /// make both ends search and update the table per call.
-pub fn new_on_every_call(name: &HeaderName) -> bool {
+pub(crate) fn new_on_every_call(name: &HeaderName) -> bool {
     NEW_ON_EVERY_CALL.contains(&name.as_str())
 }
 
 /// Marks `value` never-indexed when `name` is new on every call (`new_on_every_call`).
-pub fn never_index_per_call(name: &HeaderName, value: &mut HeaderValue) {
+pub(crate) fn never_index_per_call(name: &HeaderName, value: &mut HeaderValue) {
     if new_on_every_call(name) {
         value.set_sensitive(true);
     }
@@ -46,7 +46,7 @@ pub fn never_index_per_call(name: &HeaderName, value: &mut HeaderValue) {
 /// prefix. `a2a-version` is owned because the gateway speaks 1.0 to every agent whatever
 /// the client asked for (it negotiates the client's version itself); `host` because the
 /// agent's authority is the backend URL's.
-pub const OWNED: &[(&str, &str)] = &[
+pub(crate) const OWNED: &[(&str, &str)] = &[
     ("grpc-*", "gRPC framing and deadline, set by the gateway"),
     ("te", "set by the gateway for gRPC trailers"),
     ("user-agent", "the gateway names itself to the agent"),
@@ -66,7 +66,7 @@ pub const OWNED: &[(&str, &str)] = &[
 
 /// Why the gateway owns `name` (lowercase), if it does (`OWNED`); pseudo-headers (`:path`…)
 /// are HTTP/2 framing and owned too.
-pub fn owned(name: &str) -> Option<&'static str> {
+pub(crate) fn owned(name: &str) -> Option<&'static str> {
     if name.starts_with(':') {
         return Some("a pseudo-header, HTTP/2 framing");
     }
@@ -82,7 +82,7 @@ pub fn owned(name: &str) -> Option<&'static str> {
 /// Credentials: marked sensitive at the edge (no log or debug output shows them) and sent
 /// to the agent as HPACK never-indexed literals, so no shared table on the way keeps them.
 /// `--sensitive-header` adds to it.
-pub const SENSITIVE: &[&str] = &[
+pub(crate) const SENSITIVE: &[&str] = &[
     "authorization",
     "proxy-authorization",
     "cookie",
@@ -93,7 +93,7 @@ pub const SENSITIVE: &[&str] = &[
 /// means 0.3 (spec 3.6.2); only major version 1 is served, minor versions are compatible.
 /// Versions are matched by `Major.Minor` (spec 3.6), so a patch part is accepted as the
 /// reference SDK accepts it: `1`, `1.x` and `1.x.y` (digits).
-pub fn negotiate_version(headers: &HeaderMap, query: Option<&str>) -> Result<(), A2aError> {
+pub(crate) fn negotiate_version(headers: &HeaderMap, query: Option<&str>) -> Result<(), A2aError> {
     let requested = requested_version(headers, query);
     let requested = if requested.is_empty() {
         "0.3"
@@ -115,7 +115,7 @@ pub fn negotiate_version(headers: &HeaderMap, query: Option<&str>) -> Result<(),
 /// Whether the client speaks v0.3: `A2A-Version` (header, else query parameter) missing or
 /// empty (spec 3.6.2: empty means 0.3), or `0.x` with x ≥ 3 (the reference SDK's v0.3
 /// range, 0.3 ≤ v < 1.0).
-pub fn legacy_requested(headers: &HeaderMap, query: Option<&str>) -> bool {
+pub(crate) fn legacy_requested(headers: &HeaderMap, query: Option<&str>) -> bool {
     let requested = requested_version(headers, query);
     let mut parts = requested.split('.');
     let digits = |part: &str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
@@ -162,11 +162,14 @@ fn version_from_query(query: &str) -> Option<String> {
 }
 
 /// v0.3's name of `A2A-Extensions` (v0.3 clients send both; older ones only this one).
-pub const LEGACY_EXTENSIONS: &str = "x-a2a-extensions";
+pub(crate) const LEGACY_EXTENSIONS: &str = "x-a2a-extensions";
 
 /// A v0.3 call's `X-A2A-Extensions` values, forwarded as `A2A-Extensions` when the call
 /// names no `A2A-Extensions` of its own (the v1.0 backend knows only that name).
-pub fn legacy_extensions(headers: &HeaderMap, forwarded: &mut Vec<(HeaderName, HeaderValue)>) {
+pub(crate) fn legacy_extensions(
+    headers: &HeaderMap,
+    forwarded: &mut Vec<(HeaderName, HeaderValue)>,
+) {
     if headers.contains_key(const { HeaderName::from_static(EXTENSIONS) }) {
         return;
     }
@@ -177,13 +180,13 @@ pub fn legacy_extensions(headers: &HeaderMap, forwarded: &mut Vec<(HeaderName, H
 
 /// The backend's activated extensions (all `a2a-extensions` values, each possibly a
 /// comma-separated list) as one `A2A-Extensions` response header value.
-pub fn joined_extensions<'a>(values: impl Iterator<Item = &'a str>) -> Option<HeaderValue> {
+pub(crate) fn joined_extensions<'a>(values: impl Iterator<Item = &'a str>) -> Option<HeaderValue> {
     let joined = values.collect::<Vec<_>>().join(", ");
     (!joined.is_empty()).then(|| HeaderValue::from_str(&joined).ok())?
 }
 
 /// The `A2A-Extensions` header of an HTTP/2 or HTTP/1 backend response, all lines joined.
-pub fn response_extensions(headers: &HeaderMap) -> Option<HeaderValue> {
+pub(crate) fn response_extensions(headers: &HeaderMap) -> Option<HeaderValue> {
     joined_extensions(
         headers
             .get_all(const { HeaderName::from_static(EXTENSIONS) })
@@ -230,8 +233,10 @@ pub struct ForwardPolicy {
 /// A configured header that may not be used; each names its setting.
 #[derive(Debug, thiserror::Error)]
 pub enum ForwardPolicyError {
+    /// A header name that HTTP does not allow: the flag and the name.
     #[error("--{0}: invalid header name {1:?}")]
     InvalidName(&'static str, String),
+    /// A header the gateway itself sets or strips: the flag, the name and why.
     #[error("--{0}: header {1:?} is owned by the gateway ({2}) and cannot be configured")]
     Owned(&'static str, String, &'static str),
     /// The entry is not shown: it may carry a credential.
@@ -240,8 +245,11 @@ pub enum ForwardPolicyError {
     /// The value is not shown: it may be a credential.
     #[error("--set-header: the value given for {0:?} is not a valid header value (not shown)")]
     SetValue(String),
+    /// A header both set and removed.
     #[error("--set-header and --remove-header both name {0:?}")]
     SetAndRemoved(String),
+    /// A header that `[auth.forward]` fills from the caller's identity: the flag and
+    /// the name.
     #[error("--{0}: {1:?} is set by the gateway from the caller's identity ([auth.forward])")]
     Caller(&'static str, String),
 }
@@ -315,7 +323,7 @@ impl ForwardPolicy {
 
     /// The forwarded headers of one request, in policy order, all values kept, then the
     /// route's own (`set-header`).
-    pub fn select(&self, headers: &HeaderMap) -> Vec<(HeaderName, HeaderValue)> {
+    pub(crate) fn select(&self, headers: &HeaderMap) -> Vec<(HeaderName, HeaderValue)> {
         let mut out = Vec::with_capacity(self.set.len());
         for (name, never_indexed) in &self.names {
             for value in headers.get_all(name) {

@@ -39,7 +39,7 @@ const fn v6(segments: [u16; 8], len: u8, reason: &'static str) -> Range {
 
 /// Every refused range. The first row that contains an address names the reason, so the
 /// metadata addresses come before the ranges around them.
-pub const RANGES: [Range; 32] = [
+pub(crate) const RANGES: [Range; 32] = [
     v4(0, 0, 0, 0, 8, "unspecified address"),
     v4(10, 0, 0, 0, 8, "private address"),
     // Alibaba Cloud's metadata service, inside the carrier NAT range.
@@ -114,7 +114,7 @@ pub const NAMES: [(NameMatch, &str); 6] = [
 
 /// Why an address is refused, if it is: the reason of the first row containing it, after
 /// unwrapping the IPv4 address an IPv6 form carries.
-pub fn refused_address(ip: IpAddr) -> Option<&'static str> {
+pub(crate) fn refused_address(ip: IpAddr) -> Option<&'static str> {
     let ip = unwrap_v4(ip);
     RANGES
         .iter()
@@ -125,7 +125,7 @@ pub fn refused_address(ip: IpAddr) -> Option<&'static str> {
 /// The IPv4 address inside an IPv4-mapped (`::ffff:a.b.c.d`), IPv4-compatible
 /// (`::a.b.c.d`, but not `::` or `::1`) or well-known NAT64 (`64:ff9b::a.b.c.d`) address;
 /// any other address as it is.
-pub fn unwrap_v4(ip: IpAddr) -> IpAddr {
+pub(crate) fn unwrap_v4(ip: IpAddr) -> IpAddr {
     let IpAddr::V6(v6) = ip else {
         return ip;
     };
@@ -144,7 +144,7 @@ pub fn unwrap_v4(ip: IpAddr) -> IpAddr {
 }
 
 /// Why a name (lowercase, without trailing dot) is refused without resolving it, if it is.
-pub fn refused_name(name: &str) -> Option<&'static str> {
+pub(crate) fn refused_name(name: &str) -> Option<&'static str> {
     let listed = NAMES.iter().find(|(rule, _)| match rule {
         NameMatch::Exact(exact) => name == *exact,
         NameMatch::Under(parent) => {

@@ -8,12 +8,46 @@
 //!
 //! Every change of a route's readiness is logged with its reason (`route not ready`,
 //! `route ready again`): only the admin listener's `/readyz` names routes and reasons.
+//!
+//! Whether the routes' readiness makes the gateway's `/readyz` fail is the process's
+//! `ReadinessMode`.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::future::{BoxFuture, Shared};
 use futures::FutureExt;
+
+/// Which routes must be ready for the gateway's `/readyz` to answer 200
+/// (`--readiness`). Whatever the mode, a route whose agent is down answers its clients
+/// with `BACKEND_UNAVAILABLE`; the mode decides only whether the pod leaves the Service.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReadinessMode {
+    /// Ready while the process serves (not draining); no agent is asked. Every replica
+    /// fronts the same agents, so an agent's failure is no reason to prefer another one.
+    #[default]
+    Process,
+    /// Ready while at least one route is.
+    AnyRoute,
+    /// Ready while every route is.
+    AllRoutes,
+}
+
+impl ReadinessMode {
+    /// Whether `/readyz` must know the routes' readiness to answer.
+    pub fn asks_routes(self) -> bool {
+        self != ReadinessMode::Process
+    }
+
+    /// Whether the gateway is ready when `ready` says, per route, which are.
+    pub fn is_ready(self, mut ready: impl Iterator<Item = bool>) -> bool {
+        match self {
+            ReadinessMode::Process => true,
+            ReadinessMode::AnyRoute => ready.any(|r| r),
+            ReadinessMode::AllRoutes => ready.all(|r| r),
+        }
+    }
+}
 
 /// How one route's agent is checked (`route::readiness` makes them).
 pub trait AgentCheck: Send + Sync {
@@ -24,6 +58,8 @@ pub trait AgentCheck: Send + Sync {
 
 /// The readiness of every route, checked at most once per cache period.
 pub struct Readiness {
+    /// Which routes the gateway's readiness needs.
+    mode: ReadinessMode,
     /// Each route's name and check.
     routes: Vec<(String, Box<dyn AgentCheck>)>,
     /// How long a finished check answers probes.
@@ -50,19 +86,26 @@ pub struct Report {
 }
 
 impl Readiness {
-    /// Checks of `routes`, run on the current runtime.
+    /// Checks of `routes`, run on the current runtime, judged by `mode`.
     pub fn new(
+        mode: ReadinessMode,
         routes: Vec<(String, Box<dyn AgentCheck>)>,
         cache: Duration,
         timeout: Duration,
     ) -> Readiness {
         Readiness {
+            mode,
             routes,
             cache,
             timeout,
             runtime: tokio::runtime::Handle::current(),
             state: Mutex::default(),
         }
+    }
+
+    /// Which routes the gateway's readiness needs.
+    pub fn mode(&self) -> ReadinessMode {
+        self.mode
     }
 
     /// The latest report if it is younger than the cache period, else the one of a check

@@ -19,10 +19,15 @@ use std::task::Poll;
 use axum::body::Body;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
+use clap::ValueEnum;
 use futures::future::BoxFuture;
 use http::header::{ALLOW, CONTENT_TYPE};
 use http::{HeaderValue, Method, StatusCode};
 use tower_http::cors::CorsLayer;
+
+mod index;
+
+use index::RouteIndex;
 
 use crate::backend::endpoints::RouteEndpoints;
 use crate::card::origin::Origins;
@@ -31,20 +36,21 @@ use crate::front::jsonrpc::refused_response;
 use crate::front::limits::Limits;
 use crate::front::{jsonrpc, Gateway};
 use crate::lifecycle::Lifecycle;
-use crate::server::readiness::Readiness;
+use crate::server::readiness::{Readiness, ReadinessMode};
 use crate::telemetry::Metrics;
 
 /// The path of a route's agent card below its prefix (spec 8.2).
-pub const CARD_PATH: &str = "/.well-known/agent-card.json";
+pub(crate) const CARD_PATH: &str = "/.well-known/agent-card.json";
 
 /// The API catalog's well-known path (RFC 9727).
-pub const CATALOG_PATH: &str = "/.well-known/api-catalog";
+pub(crate) const CATALOG_PATH: &str = "/.well-known/api-catalog";
 
 /// Room in the listener's header bound for what a route's header count leaves out.
 const HEADER_SLACK: usize = 8 << 10;
 
 /// One route as a worker serves it.
 pub struct ServedRoute {
+    /// The route's name (`[[route]] name`), in logs and metrics.
     pub name: String,
     /// Empty (the root) or `/segment…` without trailing `/`.
     pub prefix: String,
@@ -54,6 +60,7 @@ pub struct ServedRoute {
     pub jsonrpc_path: String,
     /// The route's endpoints when it balances over many (`/readyz`, `/metrics`).
     pub endpoints: Option<Arc<RouteEndpoints>>,
+    /// What the route's calls go through: its backend, policies and deadlines.
     pub gateway: Arc<Gateway>,
 }
 
@@ -61,6 +68,8 @@ pub struct ServedRoute {
 #[derive(Clone)]
 pub struct Frontend {
     routes: Arc<[ServedRoute]>,
+    /// Finds a request's route among `routes` (by prefix and host).
+    index: Arc<RouteIndex>,
     /// Whether any route selects by host (else the `Host` header is never read).
     by_host: bool,
     metrics: Arc<Metrics>,
@@ -85,7 +94,7 @@ pub struct Frontend {
 /// from `/readyz` whether the gateway is ready, not which routes or agents are failing
 /// and why (route names, agent addresses, health services; issue 20).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Surface {
+pub(crate) enum Surface {
     /// The routes and every gateway endpoint; `/readyz` says ready or not only.
     All,
     /// The routes and every gateway endpoint but `/metrics`, which an admin listener serves;
@@ -105,6 +114,11 @@ impl Frontend {
     ) -> Frontend {
         Frontend {
             by_host: routes.iter().any(|r| r.host.is_some()),
+            index: Arc::new(RouteIndex::new(
+                routes
+                    .iter()
+                    .map(|r| (r.prefix.as_str(), r.host.as_deref())),
+            )),
             routes: routes.into(),
             metrics,
             lifecycle,
@@ -118,51 +132,55 @@ impl Frontend {
     }
 
     /// The routes' limits (`front::limits`), built once for every worker.
-    pub fn with_limits(mut self, limits: Option<Arc<Limits>>) -> Frontend {
+    pub(crate) fn with_limits(mut self, limits: Option<Arc<Limits>>) -> Frontend {
         self.limits = limits;
         self
     }
 
     /// The CORS layer for browser clients (`front::cors`).
-    pub fn with_cors(mut self, cors: Option<CorsLayer>) -> Frontend {
+    pub(crate) fn with_cors(mut self, cors: Option<CorsLayer>) -> Frontend {
         self.cors = cors;
         self
     }
 
     /// The headers the edge marks sensitive: `SENSITIVE` and every route's
     /// `--sensitive-header` names.
-    pub fn with_sensitive(mut self, names: Vec<http::HeaderName>) -> Frontend {
+    pub(crate) fn with_sensitive(mut self, names: Vec<http::HeaderName>) -> Frontend {
         self.sensitive = names.into();
         self
     }
 
     /// The headers the edge stack marks sensitive before any layer sees them.
-    pub fn sensitive(&self) -> Arc<[http::HeaderName]> {
+    pub(crate) fn sensitive(&self) -> Arc<[http::HeaderName]> {
         self.sensitive.clone()
     }
 
     /// The CORS layer to serve this frontend behind, if CORS is configured.
-    pub fn cors(&self) -> Option<CorsLayer> {
+    pub(crate) fn cors(&self) -> Option<CorsLayer> {
         self.cors.clone()
     }
 
     /// The listener's bound on request headers: above every route's own limit
     /// (`RouteLimits::check_headers` holds each route to its own), with room for the
     /// request line or HTTP/2 pseudo-headers that the routes' count leaves out.
-    pub fn max_header_size(&self) -> Option<usize> {
+    pub(crate) fn max_header_size(&self) -> Option<usize> {
         let routes = self.limits.as_ref()?.max_header_size()?;
         Some(routes.saturating_add(HEADER_SLACK))
     }
 
     /// `/readyz` checks the agents through `readiness`; the listener serves `surface`.
-    pub fn with_readiness(mut self, readiness: Arc<Readiness>, surface: Surface) -> Frontend {
+    pub(crate) fn with_readiness(
+        mut self,
+        readiness: Arc<Readiness>,
+        surface: Surface,
+    ) -> Frontend {
         self.readiness = Some(readiness);
         self.surface = surface;
         self
     }
 
     /// The life of the process this frontend follows.
-    pub fn lifecycle(&self) -> &Arc<Lifecycle> {
+    pub(crate) fn lifecycle(&self) -> &Arc<Lifecycle> {
         &self.lifecycle
     }
 
@@ -217,32 +235,79 @@ impl Frontend {
         response
     }
 
-    /// `/readyz`: 503 while shutting down; else 503 while a route is not ready: a balanced
-    /// route without an endpoint to call (none resolved, or all ejected; read fresh on every
-    /// probe), or one whose agent check failed (`server::readiness`, cached). The admin
-    /// listener names each such route and why, one line each; a public surface answers
-    /// `not ready` only (the log carries the reasons).
-    async fn readiness(self) -> Response {
-        if !self.lifecycle.is_ready() {
+    /// `/readyz`: 503 while shutting down; else what the readiness mode asks
+    /// (`ReadinessMode`): `process` is ready without asking the routes, `any-route` and
+    /// `all-routes` judge each route (`route_readiness`). A public surface answers `ready`
+    /// or `not ready` only (the log carries the reasons). The admin listener always judges
+    /// the routes and names each one that is not ready and why, one line each (after
+    /// `ready` when the mode is satisfied all the same); `verbose` there answers JSON
+    /// listing every route, with the same status.
+    async fn readiness(self, verbose: bool) -> Response {
+        let draining = !self.lifecycle.is_ready();
+        let admin = self.surface == Surface::Admin;
+        let mode = self.mode();
+        if draining && !(admin && verbose) {
             return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response();
         }
+        if !admin && !mode.asks_routes() {
+            return "ready\n".into_response();
+        }
+        let routes = self.route_readiness().await;
+        let ready = !draining && mode.is_ready(routes.iter().map(|(_, u)| u.is_none()));
+        let status = match ready {
+            true => StatusCode::OK,
+            false => StatusCode::SERVICE_UNAVAILABLE,
+        };
+        if admin && verbose {
+            let state = match (draining, ready) {
+                (true, _) => "shutting down",
+                (false, true) => "ready",
+                (false, false) => "not ready",
+            };
+            let routes: Vec<_> = (routes.iter())
+                .map(|(route, unready)| match unready {
+                    None => serde_json::json!({ "route": route, "ready": true }),
+                    Some(unready) => {
+                        serde_json::json!({ "route": route, "ready": false, "why": unready.why() })
+                    }
+                })
+                .collect();
+            let mode = mode.to_possible_value().map(|v| v.get_name().to_owned());
+            let body = serde_json::json!({ "status": state, "mode": mode, "routes": routes });
+            let kind = [(CONTENT_TYPE, "application/json")];
+            return (status, kind, body.to_string()).into_response();
+        }
         let mut why = String::new();
-        for (route, problem) in self.route_readiness().await {
-            if let Some(problem) = problem {
-                why.push_str(&format!("route {route:?} {problem}\n"));
+        for (route, unready) in &routes {
+            match unready {
+                Some(Unready::NoEndpoint) => {
+                    why.push_str(&format!("route {route:?} has no connectable endpoint\n"))
+                }
+                Some(Unready::Check(reason)) => {
+                    why.push_str(&format!("route {route:?} is not ready: {reason}\n"))
+                }
+                None => {}
             }
         }
-        match (why.is_empty(), self.surface) {
-            (true, _) => "ready\n".into_response(),
-            (false, Surface::Admin) => (StatusCode::SERVICE_UNAVAILABLE, why).into_response(),
-            (false, Surface::All | Surface::Public) => {
-                (StatusCode::SERVICE_UNAVAILABLE, "not ready\n").into_response()
-            }
+        match (ready, admin) {
+            (true, true) => format!("ready\n{why}").into_response(),
+            (true, false) => "ready\n".into_response(),
+            (false, true) => (status, why).into_response(),
+            (false, false) => (status, "not ready\n").into_response(),
         }
     }
 
-    /// Each route and, when it is not ready, why.
-    async fn route_readiness(&self) -> Vec<(&str, Option<String>)> {
+    /// Which routes `/readyz` needs ready (`router` gateways, without checks: the default).
+    fn mode(&self) -> ReadinessMode {
+        self.readiness
+            .as_ref()
+            .map_or_else(ReadinessMode::default, |r| r.mode())
+    }
+
+    /// Each route and, when it is not ready, why: a balanced route without an endpoint to
+    /// call (none resolved, or all ejected; read fresh on every call), or one whose agent
+    /// check failed (`server::readiness`, cached).
+    async fn route_readiness(&self) -> Vec<(&str, Option<Unready>)> {
         let report = match &self.readiness {
             Some(readiness) => Some(readiness.report().await),
             None => None,
@@ -255,12 +320,12 @@ impl Frontend {
                 let checked = report
                     .as_ref()
                     .and_then(|r| r.routes.get(i)?.1.as_ref().err());
-                let problem = match (connectable, checked) {
-                    (false, _) => Some("has no connectable endpoint".to_owned()),
-                    (true, Some(why)) => Some(format!("is not ready: {why}")),
+                let unready = match (connectable, checked) {
+                    (false, _) => Some(Unready::NoEndpoint),
+                    (true, Some(why)) => Some(Unready::Check(why.clone())),
                     (true, None) => None,
                 };
-                (route.name.as_str(), problem)
+                (route.name.as_str(), unready)
             })
             .collect()
     }
@@ -276,7 +341,7 @@ impl Frontend {
             .route_readiness()
             .await
             .into_iter()
-            .map(|(route, problem)| (route, problem.is_none()))
+            .map(|(route, unready)| (route, unready.is_none()))
             .collect();
         crate::telemetry::render_route_ready(&mut text, &ready);
         let endpoints: Vec<_> = self
@@ -318,34 +383,18 @@ impl Frontend {
     /// The route `request` belongs to, and its index: a route for its host before a route
     /// for any host.
     fn route<B>(&self, request: &http::Request<B>) -> Option<(usize, &ServedRoute)> {
-        let path = request.uri().path();
         let host = if self.by_host {
             request_host(request)
         } else {
             None
         };
-        let mut any_host = None;
-        for (index, route) in self.routes.iter().enumerate() {
-            let below = path
-                .strip_prefix(route.prefix.as_str())
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
-            if !below {
-                continue;
-            }
-            match &route.host {
-                None => any_host = any_host.or(Some((index, route))),
-                Some(wanted) if host.is_some_and(|h| h.eq_ignore_ascii_case(wanted)) => {
-                    return Some((index, route))
-                }
-                Some(_) => {}
-            }
-        }
-        any_host
+        let index = self.index.find(request.uri().path(), host)?;
+        Some((index, &self.routes[index]))
     }
 }
 
 /// The name of the route of the flags-only shorthand.
-pub const DEFAULT_ROUTE: &str = "default";
+pub(crate) const DEFAULT_ROUTE: &str = "default";
 
 /// One route in front of `gateway` at the root, answering JSON-RPC at `jsonrpc_path`
 /// (what the one-route shorthand serves; tests use it too).
@@ -451,7 +500,9 @@ impl tower::Service<http::Request<Body>> for Frontend {
             "/healthz" => "ok\n".into_response(),
             "/readyz" => {
                 let this = self.clone();
-                return Box::pin(async move { Ok(this.readiness().await) });
+                let verbose = (request.uri().query().unwrap_or_default().split('&'))
+                    .any(|pair| pair.split('=').next() == Some("verbose"));
+                return Box::pin(async move { Ok(this.readiness(verbose).await) });
             }
             "/metrics" => {
                 let this = self.clone();
@@ -464,6 +515,23 @@ impl tower::Service<http::Request<Body>> for Frontend {
             _ => not_found(),
         };
         ready(response)
+    }
+}
+
+/// Why a route is not ready.
+enum Unready {
+    /// A balanced route with no endpoint to call.
+    NoEndpoint,
+    /// Its agent failed the check, for this reason.
+    Check(String),
+}
+
+impl Unready {
+    fn why(&self) -> &str {
+        match self {
+            Unready::NoEndpoint => "no connectable endpoint",
+            Unready::Check(why) => why,
+        }
     }
 }
 

@@ -29,55 +29,64 @@ use crate::units::optional;
 /// One checked route: what selects it and everything its call path is built from.
 #[derive(Clone)]
 pub struct RouteSettings {
+    /// The route's name: unique, in logs, metrics and the API catalog.
     pub name: String,
     /// Public path prefix: empty (the root) or `/segment[/segment…]`, no trailing `/`.
-    pub prefix: String,
+    pub(crate) prefix: String,
     /// Lowercase host name (no port) the route answers for; `None`: any host.
     pub host: Option<String>,
     /// The route's JSON-RPC path below its prefix (`--jsonrpc-path`).
     pub jsonrpc_path: String,
+    /// The agent the route calls.
     pub upstream: Upstream,
+    /// The binding the agent speaks.
     pub binding: Binding,
+    /// How the route's backend clients connect and what they accept.
     pub client: ClientSettings,
     /// How a balanced route spreads and ejects.
-    pub policy: Policy,
+    pub(crate) policy: Policy,
     /// Where `dns:///` names (and push URL hosts) are resolved.
     pub resolution: Resolution,
     /// Task affinity's id codec, keyed for this route; `None`: no affinity.
-    pub affinity: Option<Arc<IdCodec>>,
+    pub(crate) affinity: Option<Arc<IdCodec>>,
     /// The keys of caller-bound ids (`task-owner`), keyed for this route; `None`: off.
-    pub owner: Option<Arc<OwnerKeys>>,
+    pub(crate) owner: Option<Arc<OwnerKeys>>,
     /// The service `/readyz` asks a gRPC agent about.
     pub health_service: String,
+    /// Which client headers reach the agent, and which are set or removed.
     pub forward: ForwardPolicy,
     /// The headers telling the agent who calls (`[auth.forward]`).
-    pub caller_headers: CallerHeaders,
-    /// Deadlines; `None`: none.
+    pub(crate) caller_headers: CallerHeaders,
+    /// Deadline of a unary call; `None`: none.
     pub unary_timeout: Option<Duration>,
+    /// Deadline of a whole stream; `None`: none.
     pub stream_timeout: Option<Duration>,
+    /// Deadline of a stream's first event; `None`: none.
     pub first_event_timeout: Option<Duration>,
     /// Interval of SSE keepalive comments on idle streams.
     pub keepalive: Duration,
+    /// The largest request body accepted, in bytes.
     pub max_body: usize,
-    pub batch: BatchLimits,
-    pub limits: RouteLimitSettings,
+    pub(crate) batch: BatchLimits,
+    pub(crate) limits: RouteLimitSettings,
     /// The `allow` rules (`None`: every call is allowed), shared with their counters.
-    pub allow: Option<Arc<Rules>>,
+    pub(crate) allow: Option<Arc<Rules>>,
+    /// The tenant every request is pinned to (`--tenant`); `None`: the client's own.
     pub tenant: Option<String>,
     /// Whether v0.3 clients are served.
-    pub legacy: bool,
+    pub(crate) legacy: bool,
     /// The push URL policy; `None`: the guard is off.
     pub push: Option<PushPolicy>,
     /// The `card` table with the `--card*` flags over it.
     pub card: CardSettings,
     /// What the route's authentication enforces, which its card declares.
-    pub enforced: Enforced,
-    pub origin: RouteOrigin,
+    pub(crate) enforced: Enforced,
+    pub(crate) origin: RouteOrigin,
     /// Headers carrying credentials besides the standard ones (`--sensitive-header`, the
     /// API key header).
-    pub sensitive_headers: Vec<String>,
+    pub(crate) sensitive_headers: Vec<String>,
     /// The route's authentication (`[auth]`); `None`: none configured.
-    pub auth: Option<Arc<Authenticator>>,
+    pub(crate) auth: Option<Arc<Authenticator>>,
 }
 
 /// What a route's backend is.
@@ -96,21 +105,21 @@ pub struct ClientSettings {
     /// Largest message, reply body or stream event accepted from the backend.
     pub max_message: usize,
     /// gRPC keepalive: a ping after this long without reading anything…
-    pub keepalive_interval: Duration,
+    pub(crate) keepalive_interval: Duration,
     /// …unanswered this long closes the connection…
-    pub keepalive_timeout: Duration,
+    pub(crate) keepalive_timeout: Duration,
     /// …and also while no call is in flight.
-    pub keepalive_while_idle: bool,
+    pub(crate) keepalive_while_idle: bool,
     /// The CA bundle (PEM, checked) trusted for `https://` backends besides the system
     /// roots.
-    pub ca: Option<Vec<u8>>,
+    pub(crate) ca: Option<Vec<u8>>,
     /// The client certificate chain and key (PEM, checked) for a backend that asks.
-    pub identity: Option<Vec<u8>>,
+    pub(crate) identity: Option<Vec<u8>>,
 }
 
 impl ClientSettings {
     /// The settings of the route's gRPC clients.
-    pub fn grpc(&self) -> GrpcSettings {
+    pub(crate) fn grpc(&self) -> GrpcSettings {
         GrpcSettings {
             connect_timeout: self.connect_timeout,
             keepalive_interval: self.keepalive_interval,
@@ -123,13 +132,13 @@ impl ClientSettings {
 
 /// Where the route's public URLs come from (its card's interface).
 #[derive(Clone)]
-pub struct RouteOrigin {
-    pub public_url: Option<String>,
-    pub trust_forwarded: bool,
-    pub trusted_proxy_hops: usize,
-    pub allowed_hosts: Vec<String>,
+pub(crate) struct RouteOrigin {
+    pub(crate) public_url: Option<String>,
+    pub(crate) trust_forwarded: bool,
+    pub(crate) trusted_proxy_hops: usize,
+    pub(crate) allowed_hosts: Vec<String>,
     /// The listener serves TLS.
-    pub tls: bool,
+    pub(crate) tls: bool,
 }
 
 impl RouteSettings {
@@ -165,7 +174,7 @@ impl RouteSettings {
     }
 
     /// The public path of the route's agent card.
-    pub fn card_path(&self) -> String {
+    pub(crate) fn card_path(&self) -> String {
         format!("{}/.well-known/agent-card.json", self.prefix)
     }
 }

@@ -117,7 +117,7 @@ impl Line {
 
 /// One JSON-RPC call being handled: its server span and access log line. Both boxed, so
 /// a call with neither costs the handler's future three words.
-pub struct CallRecord {
+pub(crate) struct CallRecord {
     line: Option<Box<Line>>,
     span: Option<Box<ServerSpan>>,
     failure: Option<ErrorKind>,
@@ -126,7 +126,7 @@ pub struct CallRecord {
 impl CallRecord {
     /// A call of `bytes_in` bytes (the whole body, or the batch element) with JSON-RPC
     /// `id`, on `request`.
-    pub fn start(request: &http::request::Parts, bytes_in: usize, id: Option<&str>) -> Self {
+    pub(crate) fn start(request: &http::request::Parts, bytes_in: usize, id: Option<&str>) -> Self {
         let on = sink::installed() && tracing::enabled!(target: TARGET, tracing::Level::INFO);
         let line = on.then(|| {
             let spare = SPARE_LINES.try_with(|spare| spare.borrow_mut().pop());
@@ -145,7 +145,7 @@ impl CallRecord {
     }
 
     /// The method is known: starts its server span (when traces are on).
-    pub fn method(&mut self, op: Op, request: &http::request::Parts, id: Option<&str>) {
+    pub(crate) fn method(&mut self, op: Op, request: &http::request::Parts, id: Option<&str>) {
         if let Some(line) = &mut self.line {
             line.method = op.name();
         }
@@ -154,7 +154,7 @@ impl CallRecord {
 
     /// The call's caller, as authentication found it: the line's `principal` and `auth`
     /// fields, the span's `enduser.id` and `a2a_gateway.auth.scheme`.
-    pub fn principal(&mut self, principal: &crate::auth::Principal) {
+    pub(crate) fn principal(&mut self, principal: &crate::auth::Principal) {
         if let Some(line) = &mut self.line {
             line.principal = match &*principal.name {
                 "" => None,
@@ -168,7 +168,7 @@ impl CallRecord {
     }
 
     /// Records the decoded request on the span.
-    pub fn request(&mut self, request: &Request) {
+    pub(crate) fn request(&mut self, request: &Request) {
         if let Some(span) = &mut self.span {
             span.request(request);
         }
@@ -176,7 +176,7 @@ impl CallRecord {
 
     /// The trace context that makes the backend call a child of the server span (`None`
     /// with traces off); see `trace::ServerSpan::context`.
-    pub fn propagate(
+    pub(crate) fn propagate(
         &self,
         forwarded: &mut Vec<(HeaderName, HeaderValue)>,
     ) -> Option<Box<TraceContext>> {
@@ -185,26 +185,26 @@ impl CallRecord {
     }
 
     /// Records a unary reply on the span.
-    pub fn reply(&mut self, reply: &Reply) {
+    pub(crate) fn reply(&mut self, reply: &Reply) {
         if let Some(span) = &mut self.span {
             span.reply(reply);
         }
     }
 
     /// The call failed with `kind` (the reply or the stream's last frame is this error).
-    pub fn failed(&mut self, kind: ErrorKind) {
+    pub(crate) fn failed(&mut self, kind: ErrorKind) {
         self.failure = Some(kind);
     }
 
     /// The backend's status, as its answer or error gave it (`None`: not reached).
-    pub fn backend_status(&mut self, status: Option<u16>) {
+    pub(crate) fn backend_status(&mut self, status: Option<u16>) {
         if let Some(line) = &mut self.line {
             line.backend = status;
         }
     }
 
     /// A stream event was sent.
-    pub fn event(&mut self, event: &StreamResponse) {
+    pub(crate) fn event(&mut self, event: &StreamResponse) {
         if let Some(line) = &mut self.line {
             line.frames += 1;
         }
@@ -214,7 +214,7 @@ impl CallRecord {
     }
 
     /// The stream's final error event was sent.
-    pub fn error_event(&mut self, err: &A2aError) {
+    pub(crate) fn error_event(&mut self, err: &A2aError) {
         if let Some(line) = &mut self.line {
             line.frames += 1;
         }
@@ -225,7 +225,7 @@ impl CallRecord {
     }
 
     /// Bytes written to the client for this call.
-    pub fn sent(&mut self, bytes: usize) {
+    pub(crate) fn sent(&mut self, bytes: usize) {
         if let Some(line) = &mut self.line {
             line.bytes_out += bytes;
         }

@@ -56,9 +56,11 @@ static TRACER: OnceLock<SdkTracer> = OnceLock::new();
 /// OTLP transports (`OTEL_EXPORTER_OTLP_PROTOCOL`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Deserialize)]
 pub enum OtlpProtocol {
+    /// OTLP over gRPC (`grpc`).
     #[value(name = "grpc")]
     #[serde(rename = "grpc")]
     Grpc,
+    /// OTLP over HTTP with protobuf bodies (`http/protobuf`, the default).
     #[value(name = "http/protobuf")]
     #[serde(rename = "http/protobuf")]
     HttpProtobuf,
@@ -69,18 +71,29 @@ pub enum OtlpProtocol {
 pub struct TraceSettings {
     /// The full URL spans are sent to (`…/v1/traces` for http/protobuf).
     pub endpoint: String,
+    /// The OTLP transport.
     pub protocol: OtlpProtocol,
+    /// Which traces are recorded and exported.
     pub sampler: SamplerChoice,
 }
 
 /// `OTEL_TRACES_SAMPLER` with its argument, checked.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum SamplerChoice {
+    /// Every trace (`always_on`).
     AlwaysOn,
+    /// No trace (`always_off`).
     AlwaysOff,
+    /// This fraction of traces, chosen by trace id (`traceidratio`).
     Ratio(f64),
+    /// The caller's `traceparent` decides; every trace without one
+    /// (`parentbased_always_on`, the default).
     ParentBasedAlwaysOn,
+    /// The caller's `traceparent` decides; no trace without one
+    /// (`parentbased_always_off`).
     ParentBasedAlwaysOff,
+    /// The caller's `traceparent` decides; this fraction of the others
+    /// (`parentbased_traceidratio`).
     ParentBasedRatio(f64),
 }
 
@@ -101,18 +114,18 @@ fn config_error(source_name: &str, message: impl Into<String>) -> TraceConfigErr
 
 /// What the flags and file set; the standard variables fill the rest.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct TraceFlags<'a> {
-    pub endpoint: Option<&'a str>,
-    pub protocol: Option<OtlpProtocol>,
-    pub sampler: Option<&'a str>,
-    pub sampler_arg: Option<f64>,
+pub(crate) struct TraceFlags<'a> {
+    pub(crate) endpoint: Option<&'a str>,
+    pub(crate) protocol: Option<OtlpProtocol>,
+    pub(crate) sampler: Option<&'a str>,
+    pub(crate) sampler_arg: Option<f64>,
 }
 
 impl TraceSettings {
     /// The settings from `flags`, else the standard `OTEL_*` variables read through `env`;
     /// `None` when no endpoint is configured (or `OTEL_SDK_DISABLED=true`,
     /// `OTEL_TRACES_EXPORTER=none`).
-    pub fn resolve(
+    pub(crate) fn resolve(
         flags: TraceFlags<'_>,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Option<TraceSettings>, TraceConfigError> {
@@ -391,7 +404,7 @@ pub struct TraceContext(SpanContext);
 
 impl TraceContext {
     /// Writes the context into an outgoing head as `traceparent` (and `tracestate`).
-    pub fn write(&self, head: &mut HeaderMap) {
+    pub(crate) fn write(&self, head: &mut HeaderMap) {
         let cx = Context::new().with_remote_span_context(self.0.clone());
         TraceContextPropagator::new().inject_context(&cx, &mut Head(head));
     }
@@ -405,7 +418,7 @@ fn is_trace_header(name: &HeaderName) -> bool {
 /// The server span of one JSON-RPC call. Ended when dropped (a stream's when its body is).
 /// The task's ids and state change along a stream; each is set once, its last value, as
 /// the span ends (an attribute set twice would be listed twice).
-pub struct ServerSpan {
+pub(crate) struct ServerSpan {
     span: Span,
     frames: u64,
     task: Option<String>,
@@ -416,7 +429,11 @@ pub struct ServerSpan {
 impl ServerSpan {
     /// Starts the span of a call of `op` (`None` when traces are off), the child of the
     /// client's `traceparent` if it sent one.
-    pub fn start(op: Op, request: &http::request::Parts, id: Option<&str>) -> Option<ServerSpan> {
+    pub(crate) fn start(
+        op: Op,
+        request: &http::request::Parts,
+        id: Option<&str>,
+    ) -> Option<ServerSpan> {
         let tracer = tracer()?;
         let parent = TraceContextPropagator::new().extract(&Headers(&request.headers));
         let mut attributes = vec![
@@ -454,13 +471,13 @@ impl ServerSpan {
     }
 
     /// The trace id, for the access log.
-    pub fn trace_id(&self) -> TraceId {
+    pub(crate) fn trace_id(&self) -> TraceId {
         self.span.span_context().trace_id()
     }
 
     /// Records the caller: `enduser.id` (its name, bounded and escaped; none for an
     /// anonymous caller) and the scheme that proved it.
-    pub fn principal(&mut self, principal: &crate::auth::Principal) {
+    pub(crate) fn principal(&mut self, principal: &crate::auth::Principal) {
         if !principal.name.is_empty() {
             let name = clipped(&principal.name).into_owned();
             self.span.set_attribute(KeyValue::new("enduser.id", name));
@@ -471,7 +488,7 @@ impl ServerSpan {
     }
 
     /// Records the decoded request's tenant, task and message ids.
-    pub fn request(&mut self, request: &Request) {
+    pub(crate) fn request(&mut self, request: &Request) {
         let tenant = request.tenant();
         if !tenant.is_empty() {
             self.span
@@ -483,13 +500,16 @@ impl ServerSpan {
 
     /// The context that makes the backend call a child of this span; the client's own
     /// `traceparent`/`tracestate` leave the forwarded headers (the backend writes this one).
-    pub fn context(&self, forwarded: &mut Vec<(HeaderName, HeaderValue)>) -> Box<TraceContext> {
+    pub(crate) fn context(
+        &self,
+        forwarded: &mut Vec<(HeaderName, HeaderValue)>,
+    ) -> Box<TraceContext> {
         forwarded.retain(|(name, _)| !is_trace_header(name));
         Box::new(TraceContext(self.span.span_context().clone()))
     }
 
     /// Records what a unary reply says about its task.
-    pub fn reply(&mut self, reply: &Reply) {
+    pub(crate) fn reply(&mut self, reply: &Reply) {
         match reply {
             Reply::SendMessage(response) => match &response.payload {
                 Some(send_message_response::Payload::Task(task)) => self.task(task),
@@ -502,7 +522,7 @@ impl ServerSpan {
     }
 
     /// Counts one stream event sent to the client and records its task state.
-    pub fn event(&mut self, event: &crate::proto::StreamResponse) {
+    pub(crate) fn event(&mut self, event: &crate::proto::StreamResponse) {
         self.frames += 1;
         match &event.payload {
             Some(stream_response::Payload::Task(task)) => self.task(task),
@@ -521,12 +541,12 @@ impl ServerSpan {
     }
 
     /// Counts a final error event sent to the client.
-    pub fn error_event(&mut self) {
+    pub(crate) fn error_event(&mut self) {
         self.frames += 1;
     }
 
     /// Records how the call ended: its JSON-RPC error code and message as the status.
-    pub fn failed(&mut self, err: &A2aError) {
+    pub(crate) fn failed(&mut self, err: &A2aError) {
         self.span.set_attribute(KeyValue::new(
             "rpc.jsonrpc.error_code",
             i64::from(err.kind.code()),
@@ -622,7 +642,7 @@ fn request_ids(request: &Request) -> (Option<&str>, Option<&str>) {
 
 /// The hop a client span describes.
 #[derive(Clone, Copy, Debug)]
-pub enum Hop<'a> {
+pub(crate) enum Hop<'a> {
     /// gRPC to `authority` (`host:port`).
     Grpc { authority: &'a str },
     /// HTTP+JSON: `method` on the agent at `base` (its URL); the path is the operation's
@@ -632,7 +652,7 @@ pub enum Hop<'a> {
 
 /// The client span of one backend call. Ended when dropped (a stream's when the stream is),
 /// with the last status the backend answered with.
-pub struct ClientSpan {
+pub(crate) struct ClientSpan {
     span: Span,
     http: bool,
     status: Option<u16>,
@@ -642,7 +662,7 @@ impl ClientSpan {
     /// Starts the span of a call of `op` over `hop` (`None` when traces are off), the child
     /// of the call's `trace` context (the server span's; a root without one), which it then
     /// replaces with its own.
-    pub fn start(
+    pub(crate) fn start(
         op: Op,
         hop: Hop<'_>,
         trace: &mut Option<Box<TraceContext>>,
@@ -703,7 +723,7 @@ impl ClientSpan {
 
     /// Records the backend's answer: its `status` (`None` when it was not reached or its
     /// answer was unusable) and, for a failure, the client error's row and message.
-    pub fn answered(&mut self, status: Option<u16>, failure: Option<(ErrorKind, &str)>) {
+    pub(crate) fn answered(&mut self, status: Option<u16>, failure: Option<(ErrorKind, &str)>) {
         self.status = status;
         if let Some((kind, message)) = failure {
             self.span.set_status(Status::error(format!(
@@ -715,7 +735,7 @@ impl ClientSpan {
     }
 
     /// Counts one event received on a stream.
-    pub fn event(&mut self) {
+    pub(crate) fn event(&mut self) {
         self.span.add_event("a2a.stream.event", Vec::new());
     }
 }
@@ -751,7 +771,7 @@ fn server_address(attributes: &mut Vec<KeyValue>, authority: &str) {
 }
 
 /// The trace id of a W3C `traceparent` value (`00-<trace id>-<span id>-<flags>`).
-pub fn traceparent_trace_id(headers: &HeaderMap) -> Option<&str> {
+pub(crate) fn traceparent_trace_id(headers: &HeaderMap) -> Option<&str> {
     let value = headers
         .get(const { HeaderName::from_static(TRACEPARENT) })?
         .to_str()

@@ -20,14 +20,14 @@ use std::borrow::Cow;
 use std::fmt::{self, Display, Write as _};
 
 /// The bytes of a client string kept in a log field or span attribute.
-pub const FIELD_BYTES: usize = 128;
+pub(crate) const FIELD_BYTES: usize = 128;
 /// The bytes of a peer's error message kept in a log line or span status.
-pub const MESSAGE_BYTES: usize = 512;
+pub(crate) const MESSAGE_BYTES: usize = 512;
 /// The characters of an id that an error message repeats.
-pub const ECHO_CHARS: usize = 64;
+pub(crate) const ECHO_CHARS: usize = 64;
 
 /// `text` bounded at `FIELD_BYTES` and escaped, for a log field.
-pub fn clip(text: &str) -> Clip<'_> {
+pub(crate) fn clip(text: &str) -> Clip<'_> {
     Clip {
         text,
         max: FIELD_BYTES,
@@ -36,7 +36,7 @@ pub fn clip(text: &str) -> Clip<'_> {
 }
 
 /// A peer's message bounded at `MESSAGE_BYTES`, escaped and in quotes.
-pub fn clip_message(text: &str) -> Clip<'_> {
+pub(crate) fn clip_message(text: &str) -> Clip<'_> {
     Clip {
         text,
         max: MESSAGE_BYTES,
@@ -45,7 +45,7 @@ pub fn clip_message(text: &str) -> Clip<'_> {
 }
 
 /// `clip(text)` as a string: borrowed when nothing needed clipping or escaping.
-pub fn clipped(text: &str) -> Cow<'_, str> {
+pub(crate) fn clipped(text: &str) -> Cow<'_, str> {
     match is_plain(text, FIELD_BYTES, false) {
         true => Cow::Borrowed(text),
         false => Cow::Owned(clip(text).to_string()),
@@ -55,7 +55,7 @@ pub fn clipped(text: &str) -> Cow<'_, str> {
 /// `clip(text)` kept inline, for a record that outlives the request (the access line):
 /// no allocation, whatever the text.
 #[derive(Clone, Copy)]
-pub struct ClippedField {
+pub(crate) struct ClippedField {
     len: u8,
     bytes: [u8; CLIPPED_FIELD_BYTES],
 }
@@ -64,7 +64,7 @@ pub struct ClippedField {
 const CLIPPED_FIELD_BYTES: usize = FIELD_BYTES + 48;
 
 impl ClippedField {
-    pub fn of(text: &str) -> ClippedField {
+    pub(crate) fn of(text: &str) -> ClippedField {
         let mut field = ClippedField {
             len: 0,
             bytes: [0; CLIPPED_FIELD_BYTES],
@@ -74,7 +74,7 @@ impl ClippedField {
     }
 
     /// Makes this field `clip(text)`, in place (a reused record's field).
-    pub fn set(&mut self, text: &str) {
+    pub(crate) fn set(&mut self, text: &str) {
         // The usual text needs no escaping: a copy, without the formatting machinery.
         if is_plain(text, FIELD_BYTES, false) {
             self.bytes[..text.len()].copy_from_slice(text.as_bytes());
@@ -87,14 +87,14 @@ impl ClippedField {
         self.len = cursor.position() as u8;
     }
 
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         std::str::from_utf8(&self.bytes[..usize::from(self.len)]).unwrap_or_default()
     }
 }
 
 /// At most `ECHO_CHARS` characters of `id`, for an error message that names it (the
 /// message goes back to the client and, through the access log's code, nowhere else).
-pub fn echoed(id: &str) -> Cow<'_, str> {
+pub(crate) fn echoed(id: &str) -> Cow<'_, str> {
     match id.char_indices().nth(ECHO_CHARS) {
         None => Cow::Borrowed(id),
         Some((end, _)) => Cow::Owned(format!("{}…(+{} bytes)", &id[..end], id.len() - end)),
@@ -121,7 +121,7 @@ pub fn without_credentials(url: &str) -> Cow<'_, str> {
 }
 
 /// Whether `url` carries a user name or password (`without_credentials` would hide one).
-pub fn has_credentials(url: &str) -> bool {
+pub(crate) fn has_credentials(url: &str) -> bool {
     matches!(without_credentials(url), Cow::Owned(_))
 }
 
@@ -143,7 +143,7 @@ fn is_plain_byte(b: u8, quoted: bool) -> bool {
 }
 
 /// A bounded, escaped view of a string (`clip`, `clip_message`).
-pub struct Clip<'a> {
+pub(crate) struct Clip<'a> {
     text: &'a str,
     max: usize,
     quoted: bool,

@@ -54,7 +54,7 @@ for tool in podman buildah debootstrap flock tar sha256sum; do
   command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
 done
 if ((${#missing[@]})); then
-  fail "missing tools: ${missing[*]} (Debian: apt-get install podman buildah debootstrap; .ci/run does this)"
+  fail "missing tools: ${missing[*]} (run scripts/test, or as root: apt-get install -y podman buildah debootstrap)"
 fi
 if [[ $(id -u) != 0 ]]; then
   fail "needs root: debootstrap and chroot isolation do (CI and the developers' machines run as root)"

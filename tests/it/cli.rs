@@ -309,6 +309,48 @@ fn workers_come_from_the_flag_the_environment_or_the_config_file() {
     assert!(String::from_utf8(out.stderr).unwrap().contains("--workers"));
 }
 
+/// Durations and sizes as people write them (`1m30s`, `500ms`, `2h`, `16Mi`, `1.5MiB`) read
+/// the same from flags, the file's keys and its `[[route]]` and `[route.card]` tables; a bad
+/// one is one line naming the flag or the key.
+#[test]
+fn durations_and_sizes_read_as_people_write_them() {
+    let file = TempFile::new(
+        "toml",
+        "timeout = \"1m30s\"\nmax-body = \"16Mi\"\nreadiness-cache = \"500ms\"\n\n\
+         [[route]]\nname = \"r\"\npath = \"/r\"\nbackend = \"http://a:1\"\n\
+         connect-timeout = \"2h\"\n[route.card]\nrefresh = \"1h 30m\"\n",
+    );
+    let argv = ["a2a-gateway", "--config", file.path()];
+    let flags = ["--drain-delay", "1m30s", "--backend-max-message", "1.5MiB"];
+    let settings = a2a_gateway::settings::Settings::load(argv.into_iter().chain(flags)).unwrap();
+    let (process, route) = (&settings.process, &settings.routes[0]);
+    assert_eq!(route.unary_timeout, Some(Duration::from_secs(90)));
+    assert_eq!(route.max_body, 16 << 20);
+    assert_eq!(route.client.connect_timeout, Duration::from_secs(7200));
+    assert_eq!(route.client.max_message, 3 << 19);
+    assert_eq!(route.card.refresh, Some(Duration::from_secs(5400)));
+    assert_eq!(process.readiness_cache, Duration::from_millis(500));
+    assert_eq!(process.drain_delay, Duration::from_secs(90));
+
+    let out = run(&["--demo", "--timeout", "1m30x"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("--timeout") && stderr.contains("\"1m30x\""),
+        "{stderr}"
+    );
+    let file = TempFile::new(
+        "toml",
+        "backend = \"http://a:1\"\nmax-body = \"16 parsecs\"\n",
+    );
+    let out = run(&["--config", file.path()]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("max-body"), "{stderr}");
+}
+
 fn result(reply: &Value) -> &Value {
     reply
         .get("result")

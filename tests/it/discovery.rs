@@ -82,19 +82,9 @@ struct Clients {
 impl Clients {
     /// Provisions both peers (cached under the target dir); a failure names its cause.
     fn provision() -> Clients {
-        let out = Command::new("bash")
-            .arg(peers_dir().join("provision_js.sh"))
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("discovery: cannot run tests/peers/provision_js.sh");
-        assert!(
-            out.status.success(),
-            "discovery: the JS SDK peer could not be provisioned (see provision_js.sh's error \
-             above); it needs node >= 20, npm and the npm registry"
-        );
         Clients {
             python: peer::python(),
-            node_runner: PathBuf::from(String::from_utf8(out.stdout).unwrap().trim()),
+            node_runner: peer::provision("provision_js.sh"),
         }
     }
 

@@ -467,6 +467,8 @@ async fn readiness_follows_the_endpoints() {
         &urls[1],
         "--eject-backoff",
         "300ms",
+        "--readiness",
+        "all-routes",
     ])
     .await;
     let url = format!("{base}/a2a/jsonrpc");

@@ -46,6 +46,7 @@ mod owner;
 mod proto_schema;
 mod push;
 mod readiness;
+mod readiness_modes;
 mod rest_backend;
 mod routes;
 mod service_params;

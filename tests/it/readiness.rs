@@ -41,10 +41,12 @@ struct Served {
 }
 
 /// The gateway of `args` (flags after the program name) on 127.0.0.1:0, with its admin
-/// listener beside it, sharing one readiness as the binary's listeners do.
+/// listener beside it, sharing one readiness as the binary's listeners do. Its
+/// `--readiness` is `all-routes`, the mode whose `/readyz` follows every route's check
+/// (`readiness_modes` tests each mode).
 async fn gateway(args: &[&str]) -> Served {
-    let config =
-        Settings::load(std::iter::once("a2a-gateway").chain(args.iter().copied())).unwrap();
+    let argv = ["a2a-gateway", "--readiness", "all-routes"].into_iter();
+    let config = Settings::load(argv.chain(args.iter().copied())).unwrap();
     let template = Routes::new(&config, None).unwrap();
     let metrics = Arc::default();
     Served {
@@ -598,12 +600,16 @@ fn readiness_settings_load_and_are_checked() {
     assert!(err.contains("--admin-listen"), "{err}");
 }
 
-/// The binary with `args` and an admin listener (set by its environment variable).
+/// The binary with `args` and an admin listener (set by its environment variable), its
+/// `/readyz` following every route's check (`--readiness all-routes`, also set so).
 async fn with_admin(args: &[&str]) -> (harness::process::Running, String, String) {
     let admin = free_listen_address();
     let gateway = start_with(
         args,
-        &[("A2A_GATEWAY_ADMIN_LISTEN", admin.as_str())],
+        &[
+            ("A2A_GATEWAY_ADMIN_LISTEN", admin.as_str()),
+            ("A2A_GATEWAY_READINESS", "all-routes"),
+        ],
         std::process::Stdio::null(),
     )
     .await;
@@ -758,6 +764,8 @@ async fn without_an_admin_listener_the_log_says_why() {
             "50ms",
             "--log-format",
             "json",
+            "--readiness",
+            "all-routes",
         ],
         &[],
         std::process::Stdio::piped(),

@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use a2a_gateway::backend::rest::RestBackend;
 use a2a_gateway::backend::{Answer, Backend, Call, EventStream};
 use a2a_gateway::proto::*;
@@ -27,7 +29,7 @@ fn call<R>(request: R) -> Call<R> {
     Call {
         request,
         forwarded: Vec::new(),
-        timeout: Some(Duration::from_secs(10)),
+        deadline: Some(Instant::now() + Duration::from_secs(10)),
         trace: None,
     }
 }
@@ -416,7 +418,7 @@ async fn headers_version_forwarded_content_type_and_extensions() {
         .unary(Call {
             request: UnaryRequest::SendMessage(send.clone()),
             forwarded: forwarded.clone(),
-            timeout: None,
+            deadline: None,
             trace: None,
         })
         .await
@@ -445,7 +447,7 @@ async fn headers_version_forwarded_content_type_and_extensions() {
         .stream(Call {
             request: StreamRequest::SendStreamingMessage(send),
             forwarded,
-            timeout: None,
+            deadline: None,
             trace: None,
         })
         .await
@@ -997,7 +999,7 @@ async fn slow_backend_is_deadline_exceeded() {
         .unary(Call {
             request,
             forwarded: Vec::new(),
-            timeout: Some(Duration::from_millis(200)),
+            deadline: Some(Instant::now() + Duration::from_millis(200)),
             trace: None,
         })
         .await

@@ -28,10 +28,12 @@ die() { echo "provision_js.sh: error: $*" >&2; exit 1; }
 log() { echo "provision_js.sh: $*" >&2; }
 
 [ -f "$src/package-lock.json" ] || die "missing $src/package-lock.json"
-command -v node >/dev/null 2>&1 || die "node not found on PATH (Node >= 20 required)"
-command -v npm >/dev/null 2>&1 || die "npm not found on PATH"
+# Installing Node is scripts/test's job, never a test's: say what to run.
+get="run scripts/test (it provides Node 20 in target/tools/bin and runs the tests with that first on PATH)"
+command -v node >/dev/null 2>&1 || die "node (>= 20) not found on PATH: $get"
+command -v npm >/dev/null 2>&1 || die "npm not found on PATH: $get, or as root: apt-get install -y npm"
 node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' \
-  || die "Node >= 20 required, found $(node --version)"
+  || die "Node >= 20 required, found $(node --version) at $(command -v node): $get"
 
 want="$(sha256sum "$src/package-lock.json" | cut -d' ' -f1) node-$(node --version)"
 is_ready() { [ -d "$dir/node_modules/@a2a-js/sdk" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; }

@@ -9,7 +9,7 @@ use jsonwebtoken::{Algorithm, DecodingKey};
 use serde::Deserialize;
 
 /// Most keys one JWKS may hold: issuers publish a handful (current, next, previous).
-pub const MAX_KEYS: usize = 64;
+pub(crate) const MAX_KEYS: usize = 64;
 
 /// Largest JWKS document read, from a file or the network.
 pub const MAX_JWKS_SIZE: usize = 256 * 1024;

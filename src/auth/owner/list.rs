@@ -29,7 +29,7 @@ pub async fn own_tasks(
     let ask = |request: ListTasksRequest| Call {
         request: UnaryRequest::ListTasks(request),
         forwarded: call.forwarded.clone(),
-        timeout: call.timeout,
+        deadline: call.deadline,
         trace: call.trace.clone(),
     };
     let mut answer = backend.unary(ask(request.clone())).await?;

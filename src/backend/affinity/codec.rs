@@ -31,7 +31,7 @@ use crate::backend::endpoints::EndpointTag;
 /// The shortest key accepted: 128 bits.
 pub const MIN_KEY_LEN: usize = 16;
 /// The longest key accepted (HMAC hashes longer keys anyway; this bounds what is read).
-pub const MAX_KEY_LEN: usize = 1024;
+pub(crate) const MAX_KEY_LEN: usize = 1024;
 
 const TAG_LEN: usize = 8;
 const MAC_LEN: usize = 10;
@@ -63,23 +63,23 @@ impl std::fmt::Debug for IdCodec {
 
 /// An id the gateway did not issue, or whose endpoint the route does not have.
 #[derive(Debug, PartialEq, Eq)]
-pub struct ForeignId;
+pub(crate) struct ForeignId;
 
 /// The keyed digest of a principal that owner-bound ids carry (`IdCodec::owner_tag`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct OwnerTag([u8; TAG_LEN]);
+pub(crate) struct OwnerTag([u8; TAG_LEN]);
 
 /// The length of `wrap`'s prefix and its separator: what an id grows by when wrapped.
-pub const WRAP_LEN: usize = PREFIX_LEN + 1;
+pub(crate) const WRAP_LEN: usize = PREFIX_LEN + 1;
 /// The random bytes of a minted context (`auth::owner`: an owner-sealed nonce).
-pub const NONCE_LEN: usize = 16;
+pub(crate) const NONCE_LEN: usize = 16;
 /// The characters of a minted context id: the seal and `base64url(NONCE_LEN bytes)`.
-pub const MINTED_LEN: usize = WRAP_LEN + 22;
+pub(crate) const MINTED_LEN: usize = WRAP_LEN + 22;
 
 /// Whether `id` has the shape of a minted context: a seal and a nonce, nothing else. Only
 /// the owner key tells whose; a route with affinity passes one on as naming no endpoint,
 /// once the owner layer has checked it.
-pub fn minted_shape(id: &str) -> bool {
+pub(crate) fn minted_shape(id: &str) -> bool {
     let bytes = id.as_bytes();
     bytes.len() == MINTED_LEN
         && bytes[PREFIX_LEN] == SEPARATOR
@@ -107,7 +107,7 @@ impl IdCodec {
     }
 
     /// The owner-id codec of route `route` for `secret` (one `owner-key-file` line).
-    pub fn owner(secret: &[u8], route: &str) -> Result<IdCodec, String> {
+    pub(crate) fn owner(secret: &[u8], route: &str) -> Result<IdCodec, String> {
         IdCodec::derived(OWNER_ROUTE_LABEL, secret, route)
     }
 
@@ -123,17 +123,21 @@ impl IdCodec {
     }
 
     /// The tag of the principal `owner` (its scheme and name, as `auth::owner` writes them).
-    pub fn owner_tag(&self, owner: &[u8]) -> OwnerTag {
+    pub(crate) fn owner_tag(&self, owner: &[u8]) -> OwnerTag {
         OwnerTag(self.tag_of(OWNER_TAG_LABEL, owner))
     }
 
     /// The id clients see for `id` owned by `owner`.
-    pub fn wrap_owned(&self, owner: OwnerTag, id: &str) -> String {
+    pub(crate) fn wrap_owned(&self, owner: OwnerTag, id: &str) -> String {
         self.wrap_tagged(owner.0, id)
     }
 
     /// The id behind a client's `id`, if this codec issued it to `owner`.
-    pub fn unwrap_owned<'a>(&self, owner: OwnerTag, id: &'a str) -> Result<&'a str, ForeignId> {
+    pub(crate) fn unwrap_owned<'a>(
+        &self,
+        owner: OwnerTag,
+        id: &'a str,
+    ) -> Result<&'a str, ForeignId> {
         match self.unwrap_tagged(id)? {
             (tag, inner) if equal(&tag, &owner.0) => Ok(inner),
             _ => Err(ForeignId),
@@ -141,7 +145,7 @@ impl IdCodec {
     }
 
     /// The tag of the endpoint labelled `label` (its address, or its URL in a list).
-    pub fn tag(&self, label: &str) -> EndpointTag {
+    pub(crate) fn tag(&self, label: &str) -> EndpointTag {
         EndpointTag(self.tag_of(TAG_LABEL, label.as_bytes()))
     }
 
@@ -180,17 +184,17 @@ impl IdCodec {
     }
 
     /// Whether `seal` is `seal(context, state)`, compared in constant time.
-    pub fn opens(&self, seal: &[u8], context: &[u8], state: &[u8]) -> bool {
+    pub(crate) fn opens(&self, seal: &[u8], context: &[u8], state: &[u8]) -> bool {
         equal(&self.seal(context, state), seal)
     }
 
     /// The id clients see for the agent's `id` on the endpoint `tag`.
-    pub fn wrap(&self, tag: EndpointTag, id: &str) -> String {
+    pub(crate) fn wrap(&self, tag: EndpointTag, id: &str) -> String {
         self.wrap_tagged(tag.0, id)
     }
 
     /// The endpoint and the agent's own id behind a client's `id`, if the gateway issued it.
-    pub fn unwrap<'a>(&self, id: &'a str) -> Result<(EndpointTag, &'a str), ForeignId> {
+    pub(crate) fn unwrap<'a>(&self, id: &'a str) -> Result<(EndpointTag, &'a str), ForeignId> {
         let (tag, agent_id) = self.unwrap_tagged(id)?;
         Ok((EndpointTag(tag), agent_id))
     }

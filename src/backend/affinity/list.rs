@@ -198,7 +198,7 @@ pub async fn every_endpoint(
             let call = Call {
                 request: UnaryRequest::ListTasks(asked),
                 forwarded: call.forwarded.clone(),
-                timeout: call.timeout,
+                deadline: call.deadline,
                 trace: call.trace.clone(),
             };
             Some(async move { (pinned.tag(), position, pinned.unary(call).await) })

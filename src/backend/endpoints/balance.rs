@@ -22,11 +22,11 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use super::{Balance, Endpoint, EndpointSet, EndpointTag, RouteEndpoints};
 use crate::backend::fault::Fault;
@@ -234,12 +234,12 @@ struct Attempt<'a> {
     endpoint: &'a Endpoint,
     outstanding: &'a AtomicUsize,
     started: Instant,
-    deadline: Option<Duration>,
+    deadline: Option<Instant>,
     judged: bool,
 }
 
 impl<'a> Attempt<'a> {
-    fn start(route: &'a RouteEndpoints, pick: &'a Pick, deadline: Option<Duration>) -> Self {
+    fn start(route: &'a RouteEndpoints, pick: &'a Pick, deadline: Option<Instant>) -> Self {
         pick.endpoint.health.called();
         pick.outstanding.fetch_add(1, Relaxed);
         Attempt {
@@ -264,12 +264,13 @@ impl Drop for Attempt<'_> {
         self.outstanding.fetch_sub(1, Relaxed);
         // Every attempt, judged or given up (a deadline, a client gone), so a slow
         // endpoint's waits show.
-        let took = self.started.elapsed();
-        self.endpoint.health.latency.observe(took);
-        let late = self.deadline.is_some_and(|d| took >= d);
-        if let (false, true, Some(limit)) = (self.judged, late, self.deadline) {
-            self.route
-                .observe(self.endpoint, Some(&Fault::deadline(limit)));
+        self.endpoint.health.latency.observe(self.started.elapsed());
+        // Late against the front's own deadline (not a clock started here, after the
+        // front's): the front drops the call at `at`, however long it took to get here.
+        let late = self.deadline.is_some_and(|at| Instant::now() >= at);
+        if !self.judged && late {
+            let fault = Fault::Deadline("no answer by the call's deadline".into());
+            self.route.observe(self.endpoint, Some(&fault));
         }
     }
 }
@@ -294,7 +295,7 @@ impl Worker {
         pick: &Pick,
         call: Call<UnaryRequest>,
     ) -> Result<Answer<Reply>, Error> {
-        let mut attempt = Attempt::start(&self.route, pick, call.timeout);
+        let mut attempt = Attempt::start(&self.route, pick, call.deadline);
         let result = pick.client.unary(call).await;
         attempt.judge(&result);
         result

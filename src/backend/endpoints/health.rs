@@ -17,7 +17,7 @@ use tokio::sync::Notify;
 use super::{Endpoint, Policy, RouteEndpoints};
 
 /// The longest ejection (unless `eject-backoff` itself is longer).
-pub const MAX_EJECTION: Duration = Duration::from_secs(300);
+pub(crate) const MAX_EJECTION: Duration = Duration::from_secs(300);
 
 /// How long the prober sleeps when nothing is ejected (a new ejection wakes it).
 const IDLE: Duration = Duration::from_secs(3600);

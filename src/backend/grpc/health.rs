@@ -31,18 +31,10 @@ pub enum HealthAnswer {
 }
 
 impl GrpcBackend {
-    /// `scheme://authority` of the backend's URL (its `host:port` for connect checks).
-    pub fn origin(&self) -> String {
-        let base = &self.0.uris[0];
-        let scheme = base.scheme_str().unwrap_or("http");
-        let authority = base.authority().map_or("", |a| a.as_str());
-        format!("{scheme}://{authority}")
-    }
-
     /// Asks the backend for the health of `service` ("": the server as a whole) within
     /// `deadline`, which is sent as `grpc-timeout` too. `Err` says why there is no answer
     /// (no connection, no answer in time, a status other than OK and UNIMPLEMENTED).
-    pub async fn check_health(
+    pub(crate) async fn check_health(
         &self,
         service: &str,
         deadline: Duration,

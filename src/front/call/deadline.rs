@@ -42,7 +42,7 @@ impl<L: Layer<Box<Request>> + Sync> Layer<Box<Request>> for Deadline<L> {
             true => (gateway.first_event_timeout, gateway.stream_timeout),
             false => (gateway.unary_timeout, gateway.unary_timeout),
         };
-        x.deadline = whole;
+        x.deadline = whole.map(|whole| Instant::now() + whole);
         let answer = match limit {
             Some(limit) => match timeout(limit, self.0.call(x, request)).await {
                 Ok(answer) => answer?,

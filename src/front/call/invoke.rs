@@ -38,13 +38,13 @@ impl Layer<Box<Request>> for Invoke {
         }
         x.record.request(&request);
         let trace = x.record.propagate(&mut forwarded);
-        let timeout = x.deadline;
+        let deadline = x.deadline;
         match *request {
             Request::Unary(request) => {
                 let call = Call {
                     request,
                     forwarded,
-                    timeout,
+                    deadline,
                     trace,
                 };
                 let owner = x.owner.as_deref();
@@ -69,7 +69,7 @@ impl Layer<Box<Request>> for Invoke {
                 let call = Call {
                     request,
                     forwarded,
-                    timeout,
+                    deadline,
                     trace,
                 };
                 let owner = x.owner.take();

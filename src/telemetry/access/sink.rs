@@ -29,16 +29,18 @@ const MAX_PENDING: usize = 4 << 20;
 /// The two shapes of the log (`--log-format`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LineFormat {
+    /// The line `tracing`'s text formatter would write.
     Text,
+    /// The object `tracing`'s JSON formatter would write.
     Json,
 }
 
 /// A field's name as each format writes it before the value (` name=`, `,"name":`), made
 /// by `field_name!` at compile time, so a field's start is one copy.
 #[derive(Clone, Copy)]
-pub struct FieldName {
-    pub text: &'static str,
-    pub json: &'static str,
+pub(crate) struct FieldName {
+    pub(crate) text: &'static str,
+    pub(crate) json: &'static str,
 }
 
 impl FieldName {
@@ -99,7 +101,7 @@ pub fn install(format: LineFormat, writer: NonBlocking) -> std::io::Result<()> {
 }
 
 /// Whether lines are taken (`install` ran).
-pub fn installed() -> bool {
+pub(crate) fn installed() -> bool {
     SINK.get().is_some()
 }
 
@@ -112,7 +114,7 @@ pub fn flush() {
 
 /// Access lines dropped, and pieces of the log (an event, or a piece of access lines)
 /// the writer dropped, because stderr did not take them.
-pub fn dropped() -> u64 {
+pub(crate) fn dropped() -> u64 {
     SINK.get().map_or(0, |sink| {
         let writer = sink.writer.lock().unwrap_or_else(|e| e.into_inner());
         sink.dropped.load(Relaxed) + writer.error_counter().dropped_lines() as u64
@@ -120,7 +122,7 @@ pub fn dropped() -> u64 {
 }
 
 /// Appends one line, written by `fill` in the installed format, to the buffer.
-pub fn append(fill: impl FnOnce(&mut Vec<u8>, LineFormat)) {
+pub(crate) fn append(fill: impl FnOnce(&mut Vec<u8>, LineFormat)) {
     let Some(sink) = SINK.get() else {
         return;
     };
@@ -140,7 +142,7 @@ pub fn append(fill: impl FnOnce(&mut Vec<u8>, LineFormat)) {
 }
 
 /// The event's opening in `format`: the time and, in text, the level and target.
-pub fn open_line(out: &mut Vec<u8>, format: LineFormat, target: &str) {
+pub(crate) fn open_line(out: &mut Vec<u8>, format: LineFormat, target: &str) {
     match format {
         LineFormat::Text => {
             timestamp(out);
@@ -158,7 +160,7 @@ pub fn open_line(out: &mut Vec<u8>, format: LineFormat, target: &str) {
 
 /// A field whose value is text: quoted as `tracing` quotes a `&str` (its `Debug`).
 #[inline]
-pub fn text_field(out: &mut Vec<u8>, format: LineFormat, name: FieldName, value: &str) {
+pub(crate) fn text_field(out: &mut Vec<u8>, format: LineFormat, name: FieldName, value: &str) {
     match format {
         LineFormat::Text => {
             out.extend_from_slice(name.start(format));
@@ -174,7 +176,7 @@ pub fn text_field(out: &mut Vec<u8>, format: LineFormat, name: FieldName, value:
 /// (a clipped field, a number, `-`): bare in text, as `Display` (`%value`) writes it; a
 /// JSON string in JSON. Written straight, without the formatting machinery.
 #[inline]
-pub fn bare_field(out: &mut Vec<u8>, format: LineFormat, name: FieldName, value: &str) {
+pub(crate) fn bare_field(out: &mut Vec<u8>, format: LineFormat, name: FieldName, value: &str) {
     match format {
         LineFormat::Text => {
             out.extend_from_slice(name.start(format));
@@ -186,7 +188,7 @@ pub fn bare_field(out: &mut Vec<u8>, format: LineFormat, name: FieldName, value:
 
 /// A field whose value is written with `Display` (`%value` in `tracing`): bare in text, a
 /// JSON string in JSON.
-pub fn shown_field(
+pub(crate) fn shown_field(
     out: &mut Vec<u8>,
     format: LineFormat,
     name: FieldName,
@@ -207,13 +209,13 @@ pub fn shown_field(
 
 /// A number field.
 #[inline]
-pub fn number_field(out: &mut Vec<u8>, format: LineFormat, name: FieldName, value: i64) {
+pub(crate) fn number_field(out: &mut Vec<u8>, format: LineFormat, name: FieldName, value: i64) {
     out.extend_from_slice(name.start(format));
     out.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
 }
 
 /// The event's end.
-pub fn close_line(out: &mut Vec<u8>, format: LineFormat, target: &str) {
+pub(crate) fn close_line(out: &mut Vec<u8>, format: LineFormat, target: &str) {
     if format == LineFormat::Json {
         out.extend_from_slice(b"},\"target\":\"");
         out.extend_from_slice(target.as_bytes());

@@ -1,7 +1,8 @@
 //! The reference-SDK peer (`tests/peers/agent.py`, a2a-sdk 1.3.0) as a test fixture: the
 //! pinned venv is provisioned on first use (cached under `target/`), the agent serves gRPC,
 //! HTTP+JSON and its own JSON-RPC binding, and is killed when the fixture drops. Missing
-//! Python or packages fail the test with the provisioning error; nothing passes silently.
+//! Python or packages fail the test with the provisioning error, one line that says how to
+//! get them; nothing passes silently.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -31,19 +32,28 @@ fn peers_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers")
 }
 
+/// Runs a provisioning script of tests/peers/ and returns the one path it prints. Its progress
+/// goes to this test's stderr; a failure is the script's one `error:` line, which says what is
+/// missing and how to get it (scripts/test provisions everything).
+pub fn provision(script: &str) -> PathBuf {
+    let out = Command::new("bash")
+        .arg(peers_dir().join(script))
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run tests/peers/{script}: {e}"));
+    let progress = String::from_utf8_lossy(&out.stderr);
+    eprint!("{progress}");
+    if !out.status.success() {
+        match progress.lines().last() {
+            Some(error) => panic!("{error}"),
+            None => panic!("tests/peers/{script} failed and said nothing"),
+        }
+    }
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
 /// The venv's python, provisioning it if needed (serialised across processes by flock).
 pub fn python() -> PathBuf {
-    let out = Command::new("bash")
-        .arg(peers_dir().join("provision.sh"))
-        .stderr(Stdio::inherit())
-        .output()
-        .unwrap_or_else(|e| panic!("interop: cannot run tests/peers/provision.sh: {e}"));
-    assert!(
-        out.status.success(),
-        "interop: the reference SDK venv could not be provisioned (see provision.sh's error above); \
-         the interop tests need python3 with venv and access to PyPI"
-    );
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    provision("provision.sh")
 }
 
 impl Peer {

@@ -46,12 +46,9 @@ impl Running {
 
     /// Sends SIGTERM, as Kubernetes does to stop a pod.
     pub fn terminate(&self) {
-        let pid = self.0.id().to_string();
-        assert!(Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success());
+        let pid = rustix::process::Pid::from_raw(self.0.id() as i32).expect("a child's pid is > 0");
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM)
+            .expect("SIGTERM to the gateway");
     }
 
     /// The exit status, which must come within `limit`.
