@@ -376,6 +376,20 @@ impl ClosedPort {
     }
 }
 
+/// The URL of an agent that accepts connections and holds them without a byte of HTTP/2
+/// (a readiness check or a call to it waits for its timeout).
+pub async fn silent_agent() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((tcp, _)) = listener.accept().await {
+            held.push(tcp);
+        }
+    });
+    format!("http://{addr}")
+}
+
 /// A loopback address no one listens on yet, for a gateway process to serve on.
 pub fn free_listen_address() -> String {
     let port = std::net::TcpListener::bind("127.0.0.1:0")

@@ -339,16 +339,7 @@ async fn probe_storms_ask_the_agent_once_per_cache_period() {
 /// `--readiness-timeout` has passed: the probe gets the gateway's 503, not the silence.
 #[tokio::test]
 async fn a_silent_agent_is_not_ready_after_the_readiness_timeout() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    // Accepts and holds every connection without a byte of HTTP/2.
-    tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((tcp, _)) = listener.accept().await {
-            held.push(tcp);
-        }
-    });
-    let url = format!("http://{addr}");
+    let url = harness::silent_agent().await;
     let served = gateway(&["--backend", &url, "--readiness-timeout", "300ms"]).await;
     let started = Instant::now();
     let (status, body) = readyz(&served.admin).await;

@@ -314,16 +314,7 @@ async fn all_routes_is_not_ready_once_one_route_is_not() {
 /// when an agent would hold its check for the whole readiness timeout.
 #[tokio::test]
 async fn in_process_mode_readyz_asks_no_agent() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    // Accepts and holds every connection without a byte of HTTP/2.
-    tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((tcp, _)) = listener.accept().await {
-            held.push(tcp);
-        }
-    });
-    let url = format!("http://{addr}");
+    let url = harness::silent_agent().await;
     let args = ["--backend", &url, "--readiness-timeout", "2s"];
     let gateway = start_with(&args, &[], Stdio::null()).await;
     let started = Instant::now();
