@@ -27,15 +27,27 @@ pub(crate) fn optional(duration: Duration) -> Option<Duration> {
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     // The bare numbers settings took before units were required; humantime wants a unit.
-    if !text.is_empty() && text.chars().all(|c| c.is_ascii_digit() || c == '.') {
+    let duration = if !text.is_empty() && text.chars().all(|c| c.is_ascii_digit() || c == '.') {
         let seconds: f64 = text
             .parse()
             .map_err(|_| format!("{text:?} is not a number of seconds"))?;
-        return Duration::try_from_secs_f64(seconds).map_err(|e| format!("{text:?}: {e}"));
+        Duration::try_from_secs_f64(seconds).map_err(|e| format!("{text:?}: {e}"))?
+    } else {
+        humantime::parse_duration(text)
+            .map_err(|e| format!("{text:?} is not a duration such as 500ms, 30s or 1m30s: {e}"))?
+    };
+    if duration > MAX_DURATION {
+        return Err(format!(
+            "{text:?} is longer than any setting takes (366 days at most)"
+        ));
     }
-    humantime::parse_duration(text)
-        .map_err(|e| format!("{text:?} is not a duration such as 500ms, 30s or 1m30s: {e}"))
+    Ok(duration)
 }
+
+/// The longest duration a setting takes: deadlines and timers are instants this far ahead,
+/// and a typo such as `18446744073709551615s` must be refused at load, not overflow an
+/// instant on every call.
+const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
 
 /// Parses a byte size by `bytesize`: a number of bytes (`1048576`), binary units (`512KiB`,
 /// `16MiB`, `1GiB`, or as Kubernetes writes them, `16Mi`), decimal ones (`4KB`, `4MB`).
@@ -73,6 +85,22 @@ mod tests {
 
     /// What people write: compound and long units, and the edges: zero, a bare number,
     /// fractions, the largest value, one past it, negative and empty text.
+    #[test]
+    fn durations_past_a_year_and_a_day_are_refused() {
+        assert_eq!(parse_duration("366d"), Ok(MAX_DURATION));
+        assert_eq!(parse_duration("1y"), Ok(Duration::from_secs(31_557_600)));
+        for text in [
+            "367d",
+            "2y",
+            "31622401",
+            "18446744073709551615s",
+            "300000000000y",
+        ] {
+            let err = parse_duration(text).unwrap_err();
+            assert!(err.contains("366 days at most"), "{text}: {err}");
+        }
+    }
+
     #[test]
     fn durations_as_people_write_them() {
         let ok = |text: &str, ms: u64| {

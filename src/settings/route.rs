@@ -410,10 +410,21 @@ fn limits(cli: &Cli) -> Result<(usize, BatchLimits, RouteLimitSettings), ConfigE
     Ok((cli.max_body, batch, limits))
 }
 
-/// A rate is a finite number of calls per second; a burst needs its rate.
+/// The lowest rate a limit takes (about one call in 12 days; `0` turns the limit off): the
+/// limiter's period is one call's share of a second, which must stay a duration.
+const MIN_RATE: f64 = 1e-6;
+
+/// A rate is a finite number of calls per second, `0` or at least `MIN_RATE`; a burst
+/// needs its rate.
 pub(super) fn check_rate(flag: &'static str, rate: f64, burst: u32) -> Result<(), ConfigError> {
     if !rate.is_finite() || rate < 0.0 {
         let why = format!("{rate} is not a number of calls per second");
+        return Err(ConfigError::Limit(flag, why));
+    }
+    if rate > 0.0 && rate < MIN_RATE {
+        let why = format!(
+            "{rate} is below the lowest rate, {MIN_RATE} calls per second (0 turns it off)"
+        );
         return Err(ConfigError::Limit(flag, why));
     }
     if burst > 0 && rate == 0.0 {

@@ -54,6 +54,17 @@ fn bad_flags_give_one_line_and_exit_code_2() {
         vec!["--backend", "ftp://x"],
         vec!["--backend", "http://x:1", "--binding", "SOAP"],
         vec!["--backend", "http://x:1", "--timeout", "soon"],
+        // Past the longest duration (366 days): refused at load, not an overflow per call.
+        vec![
+            "--backend",
+            "http://x:1",
+            "--timeout",
+            "18446744073709551615s",
+        ],
+        vec!["--backend", "http://x:1", "--client-idle-timeout", "367d"],
+        // Below the lowest rate (1e-6 calls per second): refused, not a panic at start.
+        vec!["--backend", "http://x:1", "--client-rate-limit", "1e-20"],
+        vec!["--backend", "http://x:1", "--rate-limit", "0.0000009"],
         vec!["--backend", "http://x:1", "--backend-keepalive", "0"],
         vec!["--backend", "http://x:1", "--jsonrpc-path", "rpc"],
         vec!["--backend", "http://x:1", "--forward-header", "Connection"],
