@@ -103,18 +103,6 @@ async fn stream(url: &str, method: &str, params: Value) -> Result<Vec<Value>, St
     Ok(results)
 }
 
-fn message(text: &str, context: Option<&str>, task: Option<&str>) -> Value {
-    let mut message = json!({"messageId": uuid::Uuid::new_v4().to_string(),
-                             "role": "ROLE_USER", "parts": [{"text": text}]});
-    if let Some(context) = context {
-        message["contextId"] = json!(context);
-    }
-    if let Some(task) = task {
-        message["taskId"] = json!(task);
-    }
-    json!({ "message": message })
-}
-
 fn text(value: &Value) -> &str {
     value.as_str().unwrap_or_default()
 }
@@ -160,7 +148,7 @@ fn state(task: &Value) -> &str {
 /// One client's conversation; its context and the tasks it made.
 async fn conversation(url: &str) -> Result<(String, Vec<String>), String> {
     // A new context: any agent may take it.
-    let done = call(url, "SendMessage", message("task", None, None)).await?;
+    let done = call(url, "SendMessage", harness::message_in("task", None, None)).await?;
     let (t1, ctx) = (text(&done["task"]["id"]), text(&done["task"]["contextId"]));
     let (t1, ctx) = (t1.to_owned(), ctx.to_owned());
     expect(state(&done["task"]) == "TASK_STATE_COMPLETED", || {
@@ -176,7 +164,7 @@ async fn conversation(url: &str) -> Result<(String, Vec<String>), String> {
     let events = stream(
         url,
         "SendStreamingMessage",
-        message("stream", Some(&ctx), None),
+        harness::message_in("stream", Some(&ctx), None),
     )
     .await?;
     let t2 = event_ids(&events[0]).0.to_owned();
@@ -190,7 +178,7 @@ async fn conversation(url: &str) -> Result<(String, Vec<String>), String> {
     expect(chunks.count() == 3, || format!("{events:?}"))?;
 
     // A slow task: subscribed to, then canceled.
-    let mut params = message("slow:20", Some(&ctx), None);
+    let mut params = harness::message_in("slow:20", Some(&ctx), None);
     params["configuration"] = json!({"returnImmediately": true});
     let slow = call(url, "SendMessage", params).await?;
     let t3 = text(&slow["task"]["id"]).to_owned();
@@ -211,13 +199,23 @@ async fn conversation(url: &str) -> Result<(String, Vec<String>), String> {
     })?;
 
     // A task that needs input, and the follow-up message that gives it.
-    let waiting = call(url, "SendMessage", message("input", Some(&ctx), None)).await?;
+    let waiting = call(
+        url,
+        "SendMessage",
+        harness::message_in("input", Some(&ctx), None),
+    )
+    .await?;
     let t4 = text(&waiting["task"]["id"]).to_owned();
     expect(
         state(&waiting["task"]) == "TASK_STATE_INPUT_REQUIRED",
         || waiting.to_string(),
     )?;
-    let answered = call(url, "SendMessage", message("more", Some(&ctx), Some(&t4))).await?;
+    let answered = call(
+        url,
+        "SendMessage",
+        harness::message_in("more", Some(&ctx), Some(&t4)),
+    )
+    .await?;
     let task = &answered["task"];
     expect(
         task["id"] == t4.as_str() && state(task) == "TASK_STATE_COMPLETED",
@@ -370,7 +368,7 @@ async fn conversations_follow_their_tasks() {
             "{id}"
         );
     }
-    let params = message("more", None, Some(&tampered));
+    let params = harness::message_in("more", None, Some(&tampered));
     assert_eq!(error_code(&url, "SendMessage", params).await, -32001);
 }
 
@@ -489,15 +487,7 @@ async fn gateway_of(config: &str) -> String {
     let config = Settings::load(["a2a-gateway", "--config", file.path()]).unwrap();
     let template = Routes::new(&config, None).unwrap();
     let frontend = template.frontend(&Default::default()).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(a2a_gateway::server::serve(
-        listener,
-        frontend,
-        std::future::pending(),
-        Duration::from_secs(1),
-    ));
-    format!("http://{addr}")
+    harness::serve_frontend(frontend).await
 }
 
 /// One route `name` at `/name` over `backends`, with affinity under the global key.
@@ -537,7 +527,7 @@ async fn assert_unknown_everywhere(url: &str, id: &str, agents: &WireAgents, wha
     for (method, params) in [
         ("GetTask", json!({"id": id})),
         ("SubscribeToTask", json!({"id": id})),
-        ("SendMessage", message("more", None, Some(id))),
+        ("SendMessage", harness::message_in("more", None, Some(id))),
     ] {
         let error = refusal(url, method, params).await;
         assert_eq!(error["code"], -32001, "{what}: {method}: {error}");
@@ -617,7 +607,7 @@ async fn an_id_of_one_route_is_refused_on_another() {
     let made = call(
         &endpoint(&origin, "a"),
         "SendMessage",
-        message("hi", None, None),
+        harness::message_in("hi", None, None),
     )
     .await
     .unwrap();

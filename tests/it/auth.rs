@@ -10,24 +10,10 @@ use crate::harness;
 use std::process::{Command, Stdio};
 
 use a2a_gateway::auth::api_key::MAX_KEY;
-use a2a_gateway::proto::TaskState;
-use a2a_gateway::protocol::ops::{Reply, Request, UnaryRequest};
 use harness::process::*;
 use harness::tls_pki::{Ca, Dir, Leaf};
 use harness::*;
 use serde_json::{json, Value};
-
-/// A backend answering GetTask with the task asked for.
-async fn task_backend() -> (TestBackend, String) {
-    let backend = TestBackend::new(|request| match request {
-        Request::Unary(UnaryRequest::GetTask(get)) => {
-            Answer::Reply(Reply::GetTask(task(&get.id, TaskState::Completed)))
-        }
-        _ => Answer::Error(tonic::Status::unimplemented("GetTask only")),
-    });
-    let addr = backend.spawn().await;
-    (backend, format!("http://{addr}"))
-}
 
 fn get_task(id: u32) -> String {
     request(json!(id), "GetTask", json!({"id": format!("t-{id}")}))
@@ -71,7 +57,7 @@ fn assert_refused(
 
 #[tokio::test]
 async fn api_keys_let_their_holders_in_by_name_and_refuse_the_rest_before_the_agent() {
-    let (backend, url) = task_backend().await;
+    let (backend, url) = harness::task_backend().await;
     let keys = key_file();
     let file = format!(
         "backend = \"{url}\"\nforward-header = [\"x-api-key\"]\n[auth.api-keys]\nfile = \"{}\"\n",
@@ -160,7 +146,7 @@ async fn api_keys_let_their_holders_in_by_name_and_refuse_the_rest_before_the_ag
 
 #[tokio::test]
 async fn anonymous_calls_pass_where_allowed_but_a_failed_key_is_never_downgraded() {
-    let (backend, url) = task_backend().await;
+    let (backend, url) = harness::task_backend().await;
     let keys = key_file();
     let file = format!(
         "backend = \"{url}\"\n[auth]\nanonymous = true\n[auth.api-keys]\nfile = \"{}\"\n",
@@ -182,7 +168,7 @@ async fn anonymous_calls_pass_where_allowed_but_a_failed_key_is_never_downgraded
 /// authorization = false` the client's `Authorization` stays at the gateway.
 #[tokio::test]
 async fn notifications_are_refused_and_authorization_can_stay_at_the_gateway() {
-    let (backend, url) = task_backend().await;
+    let (backend, url) = harness::task_backend().await;
     let keys = key_file();
     let file = format!(
         "backend = \"{url}\"\n[auth.api-keys]\nfile = \"{}\"\n[auth.forward]\nauthorization = false\n",
@@ -294,7 +280,7 @@ async fn call_with(
 /// takes API keys ignores certificates. The principal and scheme are in the access log.
 #[tokio::test]
 async fn client_certificates_name_the_principal_each_route_chooses() {
-    let (backend, url) = task_backend().await;
+    let (backend, url) = harness::task_backend().await;
     let (ca, clients) = (Ca::new("listener CA"), Ca::new("client CA"));
     let spiffe = "spiffe://example.org/ns/a/sa/agent";
     let named = clients.client_with("alice", &[spiffe], &["a.example.org"]);
@@ -442,7 +428,7 @@ fn mtls_needs_a_listener_with_client_certificates() {
 async fn the_server_span_names_the_principal() {
     use harness::otlp::{attr, Collector};
     let (collector, endpoint) = Collector::grpc().await;
-    let (_backend, url) = task_backend().await;
+    let (_backend, url) = harness::task_backend().await;
     let keys = key_file();
     let config = TempFile::new(
         "toml",

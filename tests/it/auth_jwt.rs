@@ -8,23 +8,9 @@
 use crate::harness;
 
 use a2a_gateway::auth::jwt::MAX_TOKEN_SIZE;
-use a2a_gateway::proto::TaskState;
-use a2a_gateway::protocol::ops::{Reply, Request, UnaryRequest};
 use harness::issuer::{self, Issuer, AUDIENCE};
 use harness::*;
 use serde_json::{json, Value};
-
-/// A backend answering GetTask with the task asked for.
-async fn task_backend() -> (TestBackend, String) {
-    let backend = TestBackend::new(|request| match request {
-        Request::Unary(UnaryRequest::GetTask(get)) => {
-            Answer::Reply(Reply::GetTask(task(&get.id, TaskState::Completed)))
-        }
-        _ => Answer::Error(tonic::Status::unimplemented("GetTask only")),
-    });
-    let addr = backend.spawn().await;
-    (backend, format!("http://{addr}"))
-}
 
 /// The JSON-RPC URL of a gateway whose route trusts `issuer`.
 async fn gateway(issuer: &Issuer, backend: &str) -> String {
@@ -60,7 +46,7 @@ fn tampered(token: &str, claims: &Value) -> String {
 #[tokio::test]
 async fn issuer_signed_tokens_reach_the_agent_and_every_forgery_is_refused_before_it() {
     let issuer = Issuer::start().await;
-    let (backend, url) = task_backend().await;
+    let (backend, url) = harness::task_backend().await;
     let jsonrpc = gateway(&issuer, &url).await;
 
     // Until the first JWKS arrives, tokens are refused at once (not held).

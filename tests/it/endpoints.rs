@@ -37,7 +37,7 @@ async fn gateway(args: &[&str]) -> String {
     let config =
         Settings::load(std::iter::once("a2a-gateway").chain(args.iter().copied())).unwrap();
     let template = Routes::new(&config, None).unwrap();
-    serve(template.frontend(&Arc::default()).unwrap()).await
+    harness::serve_frontend(template.frontend(&Arc::default()).unwrap()).await
 }
 
 /// The gateway of `args` and its admin listener (whose `/readyz` says why a route is not
@@ -47,22 +47,9 @@ async fn gateway_with_admin(args: &[&str]) -> (String, String) {
         Settings::load(std::iter::once("a2a-gateway").chain(args.iter().copied())).unwrap();
     let template = Routes::new(&config, None).unwrap();
     let metrics = Arc::default();
-    let main = serve(template.frontend(&metrics).unwrap()).await;
-    let admin = serve(template.admin_frontend(&metrics).unwrap()).await;
+    let main = harness::serve_frontend(template.frontend(&metrics).unwrap()).await;
+    let admin = harness::serve_frontend(template.admin_frontend(&metrics).unwrap()).await;
     (main, admin)
-}
-
-/// Serves `frontend` on 127.0.0.1:0: its base URL.
-async fn serve(frontend: a2a_gateway::server::Frontend) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(a2a_gateway::server::serve(
-        listener,
-        frontend,
-        std::future::pending(),
-        Duration::from_secs(1),
-    ));
-    format!("http://{addr}")
 }
 
 fn text_of(request: &Request) -> String {

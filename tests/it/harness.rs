@@ -376,6 +376,46 @@ impl ClosedPort {
     }
 }
 
+/// Serves `frontend` on 127.0.0.1:0 until the test ends: its base URL.
+pub async fn serve_frontend(frontend: a2a_gateway::server::Frontend) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(a2a_gateway::server::serve(
+        listener,
+        frontend,
+        std::future::pending(),
+        Duration::from_secs(1),
+    ));
+    format!("http://{addr}")
+}
+
+/// `SendMessage` params of a user message with `text`, in `context` and `task` if given.
+pub fn message_in(text: &str, context: Option<&str>, task: Option<&str>) -> serde_json::Value {
+    let mut message = serde_json::json!({"messageId": uuid::Uuid::new_v4().to_string(),
+                                         "role": "ROLE_USER", "parts": [{"text": text}]});
+    if let Some(context) = context {
+        message["contextId"] = serde_json::json!(context);
+    }
+    if let Some(task) = task {
+        message["taskId"] = serde_json::json!(task);
+    }
+    serde_json::json!({ "message": message })
+}
+
+/// A backend answering GetTask with a completed task of the id asked for; and its URL.
+pub async fn task_backend() -> (TestBackend, String) {
+    use a2a_gateway::proto::TaskState;
+    use a2a_gateway::protocol::ops::{Reply, Request, UnaryRequest};
+    let backend = TestBackend::new(|request| match request {
+        Request::Unary(UnaryRequest::GetTask(get)) => {
+            Answer::Reply(Reply::GetTask(task(&get.id, TaskState::Completed)))
+        }
+        _ => Answer::Error(tonic::Status::unimplemented("GetTask only")),
+    });
+    let addr = backend.spawn().await;
+    (backend, format!("http://{addr}"))
+}
+
 /// The URL of an agent that accepts connections and holds them without a byte of HTTP/2
 /// (a readiness check or a call to it waits for its timeout).
 pub async fn silent_agent() -> String {

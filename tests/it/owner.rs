@@ -77,15 +77,7 @@ async fn gateway(config: &str) -> String {
         .unwrap()
         .frontend(&Default::default())
         .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(a2a_gateway::server::serve(
-        listener,
-        frontend,
-        std::future::pending(),
-        Duration::from_secs(1),
-    ));
-    format!("http://{addr}/r/a2a/jsonrpc")
+    format!("{}/r/a2a/jsonrpc", harness::serve_frontend(frontend).await)
 }
 
 /// One call as the holder of `key` (none: no credentials): HTTP status and body.
@@ -117,18 +109,6 @@ async fn ok(url: &str, key: &str, method: &str, params: Value) -> Value {
     }
 }
 
-fn message(text: &str, context: Option<&str>, task: Option<&str>) -> Value {
-    let mut message = json!({"messageId": uuid::Uuid::new_v4().to_string(),
-                             "role": "ROLE_USER", "parts": [{"text": text}]});
-    if let Some(context) = context {
-        message["contextId"] = json!(context);
-    }
-    if let Some(task) = task {
-        message["taskId"] = json!(task);
-    }
-    json!({ "message": message })
-}
-
 fn text(value: &Value) -> String {
     value.as_str().unwrap_or_default().to_owned()
 }
@@ -142,13 +122,19 @@ struct Conversation {
 }
 
 async fn converse(url: &str, key: &str) -> Conversation {
-    let done = ok(url, key, "SendMessage", message("task", None, None)).await;
+    let done = ok(
+        url,
+        key,
+        "SendMessage",
+        harness::message_in("task", None, None),
+    )
+    .await;
     let context = text(&done["task"]["contextId"]);
     let waiting = ok(
         url,
         key,
         "SendMessage",
-        message("input", Some(&context), None),
+        harness::message_in("input", Some(&context), None),
     )
     .await;
     assert_eq!(text(&waiting["task"]["contextId"]), context, "{waiting}");
@@ -173,7 +159,7 @@ async fn listed(url: &str, key: &str, params: Value) -> Vec<String> {
 fn foreign_calls(theirs: &Conversation) -> Vec<(&'static str, Value)> {
     let (task, waiting, context) = (&theirs.done, &theirs.waiting, &theirs.context);
     let hook = json!({"taskId": task, "id": "cfg-1", "url": "http://127.0.0.1:9/hook"});
-    let mut referencing = message("hi", None, None);
+    let mut referencing = harness::message_in("hi", None, None);
     referencing["message"]["referenceTaskIds"] = json!([task]);
     vec![
         ("GetTask", json!({"id": task})),
@@ -189,9 +175,18 @@ fn foreign_calls(theirs: &Conversation) -> Vec<(&'static str, Value)> {
             "DeleteTaskPushNotificationConfig",
             json!({"taskId": task, "id": "cfg-1"}),
         ),
-        ("SendMessage", message("more", None, Some(waiting))),
-        ("SendStreamingMessage", message("more", None, Some(waiting))),
-        ("SendMessage", message("more", Some(context), None)),
+        (
+            "SendMessage",
+            harness::message_in("more", None, Some(waiting)),
+        ),
+        (
+            "SendStreamingMessage",
+            harness::message_in("more", None, Some(waiting)),
+        ),
+        (
+            "SendMessage",
+            harness::message_in("more", Some(context), None),
+        ),
         ("SendMessage", referencing),
         ("ListTasks", json!({"contextId": context})),
     ]
@@ -304,7 +299,7 @@ async fn isolated(url: &str, replica: &str, made: &mut Made) {
         url,
         ALICE,
         "SendMessage",
-        message("more", Some(&alice.context), Some(&alice.waiting)),
+        harness::message_in("more", Some(&alice.context), Some(&alice.waiting)),
     )
     .await;
     assert_eq!(answered["task"]["status"]["state"], "TASK_STATE_COMPLETED");
@@ -365,7 +360,13 @@ async fn a_refused_call_reaches_no_agent() {
     let (agent, backend) = counting_agent("t-1").await;
     let files = Files::new(&[OLD_KEY]);
     let url = gateway(&files.config(&[backend], false, true)).await;
-    let made = ok(&url, ALICE, "SendMessage", message("hi", None, None)).await;
+    let made = ok(
+        &url,
+        ALICE,
+        "SendMessage",
+        harness::message_in("hi", None, None),
+    )
+    .await;
     let alice = Conversation {
         context: text(&made["task"]["contextId"]),
         done: text(&made["task"]["id"]),
@@ -473,7 +474,13 @@ async fn a_listing_fills_its_page_from_further_agent_pages() {
         .chain([BOB; 12])
         .chain([ALICE]);
     for key in owners {
-        ok(&url, key, "SendMessage", message("hi", None, None)).await;
+        ok(
+            &url,
+            key,
+            "SendMessage",
+            harness::message_in("hi", None, None),
+        )
+        .await;
     }
     assert_eq!(MORE_PAGES, 4);
     let (ids, token, calls) = page(&url, &agent, ALICE, "").await;
@@ -500,7 +507,13 @@ async fn without_authentication_every_caller_is_one_owner() {
     let (agent, backend) = counting_agent("t-1").await;
     let files = Files::new(&[OLD_KEY]);
     let url = gateway(&files.config(&[backend], false, false)).await;
-    let (_, body) = post_as(&url, None, "SendMessage", &message("hi", None, None)).await;
+    let (_, body) = post_as(
+        &url,
+        None,
+        "SendMessage",
+        &harness::message_in("hi", None, None),
+    )
+    .await;
     let made: Value = serde_json::from_str(&body).unwrap();
     let id = text(&made["result"]["task"]["id"]);
     assert!(id.ends_with(".t-1") && id.len() == 25 + 3, "{id}");
@@ -523,7 +536,13 @@ async fn sealed_ids_keep_within_the_id_bound() {
         let (agent, backend) = counting_agent(id).await;
         let files = Files::new(&[OLD_KEY]);
         let url = gateway(&files.config(&[backend], false, true)).await;
-        let made = ok(&url, ALICE, "SendMessage", message("hi", None, None)).await;
+        let made = ok(
+            &url,
+            ALICE,
+            "SendMessage",
+            harness::message_in("hi", None, None),
+        )
+        .await;
         let sealed = text(&made["task"]["id"]);
         assert_eq!(sealed.len(), length + 25);
         let seen = agent.calls();
@@ -545,7 +564,13 @@ async fn a_new_key_first_keeps_live_tasks() {
     let (agent, backend) = counting_agent("t-1").await;
     let old = Files::new(&[OLD_KEY]);
     let before = gateway(&old.config(std::slice::from_ref(&backend), false, true)).await;
-    let made = ok(&before, ALICE, "SendMessage", message("hi", None, None)).await;
+    let made = ok(
+        &before,
+        ALICE,
+        "SendMessage",
+        harness::message_in("hi", None, None),
+    )
+    .await;
     let (old_id, old_context) = (text(&made["task"]["id"]), text(&made["task"]["contextId"]));
     let rotated = Files::new(&[NEW_KEY, OLD_KEY]);
     let after = gateway(&rotated.config(&[backend], false, true)).await;
@@ -556,7 +581,7 @@ async fn a_new_key_first_keeps_live_tasks() {
         new_id.ends_with(".t-1") && new_id != old_id,
         "sealed anew: {got}"
     );
-    let follow_up = message("more", Some(&old_context), None);
+    let follow_up = harness::message_in("more", Some(&old_context), None);
     ok(&after, ALICE, "SendMessage", follow_up).await;
     let (_, body) = post_as(&after, Some(BOB), "GetTask", &json!({"id": old_id})).await;
     assert!(body.contains("-32001"), "{body}");

@@ -50,22 +50,9 @@ async fn gateway(args: &[&str]) -> Served {
     let template = Routes::new(&config, None).unwrap();
     let metrics = Arc::default();
     Served {
-        public: serve(template.frontend(&metrics).unwrap()).await,
-        admin: serve(template.admin_frontend(&metrics).unwrap()).await,
+        public: harness::serve_frontend(template.frontend(&metrics).unwrap()).await,
+        admin: harness::serve_frontend(template.admin_frontend(&metrics).unwrap()).await,
     }
-}
-
-/// Serves `frontend` on 127.0.0.1:0: its base URL.
-async fn serve(frontend: a2a_gateway::server::Frontend) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(a2a_gateway::server::serve(
-        listener,
-        frontend,
-        std::future::pending(),
-        Duration::from_secs(1),
-    ));
-    format!("http://{addr}")
 }
 
 /// The public `/readyz` of a gateway that is not ready: 503 and no more, whatever the
