@@ -252,6 +252,25 @@ impl CardService {
         Ok(service)
     }
 
+    /// Serves the card of `running` (this route's service before a reload), checked
+    /// and rewritten by this service's settings, until this service's own first fetch,
+    /// which `start` makes at once: a reload leaves no moment where the card answers 503.
+    pub(crate) fn inherit(&self, running: &CardService) {
+        if self.source.is_none() || self.store.has_card() {
+            return;
+        }
+        let Some(card) = running.store.source_card() else {
+            return;
+        };
+        if let Ok(card) = self.rewriter.check(serde_json::Value::Object(card)) {
+            self.store.update(card, &self.rewriter);
+        }
+    }
+
+    fn source_is_file(&self) -> bool {
+        matches!(self.source, Some(Source::File(_)))
+    }
+
     /// Starts the background fetch and refresh on the current tokio runtime; it ends when
     /// the service is dropped.
     pub fn start(self: &Arc<Self>) {

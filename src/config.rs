@@ -553,6 +553,12 @@ pub struct Cli {
     #[arg(long, env = "A2A_GATEWAY_CONFIG", value_name = "FILE")]
     pub config: Option<std::path::PathBuf>,
 
+    /// Reload the configuration when the config file, or a file it names (keys, CA
+    /// bundles, certificates, cards), changes; SIGHUP reloads it in any case. Default: on
+    /// when `--config` is given.
+    #[arg(long, env = "A2A_GATEWAY_WATCH_CONFIG", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub watch_config: Option<bool>,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 }

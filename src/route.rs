@@ -6,6 +6,7 @@
 
 mod connect;
 mod readiness;
+pub mod reload;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -356,6 +357,29 @@ impl Routes {
             tls: process.tls.clone(),
             client_limits: process.client_limits,
         })
+    }
+
+    /// These routes as the successor of `running` (a reload): they follow the process's
+    /// life, and each route's card is the running route's of the same name until its
+    /// first fetch.
+    pub fn succeeding(mut self, running: &Routes) -> Routes {
+        self.lifecycle = running.lifecycle.clone();
+        let cards: std::collections::HashMap<&str, &Arc<CardService>> = (running.routes.iter())
+            .filter_map(|r| Some((r.settings.name.as_str(), r.card.as_ref()?)))
+            .collect();
+        for route in &self.routes {
+            if let (Some(card), Some(running)) =
+                (&route.card, cards.get(route.settings.name.as_str()))
+            {
+                card.inherit(running);
+            }
+        }
+        self
+    }
+
+    /// The names of the routes, in order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.routes.iter().map(|route| route.settings.name.as_str())
     }
 
     /// Starts fetching and refreshing every route's card, on the current runtime.

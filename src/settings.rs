@@ -70,6 +70,63 @@ pub struct ProcessSettings {
     pub demo: bool,
     /// `check-config FILE`: check, print the routes and exit.
     pub check_config: Option<PathBuf>,
+    /// Whether a change of the files the configuration was read from reloads it.
+    pub watch_config: bool,
+    /// The settings a reload cannot change, with their values as given.
+    pub fixed: FixedAtStart,
+}
+
+/// The values of the settings a reload cannot change (`fixed_at_start`), by flag name.
+#[derive(Clone, Debug)]
+pub struct FixedAtStart(Vec<(&'static str, String)>);
+
+impl FixedAtStart {
+    /// The settings whose value differs in `other`: a reload names them and keeps the
+    /// values of `self`.
+    pub fn changed_in(&self, other: &FixedAtStart) -> Vec<&'static str> {
+        (self.0.iter().zip(&other.0))
+            .filter(|(a, b)| a.1 != b.1)
+            .map(|(a, _)| a.0)
+            .collect()
+    }
+}
+
+/// The process-wide settings a running gateway holds from its start, by flag name: its
+/// sockets, threads, TLS listener (whose certificate files still reload), client
+/// connection bounds, log and exporters are made once. Every other setting, and every
+/// route setting, a reload applies.
+fn fixed_at_start(cli: &Cli) -> FixedAtStart {
+    let fixed: [(&'static str, &dyn std::fmt::Debug); 20] = [
+        ("listen", &cli.listen),
+        ("admin-listen", &cli.admin_listen),
+        ("workers", &cli.workers),
+        ("tls-cert", &cli.tls_cert),
+        ("tls-key", &cli.tls_key),
+        ("tls-client-ca", &cli.tls_client_ca),
+        ("tls-client-auth", &cli.tls_client_auth),
+        ("tls-handshake-timeout", &cli.tls_handshake_timeout),
+        ("client-header-timeout", &cli.client_header_timeout),
+        ("client-body-timeout", &cli.client_body_timeout),
+        ("client-idle-timeout", &cli.client_idle_timeout),
+        ("client-send-timeout", &cli.client_send_timeout),
+        ("drain-delay", &cli.drain_delay),
+        ("shutdown-grace", &cli.shutdown_grace),
+        ("log-format", &cli.log_format),
+        ("access-log", &cli.access_log),
+        ("otlp-endpoint", &cli.otlp_endpoint),
+        ("otlp-protocol", &cli.otlp_protocol),
+        (
+            "trace-sampler",
+            &(&cli.trace_sampler, &cli.trace_sampler_arg),
+        ),
+        ("demo", &cli.demo),
+    ];
+    let values = fixed.into_iter();
+    FixedAtStart(
+        values
+            .map(|(name, value)| (name, format!("{value:?}")))
+            .collect(),
+    )
 }
 
 impl Settings {
@@ -184,6 +241,8 @@ impl ProcessSettings {
                 .command
                 .as_ref()
                 .map(|Command::CheckConfig { file }| file.clone()),
+            watch_config: cli.watch_config.unwrap_or(cli.config.is_some()),
+            fixed: fixed_at_start(cli),
         })
     }
 }

@@ -183,7 +183,23 @@ pub struct Metrics {
     caller_headers_dropped: AtomicU64,
     /// The serving certificate's notAfter, read at scrape time (`None`: cleartext).
     serving_certificate: OnceLock<NotAfter>,
+    /// Configuration reloads by outcome (`ReloadOutcome`).
+    reloads: [AtomicU64; RELOAD_OUTCOMES.len()],
+    /// When the configuration in use was loaded, in seconds since the Unix epoch.
+    config_loaded_at: AtomicU64,
 }
+
+/// How a configuration reload ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReloadOutcome {
+    /// The new configuration serves.
+    Applied = 0,
+    /// The new configuration was refused (a bad setting or file); the old one serves.
+    Refused = 1,
+}
+
+/// `ReloadOutcome`'s label values, in its order.
+const RELOAD_OUTCOMES: [&str; 2] = ["applied", "refused"];
 
 /// Reads a certificate's notAfter, in seconds since the Unix epoch.
 type NotAfter = Box<dyn Fn() -> Option<i64> + Send + Sync>;
@@ -432,6 +448,19 @@ impl Metrics {
         let dropped = self.caller_headers_dropped.load(Relaxed);
         let _ = writeln!(out, "a2a_gateway_caller_headers_dropped_total {dropped}");
         render_build_info(&mut out);
+        out.push_str("# HELP a2a_gateway_config_reloads_total Configuration reloads (a changed file or SIGHUP) by outcome: applied, or refused with the old configuration still serving.\n");
+        out.push_str("# TYPE a2a_gateway_config_reloads_total counter\n");
+        for (outcome, count) in RELOAD_OUTCOMES.iter().zip(&self.reloads) {
+            let count = count.load(Relaxed);
+            let _ = writeln!(
+                out,
+                "a2a_gateway_config_reloads_total{{outcome=\"{outcome}\"}} {count}"
+            );
+        }
+        out.push_str("# HELP a2a_gateway_config_loaded_timestamp_seconds When the configuration serving now was loaded, in seconds since the Unix epoch.\n");
+        out.push_str("# TYPE a2a_gateway_config_loaded_timestamp_seconds gauge\n");
+        let loaded = self.config_loaded_at.load(Relaxed);
+        let _ = writeln!(out, "a2a_gateway_config_loaded_timestamp_seconds {loaded}");
         if let Some(not_after) = self.serving_certificate.get().and_then(|read| read()) {
             out.push_str("# HELP a2a_gateway_serving_certificate_expiry_timestamp_seconds When the certificate new TLS handshakes get expires (its notAfter), in seconds since the Unix epoch.\n");
             out.push_str("# TYPE a2a_gateway_serving_certificate_expiry_timestamp_seconds gauge\n");
@@ -442,6 +471,19 @@ impl Metrics {
         }
         self.render_process(&mut out);
         out
+    }
+
+    /// Counts a reload's `outcome`; an applied one (or the first load, `None`) is the
+    /// configuration serving from now.
+    pub fn config_loaded(&self, outcome: Option<ReloadOutcome>) {
+        if let Some(outcome) = outcome {
+            self.reloads[outcome as usize].fetch_add(1, Relaxed);
+        }
+        if outcome != Some(ReloadOutcome::Refused) {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+            let now = now.map_or(0, |since| since.as_secs());
+            self.config_loaded_at.store(now, Relaxed);
+        }
     }
 
     /// What leaks would show: resident memory and open file descriptors (Linux, from

@@ -95,6 +95,7 @@ fn signer(settings: &CardSettings) -> Result<CardSigner, CardConfigError> {
             ));
         }
     }
+    crate::watched::note(path);
     let pem = std::fs::read(path)
         .map_err(|e| CardConfigError::new("sign-key", format!("{}: {e}", path.display())))?;
     CardSigner::from_pem(&pem, kid, settings.sign_jku.as_deref()).map_err(|e| match e {

@@ -71,6 +71,11 @@ impl Store {
         self.current().is_some()
     }
 
+    /// The current card as its source gave it.
+    pub(super) fn source_card(&self) -> Option<Map<String, Value>> {
+        self.current().map(|current| current.source.clone())
+    }
+
     /// The wait announced to clients while there is no card.
     pub(super) fn set_retry_after(&self, delay: Duration) {
         self.retry_after

@@ -62,6 +62,8 @@ struct PemPair {
 
 impl PemPair {
     fn read(cert: &Path, key: &Path) -> Result<PemPair, IdentityError> {
+        crate::watched::note(cert);
+        crate::watched::note(key);
         Ok(PemPair {
             cert: std::fs::read(cert).map_err(|e| IdentityError::Cert(e.to_string()))?,
             key: std::fs::read(key).map_err(|e| IdentityError::Key(e.to_string()))?,
@@ -349,6 +351,7 @@ fn client_verifier(
     auth: ClientAuth,
 ) -> Result<Arc<dyn ClientCertVerifier>, TlsConfigError> {
     let fail = |why: String| TlsConfigError::ClientCa(path.to_owned(), why);
+    crate::watched::note(path);
     let pem = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
     let mut roots = rustls::RootCertStore::empty();
     for certificate in CertificateDer::pem_slice_iter(&pem) {

@@ -472,6 +472,7 @@ fn client(cli: &Cli) -> Result<ClientSettings, ConfigError> {
 /// startup error rather than a failure of every call.
 fn read_ca(path: &std::path::Path) -> Result<Vec<u8>, ConfigError> {
     let fail = |why: String| ConfigError::BackendCa(path.to_owned(), why);
+    crate::watched::note(path);
     let pem = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
     match reqwest::Certificate::from_pem_bundle(&pem) {
         Ok(certificates) if !certificates.is_empty() => Ok(pem),

@@ -47,6 +47,7 @@ mod proto_schema;
 mod push;
 mod readiness;
 mod readiness_modes;
+mod reload;
 mod rest_backend;
 mod routes;
 mod service_params;
