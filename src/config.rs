@@ -535,6 +535,14 @@ pub struct Cli {
     #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_LEGACY", value_enum, default_value = "v0.3")]
     pub legacy: Legacy,
 
+    /// The HTTP status of a call the gateway refuses with a JSON-RPC error (a limit,
+    /// authentication, authorization, a body that is not JSON): `http`, the status that
+    /// says why (401, 403, 415, 429, 431, 503); `jsonrpc`, 200, as JSON-RPC servers answer
+    /// errors, for SDK clients that raise on the status before reading the error (the
+    /// Python a2a-sdk). `Retry-After` and `WWW-Authenticate` are sent either way.
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_REFUSAL_STATUS", value_enum, default_value = "http")]
+    pub refusal_status: crate::front::jsonrpc::RefusalStatus,
+
     /// The `card` table of the config file (the flags above override its keys).
     #[arg(skip)]
     pub card_settings: CardSettings,

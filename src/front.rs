@@ -49,6 +49,8 @@ pub struct Gateway {
     pub route_metrics: Arc<RouteMetrics>,
     /// Whether v0.3 clients are served (`--legacy v0.3`).
     pub(crate) legacy: bool,
+    /// The HTTP status of refusals (`--refusal-status`).
+    pub(crate) refusal_status: jsonrpc::RefusalStatus,
     /// The route's push URL guard (`None`: `push-guard = false`).
     pub(crate) push: Option<crate::push::PushGuard>,
     /// The keys of caller-bound ids (`None`: `task-owner = false`).

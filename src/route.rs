@@ -257,6 +257,7 @@ pub fn handler_over(
         route_metrics: shared.metrics.route(&settings.name),
         metrics: shared.metrics,
         legacy: settings.legacy,
+        refusal_status: settings.refusal_status,
         push,
         owner: settings.owner.clone(),
         allow: settings.allow.clone(),

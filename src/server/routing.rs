@@ -448,7 +448,8 @@ impl tower::Service<http::Request<Body>> for Frontend {
         if let Some((index, route)) = self.route(&request) {
             let limits = self.limits.as_ref().and_then(|l| l.route(index));
             if let Some(Err(refusal)) = limits.map(|l| l.check_headers(request.headers())) {
-                return ready(refused_response(&refusal, refusal.body(None)));
+                let policy = route.gateway.refusal_status;
+                return ready(refused_response(&refusal, refusal.body(None), policy));
             }
             let below = &path[route.prefix.len()..];
             let card = route.gateway.card.as_ref();
@@ -479,12 +480,13 @@ impl tower::Service<http::Request<Body>> for Frontend {
                 let parts = request.into_parts().0;
                 if let Some(auth) = route.gateway.auth.as_ref().filter(|a| !a.card_is_public()) {
                     let (auth, card) = (auth.clone(), card.clone());
+                    let policy = route.gateway.refusal_status;
                     return Box::pin(async move {
                         Ok(match auth.authenticate(&parts).await {
                             Ok(_) => card.respond(&parts),
                             Err(failure) => {
                                 let refusal = authenticate::refusal(&auth, &failure);
-                                refused_response(&refusal, refusal.body(None))
+                                refused_response(&refusal, refusal.body(None), policy)
                             }
                         })
                     });

@@ -75,6 +75,8 @@ pub struct RouteSettings {
     pub tenant: Option<String>,
     /// Whether v0.3 clients are served.
     pub(crate) legacy: bool,
+    /// The HTTP status of refusals.
+    pub(crate) refusal_status: crate::front::jsonrpc::RefusalStatus,
     /// The push URL policy; `None`: the guard is off.
     pub push: Option<PushPolicy>,
     /// The `card` table with the `--card*` flags over it.
@@ -258,6 +260,7 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
         allow,
         tenant: cli.tenant.clone(),
         legacy: cli.legacy == Legacy::V03,
+        refusal_status: cli.refusal_status,
         push,
         card: card(cli),
         enforced: enforced(&cli.auth_table, auth.as_deref()),

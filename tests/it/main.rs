@@ -50,6 +50,7 @@ mod readiness_modes;
 mod reload;
 mod rest_backend;
 mod routes;
+mod sdk_refusals;
 mod service_params;
 mod serving_tls;
 mod soak;
