@@ -36,7 +36,12 @@ const ROUTE: &str = "Route settings";
 /// Clients POST JSON-RPC to the gateway; each call becomes one typed `lf.a2a.v1` request to
 /// the backend agent, and its reply, stream or error comes back as JSON-RPC (SSE for streams).
 #[derive(Clone, Debug, Parser)]
-#[command(name = "a2a-gateway", version, about, long_about = None)]
+#[command(
+    name = "a2a-gateway",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("A2A_GATEWAY_COMMIT"), ")"),
+    about,
+    long_about = None
+)]
 pub struct Cli {
     /// Address to serve JSON-RPC on.
     #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_LISTEN", default_value = "127.0.0.1:8080")]
