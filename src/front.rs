@@ -49,8 +49,10 @@ pub struct Gateway {
     pub route_metrics: Arc<RouteMetrics>,
     /// Whether v0.3 clients are served (`--legacy v0.3`).
     pub(crate) legacy: bool,
-    /// The route's push URL guard (`None`: `push-guard = false`).
+    /// The route's push URL guard (`None`: `push = "pass"`).
     pub(crate) push: Option<crate::push::PushGuard>,
+    /// The route's push relay (`None`: the route does not relay).
+    pub(crate) relay: Option<crate::push::relay::Relay>,
     /// The keys of caller-bound ids (`None`: `task-owner = false`).
     pub(crate) owner: Option<Arc<crate::auth::owner::OwnerKeys>>,
     /// The route's `allow` rules (`None`: every call is allowed).
