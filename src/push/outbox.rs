@@ -17,7 +17,8 @@ pub struct Delivery {
     pub event_key: [u8; 32],
     /// The client's webhook URL, as it registered it (checked again at connect time).
     pub url: String,
-    /// The client's token, sent as `X-A2A-Notification-Token` (spec, push delivery).
+    /// The client's token, sent as `X-A2A-Notification-Token` (the header the reference
+    /// SDK sends a config's token in; the specification names none).
     pub token: Option<String>,
     /// The client's authentication for its webhook: scheme and credentials, sent as
     /// `Authorization: <scheme> <credentials>`.
