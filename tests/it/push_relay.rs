@@ -680,3 +680,89 @@ fn a_relay_without_its_callback_or_a_good_key_is_refused_at_load() {
         assert!(!message.contains('\n'), "one line: {message}");
     }
 }
+
+/// A JSON-RPC call as the API-key caller `key`.
+async fn call_as(url: &str, key: &str, method: &str, params: Value) -> Value {
+    let headers = [("a2a-version", "1.0"), ("x-api-key", key)];
+    let (status, _, text) = post_with(url, request(json!(1), method, params), &headers).await;
+    assert_eq!(status, 200, "{text}");
+    serde_json::from_str(&text).unwrap()
+}
+
+#[tokio::test]
+async fn a_token_opens_only_for_its_route_and_caller() {
+    let (agent, _store, agent_url) = started_agent().await;
+    let key = key_file();
+    let callers = TempFile::new(
+        "keys",
+        &format!(
+            "alice {}\nbob {}\n",
+            key_digest_hex(b"alice-key"),
+            key_digest_hex(b"bob-key")
+        ),
+    );
+    let route = |name: &str| {
+        format!(
+            "[[route]]\nname = \"{name}\"\npath = \"/{name}\"\nbackend = \"{agent_url}\"\n\
+             push = \"relay\"\npush-allow = [\"hooks.example\"]\n"
+        )
+    };
+    let config = TempFile::new(
+        "toml",
+        &format!(
+            "push-callback-url = \"{CALLBACK}\"\npush-key-file = \"{}\"\n\
+             [auth.api-keys]\nfile = \"{}\"\n{}{}",
+            key.path(),
+            callers.path(),
+            route("orders"),
+            route("billing"),
+        ),
+    );
+    let settings = Settings::load(["a2a-gateway", "--config", config.path()]).unwrap();
+    let outbox = Arc::new(Recorded::default());
+    // Billing's notifications have no delivery here, as on a gateway where it does not relay.
+    let routes = Routes::new(&settings, None)
+        .unwrap()
+        .with_outbox("orders", outbox.clone());
+    let origin = serve_frontend(routes.frontend(&Arc::default()).unwrap()).await;
+    let (orders, billing) = (
+        format!("{origin}/orders/a2a/jsonrpc"),
+        format!("{origin}/billing/a2a/jsonrpc"),
+    );
+    let create = "CreateTaskPushNotificationConfig";
+    call_as(&orders, "alice-key", create, client_config("t-1")).await;
+    let orders_token = agent_saw(&agent).token;
+    call_as(&billing, "alice-key", create, client_config("t-9")).await;
+    let billing_token = agent_saw(&agent).token;
+
+    let get = "GetTaskPushNotificationConfig";
+    let named = json!({"taskId": "t-1", "id": "cfg-1"});
+    let shown = call_as(&orders, "alice-key", get, named.clone()).await;
+    assert_eq!(shown["result"]["url"], HOOK, "{shown}");
+    // Another caller, or the same caller on another route, sees the agent's config.
+    for (url, caller) in [(&orders, "bob-key"), (&billing, "alice-key")] {
+        let sealed = call_as(url, caller, get, named.clone()).await;
+        assert_eq!(
+            sealed["result"]["url"], CALLBACK,
+            "{url} {caller}: {sealed}"
+        );
+        assert_eq!(sealed["result"]["token"], orders_token.as_str());
+        assert!(!sealed.to_string().contains("client-"), "{sealed}");
+    }
+
+    let callback = format!("{origin}{CALLBACK_PATH}");
+    assert_eq!(
+        post_event(&callback, Some(&orders_token), event("t-1"))
+            .await
+            .0,
+        204
+    );
+    let (status, _) = post_event(&callback, Some(&billing_token), event("t-9")).await;
+    assert_eq!(
+        status, 401,
+        "a route without delivery takes no notification"
+    );
+    let delivered = outbox.taken();
+    assert_eq!(delivered.len(), 1);
+    assert_eq!(&*delivered[0].route, "orders");
+}
