@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use a2a_gateway::proto::*;
-use a2a_gateway::protocol::ops::{Reply, Request, UnaryRequest};
+use a2a_gateway::protocol::ops::{Reply, Request, StreamRequest, UnaryRequest};
 use a2a_gateway::push::outbox::{Delivery, Outbox, Refused};
 use a2a_gateway::route::Routes;
 use a2a_gateway::settings::Settings;
@@ -198,7 +198,8 @@ fn client_config(task: &str) -> Value {
 fn agent_saw(agent: &TestBackend) -> TaskPushNotificationConfig {
     match agent.last().request {
         Request::Unary(UnaryRequest::CreateTaskPushNotificationConfig(c)) => c,
-        Request::Unary(UnaryRequest::SendMessage(send)) => send
+        Request::Unary(UnaryRequest::SendMessage(send))
+        | Request::Stream(StreamRequest::SendStreamingMessage(send)) => send
             .configuration
             .and_then(|c| c.task_push_notification_config)
             .expect("a push config"),
@@ -359,6 +360,14 @@ async fn a_message_config_is_relayed_and_v03_clients_see_their_own_too() {
         (&json!(HOOK), &json!("client-token")),
         "{got}"
     );
+
+    // A stream's config too (the agent here answers streams with an error).
+    let mut params = message_params("report");
+    params["configuration"] = json!({"taskPushNotificationConfig": {"url": HOOK}});
+    call(&gateway.url, "SendStreamingMessage", params).await;
+    let seen = agent_saw(&agent);
+    assert_eq!((seen.url.as_str(), seen.authentication), (CALLBACK, None));
+    assert!(matches!(agent.last().request, Request::Stream(_)));
 
     let v03 = |method: &str, params: Value| {
         let body = request(json!(1), method, params);
