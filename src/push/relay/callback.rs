@@ -75,12 +75,14 @@ impl Callback {
             Err(Refusal(_, _, outcome)) => *outcome,
         };
         match route {
-            Some(route) => route.metrics.push_callback(outcome),
+            Some((_, route)) => route.metrics.push_callback(outcome),
             None => self.metrics.push_callback_unrouted(outcome),
         }
         match answer {
             Ok(()) => StatusCode::NO_CONTENT.into_response(),
             Err(Refusal(status, why, _)) => {
+                let route = route.map(|(name, _)| &**name);
+                tracing::debug!(?route, %status, "push notification refused: {why}");
                 let body = serde_json::json!({ "error": why }).to_string();
                 let mut response = (
                     status,
@@ -101,7 +103,7 @@ impl Callback {
     async fn accept(
         &self,
         request: http::Request<Body>,
-    ) -> (Option<&RouteOutbox>, Result<(), Refusal>) {
+    ) -> (Option<(&Arc<str>, &RouteOutbox)>, Result<(), Refusal>) {
         use PushCallback as Outcome;
         if request.method() != Method::POST {
             let refusal = Refusal(
@@ -122,9 +124,10 @@ impl Callback {
             return (None, Err(unauthorized));
         };
         // A token of a route that no longer relays opens, but has nowhere to go.
-        let Some((route_name, route)) = self.routes.get_key_value(sealed.route.as_str()) else {
+        let Some(named) = self.routes.get_key_value(sealed.route.as_str()) else {
             return (None, Err(unauthorized));
         };
+        let (route_name, route) = named;
         let traceparent = headers
             .get("traceparent")
             .and_then(|v| v.to_str().ok())
@@ -132,13 +135,13 @@ impl Callback {
             .map(str::to_owned);
         let body = match self.read(request.into_body()).await {
             Ok(body) => body,
-            Err(refusal) => return (Some(route), Err(refusal)),
+            Err(refusal) => return (Some(named), Err(refusal)),
         };
         let task_id = match event_task(&body) {
             Ok(task_id) => task_id,
             Err(why) => {
                 let refusal = Refusal(StatusCode::BAD_REQUEST, why, Outcome::BadRequest);
-                return (Some(route), Err(refusal));
+                return (Some(named), Err(refusal));
             }
         };
         if !sealed.task_id.is_empty() && sealed.task_id != task_id {
@@ -147,7 +150,7 @@ impl Callback {
                 "the event is not of the token's task",
                 Outcome::WrongTask,
             );
-            return (Some(route), Err(refusal));
+            return (Some(named), Err(refusal));
         }
         let delivery = Delivery {
             route: route_name.clone(),
@@ -174,7 +177,7 @@ impl Callback {
                     Outcome::Closed,
                 ),
             });
-        (Some(route), answer)
+        (Some(named), answer)
     }
 
     /// The body, up to `push-max-body` bytes.
