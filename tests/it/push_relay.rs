@@ -429,6 +429,13 @@ async fn a_config_too_large_to_seal_is_refused_before_the_agent() {
         len += 1;
         assert!(len < 3100, "a webhook of {len} bytes sealed");
     }
+    // The guard checks first, as on any guarded route.
+    let mut inside = client_config("t-1");
+    inside["url"] = json!("https://127.0.0.1/hook");
+    let reply = call(&gateway.url, "CreateTaskPushNotificationConfig", inside).await;
+    assert_eq!(reply["error"]["code"], -32602, "{reply}");
+    let message = reply["error"]["message"].as_str().unwrap();
+    assert!(message.contains("loopback"), "{message}");
     let calls = agent.calls();
     let reply = call(
         &gateway.url,
@@ -451,6 +458,14 @@ async fn a_config_too_large_to_seal_is_refused_before_the_agent() {
         calls + 1,
         "the refused config never reached the agent"
     );
+    let metrics = metrics_text(&gateway.origin).await;
+    // Every config the agent got was relayed; the loopback one and the two too large refused.
+    for (outcome, n) in [("relayed", agent.calls()), ("refused", 3)] {
+        let line = format!(
+            "a2a_gateway_push_registrations_total{{route=\"default\",outcome=\"{outcome}\"}} {n}\n"
+        );
+        assert!(metrics.contains(&line), "{line}{metrics}");
+    }
 }
 
 /// The token the agent got for `task`'s config `cfg-1`, registered through `gateway`.
@@ -519,6 +534,39 @@ async fn a_post_with_the_token_reaches_delivery_from_any_replica() {
     let metrics = metrics_text(&replica.origin).await;
     let accepted = "a2a_gateway_push_callbacks_total{route=\"default\",outcome=\"accepted\"} 2\n";
     assert!(metrics.contains(accepted), "{metrics}");
+    // Rotation: a new key put first seals, the previous one second still opens; without
+    // it the old token is refused.
+    let new_key = key_file();
+    let old_line = std::fs::read_to_string(key.path()).unwrap();
+    let new_line = std::fs::read_to_string(new_key.path()).unwrap();
+    let rotated = TempFile::new("key", &format!("{new_line}\n{old_line}\n"));
+    let rotated = Gateway::start(&agent_url, &rotated, &[]).await;
+    assert_eq!(
+        post_event(&rotated.callback, Some(&token), event("t-1"))
+            .await
+            .0,
+        204
+    );
+    let fresh = registered(&rotated, &agent, "t-1").await;
+    assert_eq!(
+        post_event(&gateway.callback, Some(&fresh), event("t-1"))
+            .await
+            .0,
+        401
+    );
+    let new_only = Gateway::start(&agent_url, &new_key, &[]).await;
+    assert_eq!(
+        post_event(&new_only.callback, Some(&fresh), event("t-1"))
+            .await
+            .0,
+        204
+    );
+    assert_eq!(
+        post_event(&new_only.callback, Some(&token), event("t-1"))
+            .await
+            .0,
+        401
+    );
 }
 
 #[tokio::test]
