@@ -228,6 +228,16 @@ fn free_port() -> u16 {
 
 /// The gateway in front of `backend`, with the defaults and then `extra` flags.
 async fn start_gateway(backend: SocketAddr, extra: &[&str]) -> (Proc, SocketAddr) {
+    let backend = format!("http://{backend}");
+    let args: Vec<&str> = ["--backend", &backend]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .collect();
+    launch_gateway(&args).await
+}
+
+/// The gateway with the defaults and then `args` (which name its backends).
+async fn launch_gateway(args: &[&str]) -> (Proc, SocketAddr) {
     let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     // OVERHEAD_GATEWAY_BIN: another gateway build, for before/after comparisons.
     let bin = std::env::var("OVERHEAD_GATEWAY_BIN").unwrap_or_else(|_| GATEWAY_BIN.to_owned());
@@ -245,9 +255,8 @@ async fn start_gateway(backend: SocketAddr, extra: &[&str]) -> (Proc, SocketAddr
     let log = std::fs::File::create(&log).expect("gateway log file");
     let child = command
         .args(["--listen", &addr.to_string()])
-        .args(["--backend", &format!("http://{backend}")])
         .args(["--access-log", &access_log])
-        .args(extra)
+        .args(args)
         .env_remove("RUST_LOG")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -1792,16 +1801,19 @@ async fn jwt(setup: &Setup, opts: &Options) -> Vec<Row> {
 /// Routes of the many-routes scenario's configuration.
 const MANY_ROUTES: usize = 10_000;
 
-/// A config file of `routes` routes (`/r0` … ), all to the bench's agent (`--backend`),
-/// with `timeout` as every route's deadline (a reload changes it).
-fn routes_file(routes: usize, timeout: &str) -> std::path::PathBuf {
+/// A config file of `routes` routes (`/r0` … ), all to the agent at `backend`, with
+/// `timeout` as every route's deadline (a reload changes it).
+fn routes_file(routes: usize, backend: SocketAddr, timeout: &str) -> std::path::PathBuf {
     let path = std::env::temp_dir().join(format!(
         "overhead-routes-{}-{routes}.toml",
         std::process::id()
     ));
     let mut text = format!("timeout = \"{timeout}\"\n");
     for i in 0..routes {
-        let _ = write!(text, "[[route]]\nname = \"r{i}\"\npath = \"/r{i}\"\n");
+        let _ = write!(
+            text,
+            "[[route]]\nname = \"r{i}\"\npath = \"/r{i}\"\nbackend = \"http://{backend}\"\n"
+        );
     }
     std::fs::write(&path, text).expect("routes file");
     path
@@ -1828,7 +1840,10 @@ async fn until(addr: SocketAddr, path: &str, done: impl Fn(&str, &str) -> bool) 
                 return started.elapsed();
             }
         }
-        assert!(started.elapsed() < Duration::from_secs(120), "{path}: no answer");
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "{path}: no answer"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
@@ -1837,18 +1852,16 @@ async fn until(addr: SocketAddr, path: &str, done: impl Fn(&str, &str) -> bool) 
 /// gateway's, how long a reload of every route takes (SIGHUP until /metrics counts it), and
 /// one client's calls on the last route against the first, paired A-B-A.
 async fn many_routes(setup: &Setup, opts: &Options) -> Vec<Row> {
-    let one = routes_file(1, "30s");
-    let (small, small_addr) =
-        start_gateway(setup.backend_addr, &["--config", one.to_str().unwrap()]).await;
+    let one = routes_file(1, setup.backend_addr, "30s");
+    let (small, small_addr) = launch_gateway(&["--config", one.to_str().unwrap()]).await;
     until(small_addr, "/healthz", |status, _| status.contains(" 200")).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let small_rss = rss_mib(small.pid());
     drop(small);
 
-    let many = routes_file(MANY_ROUTES, "30s");
+    let many = routes_file(MANY_ROUTES, setup.backend_addr, "30s");
     let started = Instant::now();
-    let (gateway, addr) =
-        start_gateway(setup.backend_addr, &["--config", many.to_str().unwrap()]).await;
+    let (gateway, addr) = launch_gateway(&["--config", many.to_str().unwrap()]).await;
     // The listener accepts before the routes are built: serving is a route's answer.
     let last_path: &'static str =
         Box::leak(format!("/r{}/a2a/jsonrpc", MANY_ROUTES - 1).into_boxed_str());
@@ -1867,7 +1880,7 @@ async fn many_routes(setup: &Setup, opts: &Options) -> Vec<Row> {
     let per_route_kib = (rss - small_rss) * 1024.0 / (MANY_ROUTES - 1) as f64;
 
     // Every route changed (another deadline), applied on SIGHUP.
-    routes_file(MANY_ROUTES, "29s");
+    routes_file(MANY_ROUTES, setup.backend_addr, "29s");
     let pid = rustix::process::Pid::from_raw(gateway.pid() as i32).expect("pid");
     rustix::process::kill_process(pid, rustix::process::Signal::HUP).expect("SIGHUP");
     let applied = "a2a_gateway_config_reloads_total{outcome=\"applied\"} 1";

@@ -512,12 +512,32 @@ pub struct Cli {
     #[arg(long, env = "A2A_GATEWAY_CARD_SIGN_KID", value_name = "KID")]
     pub card_sign_kid: Option<String>,
 
-    /// Check the push-notification URLs clients hand the agent (README "Push
-    /// notifications"): a URL that is not `https`, or whose host is or resolves to a
-    /// loopback, private, link-local, metadata… address, is refused (-32602). `false`
-    /// turns the guard off.
-    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_PUSH_GUARD", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
-    pub push_guard: bool,
+    /// What the route does with the push-notification configs clients hand the agent
+    /// (docs/security.md "Push notifications"): `guard` refuses (-32602) a URL that is not
+    /// `https`, or whose host is or resolves to a loopback, private, link-local, metadata…
+    /// address; `relay` checks it the same way, then gives the agent the gateway's own
+    /// callback (--push-callback-url) and a token sealing the client's URL, token and
+    /// authentication, and relays what the agent posts there; `pass` checks nothing.
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_PUSH", value_enum, default_value = "guard")]
+    pub push: crate::push::PushMode,
+
+    /// The URL agents post push notifications to on `push = "relay"` routes, as the
+    /// agents reach the gateway (a public or in-cluster name); the gateway serves its path
+    /// on --listen. Required when a route relays.
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_PUSH_CALLBACK_URL", value_name = "URL")]
+    pub push_callback_url: Option<String>,
+
+    /// The key that seals clients' push URLs and credentials into the tokens agents get:
+    /// the base64 of 32 random bytes (`openssl rand -base64 32`) on the first line; a
+    /// second line may hold the previous key, still accepted. Every replica needs the
+    /// same file. Required when a route relays.
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_PUSH_KEY_FILE", value_name = "FILE")]
+    pub push_key_file: Option<std::path::PathBuf>,
+
+    /// Largest push notification body an agent may post to --push-callback-url (413 past
+    /// it).
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_PUSH_MAX_BODY", default_value = "1MiB", value_parser = parse_size)]
+    pub push_max_body: usize,
 
     /// Admit `http://` push URLs too (their host is checked all the same).
     #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_PUSH_ALLOW_HTTP")]
@@ -749,8 +769,12 @@ pub enum ConfigError {
     #[error(transparent)]
     PushAllow(#[from] crate::push::PushAllowError),
     /// The DNS resolver the push guard checks names with cannot be built: why.
-    #[error("--push-guard: {0}")]
+    #[error("--push: {0}")]
     PushResolver(String),
+    /// A route relays push notifications, and the relay's process settings are missing
+    /// or refused: why.
+    #[error("push = \"relay\": {0}")]
+    PushRelay(String),
 }
 
 /// The configuration could not be assembled from flags, environment and file.

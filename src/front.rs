@@ -51,8 +51,10 @@ pub struct Gateway {
     pub(crate) legacy: bool,
     /// The HTTP status of refusals (`--refusal-status`).
     pub(crate) refusal_status: jsonrpc::RefusalStatus,
-    /// The route's push URL guard (`None`: `push-guard = false`).
+    /// The route's push URL guard (`None`: `push = "pass"`).
     pub(crate) push: Option<crate::push::PushGuard>,
+    /// The route's push relay (`None`: the route does not relay).
+    pub(crate) relay: Option<crate::push::relay::Relay>,
     /// The keys of caller-bound ids (`None`: `task-owner = false`).
     pub(crate) owner: Option<Arc<crate::auth::owner::OwnerKeys>>,
     /// The route's `allow` rules (`None`: every call is allowed).

@@ -12,8 +12,15 @@
 //! on (backslashes, whitespace, control characters, userinfo) is refused: the agent must
 //! see the host that was checked. The guard cannot stop a name from resolving elsewhere
 //! later (DNS rebinding): an agent should check again when it delivers.
+//!
+//! A route that relays (`PushMode::Relay`, `relay`) gives the agent the gateway's own
+//! callback instead, with the client's URL and credentials sealed in the token
+//! (`seal`), and hands what the agent posts there to delivery (`outbox`).
 
 mod guard;
+pub mod outbox;
+pub mod relay;
+pub(crate) mod seal;
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -60,6 +67,18 @@ const FIELDS: [(Op, UrlOf, &str, &str); 3] = [
         "configuration.pushNotificationConfig.url",
     ),
 ];
+
+/// What a route does with the push configs clients hand the agent (`--push`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum PushMode {
+    /// Handed to the agent unchecked.
+    Pass,
+    /// Handed to the agent once the guard admits the URL.
+    #[default]
+    Guard,
+    /// Checked by the guard, then relayed: the agent gets the gateway's callback.
+    Relay,
+}
 
 /// The push URL `request` hands the agent, if any, with the field that carries it as the
 /// client's dialect (`v03`) names it. Checked without awaiting, so the calls that carry no

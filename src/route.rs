@@ -19,6 +19,9 @@ use crate::card::{CardService, RouteCard, BACKEND_CARD_SOURCE};
 use crate::front::limits::Limits;
 use crate::front::Gateway;
 use crate::lifecycle::Lifecycle;
+use crate::push::outbox::Outbox;
+use crate::push::relay::callback::{Callback, RouteOutbox};
+use crate::push::relay::RelaySettings;
 use crate::server::clients::ClientLimits;
 use crate::server::readiness::{AgentCheck, Readiness};
 use crate::server::routing::{self, Frontend};
@@ -259,6 +262,10 @@ pub fn handler_over(
         legacy: settings.legacy,
         refusal_status: settings.refusal_status,
         push,
+        relay: (settings.relay.clone()).map(|relay| crate::push::relay::Relay {
+            route: settings.name.as_str().into(),
+            settings: relay,
+        }),
         owner: settings.owner.clone(),
         allow: settings.allow.clone(),
         auth: settings.auth.clone(),
@@ -315,6 +322,10 @@ pub struct Routes {
     tls: Option<ServerTls>,
     /// What each client connection may hold, and for how long.
     client_limits: ClientLimits,
+    /// The push relay's settings, when a route relays.
+    push_relay: Option<Arc<RelaySettings>>,
+    /// Each relaying route's delivery (`with_outbox`), by route name.
+    outboxes: HashMap<Arc<str>, Arc<dyn Outbox>>,
 }
 
 impl Routes {
@@ -357,6 +368,8 @@ impl Routes {
             admin_listener: process.admin_listen.is_some(),
             tls: process.tls.clone(),
             client_limits: process.client_limits,
+            push_relay: process.push_relay.clone(),
+            outboxes: HashMap::new(),
         })
     }
 
@@ -381,6 +394,33 @@ impl Routes {
     /// The names of the routes, in order.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.routes.iter().map(|route| route.settings.name.as_str())
+    }
+
+    /// Hands the notifications agents post for route `route` to `outbox`, which delivers
+    /// them. Posts for a route without one are refused as those of a route that does not
+    /// relay (401).
+    pub fn with_outbox(mut self, route: &str, outbox: Arc<dyn Outbox>) -> Routes {
+        self.outboxes.insert(route.into(), outbox);
+        self
+    }
+
+    /// The push relay's callback for one serving thread: every relaying route's outbox.
+    fn push_callback(&self, metrics: &Arc<Metrics>) -> Option<Arc<Callback>> {
+        let relay = self.push_relay.as_ref()?;
+        let routes = (self.outboxes.iter())
+            .map(|(name, outbox)| {
+                let route = RouteOutbox {
+                    outbox: outbox.clone(),
+                    metrics: metrics.route(name),
+                };
+                (name.clone(), route)
+            })
+            .collect();
+        Some(Arc::new(Callback::new(
+            relay.clone(),
+            routes,
+            metrics.clone(),
+        )))
     }
 
     /// Starts fetching and refreshing every route's card, on the current runtime.
@@ -427,7 +467,8 @@ impl Routes {
                 .with_origin(self.origins.clone())
                 .with_limits(self.limits.clone())
                 .with_cors(self.cors.clone())
-                .with_readiness(self.readiness.clone(), surface),
+                .with_readiness(self.readiness.clone(), surface)
+                .with_push_callback(self.push_callback(metrics)),
         )
     }
 

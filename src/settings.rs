@@ -13,6 +13,7 @@ pub use crate::config::{ConfigError, LoadError, LogFormat};
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tower_http::cors::CorsLayer;
@@ -20,6 +21,8 @@ use tower_http::cors::CorsLayer;
 use crate::card::origin::{OriginSettings, Origins};
 use crate::config::{Cli, Command, Config};
 use crate::front::limits::GlobalLimitSettings;
+use crate::push::relay::RelaySettings;
+use crate::push::PushMode;
 use crate::server::clients::ClientLimits;
 use crate::server::readiness::ReadinessMode;
 use crate::server::tls::{ListenerTlsSettings, ServerTls};
@@ -66,6 +69,8 @@ pub struct ProcessSettings {
     pub(crate) cors: Option<CorsLayer>,
     /// The global public URL, forwarded-header trust and allowed hosts, for the catalog.
     pub(crate) origins: Origins,
+    /// The push relay's callback and keys, when a route relays (`push = "relay"`).
+    pub(crate) push_relay: Option<Arc<RelaySettings>>,
     /// `--demo`: the one route's backend is the embedded demo agent.
     pub demo: bool,
     /// `check-config FILE`: check, print the routes and exit.
@@ -152,7 +157,9 @@ impl Settings {
             .filter_map(|route| Some(route.auth.as_ref()?.key_header()?.to_string()))
             .collect();
         let env = |name: &str| std::env::var(name).ok();
-        let process = ProcessSettings::new(&config.cli, &key_headers, &env)?;
+        let mut process = ProcessSettings::new(&config.cli, &key_headers, &env)?;
+        let mut routes = routes;
+        process.push_relay = push_relay(&config.cli, &mut routes)?;
         Ok(Settings { process, routes })
     }
 }
@@ -236,6 +243,7 @@ impl ProcessSettings {
             limits,
             cors,
             origins: origins?,
+            push_relay: None,
             demo: cli.demo,
             check_config: cli
                 .command
@@ -245,6 +253,47 @@ impl ProcessSettings {
             fixed: fixed_at_start(cli),
         })
     }
+}
+
+/// The push relay's settings when a route relays, given to each route that does; its
+/// callback path may be no route's JSON-RPC endpoint or card.
+fn push_relay(
+    cli: &Cli,
+    routes: &mut [RouteSettings],
+) -> Result<Option<Arc<RelaySettings>>, ConfigError> {
+    if routes.iter().all(|r| r.push_mode != PushMode::Relay) {
+        return Ok(None);
+    }
+    let relay = RelaySettings::new(
+        cli.push_callback_url.as_deref(),
+        cli.push_key_file.as_deref(),
+        cli.push_max_body,
+    )
+    .map_err(ConfigError::PushRelay)?;
+    let path = relay.callback_path();
+    let own = [
+        "/healthz",
+        "/readyz",
+        "/metrics",
+        crate::server::routing::CATALOG_PATH,
+    ];
+    if own.contains(&path) {
+        return Err(ConfigError::PushRelay(format!(
+            "--push-callback-url's path {path:?} is the gateway's own"
+        )));
+    }
+    if let Some(route) = (routes.iter()).find(|r| r.jsonrpc_path() == path || r.card_path() == path)
+    {
+        return Err(ConfigError::PushRelay(format!(
+            "--push-callback-url's path {path:?} is route {:?}'s",
+            route.name
+        )));
+    }
+    let relay = Arc::new(relay);
+    for route in routes.iter_mut().filter(|r| r.push_mode == PushMode::Relay) {
+        route.relay = Some(relay.clone());
+    }
+    Ok(Some(relay))
 }
 
 /// The client connection deadlines, each greater than zero.

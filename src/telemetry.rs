@@ -13,8 +13,11 @@
 //! escapes the peer-chosen strings both write.
 
 pub mod access;
+mod push;
 pub mod trace;
 pub mod untrusted;
+
+pub(crate) use push::{PushCallback, PushRegistration};
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
@@ -187,6 +190,8 @@ pub struct Metrics {
     reloads: [AtomicU64; RELOAD_OUTCOMES.len()],
     /// When the configuration in use was loaded, in seconds since the Unix epoch.
     config_loaded_at: AtomicU64,
+    /// Posts to the push relay's callback whose token names no relaying route.
+    push_unrouted: push::PushCounters,
 }
 
 /// How a configuration reload ended.
@@ -222,6 +227,8 @@ pub struct RouteMetrics {
     /// A one-backend route's backend: its address and call latency (balanced routes have
     /// theirs per endpoint).
     backend: OnceLock<(Box<str>, Arc<BackendLatency>)>,
+    /// Push registrations and callbacks, allocated at the route's first.
+    push: OnceLock<Box<push::PushCounters>>,
 }
 
 /// The per-call counters of one route.
@@ -288,6 +295,16 @@ impl RouteMetrics {
         latency.clone()
     }
 
+    /// A push config a client handed the agent, and what became of it.
+    pub(crate) fn push_registration(&self, outcome: PushRegistration) {
+        self.push.get_or_init(Box::default).registration(outcome);
+    }
+
+    /// A notification an agent posted to the relay's callback for this route.
+    pub(crate) fn push_callback(&self, outcome: PushCallback) {
+        self.push.get_or_init(Box::default).callback(outcome);
+    }
+
     /// SSE events written to streams.
     fn events(&self, n: u64) {
         self.stream_events.fetch_add(n, Relaxed);
@@ -308,6 +325,7 @@ impl Metrics {
             streams_open: AtomicI64::new(0),
             stream_events: AtomicU64::new(0),
             backend: OnceLock::new(),
+            push: OnceLock::new(),
         });
         table.routes.push(route.clone());
         table.by_name.insert(name.into(), route.clone());
@@ -319,6 +337,11 @@ impl Metrics {
         if n > 0 {
             self.caller_headers_dropped.fetch_add(n as u64, Relaxed);
         }
+    }
+
+    /// A post to the push relay's callback whose token names no relaying route.
+    pub(crate) fn push_callback_unrouted(&self, outcome: PushCallback) {
+        self.push_unrouted.callback(outcome);
     }
 
     /// The listener's certificate, whose expiry `/metrics` shows (the first one given).
@@ -439,6 +462,14 @@ impl Metrics {
                 route.name
             );
         }
+        let pushed: Vec<(&str, &push::PushCounters)> = std::iter::once(("", &self.push_unrouted))
+            .chain(
+                routes
+                    .iter()
+                    .filter_map(|r| Some((&*r.name, &**r.push.get()?))),
+            )
+            .collect();
+        push::render(&mut out, &pushed);
         out.push_str("# HELP a2a_gateway_log_lines_dropped_total Log lines (an event, or a piece of access lines) dropped because stderr did not take them.\n");
         out.push_str("# TYPE a2a_gateway_log_lines_dropped_total counter\n");
         let dropped = access::sink::dropped();

@@ -57,7 +57,8 @@ pub fn stack() -> impl for<'p> Layer<Option<crate::front::envelope::Params<'p>>>
                         // looks unknown.
                         owner::Owner(
                             // The last check, and the only slow one (it may ask DNS): a
-                            // refused push URL never reaches the agent, and costs no permit.
+                            // refused push URL never reaches the agent, and costs no permit;
+                            // a relaying route seals the config once nothing else refuses it.
                             push::PushCheck(
                                 // Only checked requests take a share of the limits.
                                 admit::Admit(

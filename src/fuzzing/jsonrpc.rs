@@ -475,7 +475,7 @@ fn route_settings() -> &'static RouteSettings {
     SETTINGS.get_or_init(|| {
         let bound = format!("{}ms", BOUND.as_millis());
         let mut args = vec!["a2a-gateway", "--backend", "http://fuzz.invalid:1"];
-        args.extend(["--push-guard", "false"]);
+        args.extend(["--push", "pass"]);
         for flag in [
             "--timeout",
             "--stream-timeout",

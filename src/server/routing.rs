@@ -2,7 +2,8 @@
 //! card, and the gateway's own endpoints (`/healthz`, `/readyz`, `/metrics`, and the API
 //! catalog, RFC 9727, listing every route's card), which no route may take
 //! (`config::routes`). A request for anything else gets a 404 with a small
-//! JSON body; a known path with the wrong method a 405 with `Allow`. An admin listener
+//! JSON body; a known path with the wrong method a 405 with `Allow`. The push relay's
+//! callback (`push-callback-url`'s path) comes before the routes. An admin listener
 //! serves only the gateway's health and metrics endpoints, and takes `/metrics` off the
 //! main one (`Surface`). Only the admin listener's `/readyz` says which route is not
 //! ready and why; elsewhere it says ready or not (the reasons are logged,
@@ -88,6 +89,8 @@ pub struct Frontend {
     /// state counts.
     readiness: Option<Arc<Readiness>>,
     surface: Surface,
+    /// The push relay's callback (`push-callback-url`), served before the routes.
+    push_callback: Option<Arc<crate::push::relay::callback::Callback>>,
 }
 
 /// What a listener serves. Every surface but `Admin` is public: whoever reaches it learns
@@ -128,7 +131,17 @@ impl Frontend {
             sensitive: crate::protocol::params::sensitive_names(&[]).into(),
             readiness: None,
             surface: Surface::All,
+            push_callback: None,
         }
+    }
+
+    /// Serves the push relay's callback at its path (`push/relay/callback.rs`).
+    pub(crate) fn with_push_callback(
+        mut self,
+        callback: Option<Arc<crate::push::relay::callback::Callback>>,
+    ) -> Frontend {
+        self.push_callback = callback;
+        self
     }
 
     /// The routes' limits (`front::limits`), built once for every worker.
@@ -444,6 +457,10 @@ impl tower::Service<http::Request<Body>> for Frontend {
         };
         if !own {
             return ready(not_found());
+        }
+        if let Some(callback) = self.push_callback.as_ref().filter(|c| c.path() == path) {
+            let callback = callback.clone();
+            return Box::pin(async move { Ok(callback.handle(request).await) });
         }
         if let Some((index, route)) = self.route(&request) {
             let limits = self.limits.as_ref().and_then(|l| l.route(index));

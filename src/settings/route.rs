@@ -23,7 +23,8 @@ use crate::front::BatchLimits;
 use crate::protocol::binding::Binding;
 use crate::protocol::ops::Op;
 use crate::protocol::params::{ForwardPolicy, HeaderRules};
-use crate::push::PushPolicy;
+use crate::push::relay::RelaySettings;
+use crate::push::{PushMode, PushPolicy};
 use crate::units::optional;
 
 /// One checked route: what selects it and everything its call path is built from.
@@ -77,8 +78,12 @@ pub struct RouteSettings {
     pub(crate) legacy: bool,
     /// The HTTP status of refusals.
     pub(crate) refusal_status: crate::front::jsonrpc::RefusalStatus,
-    /// The push URL policy; `None`: the guard is off.
+    /// The push URL policy; `None`: the guard is off (`push = "pass"`).
     pub push: Option<PushPolicy>,
+    /// `push = "relay"`: the relay's process-wide settings (`Settings::load` sets them).
+    pub(crate) relay: Option<Arc<RelaySettings>>,
+    /// What the route does with push configs (`--push`).
+    pub(crate) push_mode: PushMode,
     /// The `card` table with the `--card*` flags over it.
     pub card: CardSettings,
     /// What the route's authentication enforces, which its card declares.
@@ -208,10 +213,18 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
     );
     let (max_body, batch, limits) = limits(cli)?;
     let allow = allow(cli, auth.as_deref())?;
-    let push = match cli.push_guard {
-        true => Some(PushPolicy::new(cli.push_allow_http, &cli.push_allow)?),
-        false => None,
+    let push = match cli.push {
+        PushMode::Guard | PushMode::Relay => {
+            Some(PushPolicy::new(cli.push_allow_http, &cli.push_allow)?)
+        }
+        PushMode::Pass => None,
     };
+    if cli.push == PushMode::Relay && (cli.task_owner || affinity.is_some()) {
+        // The agent's events carry its own ids, which such a route never shows clients.
+        return Err(ConfigError::PushRelay(
+            "not with task-owner or task affinity yet: notifications would carry the agent's task ids".into(),
+        ));
+    }
     let caller_headers = match &cli.auth_table.forward {
         Some(table) => CallerHeaders::new(table)?,
         None => CallerHeaders::default(),
@@ -262,6 +275,8 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
         legacy: cli.legacy == Legacy::V03,
         refusal_status: cli.refusal_status,
         push,
+        relay: None,
+        push_mode: cli.push,
         card: card(cli),
         enforced: enforced(&cli.auth_table, auth.as_deref()),
         origin: RouteOrigin {

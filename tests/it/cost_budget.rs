@@ -223,7 +223,7 @@ type Edge = a2a_gateway::front::layers::Edge<a2a_gateway::server::Frontend>;
 
 fn router() -> Edge {
     let gateway = a2a_gateway::route::handler_over(
-        &harness::route_settings(&["--push-guard", "false"]),
+        &harness::route_settings(&["--push", "pass"]),
         Arc::new(stub()),
         Default::default(),
     )
@@ -257,7 +257,7 @@ async fn grpc_router() -> Edge {
     )
     .unwrap();
     let gateway = a2a_gateway::route::handler_over(
-        &harness::route_settings(&["--push-guard", "false"]),
+        &harness::route_settings(&["--push", "pass"]),
         Arc::new(grpc),
         Default::default(),
     )

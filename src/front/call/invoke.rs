@@ -1,7 +1,8 @@
 //! Invoke, the innermost layer: the backend call. The forwarded headers (the route's
 //! policy, the dialect's, the caller's identity: `auth::forward`), the server span's context, the call itself (`unary`, `stream`),
 //! the backend's status for the access line, and a unary reply written in the call's
-//! dialect (its ids sealed for the caller on a `task-owner` route). Here a `backend::Error` becomes the client's `A2aError`: the one conversion,
+//! dialect (its ids sealed for the caller on a `task-owner` route, its push configs shown
+//! as the client registered them on a relaying route). Here a `backend::Error` becomes the client's `A2aError`: the one conversion,
 //! through the fault table (`Fault::gateway_fault`) and the error table.
 
 use futures::stream::MapErr;
@@ -57,6 +58,9 @@ impl Layer<Box<Request>> for Invoke {
                 let Some(id) = x.id.as_deref() else {
                     return Ok(Answer::Json(Vec::new(), extensions));
                 };
+                if let Some(relay) = &gateway.relay {
+                    relay.show_out(&mut reply, x.principal.as_ref());
+                }
                 if let Some(owner) = owner {
                     owner.seal_out(&mut reply);
                 }
