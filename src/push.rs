@@ -22,7 +22,7 @@ pub mod outbox;
 pub mod relay;
 pub(crate) mod seal;
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::time::Duration;
 
 use hickory_resolver::TokioResolver;
@@ -260,10 +260,10 @@ pub(crate) struct PushGuard {
 }
 
 impl PushGuard {
-    /// A guard resolving with the DNS server `server`, or the system's.
-    pub(crate) fn new(policy: PushPolicy, server: Option<SocketAddr>) -> Result<PushGuard, String> {
-        let resolver = crate::backend::endpoints::resolve::resolver(server)?;
-        Ok(PushGuard { policy, resolver })
+    /// A guard of `policy` resolving names with `resolver` (the thread's, shared by its
+    /// routes).
+    pub(crate) fn new(policy: PushPolicy, resolver: TokioResolver) -> PushGuard {
+        PushGuard { policy, resolver }
     }
 
     /// Checks the push URL `request` hands the agent (`pushed_url`), naming its field as the

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use crate::backend::affinity::Affine;
 use crate::backend::endpoints::balance::Balanced;
+use crate::backend::endpoints::resolve::Resolvers;
 use crate::backend::endpoints::{probe_address, Endpoint, RouteEndpoints, Targets};
 use crate::backend::Backend;
 use crate::card::{CardService, RouteCard, BACKEND_CARD_SOURCE};
@@ -198,6 +199,7 @@ impl Route {
         &self,
         metrics: Arc<Metrics>,
         lifecycle: Arc<Lifecycle>,
+        resolvers: Resolvers,
     ) -> Result<Arc<Gateway>, RouteError> {
         let mut backend = self.backend()?;
         if let Backends::One { url, .. } = &self.backends {
@@ -215,6 +217,7 @@ impl Route {
             card: self.card.clone(),
             metrics,
             lifecycle,
+            resolvers,
         };
         handler_over(&self.settings, backend, shared)
     }
@@ -227,6 +230,8 @@ pub struct Shared {
     pub(crate) card: Option<Arc<CardService>>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) lifecycle: Arc<Lifecycle>,
+    /// The serving thread's DNS resolvers (push guards), shared by its routes.
+    pub(crate) resolvers: Resolvers,
 }
 
 /// The handler of a route's `settings` over `backend`, with its own push guard (resolving
@@ -239,10 +244,11 @@ pub fn handler_over(
 ) -> Result<Arc<Gateway>, RouteError> {
     let push = match &settings.push {
         None => None,
-        Some(policy) => Some(
-            crate::push::PushGuard::new(policy.clone(), settings.resolution.server)
-                .map_err(ConfigError::PushResolver)?,
-        ),
+        Some(policy) => {
+            let resolver = (shared.resolvers.get(settings.resolution.server))
+                .map_err(ConfigError::PushResolver)?;
+            Some(crate::push::PushGuard::new(policy.clone(), resolver))
+        }
     };
     Ok(Arc::new(Gateway {
         backend,
@@ -301,7 +307,7 @@ pub fn gateway(
         backends: Backends::new(settings, None)?,
         card: None,
     };
-    route.handler(metrics, Arc::default())
+    route.handler(metrics, Arc::default(), Resolvers::default())
 }
 
 /// Every route of the settings, built once (`new`); each serving thread takes its own
@@ -440,6 +446,7 @@ impl Routes {
 
     /// One serving thread's routes, with backend clients of their own, sharing `metrics`.
     pub fn frontend(&self, metrics: &Arc<Metrics>) -> Result<Frontend, RouteError> {
+        let resolvers = Resolvers::default();
         let mut served = Vec::with_capacity(self.routes.len());
         for route in &self.routes {
             let settings = &route.settings;
@@ -449,7 +456,11 @@ impl Routes {
                 host: settings.host.clone(),
                 jsonrpc_path: settings.jsonrpc_path.clone(),
                 endpoints: route.backends.endpoints().cloned(),
-                gateway: route.handler(metrics.clone(), self.lifecycle.clone())?,
+                gateway: route.handler(
+                    metrics.clone(),
+                    self.lifecycle.clone(),
+                    resolvers.clone(),
+                )?,
             });
         }
         let surface = match self.admin_listener {
