@@ -153,6 +153,8 @@ async fn run(settings: Settings) -> ExitCode {
         }
     };
     workers.serve(listener, stop).await;
+    // No more relayed posts can arrive: what is held for webhooks gets its own grace.
+    template.flush_push(cli.shutdown_grace).await;
     tracing::info!("stopped");
     ExitCode::SUCCESS
 }

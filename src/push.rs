@@ -13,7 +13,10 @@
 //! see the host that was checked. The guard cannot stop a name from resolving elsewhere
 //! later (DNS rebinding): an agent should check again when it delivers.
 
+pub(crate) mod deliver;
 mod guard;
+pub(crate) mod outbox;
+pub(crate) mod sign;
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;

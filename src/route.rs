@@ -18,13 +18,14 @@ use crate::card::{CardService, RouteCard, BACKEND_CARD_SOURCE};
 use crate::front::limits::Limits;
 use crate::front::Gateway;
 use crate::lifecycle::Lifecycle;
+use crate::push::deliver::{Deliverer, DeliveryRoute};
 use crate::server::clients::ClientLimits;
 use crate::server::readiness::{AgentCheck, Readiness};
 use crate::server::routing::{self, Frontend};
 use crate::server::tls::ServerTls;
 use crate::server::workers::Frontends;
 use crate::settings::{ConfigError, RouteSettings, Settings, Upstream};
-use crate::telemetry::Metrics;
+use crate::telemetry::{Metrics, PushMetrics};
 use connect::Connector;
 
 /// A route could not be built from its settings.
@@ -263,6 +264,27 @@ pub fn handler_over(
     }))
 }
 
+/// The process's push deliverer, with each route's URL policy (the strict default where
+/// its guard is off) and resolver, and its counters.
+fn deliverer(settings: &Settings) -> Result<(Deliverer, Arc<PushMetrics>), RouteError> {
+    let metrics = Arc::new(PushMetrics::new(
+        settings.routes.iter().map(|route| route.name.as_str()),
+    ));
+    let mut routes = Vec::with_capacity(settings.routes.len());
+    for route in &settings.routes {
+        let resolver = crate::backend::endpoints::resolve::resolver(route.resolution.server)
+            .map_err(ConfigError::PushResolver)?;
+        routes.push(DeliveryRoute {
+            name: route.name.clone(),
+            policy: route.push.clone().unwrap_or_default(),
+            lookup: crate::push::deliver::connect::Lookup::Dns(Box::new(resolver)),
+        });
+    }
+    let deliverer = Deliverer::new(settings.process.push_delivery.clone(), routes, &metrics)
+        .map_err(|why| ConfigError::PushDelivery("push-ca-file", why))?;
+    Ok((deliverer, metrics))
+}
+
 /// What the card service of `route` must know about it.
 fn route_card(route: &RouteSettings) -> RouteCard {
     let origin = &route.origin;
@@ -313,6 +335,12 @@ pub struct Routes {
     tls: Option<ServerTls>,
     /// What each client connection may hold, and for how long.
     client_limits: ClientLimits,
+    /// Sends relayed push notifications to the clients' webhooks.
+    push: Deliverer,
+    /// Its counters, shown at `/metrics`.
+    push_metrics: Arc<PushMetrics>,
+    /// The JWK Set of `--push-sign-key`, served at `/.well-known/jwks.json`.
+    jwks: Option<bytes::Bytes>,
 }
 
 impl Routes {
@@ -340,6 +368,7 @@ impl Routes {
             process.readiness_cache,
             process.readiness_timeout,
         );
+        let (push, push_metrics) = deliverer(settings)?;
         let route_limits: Vec<_> = settings
             .routes
             .iter()
@@ -355,7 +384,16 @@ impl Routes {
             admin_listener: process.admin_listen.is_some(),
             tls: process.tls.clone(),
             client_limits: process.client_limits,
+            push,
+            push_metrics,
+            jwks: (process.push_delivery.signer.as_ref()).map(|signer| signer.jwks()),
         })
+    }
+
+    /// After serving has stopped: sends the push deliveries still held, for up to
+    /// `grace`, then drops (and counts) the rest.
+    pub async fn flush_push(&self, grace: std::time::Duration) {
+        self.push.shutdown(grace).await;
     }
 
     /// Starts fetching and refreshing every route's card, on the current runtime.
@@ -402,7 +440,8 @@ impl Routes {
                 .with_origin(self.origins.clone())
                 .with_limits(self.limits.clone())
                 .with_cors(self.cors.clone())
-                .with_readiness(self.readiness.clone(), surface),
+                .with_readiness(self.readiness.clone(), surface)
+                .with_push(self.push_metrics.clone(), self.jwks.clone()),
         )
     }
 
