@@ -16,7 +16,7 @@
 pub(crate) mod deliver;
 mod guard;
 pub(crate) mod outbox;
-pub(crate) mod sign;
+pub mod sign;
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;

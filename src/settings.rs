@@ -223,6 +223,8 @@ fn push_delivery(cli: &Cli) -> Result<DeliverySettings, ConfigError> {
         Some(path) => Some(read("push-ca-file", path)?),
         None => None,
     };
+    let tls = crate::push::deliver::connect::tls(ca.as_deref())
+        .map_err(|why| refuse("push-ca-file", &why))?;
     let signer = match &cli.push_sign_key {
         Some(path) => Some(std::sync::Arc::new(
             crate::push::sign::PushSigner::from_pem(&read("push-sign-key", path)?)?,
@@ -241,7 +243,7 @@ fn push_delivery(cli: &Cli) -> Result<DeliverySettings, ConfigError> {
             delivery: cli.push_delivery_timeout,
         },
         backoff: Backoff::DEFAULT,
-        ca,
+        tls: std::sync::Arc::new(tls),
         signer,
     })
 }

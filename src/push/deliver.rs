@@ -113,8 +113,8 @@ pub struct DeliverySettings {
     pub(crate) max_age: Duration,
     pub(crate) timeouts: Timeouts,
     pub(crate) backoff: Backoff,
-    /// PEM certificates trusted besides the platform's roots (`--push-ca-file`).
-    pub(crate) ca: Option<Vec<u8>>,
+    /// TLS for `https` webhooks: the platform's roots and `--push-ca-file`'s.
+    pub(crate) tls: Arc<rustls::ClientConfig>,
     /// Signs each delivery (`--push-sign-key`).
     pub(crate) signer: Option<Arc<PushSigner>>,
 }
@@ -195,10 +195,14 @@ impl Deliverer {
         routes: Vec<DeliveryRoute>,
         metrics: &PushMetrics,
     ) -> Result<Deliverer, String> {
-        let tls = connect::tls(settings.ca.as_deref())?;
         let mut out = HashMap::with_capacity(routes.len());
         for route in routes {
-            let client = connect::client(&route.policy, route.lookup, &tls, settings.timeouts)?;
+            let client = connect::client(
+                &route.policy,
+                route.lookup,
+                &settings.tls,
+                settings.timeouts,
+            )?;
             let counters = metrics.route(&route.name).unwrap_or_default();
             let policy = route.policy;
             out.insert(

@@ -101,7 +101,7 @@ impl PushSigner {
     }
 
     /// The detached JWS of `body`: `protected..signature`.
-    pub(crate) fn sign(&self, body: &[u8]) -> String {
+    pub fn sign(&self, body: &[u8]) -> String {
         let mut input = String::with_capacity(self.protected.len() + 1 + body.len() * 4 / 3 + 4);
         input.push_str(&self.protected);
         input.push('.');
@@ -119,7 +119,7 @@ impl PushSigner {
     }
 
     /// The JWK Set of the public key, as served at `JWKS_PATH`.
-    pub(crate) fn jwks(&self) -> bytes::Bytes {
+    pub fn jwks(&self) -> bytes::Bytes {
         self.jwks.clone()
     }
 }

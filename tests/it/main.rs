@@ -45,6 +45,7 @@ mod operations;
 mod owner;
 mod proto_schema;
 mod push;
+mod push_delivery;
 mod readiness;
 mod readiness_modes;
 mod rest_backend;

@@ -132,7 +132,7 @@ pub(crate) fn client(
 }
 
 /// TLS for webhooks: the platform's roots plus those of `ca_pem` (`--push-ca-file`),
-/// HTTP/1.1 by ALPN.
+/// HTTP/1.1 by ALPN. The error says what is wrong with `ca_pem`.
 pub(crate) fn tls(ca_pem: Option<&[u8]>) -> Result<rustls::ClientConfig, String> {
     use rustls::pki_types::pem::PemObject as _;
     use rustls::pki_types::CertificateDer;
@@ -141,7 +141,7 @@ pub(crate) fn tls(ca_pem: Option<&[u8]>) -> Result<rustls::ClientConfig, String>
     let (added, _) =
         roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
     if let Some(pem) = ca_pem {
-        let fail = |e: &dyn std::fmt::Display| format!("--push-ca-file: {e}");
+        let fail = |e: &dyn std::fmt::Display| e.to_string();
         let mut any = false;
         for certificate in CertificateDer::pem_slice_iter(pem) {
             roots

@@ -46,6 +46,21 @@ impl Webhook {
     }
 
     fn on(listener: TcpListener, script: Script) -> Webhook {
+        Webhook::serving(listener, script, None)
+    }
+
+    /// A webhook answering over TLS with `tls`.
+    async fn https(tls: rustls::ServerConfig) -> Webhook {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+        Webhook::serving(listener, Arc::new(|_| ok()), Some(acceptor))
+    }
+
+    fn serving(
+        listener: TcpListener,
+        script: Script,
+        tls: Option<tokio_rustls::TlsAcceptor>,
+    ) -> Webhook {
         let addr = listener.local_addr().unwrap();
         let (tx, seen) = mpsc::unbounded_channel();
         let count = Arc::new(AtomicUsize::new(0));
@@ -82,10 +97,21 @@ impl Webhook {
                         Ok::<_, Infallible>(response)
                     }
                 });
-                tokio::spawn(
-                    hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service),
-                );
+                let tls = tls.clone();
+                tokio::spawn(async move {
+                    let http = hyper::server::conn::http1::Builder::new();
+                    match tls {
+                        None => {
+                            let _ = http.serve_connection(TokioIo::new(stream), service).await;
+                        }
+                        Some(tls) => {
+                            let Ok(stream) = tls.accept(stream).await else {
+                                return;
+                            };
+                            let _ = http.serve_connection(TokioIo::new(stream), service).await;
+                        }
+                    }
+                });
             }
         });
         Webhook { addr, seen }
@@ -127,7 +153,7 @@ fn settings() -> DeliverySettings {
             base: Duration::from_millis(20),
             cap: Duration::from_millis(200),
         },
-        ca: None,
+        tls: Arc::new(connect::tls(None).unwrap()),
         signer: None,
     }
 }
@@ -145,7 +171,14 @@ fn deliverer_with(
     names: Vec<(&str, Vec<std::net::IpAddr>)>,
 ) -> (Deliverer, Arc<PushMetrics>) {
     let allow: Vec<String> = allow.iter().map(|s| s.to_string()).collect();
-    let policy = PushPolicy::new(true, &allow).unwrap();
+    deliverer_of(settings, PushPolicy::new(true, &allow).unwrap(), names)
+}
+
+fn deliverer_of(
+    settings: DeliverySettings,
+    policy: PushPolicy,
+    names: Vec<(&str, Vec<std::net::IpAddr>)>,
+) -> (Deliverer, Arc<PushMetrics>) {
     let names = names.into_iter().map(|(n, a)| (n.to_owned(), a)).collect();
     let route = DeliveryRoute {
         name: ROUTE.to_owned(),
@@ -508,6 +541,59 @@ async fn shutdown_drops_and_counts_what_the_grace_does_not_cover() {
     reaches(&metrics, &dropped("shutdown"), 3).await;
     assert_eq!(series(&metrics, DEPTH), 0);
     assert_eq!(series(&metrics, &outcome("delivered")), 0);
+}
+
+/// A CA's certificate (PEM) and a server config with a certificate it signed for
+/// `127.0.0.1`.
+fn pki() -> (String, rustls::ServerConfig) {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let leaf = CertificateParams::new(vec!["127.0.0.1".to_owned()])
+        .unwrap()
+        .signed_by(&key, &ca)
+        .unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let key = rustls::pki_types::PrivatePkcs8KeyDer::from(key.serialize_der());
+    let server = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![leaf.der().clone()], key.into())
+        .unwrap();
+    (ca.pem(), server)
+}
+
+#[tokio::test]
+async fn https_webhooks_are_verified_and_http_needs_the_routes_consent() {
+    let (ca, server) = pki();
+    let mut hook = Webhook::https(server).await;
+    let url = format!("https://{}/", hook.addr);
+    let strict = || PushPolicy::new(false, &["127.0.0.1".to_owned()]).unwrap();
+    // Trusting the webhook's CA: delivered.
+    let mut trusting = settings();
+    trusting.tls = Arc::new(connect::tls(Some(ca.as_bytes())).unwrap());
+    let (deliverer, metrics) = deliverer_of(trusting, strict(), Vec::new());
+    deliverer.enqueue(delivery(&url, "t", 1)).unwrap();
+    hook.next().await;
+    reaches(&metrics, &outcome("delivered"), 1).await;
+    // With the platform's roots only, the handshake fails: never delivered.
+    let mut untrusting = settings();
+    untrusting.max_attempts = 2;
+    let (deliverer, metrics) = deliverer_of(untrusting, strict(), Vec::new());
+    deliverer.enqueue(delivery(&url, "t", 2)).unwrap();
+    reaches(&metrics, &outcome("exhausted"), 1).await;
+    hook.nothing_more();
+    // `http` where the route does not allow it: refused without connecting.
+    let mut plain = Webhook::start(|_| ok()).await;
+    let (deliverer, metrics) = deliverer_of(settings(), strict(), Vec::new());
+    deliverer
+        .enqueue(delivery(&plain.url("/"), "t", 3))
+        .unwrap();
+    reaches(&metrics, &outcome("refused"), 1).await;
+    plain.nothing_more();
 }
 
 /// Set in the child process `proxies_in_the_environment_are_not_used` starts.
