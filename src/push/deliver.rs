@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 use super::outbox::{Delivery, Outbox, Refused};
 use super::sign::{PushSigner, SIGNATURE_HEADER};
 use super::PushPolicy;
+use crate::telemetry::trace::DeliverySpan;
 use crate::telemetry::untrusted::clipped;
 use crate::telemetry::{DeliveryOutcome, DropReason, PushCounters, PushMetrics};
 use connect::Lookup;
@@ -453,11 +454,12 @@ async fn deliver(shared: &Shared, held: &Held) {
         .ok()
         .and_then(|u| u.host_str().map(str::to_owned))
         .unwrap_or_default();
+    let span = DeliverySpan::start(delivery.traceparent.as_deref(), &host);
     let mut attempts = 0;
     let (outcome, status, last) = loop {
         attempts += 1;
         let attempt = match out {
-            Some(out) => attempt(out, settings, delivery).await,
+            Some(out) => attempt(out, settings, span.as_ref(), delivery).await,
             None => Attempt::Done(DeliveryOutcome::Refused, None),
         };
         let (after, status, why) = match attempt {
@@ -479,6 +481,9 @@ async fn deliver(shared: &Shared, held: &Held) {
     if let Some(out) = out {
         out.counters.delivered(outcome);
     }
+    if let Some(span) = span {
+        span.ended(outcome.name(), status, attempts);
+    }
     let elapsed_ms = started.elapsed().as_millis() as u64;
     tracing::info!(
         target: "a2a_gateway::push::delivery",
@@ -496,7 +501,12 @@ async fn deliver(shared: &Shared, held: &Held) {
 }
 
 /// One attempt: the URL checked, the request made, the answer judged.
-async fn attempt(out: &RouteOut, settings: &DeliverySettings, delivery: &Delivery) -> Attempt {
+async fn attempt(
+    out: &RouteOut,
+    settings: &DeliverySettings,
+    span: Option<&DeliverySpan>,
+    delivery: &Delivery,
+) -> Attempt {
     if out.policy.check_static(&delivery.url).is_err() {
         return Attempt::Done(DeliveryOutcome::Refused, None);
     }
@@ -516,6 +526,9 @@ async fn attempt(out: &RouteOut, settings: &DeliverySettings, delivery: &Deliver
             return Attempt::Done(DeliveryOutcome::Invalid, None);
         };
         headers.insert(http::header::AUTHORIZATION, sensitive(value));
+    }
+    if let Some(span) = span {
+        span.write(&mut headers);
     }
     if let Some(signer) = &settings.signer {
         let jws = signer.sign(&delivery.body);

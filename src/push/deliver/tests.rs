@@ -644,6 +644,64 @@ async fn proxies_in_the_environment_are_not_used() {
     );
 }
 
+/// Set in the child process `a_delivery_continues_the_agents_trace` starts.
+const TRACE_CHILD: &str = "A2A_TEST_PUSH_TRACE_CHILD";
+
+#[test]
+fn a_delivery_continues_the_agents_trace() {
+    if std::env::var_os(TRACE_CHILD).is_none() {
+        // The tracer is the process's: set it in a process of its own.
+        let output = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "push::deliver::tests::a_delivery_continues_the_agents_trace",
+            ])
+            .env(TRACE_CHILD, "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{stdout}");
+        assert!(stdout.contains("1 passed"), "{stdout}");
+        return;
+    }
+    // Spans go to an exporter that reaches nobody: what is checked is the webhook's head.
+    let flags = crate::telemetry::trace::TraceFlags {
+        endpoint: Some("http://127.0.0.1:9"),
+        protocol: None,
+        sampler: None,
+        sampler_arg: None,
+    };
+    let traces = crate::telemetry::trace::TraceSettings::resolve(flags, &|_| None)
+        .unwrap()
+        .unwrap();
+    let _tracing = crate::telemetry::trace::Tracing::start(&traces).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let mut hook = Webhook::start(|_| ok()).await;
+        let (deliverer, _metrics) = deliverer(settings());
+        let trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+        let agent_span = "00f067aa0ba902b7";
+        let mut one = delivery(&hook.url("/"), "t", 1);
+        one.traceparent = Some(format!("00-{trace_id}-{agent_span}-01"));
+        deliverer.enqueue(one).unwrap();
+        let seen = hook.next().await;
+        let traceparent = seen.headers["traceparent"].to_str().unwrap();
+        let parts: Vec<&str> = traceparent.split('-').collect();
+        assert_eq!(parts.len(), 4, "{traceparent}");
+        assert_eq!(parts[1], trace_id);
+        assert_ne!(parts[2], agent_span);
+        assert_eq!(parts[3], "01");
+        // Without the agent's context the delivery starts a trace of its own.
+        deliverer.enqueue(delivery(&hook.url("/"), "t", 2)).unwrap();
+        let seen = hook.next().await;
+        let traceparent = seen.headers["traceparent"].to_str().unwrap();
+        assert!(!traceparent.contains(trace_id), "{traceparent}");
+    });
+}
+
 #[test]
 fn backoff_is_capped_and_retry_after_is_read_as_seconds() {
     let backoff = Backoff {
