@@ -320,7 +320,8 @@ async fn a_duplicate_event_is_delivered_once_to_each_webhook() {
 async fn server_errors_and_429_are_retried_until_delivered() {
     let mut hook = Webhook::start(|n| match n {
         0 => Reply::Status(500, Vec::new()),
-        1 => Reply::Status(429, vec![("retry-after", "0".into())]),
+        // A day, which the back-off cap (200 ms here) bounds.
+        1 => Reply::Status(429, vec![("retry-after", "86400".into())]),
         2 => Reply::Status(503, Vec::new()),
         _ => ok(),
     })
@@ -700,6 +701,85 @@ fn a_delivery_continues_the_agents_trace() {
         let traceparent = seen.headers["traceparent"].to_str().unwrap();
         assert!(!traceparent.contains(trace_id), "{traceparent}");
     });
+}
+
+/// Set in the child process `one_line_per_delivery_names_the_host_never_the_secrets` starts.
+const LOG_CHILD: &str = "A2A_TEST_PUSH_LOG_CHILD";
+
+/// What the process logs, kept.
+#[derive(Clone, Default)]
+struct Kept(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Kept {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn one_line_per_delivery_names_the_host_never_the_secrets() {
+    if std::env::var_os(LOG_CHILD).is_none() {
+        // The log is the process's: set it in a process of its own.
+        let output = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "push::deliver::tests::one_line_per_delivery_names_the_host_never_the_secrets",
+            ])
+            .env(LOG_CHILD, "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{stdout}");
+        assert!(stdout.contains("1 passed"), "{stdout}");
+        return;
+    }
+    let kept = Kept::default();
+    let writer = kept.clone();
+    tracing_subscriber::fmt()
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .init();
+    let mut hook = Webhook::start(|_| ok()).await;
+    let (deliverer, metrics) = deliverer(settings());
+    let mut one = delivery(&hook.url("/hooks/secret-path?key=secret-query"), "t-7", 1);
+    one.token = Some("secret-token".into());
+    one.authentication = Some(("Bearer".into(), "secret-credentials".into()));
+    deliverer.enqueue(one).unwrap();
+    hook.next().await;
+    // A token that cannot be a header value is not sent, and says so.
+    let mut bad = delivery(&hook.url("/"), "t-8", 2);
+    bad.token = Some("line\nbreak".into());
+    deliverer.enqueue(bad).unwrap();
+    reaches(&metrics, &outcome("delivered"), 1).await;
+    reaches(&metrics, &outcome("invalid"), 1).await;
+    hook.nothing_more();
+    let log = String::from_utf8(kept.0.lock().unwrap().clone()).unwrap();
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("push delivery"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{log}");
+    for (line, task, outcome) in [(lines[0], "t-7", "delivered"), (lines[1], "t-8", "invalid")] {
+        for part in [
+            "route=hooks",
+            "destination=127.0.0.1",
+            &format!("task={task}"),
+            &format!("outcome=\"{outcome}\""),
+        ] {
+            assert!(line.contains(part), "{part} not in {line}");
+        }
+    }
+    assert!(
+        lines[0].contains("status=200") && lines[0].contains("attempts=1"),
+        "{}",
+        lines[0]
+    );
+    assert!(!log.contains("secret"), "{log}");
 }
 
 #[test]
