@@ -266,7 +266,7 @@ pub fn handler_over(
 
 /// The process's push deliverer, with each route's URL policy (the strict default where
 /// its guard is off) and resolver, and its counters.
-fn deliverer(settings: &Settings) -> Result<(Deliverer, Arc<PushMetrics>), RouteError> {
+fn deliverer(settings: &Settings) -> Result<(Arc<Deliverer>, Arc<PushMetrics>), RouteError> {
     let metrics = Arc::new(PushMetrics::new(
         settings.routes.iter().map(|route| route.name.as_str()),
     ));
@@ -282,7 +282,7 @@ fn deliverer(settings: &Settings) -> Result<(Deliverer, Arc<PushMetrics>), Route
     }
     let deliverer = Deliverer::new(settings.process.push_delivery.clone(), routes, &metrics)
         .map_err(|why| ConfigError::PushDelivery("push-ca-file", why))?;
-    Ok((deliverer, metrics))
+    Ok((Arc::new(deliverer), metrics))
 }
 
 /// What the card service of `route` must know about it.
@@ -335,8 +335,8 @@ pub struct Routes {
     tls: Option<ServerTls>,
     /// What each client connection may hold, and for how long.
     client_limits: ClientLimits,
-    /// Sends relayed push notifications to the clients' webhooks.
-    push: Deliverer,
+    /// Sends relayed push notifications to the clients' webhooks (the relay's `Outbox`).
+    push: Arc<Deliverer>,
     /// Its counters, shown at `/metrics`.
     push_metrics: Arc<PushMetrics>,
     /// The JWK Set of `--push-sign-key`, served at `/.well-known/jwks.json`.

@@ -53,12 +53,10 @@ const TOKEN_HEADER: HeaderName = HeaderName::from_static("x-a2a-notification-tok
 const PAYLOAD_TYPE: HeaderValue = HeaderValue::from_static("application/a2a+json");
 
 /// Which delivery a full queue drops (`--push-drop`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum PushDrop {
     /// The oldest waiting delivery of the destination (or, when the overall bound is
     /// reached, of all destinations) makes room for the new one.
-    #[default]
     Oldest,
     /// The new delivery is refused.
     Newest,
