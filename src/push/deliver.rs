@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::outbox::{Delivery, Outbox, Refused};
 use super::sign::{PushSigner, SIGNATURE_HEADER};
-use super::PushPolicy;
+use super::{PushPolicy, Refusal};
 use crate::telemetry::trace::DeliverySpan;
 use crate::telemetry::untrusted::clipped;
 use crate::telemetry::{DeliveryOutcome, DropReason, PushCounters, PushMetrics};
@@ -537,12 +537,15 @@ async fn attempt(
     request = request.headers(headers).body(delivery.body.clone());
     let response = match tokio::time::timeout(settings.timeouts.response, request.send()).await {
         Err(_) => return Attempt::Retry(None, None, "no answer in time"),
-        Ok(Err(e)) if connect::refusal_of(&e).is_some() => {
-            return Attempt::Done(DeliveryOutcome::Refused, None)
-        }
-        Ok(Err(e)) if e.is_timeout() => return Attempt::Retry(None, None, "timed out"),
-        Ok(Err(e)) if e.is_connect() => return Attempt::Retry(None, None, "cannot connect"),
-        Ok(Err(_)) => return Attempt::Retry(None, None, "connection failed"),
+        // A name that does not resolve now may later (DNS can fail for a while); one that
+        // resolves inward is refused for good.
+        Ok(Err(e)) => match connect::refusal_of(&e) {
+            Some(Refusal::Unresolved { .. }) => {
+                return Attempt::Retry(None, None, "name did not resolve")
+            }
+            Some(_) => return Attempt::Done(DeliveryOutcome::Refused, None),
+            None => return transport_failure(&e),
+        },
         Ok(Ok(response)) => response,
     };
     let status = response.status();
@@ -561,6 +564,18 @@ async fn attempt(
         return Attempt::Done(DeliveryOutcome::Redirected, code);
     }
     Attempt::Done(DeliveryOutcome::Rejected, code)
+}
+
+/// A failed request that reached no answer: worth another attempt.
+fn transport_failure(error: &reqwest::Error) -> Attempt {
+    let why = if error.is_timeout() {
+        "timed out"
+    } else if error.is_connect() {
+        "cannot connect"
+    } else {
+        "connection failed"
+    };
+    Attempt::Retry(None, None, why)
 }
 
 fn sensitive(mut value: HeaderValue) -> HeaderValue {

@@ -511,6 +511,41 @@ async fn names_and_spellings_of_inner_addresses_are_refused_before_connecting() 
 }
 
 #[tokio::test]
+async fn a_name_that_does_not_resolve_is_retried() {
+    let mut settings = settings();
+    settings.max_attempts = 3;
+    let (deliverer, metrics) = deliverer_with(settings, &[], Vec::new());
+    deliverer
+        .enqueue(delivery("http://absent.test/", "t", 1))
+        .unwrap();
+    reaches(&metrics, &outcome("exhausted"), 1).await;
+    assert_eq!(series(&metrics, RETRIES), 2);
+}
+
+#[tokio::test]
+async fn names_are_resolved_by_dns_within_its_deadline() {
+    // A DNS server that never answers: the name is unresolved after 2 s, not refused.
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let server = silent.local_addr().unwrap();
+    let resolver = crate::backend::endpoints::resolve::resolver(Some(server)).unwrap();
+    let mut settings = settings();
+    settings.max_attempts = 1;
+    let route = DeliveryRoute {
+        name: ROUTE.to_owned(),
+        policy: PushPolicy::new(true, &[]).unwrap(),
+        lookup: Lookup::Dns(Box::new(resolver)),
+    };
+    let metrics = Arc::new(PushMetrics::new([ROUTE]));
+    let deliverer = Deliverer::new(settings, vec![route], &metrics).unwrap();
+    let started = Instant::now();
+    deliverer
+        .enqueue(delivery("http://hooks.example.com/", "t", 1))
+        .unwrap();
+    reaches(&metrics, &outcome("exhausted"), 1).await;
+    assert!(started.elapsed() >= crate::push::RESOLVE_TIMEOUT);
+}
+
+#[tokio::test]
 async fn shutdown_sends_what_is_held_within_the_grace() {
     let mut hook = Webhook::start(|_| ok()).await;
     let (deliverer, metrics) = deliverer(settings());
