@@ -86,7 +86,8 @@ impl Resolve for CheckedResolver {
 }
 
 /// The addresses of `name`, each checked: one refused address refuses the name (a name
-/// with an inner address among public ones would be tried there too).
+/// with an inner address among public ones would be tried there too). A name the route's
+/// `push-allow` vouches for goes wherever it resolves, as the guard admits it.
 async fn checked(policy: &PushPolicy, lookup: &Lookup, name: &str) -> Result<Vec<IpAddr>, Refusal> {
     let addresses = lookup.addresses(name).await?;
     if addresses.is_empty() {
@@ -94,6 +95,9 @@ async fn checked(policy: &PushPolicy, lookup: &Lookup, name: &str) -> Result<Vec
             name: name.to_owned(),
             why: "no address",
         });
+    }
+    if policy.admits_name(name) {
+        return Ok(addresses);
     }
     for &addr in &addresses {
         if let Some(reason) = refused_address(addr).filter(|_| !policy.admits_address(addr)) {
@@ -222,6 +226,14 @@ mod tests {
             "mapped.test resolves to cloud metadata address ::ffff:169.254.169.254"
         );
         assert!(checked(&policy, &lookup, "vouched.test").await.is_ok());
+        // A vouched name goes where it resolves; a name under it is not vouched.
+        let named = PushPolicy::new(false, &["hooks.internal".to_owned()]).unwrap();
+        let lookup = table(&[
+            ("hooks.internal", &["10.9.8.7"]),
+            ("a.hooks.internal", &["10.9.8.7"]),
+        ]);
+        assert!(checked(&named, &lookup, "hooks.internal").await.is_ok());
+        assert!(checked(&named, &lookup, "a.hooks.internal").await.is_err());
         for name in ["empty.test", "absent.test"] {
             assert_eq!(
                 checked(&policy, &lookup, name)
