@@ -3,7 +3,9 @@
 //! and SSE events sent per route (events exposed as `a2a_gateway_stream_frames_total`, a name
 //! kept as the external contract), and the endpoints of balanced routes
 //! (`render_endpoints`: per route healthy and ejected counts, per endpoint calls and
-//! ejections). The `route` label is the configured route name, never a request's value.
+//! ejections), and the push deliveries to webhooks (`PushMetrics`, per route outcomes,
+//! retries, drops and queue depth). The `route` label is the configured route name, never
+//! a request's value.
 //!
 //! Recording is a few relaxed atomic additions into fixed arrays indexed by the operation
 //! and error tables, so the request path takes no lock and allocates nothing; the text
