@@ -554,6 +554,51 @@ pub struct Cli {
     )]
     pub push_allow: Vec<String>,
 
+    /// Push deliveries the gateway holds at once, waiting or being sent, across all
+    /// webhooks (docs/configuration.md "Push delivery").
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_PUSH_QUEUE", default_value_t = 10000)]
+    pub push_queue: usize,
+
+    /// Of those, for one webhook destination (`host:port`).
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_PUSH_QUEUE_PER_DESTINATION", default_value_t = 1000)]
+    pub push_queue_per_destination: usize,
+
+    /// Past a push queue bound: drop the `oldest` waiting delivery, or refuse the
+    /// `newest`; counted either way.
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_PUSH_DROP", value_enum, default_value = "oldest")]
+    pub push_drop: crate::push::deliver::PushDrop,
+
+    /// Attempts of one push delivery, the first included (connection failures, timeouts,
+    /// 5xx and 429 are retried; other answers are final).
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_PUSH_MAX_ATTEMPTS", default_value_t = 8)]
+    pub push_max_attempts: u32,
+
+    /// No push delivery is retried later than this after it was queued.
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_PUSH_MAX_AGE", default_value = "10m", value_parser = parse_duration)]
+    pub push_max_age: Duration,
+
+    /// Deadline of connecting to a webhook: resolving its name, TCP and TLS.
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_PUSH_CONNECT_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
+    pub push_connect_timeout: Duration,
+
+    /// Deadline of a webhook's answer (its status and headers), from the attempt's start.
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_PUSH_RESPONSE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub push_response_timeout: Duration,
+
+    /// Deadline of one whole delivery attempt, the answer's body included.
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_PUSH_DELIVERY_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub push_delivery_timeout: Duration,
+
+    /// PEM certificates trusted for `https` webhooks besides the platform's roots.
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_PUSH_CA_FILE", value_name = "PEM")]
+    pub push_ca_file: Option<std::path::PathBuf>,
+
+    /// PEM PKCS#8 private key (EC P-256 or Ed25519) that signs each push delivery
+    /// (`X-A2A-Signature`, a detached JWS); its public key is served at
+    /// `/.well-known/jwks.json`.
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_PUSH_SIGN_KEY", value_name = "PEM")]
+    pub push_sign_key: Option<std::path::PathBuf>,
+
     /// `v0.3`: v0.3 JSON-RPC clients (no `A2A-Version`, v0.3 method names) are served,
     /// their calls translated to v1.0 and the answers back (README "v0.3 clients");
     /// `off`: they get -32601 as before.
@@ -775,6 +820,12 @@ pub enum ConfigError {
     /// or refused: why.
     #[error("push = \"relay\": {0}")]
     PushRelay(String),
+    /// A push delivery setting is refused: which, and why.
+    #[error("--{0}: {1}")]
+    PushDelivery(&'static str, String),
+    /// The push signing key is refused.
+    #[error(transparent)]
+    PushSignKey(#[from] crate::push::sign::PushSignKeyError),
 }
 
 /// The configuration could not be assembled from flags, environment and file.

@@ -156,10 +156,12 @@ async fn run(
         );
     }
     let lifecycle = template.lifecycle().clone();
+    let running = Arc::new(std::sync::Mutex::new(template));
     let reloader = Reloader {
         args,
         demo_backend,
-        running: template,
+        running: running.clone(),
+        push_grace: cli.shutdown_grace,
         fixed: cli.fixed.clone(),
         files,
         rebuilds: workers.rebuilds(),
@@ -177,6 +179,9 @@ async fn run(
         }
     };
     workers.serve(listener, stop).await;
+    // No more relayed posts can arrive: what is held for webhooks gets its own grace.
+    let routes = running.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    routes.flush_push(cli.shutdown_grace).await;
     tracing::info!("stopped");
     ExitCode::SUCCESS
 }

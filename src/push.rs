@@ -17,10 +17,12 @@
 //! callback instead, with the client's URL and credentials sealed in the token
 //! (`seal`), and hands what the agent posts there to delivery (`outbox`).
 
+pub mod deliver;
 mod guard;
 pub mod outbox;
 pub mod relay;
 pub(crate) mod seal;
+pub mod sign;
 
 use std::net::IpAddr;
 use std::time::Duration;

@@ -20,16 +20,18 @@ use crate::card::{CardService, RouteCard, BACKEND_CARD_SOURCE};
 use crate::front::limits::Limits;
 use crate::front::Gateway;
 use crate::lifecycle::Lifecycle;
+use crate::push::deliver::{Deliverer, DeliveryRoute};
 use crate::push::outbox::Outbox;
 use crate::push::relay::callback::{Callback, RouteOutbox};
 use crate::push::relay::RelaySettings;
+use crate::push::PushMode;
 use crate::server::clients::ClientLimits;
 use crate::server::readiness::{AgentCheck, Readiness};
 use crate::server::routing::{self, Frontend};
 use crate::server::tls::ServerTls;
 use crate::server::workers::Frontends;
 use crate::settings::{ConfigError, RouteSettings, Settings, Upstream};
-use crate::telemetry::Metrics;
+use crate::telemetry::{Metrics, PushMetrics};
 use connect::Connector;
 
 /// A route could not be built from its settings.
@@ -278,6 +280,28 @@ pub fn handler_over(
     }))
 }
 
+/// The process's push deliverer, with each route's URL policy (the strict default where
+/// its guard is off) and resolver, and its counters.
+fn deliverer(settings: &Settings) -> Result<(Arc<Deliverer>, Arc<PushMetrics>), RouteError> {
+    let metrics = Arc::new(PushMetrics::new(
+        settings.routes.iter().map(|route| route.name.as_str()),
+    ));
+    let mut routes = Vec::new();
+    // Only a relaying route's notifications come this way: no client for the others.
+    for route in (settings.routes.iter()).filter(|r| r.push_mode == PushMode::Relay) {
+        let resolver = crate::backend::endpoints::resolve::resolver(route.resolution.server)
+            .map_err(ConfigError::PushResolver)?;
+        routes.push(DeliveryRoute {
+            name: route.name.clone(),
+            policy: route.push.clone().unwrap_or_default(),
+            lookup: crate::push::deliver::connect::Lookup::Dns(Box::new(resolver)),
+        });
+    }
+    let deliverer = Deliverer::new(settings.process.push_delivery.clone(), routes, &metrics)
+        .map_err(|why| ConfigError::PushDelivery("push-ca-file", why))?;
+    Ok((Arc::new(deliverer), metrics))
+}
+
 /// What the card service of `route` must know about it.
 fn route_card(route: &RouteSettings) -> RouteCard {
     let origin = &route.origin;
@@ -332,6 +356,12 @@ pub struct Routes {
     push_relay: Option<Arc<RelaySettings>>,
     /// Each relaying route's delivery (`with_outbox`), by route name.
     outboxes: HashMap<Arc<str>, Arc<dyn Outbox>>,
+    /// Sends relayed push notifications to the clients' webhooks (the relay's `Outbox`).
+    push: Arc<Deliverer>,
+    /// Its counters, shown at `/metrics`.
+    push_metrics: Arc<PushMetrics>,
+    /// The JWK Set of `--push-sign-key`, served at `/.well-known/jwks.json`.
+    jwks: Option<bytes::Bytes>,
 }
 
 impl Routes {
@@ -359,6 +389,13 @@ impl Routes {
             process.readiness_cache,
             process.readiness_timeout,
         );
+        let (push, push_metrics) = deliverer(settings)?;
+        // Each relaying route's notifications go to the deliverer (tests put their own
+        // outbox in its place, `with_outbox`).
+        let outboxes: HashMap<Arc<str>, Arc<dyn Outbox>> = (settings.routes.iter())
+            .filter(|route| route.push_mode == PushMode::Relay)
+            .map(|route| (route.name.as_str().into(), push.clone() as Arc<dyn Outbox>))
+            .collect();
         let route_limits: Vec<_> = settings
             .routes
             .iter()
@@ -375,7 +412,10 @@ impl Routes {
             tls: process.tls.clone(),
             client_limits: process.client_limits,
             push_relay: process.push_relay.clone(),
-            outboxes: HashMap::new(),
+            outboxes,
+            push,
+            push_metrics,
+            jwks: (process.push_delivery.signer.as_ref()).map(|signer| signer.jwks()),
         })
     }
 
@@ -429,6 +469,12 @@ impl Routes {
         )))
     }
 
+    /// After serving has stopped: sends the push deliveries still held, for up to
+    /// `grace`, then drops (and counts) the rest.
+    pub async fn flush_push(&self, grace: std::time::Duration) {
+        self.push.shutdown(grace).await;
+    }
+
     /// Starts fetching and refreshing every route's card, on the current runtime.
     pub fn start_cards(&self) {
         for card in self.routes.iter().filter_map(|r| r.card.as_ref()) {
@@ -479,7 +525,8 @@ impl Routes {
                 .with_limits(self.limits.clone())
                 .with_cors(self.cors.clone())
                 .with_readiness(self.readiness.clone(), surface)
-                .with_push_callback(self.push_callback(metrics)),
+                .with_push_callback(self.push_callback(metrics))
+                .with_push(self.push_metrics.clone(), self.jwks.clone()),
         )
     }
 

@@ -21,6 +21,7 @@ use tower_http::cors::CorsLayer;
 use crate::card::origin::{OriginSettings, Origins};
 use crate::config::{Cli, Command, Config};
 use crate::front::limits::GlobalLimitSettings;
+use crate::push::deliver::{Backoff, DeliverySettings, Timeouts};
 use crate::push::relay::RelaySettings;
 use crate::push::PushMode;
 use crate::server::clients::ClientLimits;
@@ -79,6 +80,8 @@ pub struct ProcessSettings {
     pub watch_config: bool,
     /// The settings a reload cannot change, with their values as given.
     pub fixed: FixedAtStart,
+    /// How push notifications are delivered to webhooks (`--push-*`).
+    pub(crate) push_delivery: DeliverySettings,
 }
 
 /// The values of the settings a reload cannot change (`fixed_at_start`), by flag name.
@@ -173,6 +176,7 @@ impl ProcessSettings {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<ProcessSettings, ConfigError> {
         let client_limits = client_limits(cli)?;
+        let push_delivery = push_delivery(cli)?;
         if cli.readiness_timeout.is_zero() {
             return Err(ConfigError::ReadinessTimeout);
         }
@@ -251,6 +255,7 @@ impl ProcessSettings {
                 .map(|Command::CheckConfig { file }| file.clone()),
             watch_config: cli.watch_config.unwrap_or(cli.config.is_some()),
             fixed: fixed_at_start(cli),
+            push_delivery,
         })
     }
 }
@@ -294,6 +299,61 @@ fn push_relay(
         route.relay = Some(relay.clone());
     }
     Ok(Some(relay))
+}
+
+/// The push delivery settings: bounds of at least 1, deadlines above zero, the CA file and
+/// signing key read and checked.
+fn push_delivery(cli: &Cli) -> Result<DeliverySettings, ConfigError> {
+    let refuse = |flag, why: &str| ConfigError::PushDelivery(flag, why.to_owned());
+    for (flag, n) in [
+        ("push-queue", cli.push_queue),
+        ("push-queue-per-destination", cli.push_queue_per_destination),
+        ("push-max-attempts", cli.push_max_attempts as usize),
+    ] {
+        if n == 0 {
+            return Err(refuse(flag, "must be at least 1"));
+        }
+    }
+    for (flag, timeout) in [
+        ("push-max-age", cli.push_max_age),
+        ("push-connect-timeout", cli.push_connect_timeout),
+        ("push-response-timeout", cli.push_response_timeout),
+        ("push-delivery-timeout", cli.push_delivery_timeout),
+    ] {
+        if timeout.is_zero() {
+            return Err(refuse(flag, "must be more than 0"));
+        }
+    }
+    let read = |flag, path: &std::path::Path| {
+        std::fs::read(path).map_err(|e| refuse(flag, &format!("{}: {e}", path.display())))
+    };
+    let ca = match &cli.push_ca_file {
+        Some(path) => Some(read("push-ca-file", path)?),
+        None => None,
+    };
+    let tls = crate::push::deliver::connect::tls(ca.as_deref())
+        .map_err(|why| refuse("push-ca-file", &why))?;
+    let signer = match &cli.push_sign_key {
+        Some(path) => Some(std::sync::Arc::new(
+            crate::push::sign::PushSigner::from_pem(&read("push-sign-key", path)?)?,
+        )),
+        None => None,
+    };
+    Ok(DeliverySettings {
+        queue: cli.push_queue,
+        per_destination: cli.push_queue_per_destination,
+        drop: cli.push_drop,
+        max_attempts: cli.push_max_attempts,
+        max_age: cli.push_max_age,
+        timeouts: Timeouts {
+            connect: cli.push_connect_timeout,
+            response: cli.push_response_timeout,
+            delivery: cli.push_delivery_timeout,
+        },
+        backoff: Backoff::DEFAULT,
+        tls: std::sync::Arc::new(tls),
+        signer,
+    })
 }
 
 /// The client connection deadlines, each greater than zero.

@@ -34,8 +34,10 @@ pub struct Reloader {
     pub args: Vec<OsString>,
     /// The `--demo` agent's address.
     pub demo_backend: Option<String>,
-    /// The routes serving now.
-    pub running: Arc<Routes>,
+    /// The routes serving now (the process flushes their push deliveries at its end).
+    pub running: Arc<std::sync::Mutex<Arc<Routes>>>,
+    /// How long the routes a reload replaced may go on sending their push deliveries.
+    pub push_grace: Duration,
     /// The running values of the settings a reload cannot change.
     pub fixed: FixedAtStart,
     /// The files the running configuration was read from.
@@ -112,7 +114,8 @@ impl Reloader {
                 return seen;
             }
         };
-        let routes = Arc::new(routes.succeeding(&self.running));
+        let running = self.running();
+        let routes = Arc::new(routes.succeeding(&running));
         routes.start_cards();
         routes.start_auth();
         if let Err(e) = self.rebuilds.swap(routes.clone()).await {
@@ -134,18 +137,28 @@ impl Reloader {
                 "configuration reloaded without these settings: they take effect at a restart"
             );
         }
-        let running = std::mem::replace(&mut self.running, routes);
-        let (added, removed) = differences(&running, &self.running);
+        *self.running.lock().unwrap_or_else(|e| e.into_inner()) = routes.clone();
+        let (added, removed) = differences(&running, &routes);
+        // The replaced routes' deliverer takes no more, sends what it holds, then goes.
+        let grace = self.push_grace;
+        tokio::spawn(async move { running.flush_push(grace).await });
         self.metrics.config_loaded(Some(ReloadOutcome::Applied));
         tracing::info!(
             %why,
-            routes = self.running.names().count(),
+            routes = routes.names().count(),
             ?added,
             ?removed,
             elapsed_ms = started.elapsed().as_millis() as u64,
             "configuration reloaded"
         );
         seen
+    }
+
+    fn running(&self) -> Arc<Routes> {
+        self.running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     fn refused(&self, why: &str, error: &str) {

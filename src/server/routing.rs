@@ -37,8 +37,9 @@ use crate::front::jsonrpc::refused_response;
 use crate::front::limits::Limits;
 use crate::front::{jsonrpc, Gateway};
 use crate::lifecycle::Lifecycle;
+use crate::push::sign::JWKS_PATH;
 use crate::server::readiness::{Readiness, ReadinessMode};
-use crate::telemetry::Metrics;
+use crate::telemetry::{Metrics, PushMetrics};
 
 /// The path of a route's agent card below its prefix (spec 8.2).
 pub(crate) const CARD_PATH: &str = "/.well-known/agent-card.json";
@@ -91,6 +92,10 @@ pub struct Frontend {
     surface: Surface,
     /// The push relay's callback (`push-callback-url`), served before the routes.
     push_callback: Option<Arc<crate::push::relay::callback::Callback>>,
+    /// The push deliveries' counters, for `/metrics`.
+    push_metrics: Option<Arc<PushMetrics>>,
+    /// The JWK Set of the push signing key (`push::sign::JWKS_PATH`).
+    jwks: Option<bytes::Bytes>,
 }
 
 /// What a listener serves. Every surface but `Admin` is public: whoever reaches it learns
@@ -132,6 +137,8 @@ impl Frontend {
             readiness: None,
             surface: Surface::All,
             push_callback: None,
+            push_metrics: None,
+            jwks: None,
         }
     }
 
@@ -141,6 +148,18 @@ impl Frontend {
         callback: Option<Arc<crate::push::relay::callback::Callback>>,
     ) -> Frontend {
         self.push_callback = callback;
+        self
+    }
+
+    /// The push deliveries' counters, and the JWK Set of their signing key if they are
+    /// signed (`push::deliver`, `push::sign`).
+    pub(crate) fn with_push(
+        mut self,
+        metrics: Arc<PushMetrics>,
+        jwks: Option<bytes::Bytes>,
+    ) -> Frontend {
+        self.push_metrics = Some(metrics);
+        self.jwks = jwks;
         self
     }
 
@@ -390,6 +409,9 @@ impl Frontend {
             .filter_map(|r| Some((r.name.as_str(), r.gateway.allow.as_ref()?.counts())))
             .collect();
         crate::telemetry::render_authz(&mut text, &authz);
+        if let Some(push) = &self.push_metrics {
+            push.render(&mut text);
+        }
         text
     }
 
@@ -516,6 +538,13 @@ impl tower::Service<http::Request<Body>> for Frontend {
                 wrong_method("GET, HEAD")
             }
             CATALOG_PATH => self.catalog(&request.into_parts().0),
+            JWKS_PATH => match &self.jwks {
+                Some(_) if !is_read(request.method()) => wrong_method("GET, HEAD"),
+                Some(jwks) => {
+                    ([(CONTENT_TYPE, "application/jwk-set+json")], jwks.clone()).into_response()
+                }
+                None => not_found(),
+            },
             "/healthz" => "ok\n".into_response(),
             "/readyz" => {
                 let this = self.clone();

@@ -640,6 +640,54 @@ fn request_ids(request: &Request) -> (Option<&str>, Option<&str>) {
     }
 }
 
+/// The span of one push delivery (`push::deliver`): the child of the agent's post, whose
+/// `traceparent` the relay keeps, so the call to the webhook joins the task's trace; its own
+/// context goes to the webhook as `traceparent`. Covers every attempt.
+pub(crate) struct DeliverySpan(Span);
+
+impl DeliverySpan {
+    /// Starts the span of a delivery to `host` (`None` when traces are off).
+    pub(crate) fn start(traceparent: Option<&str>, host: &str) -> Option<DeliverySpan> {
+        let tracer = tracer()?;
+        let mut head = HeaderMap::new();
+        if let Some(value) = traceparent.and_then(|v| HeaderValue::from_str(v).ok()) {
+            head.insert(TRACEPARENT, value);
+        }
+        let parent = TraceContextPropagator::new().extract(&Headers(&head));
+        let attributes = vec![
+            KeyValue::new("http.request.method", "POST"),
+            KeyValue::new("server.address", clipped(host).into_owned()),
+        ];
+        let span = tracer
+            .span_builder("POST")
+            .with_kind(SpanKind::Client)
+            .with_attributes(attributes)
+            .start_with_context(tracer, &parent);
+        Some(DeliverySpan(span))
+    }
+
+    /// Writes the span's context into the webhook's request head.
+    pub(crate) fn write(&self, head: &mut HeaderMap) {
+        TraceContext(self.0.span_context().clone()).write(head);
+    }
+
+    /// Ends the span with how the delivery ended.
+    pub(crate) fn ended(mut self, outcome: &'static str, status: Option<u16>, attempts: u32) {
+        self.0
+            .set_attribute(KeyValue::new("a2a.push.outcome", outcome));
+        self.0
+            .set_attribute(KeyValue::new("a2a.push.attempts", i64::from(attempts)));
+        if let Some(code) = status {
+            self.0
+                .set_attribute(KeyValue::new("http.response.status_code", i64::from(code)));
+        }
+        if outcome != "delivered" {
+            self.0.set_status(Status::error(outcome));
+        }
+        self.0.end();
+    }
+}
+
 /// The hop a client span describes.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Hop<'a> {

@@ -45,6 +45,7 @@ mod operations;
 mod owner;
 mod proto_schema;
 mod push;
+mod push_delivery;
 mod push_relay;
 mod readiness;
 mod readiness_modes;

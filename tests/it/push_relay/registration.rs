@@ -339,11 +339,11 @@ async fn a_token_opens_only_for_its_route_and_caller() {
         ),
     );
     let settings = Settings::load(["a2a-gateway", "--config", config.path()]).unwrap();
-    let outbox = Arc::new(Recorded::default());
-    // Billing's notifications have no delivery here, as on a gateway where it does not relay.
+    let (outbox, billing_box) = (Arc::new(Recorded::default()), Arc::new(Recorded::default()));
     let routes = Routes::new(&settings, None)
         .unwrap()
-        .with_outbox("orders", outbox.clone());
+        .with_outbox("orders", outbox.clone())
+        .with_outbox("billing", billing_box.clone());
     let origin = serve_frontend(routes.frontend(&Arc::default()).unwrap()).await;
     let (orders, billing) = (
         format!("{origin}/orders/a2a/jsonrpc"),
@@ -378,11 +378,13 @@ async fn a_token_opens_only_for_its_route_and_caller() {
         204
     );
     let (status, _) = post_event(&callback, Some(&billing_token), event("t-9")).await;
-    assert_eq!(
-        status, 401,
-        "a route without delivery takes no notification"
-    );
+    assert_eq!(status, 204);
+    // Each token's notification goes to its own route's delivery only.
     let delivered = outbox.taken();
     assert_eq!(delivered.len(), 1);
     assert_eq!(&*delivered[0].route, "orders");
+    let delivered = billing_box.taken();
+    assert_eq!(delivered.len(), 1);
+    assert_eq!(&*delivered[0].route, "billing");
+    assert_eq!(delivered[0].task_id, "t-9");
 }
