@@ -18,6 +18,7 @@ use crate::card::{CardService, RouteCard, BACKEND_CARD_SOURCE};
 use crate::front::limits::Limits;
 use crate::front::Gateway;
 use crate::lifecycle::Lifecycle;
+use crate::protocol::binding::Binding;
 use crate::server::clients::ClientLimits;
 use crate::server::readiness::{AgentCheck, Readiness};
 use crate::server::routing::{self, Frontend};
@@ -382,7 +383,10 @@ impl Routes {
                 name: settings.name.clone(),
                 prefix: settings.prefix.clone(),
                 host: settings.host.clone(),
-                jsonrpc_path: settings.jsonrpc_path.clone(),
+                jsonrpc_path: (settings.fronts.contains(&Binding::JsonRpc))
+                    .then(|| settings.jsonrpc_path.clone()),
+                rest_path: (settings.fronts.contains(&Binding::HttpJson))
+                    .then(|| settings.rest_path.clone()),
                 endpoints: route.backends.endpoints().cloned(),
                 gateway: route.handler(metrics.clone(), self.lifecycle.clone())?,
             });

@@ -307,6 +307,8 @@ pub fn valid_id(text: &str) -> bool {
 /// body bytes in flight.
 pub enum BodyError {
     Invalid(A2aError),
+    /// Past the limit, drained: the connection stays usable.
+    OverLimit(A2aError),
     /// Far past the limit: answered without reading on, and the connection is closed.
     TooLarge(A2aError),
     Refused(Box<Refusal>),
@@ -375,7 +377,7 @@ pub async fn read_body(
         }
     }
     if seen > limit {
-        return Err(BodyError::Invalid(too_large()));
+        return Err(BodyError::OverLimit(too_large()));
     }
     Ok(if rest.is_empty() {
         first

@@ -48,6 +48,7 @@ mod push;
 mod readiness;
 mod readiness_modes;
 mod rest_backend;
+mod rest_front;
 mod routes;
 mod service_params;
 mod serving_tls;

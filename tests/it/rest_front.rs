@@ -1,0 +1,517 @@
+//! The HTTP+JSON front (spec 11) on the wire: every operation through it to an in-process
+//! gRPC agent, and to the same agent behind a second gateway's HTTP+JSON backend (which
+//! reads what the front writes); the same calls over JSON-RPC give the same results, the
+//! agent the same requests, and every error row the same kind (HTTP status and reason on
+//! one side, code and reason on the other). Then streams, tenant paths, what the front
+//! refuses (415, 413, 404, 405, a query past its bounds, a missing version) and the card
+//! listing the route's fronts in order.
+
+use crate::harness;
+use crate::operations::unary_case;
+
+use a2a_gateway::protocol::error::ErrorKind;
+use a2a_gateway::protocol::ops::{Op, Request, StreamRequest, UnaryRequest};
+use harness::*;
+use prost::Message as _;
+use reqwest::Method;
+use serde_json::{json, Value};
+use tonic::Status;
+use tonic_types::pb;
+
+/// The front's base path (`rest-path`'s default).
+const REST: &str = "/a2a/rest";
+
+/// Each operation's method and path below the front's base, as spec 11.3 lists them
+/// (restated here as the oracle the front is held to).
+fn rule(op: Op) -> (Method, &'static str) {
+    match op {
+        Op::SendMessage => (Method::POST, "/message:send"),
+        Op::SendStreamingMessage => (Method::POST, "/message:stream"),
+        Op::GetTask => (Method::GET, "/tasks/{id}"),
+        Op::ListTasks => (Method::GET, "/tasks"),
+        Op::CancelTask => (Method::POST, "/tasks/{id}:cancel"),
+        Op::SubscribeToTask => (Method::POST, "/tasks/{id}:subscribe"),
+        Op::CreateTaskPushNotificationConfig => {
+            (Method::POST, "/tasks/{taskId}/pushNotificationConfigs")
+        }
+        Op::GetTaskPushNotificationConfig => {
+            (Method::GET, "/tasks/{taskId}/pushNotificationConfigs/{id}")
+        }
+        Op::ListTaskPushNotificationConfigs => {
+            (Method::GET, "/tasks/{taskId}/pushNotificationConfigs")
+        }
+        Op::DeleteTaskPushNotificationConfig => (
+            Method::DELETE,
+            "/tasks/{taskId}/pushNotificationConfigs/{id}",
+        ),
+        Op::GetExtendedAgentCard => (Method::GET, "/extendedAgentCard"),
+    }
+}
+
+/// `task_id` → `taskId`.
+fn camel(name: &str) -> String {
+    let mut parts = name.split('_');
+    let mut out = parts.next().unwrap_or_default().to_owned();
+    for part in parts {
+        let mut chars = part.chars();
+        out.extend(chars.next().map(|c| c.to_ascii_uppercase()));
+        out.push_str(chars.as_str());
+    }
+    out
+}
+
+/// The HTTP+JSON request of `op` with JSON-RPC `params`: the tenant as first segment, path
+/// fields in the path, a POST's params as its body, a GET's or DELETE's other fields as
+/// query parameters. Returns method, path (with query) below the base, and body.
+fn layout(op: Op, params: &Value) -> (Method, String, Option<Value>) {
+    let (method, template) = rule(op);
+    let mut fields: serde_json::Map<String, Value> = match params {
+        Value::Object(members) => members.iter().map(|(k, v)| (camel(k), v.clone())).collect(),
+        _ => serde_json::Map::new(),
+    };
+    let mut path = String::new();
+    if let Some(Value::String(tenant)) = fields.remove("tenant") {
+        path.push('/');
+        path.push_str(&tenant);
+    }
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        let close = rest.find('}').unwrap();
+        path.push_str(&rest[..open]);
+        let name = &rest[open + 1..close];
+        let value = match method {
+            Method::POST => fields[name].clone(),
+            _ => fields.remove(name).unwrap(),
+        };
+        path.push_str(value.as_str().unwrap());
+        rest = &rest[close + 1..];
+    }
+    path.push_str(rest);
+    if method == Method::POST {
+        return (method, path, Some(Value::Object(fields)));
+    }
+    let query: Vec<String> = fields
+        .iter()
+        .map(|(k, v)| match v {
+            Value::String(s) => format!("{k}={}", urlencoding(s)),
+            other => format!("{k}={other}"),
+        })
+        .collect();
+    if !query.is_empty() {
+        path.push('?');
+        path.push_str(&query.join("&"));
+    }
+    (method, path, None)
+}
+
+fn urlencoding(text: &str) -> String {
+    url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
+}
+
+/// One HTTP+JSON request: status, headers and body text.
+async fn send(
+    method: Method,
+    url: &str,
+    body: Option<&Value>,
+    headers: &[(&str, &str)],
+) -> (u16, reqwest::header::HeaderMap, String) {
+    let mut request = client().request(method, url);
+    if let Some(body) = body {
+        request = request
+            .header("content-type", "application/a2a+json")
+            .body(body.to_string());
+    }
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    (status, headers, response.text().await.unwrap())
+}
+
+/// `op` with `params` through the HTTP+JSON front at `origin`.
+async fn rest_call(
+    origin: &str,
+    op: Op,
+    params: &Value,
+) -> (u16, reqwest::header::HeaderMap, String) {
+    let (method, path, body) = layout(op, params);
+    let url = format!("{origin}{REST}{path}");
+    send(method, &url, body.as_ref(), &[("a2a-version", "1.0")]).await
+}
+
+/// `op` with `params` through the JSON-RPC front at `origin`: the whole response object.
+async fn rpc_call(origin: &str, op: Op, params: &Value) -> Value {
+    let body = match params {
+        Value::Null => json!({"jsonrpc": "2.0", "id": 1, "method": op.name()}).to_string(),
+        params => request(json!(1), op.name(), params.clone()),
+    };
+    rpc(&format!("{origin}/a2a/jsonrpc"), &body).await
+}
+
+/// The `data:` values of a whole SSE body and, if it ended with one, its `event: error`.
+fn sse_data(text: &str) -> (Vec<Value>, Option<Value>) {
+    let mut data = Vec::new();
+    let mut error = None;
+    for event in text
+        .split("\n\n")
+        .filter(|e| !e.is_empty() && !e.starts_with(':'))
+    {
+        let line = event
+            .lines()
+            .find_map(|l| l.strip_prefix("data: "))
+            .unwrap();
+        let value: Value = serde_json::from_str(line).unwrap();
+        match event.starts_with("event: error") {
+            true => error = Some(value),
+            false => data.push(value),
+        }
+    }
+    (data, error)
+}
+
+/// An agent answering every operation with its case's reply (`operations::unary_case`),
+/// and streams with two events; the gateway in front of it serving both fronts (`a`), and a
+/// second gateway whose HTTP+JSON backend is `a`'s HTTP+JSON front (`b`).
+async fn two_gateways(extra: &[&str]) -> (TestBackend, String, String) {
+    use a2a_gateway::proto::TaskState;
+    let backend = TestBackend::new(|request| match request {
+        Request::Unary(unary) => Answer::Reply(unary_case(request_op(unary)).reply),
+        Request::Stream(_) => Answer::Stream(vec![
+            Step::Event(status_update("t-1", TaskState::Working)),
+            Step::Event(status_update("t-1", TaskState::Completed)),
+        ]),
+    });
+    let agent = format!("http://{}", backend.spawn().await);
+    let mut flags = vec!["--backend", &agent, "--fronts", "JSONRPC,HTTP+JSON"];
+    flags.extend(["--push-guard", "false"]);
+    flags.extend_from_slice(extra);
+    let a = serve_on_workers(&flags, None).await;
+    let rest_agent = format!("{a}{REST}");
+    let mut flags = vec!["--binding", "HTTP+JSON", "--backend", &rest_agent];
+    flags.extend(["--fronts", "HTTP+JSON,JSONRPC", "--push-guard", "false"]);
+    let b = serve_on_workers(&flags, None).await;
+    (backend, a, b)
+}
+
+fn request_op(request: &UnaryRequest) -> Op {
+    Request::Unary(request.clone()).op()
+}
+
+#[tokio::test]
+async fn every_unary_operation_means_the_same_on_both_fronts_and_both_backends() {
+    let (backend, a, b) = two_gateways(&[]).await;
+    for &op in Op::ALL.iter().filter(|op| !op.is_streaming()) {
+        let case = unary_case(op);
+        for origin in [&a, &b] {
+            let (status, headers, text) = rest_call(origin, op, &case.params).await;
+            assert_eq!(status, 200, "{op:?} via {origin}: {text}");
+            assert_eq!(headers["content-type"], "application/a2a+json");
+            let over_rest: Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(backend.last().request, case.expected, "{op:?} via {origin}");
+            let over_rpc = rpc_call(origin, op, &case.params).await;
+            assert_eq!(backend.last().request, case.expected, "{op:?} via {origin}");
+            match op {
+                // ProtoJSON's `Empty` over HTTP+JSON, `null` over JSON-RPC (as the
+                // reference SDK writes each).
+                Op::DeleteTaskPushNotificationConfig => {
+                    assert_eq!(
+                        (&over_rest, &over_rpc["result"]),
+                        (&json!({}), &Value::Null)
+                    );
+                }
+                // The extended card names the gateway's own interfaces.
+                Op::GetExtendedAgentCard => {
+                    assert_eq!(over_rest, over_rpc["result"], "via {origin}: {over_rpc}")
+                }
+                _ => {
+                    assert_eq!(over_rest, over_rpc["result"], "{op:?} via {origin}");
+                    assert_eq!(over_rest, case.result, "{op:?} via {origin}");
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn streams_are_bare_stream_responses_on_both_backends() {
+    let (backend, a, b) = two_gateways(&[]).await;
+    let cases = [
+        (Op::SendStreamingMessage, message_params("go")),
+        (Op::SubscribeToTask, json!({"id": "t-1", "tenant": "acme"})),
+    ];
+    for (op, params) in cases {
+        for origin in [&a, &b] {
+            let (status, headers, text) = rest_call(origin, op, &params).await;
+            assert_eq!(status, 200, "{op:?} via {origin}: {text}");
+            assert_eq!(headers["content-type"], "text/event-stream");
+            let (events, error) = sse_data(&text);
+            assert_eq!(error, None);
+            let seen = backend.last().request;
+            assert_eq!(seen.op(), op);
+            if let Request::Stream(StreamRequest::SubscribeToTask(subscribe)) = &seen {
+                assert_eq!(
+                    (subscribe.id.as_str(), subscribe.tenant.as_str()),
+                    ("t-1", "acme")
+                );
+            }
+            let url = format!("{origin}/a2a/jsonrpc");
+            let body = request(json!(1), op.name(), params.clone());
+            let (_, _, rpc_text) = post(&url, body).await;
+            let (rpc_events, _) = sse_data(&rpc_text);
+            let results: Vec<Value> = rpc_events.iter().map(|e| e["result"].clone()).collect();
+            assert_eq!(events, results, "{op:?} via {origin}");
+            assert_eq!(events.len(), 2, "{text}");
+            assert_eq!(
+                events[1]["statusUpdate"]["status"]["state"],
+                "TASK_STATE_COMPLETED"
+            );
+        }
+    }
+}
+
+/// A stream that fails after its first event ends with an `event: error` whose data is the
+/// `google.rpc.Status` body; one that fails at once is a plain error reply.
+#[tokio::test]
+async fn stream_errors_are_status_bodies() {
+    use a2a_gateway::proto::TaskState;
+    let backend = TestBackend::new(|request| match request {
+        Request::Stream(StreamRequest::SubscribeToTask(_)) => {
+            Answer::Error(Status::not_found("no such task"))
+        }
+        _ => Answer::Stream(vec![
+            Step::Event(status_update("t-1", TaskState::Working)),
+            Step::Error(Status::internal("agent broke")),
+        ]),
+    });
+    let agent = format!("http://{}", backend.spawn().await);
+    let origin = serve_on_workers(&["--backend", &agent, "--fronts", "HTTP+JSON"], None).await;
+    let (status, _, text) =
+        rest_call(&origin, Op::SendStreamingMessage, &message_params("go")).await;
+    assert_eq!(status, 200);
+    let (events, error) = sse_data(&text);
+    assert_eq!(events.len(), 1, "{text}");
+    let error = error.unwrap_or_else(|| panic!("no error event in {text}"));
+    assert_eq!(error["error"]["code"], 500, "{error}");
+    assert_eq!(error["error"]["status"], "INTERNAL");
+    let (status, headers, text) =
+        rest_call(&origin, Op::SubscribeToTask, &json!({"id": "t-9"})).await;
+    assert_eq!(status, 404, "{text}");
+    assert_eq!(headers["content-type"], "application/json");
+    let body: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(body["error"]["status"], "NOT_FOUND");
+    // Only the JSON-RPC front was left out: its path is not served.
+    let (status, _, _) = post(&format!("{origin}/a2a/jsonrpc"), "{}").await;
+    assert_eq!(status, 404);
+}
+
+fn error_status(kind: ErrorKind, reason: &str) -> Status {
+    let info = pb::ErrorInfo {
+        reason: reason.into(),
+        domain: "a2a-protocol.org".into(),
+        metadata: Default::default(),
+    };
+    let details = vec![prost_types::Any {
+        type_url: "type.googleapis.com/google.rpc.ErrorInfo".into(),
+        value: info.encode_to_vec(),
+    }];
+    let status = pb::Status {
+        code: kind.grpc() as i32,
+        message: format!("agent says {reason}"),
+        details,
+    };
+    Status::with_details(
+        kind.grpc(),
+        format!("agent says {reason}"),
+        status.encode_to_vec().into(),
+    )
+}
+
+/// The reason of the `ErrorInfo` among `details`.
+fn reason_in(details: &Value) -> Option<&str> {
+    details
+        .as_array()?
+        .iter()
+        .find(|d| d["@type"] == "type.googleapis.com/google.rpc.ErrorInfo")?["reason"]
+        .as_str()
+}
+
+/// Every error row with a reason, raised by the agent for GetTask (the task id names the
+/// reason): the HTTP+JSON front answers the table's HTTP status and the reason, the
+/// JSON-RPC front the table's code and the reason, directly and behind a second gateway's
+/// HTTP+JSON backend.
+#[tokio::test]
+async fn every_error_row_is_the_same_kind_on_both_fronts() {
+    let backend = TestBackend::new(|request| match request {
+        Request::Unary(UnaryRequest::GetTask(get)) => {
+            let kind = ErrorKind::ALL
+                .iter()
+                .find(|k| k.reason() == Some(get.id.as_str()));
+            Answer::Error(error_status(*kind.unwrap(), &get.id))
+        }
+        _ => Answer::Error(Status::unimplemented("GetTask only")),
+    });
+    let agent = format!("http://{}", backend.spawn().await);
+    let a = serve_on_workers(
+        &["--backend", &agent, "--fronts", "JSONRPC,HTTP+JSON"],
+        None,
+    )
+    .await;
+    let rest_agent = format!("{a}{REST}");
+    let b = serve_on_workers(
+        &[
+            "--binding",
+            "HTTP+JSON",
+            "--backend",
+            &rest_agent,
+            "--fronts",
+            "JSONRPC,HTTP+JSON",
+        ],
+        None,
+    )
+    .await;
+    let mut rows = 0;
+    for &kind in ErrorKind::ALL {
+        let Some(reason) = kind.reason() else {
+            continue;
+        };
+        rows += 1;
+        let params = json!({"id": reason});
+        for origin in [&a, &b] {
+            let (status, _, text) = rest_call(origin, Op::GetTask, &params).await;
+            assert_eq!(status, kind.http(), "{kind:?} via {origin}: {text}");
+            let body: Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(body["error"]["code"], kind.http(), "{kind:?}");
+            assert_eq!(
+                reason_in(&body["error"]["details"]),
+                Some(reason),
+                "{kind:?}: {text}"
+            );
+            assert_eq!(body["error"]["message"], format!("agent says {reason}"));
+            let reply = rpc_call(origin, Op::GetTask, &params).await;
+            assert_eq!(
+                reply["error"]["code"],
+                kind.code(),
+                "{kind:?} via {origin}: {reply}"
+            );
+            assert_eq!(reason_in(&reply["error"]["data"]), Some(reason), "{kind:?}");
+        }
+    }
+    assert!(rows >= 13, "{rows} rows");
+}
+
+/// What the front refuses, each at its bound and one past: a body that is not A2A JSON
+/// (415), one past `max-body` (413), a path no operation has (404), a method the path is
+/// not served with (405, `Allow`), a query past its bounds and a call without a version
+/// (400); and a tenant segment reaching the agent.
+#[tokio::test]
+async fn refusals_and_tenant_paths() {
+    let (backend, origin, _) = two_gateways(&["--max-body", "2000"]).await;
+    let url = |path: &str| format!("{origin}{REST}{path}");
+    let version = [("a2a-version", "1.0")];
+
+    let body = message_params("hi").to_string();
+    for (content_type, expected) in [
+        ("text/plain", 415),
+        ("application/x-www-form-urlencoded", 415),
+        ("application/json; charset=utf-8", 200),
+        ("application/a2a+json", 200),
+    ] {
+        let response = client()
+            .post(url("/message:send"))
+            .header("content-type", content_type)
+            .header("a2a-version", "1.0")
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), expected, "{content_type}");
+    }
+
+    let sized = |len: usize| {
+        let empty = message_params("").to_string();
+        message_params(&"x".repeat(len - empty.len())).to_string()
+    };
+    let at = sized(2000);
+    assert_eq!(at.len(), 2000);
+    let (status, _, text) = post_with(&url("/message:send"), at, &version).await;
+    assert_eq!(status, 200, "{text}");
+    let (status, _, text) = post_with(&url("/message:send"), sized(2001), &version).await;
+    assert_eq!(status, 413, "{text}");
+    let body: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(body["error"]["code"], 413);
+
+    let (status, _, _) = send(Method::GET, &url("/nope"), None, &version).await;
+    assert_eq!(status, 404);
+    let (status, headers, text) = send(Method::PUT, &url("/tasks/t-1"), None, &version).await;
+    assert_eq!(status, 405, "{text}");
+    assert_eq!(headers["allow"], "GET");
+
+    let query = |n: usize| {
+        (0..n)
+            .map(|i| format!("x{i}=1"))
+            .collect::<Vec<_>>()
+            .join("&")
+    };
+    let (status, _, text) = send(
+        Method::GET,
+        &url(&format!("/tasks?{}", query(32))),
+        None,
+        &version,
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    let (status, _, text) = send(
+        Method::GET,
+        &url(&format!("/tasks?{}", query(33))),
+        None,
+        &version,
+    )
+    .await;
+    assert_eq!(status, 400, "{text}");
+    let token = "p".repeat(8192 - "pageToken=".len());
+    let (status, _, text) = send(
+        Method::GET,
+        &url(&format!("/tasks?pageToken={token}")),
+        None,
+        &version,
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    let (status, _, text) = send(
+        Method::GET,
+        &url(&format!("/tasks?pageToken={token}p")),
+        None,
+        &version,
+    )
+    .await;
+    assert_eq!(status, 400, "{text}");
+
+    let (status, _, text) = send(
+        Method::GET,
+        &url("/acme%2Fco/tasks/t-1?historyLength=2"),
+        None,
+        &version,
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    let Request::Unary(UnaryRequest::GetTask(get)) = backend.last().request else {
+        panic!("not a GetTask");
+    };
+    assert_eq!(
+        (get.tenant.as_str(), get.id.as_str(), get.history_length),
+        ("acme/co", "t-1", Some(2))
+    );
+
+    let (status, _, text) = send(Method::GET, &url("/tasks/t-1"), None, &[]).await;
+    assert_eq!(status, 400, "{text}");
+    let body: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        reason_in(&body["error"]["details"]),
+        Some("VERSION_NOT_SUPPORTED")
+    );
+    // The version may be a query parameter (spec 3.6.1).
+    let (status, _, text) = send(Method::GET, &url("/tasks/t-1?A2A-Version=1.0"), None, &[]).await;
+    assert_eq!(status, 200, "{text}");
+}
