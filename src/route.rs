@@ -270,6 +270,8 @@ fn route_card(route: &RouteSettings) -> RouteCard {
     RouteCard {
         route: route.name.clone(),
         jsonrpc_path: route.jsonrpc_path(),
+        fronts: route.fronts.clone(),
+        rest_path: route.rest_path(),
         card_path: route.card_path(),
         public_url: origin.public_url.clone(),
         trust_forwarded: origin.trust_forwarded,

@@ -178,6 +178,11 @@ impl RouteSettings {
         format!("{}{}", self.prefix, self.jsonrpc_path)
     }
 
+    /// The public path of the route's HTTP+JSON front (its operations' paths follow it).
+    pub(crate) fn rest_path(&self) -> String {
+        format!("{}{}", self.prefix, self.rest_path)
+    }
+
     /// The public path of the route's agent card.
     pub(crate) fn card_path(&self) -> String {
         format!("{}/.well-known/agent-card.json", self.prefix)

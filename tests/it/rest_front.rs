@@ -515,3 +515,56 @@ async fn refusals_and_tenant_paths() {
     let (status, _, text) = send(Method::GET, &url("/tasks/t-1?A2A-Version=1.0"), None, &[]).await;
     assert_eq!(status, 200, "{text}");
 }
+
+/// The card lists the gateway's interfaces first, one per front in the configured order
+/// (gRPC at the origin: it has no path), and the extended card through either front the
+/// same.
+#[tokio::test]
+async fn the_card_lists_every_front_in_order() {
+    let card = json!({"name": "agent", "description": "d", "version": "1",
+        "supportedInterfaces": [{"url": "http://agent.internal", "protocolBinding": "GRPC",
+                                 "protocolVersion": "1.0"}]});
+    let file = harness::process::TempFile::new("json", &card.to_string());
+    let backend = TestBackend::new(|_| Answer::Reply(unary_case(Op::GetExtendedAgentCard).reply));
+    let agent = format!("http://{}", backend.spawn().await);
+    let flags = [
+        "--backend",
+        &agent,
+        "--card",
+        file.path(),
+        "--public-url",
+        "https://gw.example/base",
+        "--fronts",
+        "HTTP+JSON,JSONRPC,GRPC",
+        "--rest-path",
+        "/rest",
+    ];
+    let origin = serve_on_workers(&flags, None).await;
+    let expected = json!([
+        {"url": "https://gw.example/base/rest", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+        {"url": "https://gw.example/base/a2a/jsonrpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+        {"url": "https://gw.example", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
+    ]);
+    let served: Value = client()
+        .get(format!("{origin}/.well-known/agent-card.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(served["supportedInterfaces"], expected, "{served}");
+    let version = [("a2a-version", "1.0")];
+    let (status, _, text) = send(
+        Method::GET,
+        &format!("{origin}/rest/extendedAgentCard"),
+        None,
+        &version,
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    let extended: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(extended["supportedInterfaces"], expected, "{extended}");
+    let reply = rpc_call(&origin, Op::GetExtendedAgentCard, &Value::Null).await;
+    assert_eq!(reply["result"], extended);
+}
