@@ -14,6 +14,7 @@ use crate::card::CardService;
 use crate::front::envelope::{error_bytes_as, write_error_object, write_response};
 use crate::front::rest::status;
 use crate::proto::StreamResponse;
+use crate::protocol::binding::Binding;
 use crate::protocol::error::A2aError;
 use crate::protocol::legacy::{self, Method};
 use crate::protocol::ops::{Op, Reply, Request};
@@ -55,6 +56,14 @@ impl Dialect {
         match self {
             Dialect::V1_0 | Dialect::Rest => "1.0",
             Dialect::V0_3(_) => "0.3",
+        }
+    }
+
+    /// The front the call came through.
+    pub fn binding(self) -> Binding {
+        match self {
+            Dialect::V1_0 | Dialect::V0_3(_) => Binding::JsonRpc,
+            Dialect::Rest => Binding::HttpJson,
         }
     }
 
