@@ -11,6 +11,7 @@ use crate::operations::unary_case;
 
 use a2a_gateway::protocol::error::ErrorKind;
 use a2a_gateway::protocol::ops::{Op, Request, StreamRequest, UnaryRequest};
+use harness::process::TempFile;
 use harness::*;
 use prost::Message as _;
 use reqwest::Method;
@@ -567,4 +568,98 @@ async fn the_card_lists_every_front_in_order() {
     assert_eq!(extended["supportedInterfaces"], expected, "{extended}");
     let reply = rpc_call(&origin, Op::GetExtendedAgentCard, &Value::Null).await;
     assert_eq!(reply["result"], extended);
+}
+
+/// The HTTP+JSON front enters the same call stack as JSON-RPC: the route's API keys refuse
+/// a caller without one (401, the challenge, a status body), and caller-bound tasks hold
+/// across fronts (a task alice made over HTTP+JSON is hers over JSON-RPC too, and unknown
+/// to bob).
+#[tokio::test]
+async fn authentication_and_caller_bound_tasks_hold_on_both_fronts() {
+    use a2a_gateway::proto::{send_message_response, SendMessageResponse, TaskState};
+    use a2a_gateway::protocol::ops::Reply;
+    let backend = TestBackend::new(|request| match request {
+        Request::Unary(UnaryRequest::SendMessage(_)) => {
+            Answer::Reply(Reply::SendMessage(SendMessageResponse {
+                payload: Some(send_message_response::Payload::Task(task(
+                    "t-1",
+                    TaskState::Working,
+                ))),
+            }))
+        }
+        Request::Unary(UnaryRequest::GetTask(get)) => {
+            Answer::Reply(Reply::GetTask(task(&get.id, TaskState::Working)))
+        }
+        _ => Answer::Error(Status::unimplemented("SendMessage and GetTask only")),
+    });
+    let agent = format!("http://{}", backend.spawn().await);
+    let keys = TempFile::new(
+        "keys",
+        &format!(
+            "alice {}\nbob {}\n",
+            key_digest_hex(b"alice-key"),
+            key_digest_hex(b"bob-key")
+        ),
+    );
+    let owner_keys = TempFile::new("owner", "the owner key of this test, 32 b\n");
+    let config = format!(
+        "task-owner = true\nowner-key-file = {:?}\nfronts = [\"JSONRPC\", \"HTTP+JSON\"]\n\
+         [auth.api-keys]\nfile = {:?}\n[[route]]\nname = \"r\"\npath = \"/r\"\nbackend = {agent:?}\n",
+        owner_keys.path(),
+        keys.path()
+    );
+    let origin = serve_on_workers(&[], Some(&config)).await;
+    let rest = format!("{origin}/r{REST}");
+    let as_ = |key: &'static str| [("a2a-version", "1.0"), ("x-api-key", key)];
+
+    let (status, headers, text) = send(
+        Method::GET,
+        &format!("{rest}/tasks/t-1"),
+        None,
+        &[("a2a-version", "1.0")],
+    )
+    .await;
+    assert_eq!(status, 401, "{text}");
+    assert_eq!(headers["www-authenticate"], "ApiKey header=\"x-api-key\"");
+    let body: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        (
+            body["error"]["code"].clone(),
+            body["error"]["status"].clone()
+        ),
+        (json!(401), json!("UNAUTHENTICATED"))
+    );
+    assert_eq!(backend.calls(), 0);
+
+    let message = message_params("hi");
+    let (status, _, text) = send(
+        Method::POST,
+        &format!("{rest}/message:send"),
+        Some(&message),
+        &as_("alice-key"),
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    let sent: Value = serde_json::from_str(&text).unwrap();
+    let sealed = sent["task"]["id"].as_str().unwrap().to_owned();
+    assert_ne!(sealed, "t-1", "the id is bound to its caller");
+
+    let url = format!("{rest}/tasks/{sealed}");
+    let (status, _, text) = send(Method::GET, &url, None, &as_("alice-key")).await;
+    assert_eq!(status, 200, "{text}");
+    let Request::Unary(UnaryRequest::GetTask(get)) = backend.last().request else {
+        panic!("not a GetTask");
+    };
+    assert_eq!(get.id, "t-1");
+    let (status, _, text) = send(Method::GET, &url, None, &as_("bob-key")).await;
+    assert_eq!(status, 404, "{text}");
+    let body: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(reason_in(&body["error"]["details"]), Some("TASK_NOT_FOUND"));
+
+    let jsonrpc = format!("{origin}/r/a2a/jsonrpc");
+    let get = request(json!(1), "GetTask", json!({"id": sealed}));
+    let (status, _, text) = post_with(&jsonrpc, get, &as_("alice-key")).await;
+    assert_eq!(status, 200, "{text}");
+    let reply: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(reply["result"]["id"], sealed.as_str(), "{reply}");
 }

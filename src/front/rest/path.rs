@@ -35,9 +35,17 @@ pub(crate) struct Matched {
 /// Path parameters by proto field name, decoded.
 type Fields = Vec<(&'static str, String)>;
 
+/// The longest path (below the front's base) read: ids are at most 1 KiB
+/// (`affinity::ids::MAX_ID_BYTES`, checked in `decode`), and a longer path names no
+/// operation.
+pub(crate) const MAX_PATH_BYTES: usize = 4 << 10;
+
 /// The operation `method` on `path` (below the front's base, starting with `/`) names.
 pub(crate) fn route(method: &Method, path: &str) -> Routed {
-    let Some(below) = path.strip_prefix('/') else {
+    let Some(below) = path
+        .strip_prefix('/')
+        .filter(|_| path.len() <= MAX_PATH_BYTES)
+    else {
         return Routed::NotFound;
     };
     match route_at(method, below) {
@@ -213,6 +221,13 @@ mod tests {
                 &[("task_id", "a"), ("id", "c")]
             )
         );
+        let at = format!(
+            "/{}/tasks/t",
+            "x".repeat(MAX_PATH_BYTES - "//tasks/t".len())
+        );
+        assert_eq!(at.len(), MAX_PATH_BYTES);
+        assert!(matches!(route(&Method::GET, &at), Routed::Call(_)));
+        assert_eq!(route(&Method::GET, &format!("/x{at}")), Routed::NotFound);
         for missing in [
             "/",
             "",
