@@ -663,3 +663,58 @@ async fn authentication_and_caller_bound_tasks_hold_on_both_fronts() {
     let reply: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(reply["result"]["id"], sealed.as_str(), "{reply}");
 }
+
+/// The reference SDK's HTTP+JSON client (a2a-sdk 1.3.0, `tests/peers/client_from_card.py`
+/// with `--binding HTTP+JSON`), given only the gateway's base URL: it reads the card, picks
+/// the gateway's HTTP+JSON interface and holds its conversation (send, stream, get,
+/// cancel) through it, with agent.py behind the gateway over gRPC.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_reference_sdk_converses_over_the_http_json_front_from_the_card() {
+    use harness::process::{OutputWithin, SDK_CLIENT_WITHIN};
+    let agent = tokio::task::spawn_blocking(harness::peer::Peer::start)
+        .await
+        .unwrap();
+    let agent_http = agent.jsonrpc.trim_end_matches("/jsonrpc").to_owned();
+    // agent.py's own card, served by the gateway from a file (a URL source is fetched by
+    // the binary's refresh task, which this in-process gateway does not run).
+    let card = reqwest::get(format!("{agent_http}/.well-known/agent-card.json"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let card = TempFile::new("json", &card);
+    let flags = [
+        "--backend",
+        &agent.grpc,
+        "--card",
+        card.path(),
+        "--fronts",
+        "HTTP+JSON,JSONRPC",
+        "--timeout",
+        "20s",
+    ];
+    let origin = serve_on_workers(&flags, None).await;
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/client_from_card.py");
+    let base = origin.clone();
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(harness::peer::python())
+            .arg(script)
+            .arg(&base)
+            .args(["--binding", "HTTP+JSON"])
+            .output_within(SDK_CLIENT_WITHIN)
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    let interface = format!("INTERFACE HTTP+JSON 1.0 {origin}{REST}");
+    assert!(stdout.lines().any(|l| l == interface), "{stdout}");
+    assert!(
+        stdout.lines().any(|l| l == "AGENT binding=grpc tenant=-"),
+        "{stdout}"
+    );
+    assert!(stdout.lines().any(|l| l == "OK 6 steps"), "{stdout}");
+}
