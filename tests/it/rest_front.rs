@@ -153,6 +153,8 @@ async fn rpc_call(origin: &str, op: Op, params: &Value) -> Value {
 
 /// The `data:` values of a whole SSE body and, if it ended with one, its `event: error`.
 fn sse_data(text: &str) -> (Vec<Value>, Option<Value>) {
+    // The reference SDK ends its lines with CRLF.
+    let text = text.replace("\r\n", "\n");
     let mut data = Vec::new();
     let mut error = None;
     for event in text
@@ -718,3 +720,167 @@ async fn the_reference_sdk_converses_over_the_http_json_front_from_the_card() {
     );
     assert!(stdout.lines().any(|l| l == "OK 6 steps"), "{stdout}");
 }
+
+/// One HTTP+JSON call below `base` for a transcript: its status and body (JSON, or for a
+/// stream its `data:` values and final error).
+async fn transcribed(base: &str, method: Method, path: &str, body: Option<Value>) -> Value {
+    let url = format!("{base}{path}");
+    let (status, headers, text) =
+        send(method, &url, body.as_ref(), &[("a2a-version", "1.0")]).await;
+    let is_sse = headers
+        .get("content-type")
+        .is_some_and(|t| t.to_str().unwrap().starts_with("text/event-stream"));
+    let body = match is_sse {
+        true => {
+            let (events, error) = sse_data(&text);
+            json!({"events": events, "error": error})
+        }
+        false => serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    };
+    json!({"status": status, "body": body})
+}
+
+fn user_message(text: &str, context_id: &str) -> Value {
+    json!({"message": {"messageId": uuid::Uuid::new_v4().to_string(), "contextId": context_id,
+                       "role": "ROLE_USER", "parts": [{"text": text}]}})
+}
+
+/// The reference SDK's own HTTP+JSON server (agent.py) against the gateway's HTTP+JSON
+/// front in front of the same agent over gRPC, and over HTTP+JSON: the same calls give the
+/// same statuses and bodies, up to ids and timestamps (`transcript::normalise`).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_front_answers_as_the_reference_sdks_own_http_json_server() {
+    let agent = tokio::task::spawn_blocking(harness::peer::Peer::start)
+        .await
+        .unwrap();
+    let fronts = [
+        "--fronts",
+        "HTTP+JSON",
+        "--push-allow-http",
+        "--push-allow",
+        "127.0.0.1",
+    ];
+    let mut flags = vec!["--backend", &agent.grpc];
+    flags.extend(fronts);
+    let over_grpc = serve_on_workers(&flags, None).await;
+    let mut flags = vec!["--backend", &agent.rest, "--binding", "HTTP+JSON"];
+    flags.extend(fronts);
+    let over_rest = serve_on_workers(&flags, None).await;
+    let paths = [
+        ("sdk-rest", agent.rest.clone()),
+        ("gateway-rest-over-grpc", format!("{over_grpc}{REST}")),
+        ("gateway-rest-over-rest", format!("{over_rest}{REST}")),
+    ];
+    transcript::differential(
+        "rest front",
+        &paths,
+        known_sdk_differences,
+        |base| async move {
+            let ctx = uuid::Uuid::new_v4().to_string();
+            let send = |text: &str| {
+                (
+                    Method::POST,
+                    "/message:send".to_owned(),
+                    Some(user_message(text, &ctx)),
+                )
+            };
+            let mut calls = vec![send("hello")];
+            let task = transcribed(
+                &base,
+                Method::POST,
+                "/message:send",
+                Some(user_message("task", &ctx)),
+            )
+            .await;
+            let id = task["body"]["task"]["id"].as_str().unwrap().to_owned();
+            calls.extend([
+                send("fail"),
+                send("reject"),
+                (Method::GET, format!("/tasks/{id}"), None),
+                (Method::GET, format!("/tasks/{id}?historyLength=1"), None),
+                (
+                    Method::GET,
+                    format!("/tasks?contextId={ctx}&status=TASK_STATE_COMPLETED"),
+                    None,
+                ),
+                (
+                    Method::GET,
+                    format!("/tasks?contextId={ctx}&pageSize=1&includeArtifacts=true"),
+                    None,
+                ),
+                (
+                    Method::POST,
+                    "/message:stream".to_owned(),
+                    Some(user_message("stream", &ctx)),
+                ),
+                (
+                    Method::POST,
+                    format!("/tasks/{id}:cancel"),
+                    Some(json!({"id": id})),
+                ),
+                (Method::GET, "/tasks/no-such-task".to_owned(), None),
+                (
+                    Method::POST,
+                    "/tasks/no-such-task:cancel".to_owned(),
+                    Some(json!({})),
+                ),
+                (
+                    Method::POST,
+                    format!("/tasks/{id}/pushNotificationConfigs"),
+                    Some(json!({"taskId": id, "id": "cfg-1", "url": "http://127.0.0.1:9/hook"})),
+                ),
+                (
+                    Method::GET,
+                    format!("/tasks/{id}/pushNotificationConfigs/cfg-1"),
+                    None,
+                ),
+                (
+                    Method::GET,
+                    format!("/tasks/{id}/pushNotificationConfigs"),
+                    None,
+                ),
+                (
+                    Method::DELETE,
+                    format!("/tasks/{id}/pushNotificationConfigs/cfg-1"),
+                    None,
+                ),
+                (Method::POST, "/message:send".to_owned(), Some(json!({}))),
+            ]);
+            calls.extend(ERRORS.iter().map(|name| send(&format!("error:{name}"))));
+            let mut out = vec![task];
+            for (method, path, body) in calls {
+                out.push(transcribed(&base, method, &path, body).await);
+            }
+            out
+        },
+    )
+    .await;
+}
+
+/// Normalises what is the reference SDK's own: its gRPC server never fills
+/// `ErrorInfo.metadata` (its HTTP+JSON server does), so metadata cannot survive a gRPC agent.
+fn known_sdk_differences(mut value: Value) -> Value {
+    if let Some(Value::Array(details)) = value.pointer_mut("/body/error/details") {
+        for detail in details {
+            if detail["@type"] == "type.googleapis.com/google.rpc.ErrorInfo" {
+                detail.as_object_mut().unwrap().remove("metadata");
+            }
+        }
+    }
+    value
+}
+
+/// The errors agent.py raises on request (`error:<name>`).
+const ERRORS: &[&str] = &[
+    "TaskNotFound",
+    "TaskNotCancelable",
+    "PushNotificationNotSupported",
+    "UnsupportedOperation",
+    "ContentTypeNotSupported",
+    "InvalidAgentResponse",
+    "ExtendedAgentCardNotConfigured",
+    "ExtensionSupportRequired",
+    "VersionNotSupported",
+    "InvalidParams",
+    "InternalError",
+];
