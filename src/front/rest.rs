@@ -86,7 +86,8 @@ pub async fn handle(
     let principal = match &gateway.auth {
         None => None,
         Some(auth) => match Box::pin(auth.authenticate(&parts)).await {
-            Ok(principal) => Some(principal),
+            // Boxed while the body is read: inline, every call's future would carry it.
+            Ok(principal) => Some(Box::new(principal)),
             Err(failure) => {
                 let refusal = authenticate::refusal(auth, &failure);
                 return refused(&gateway, &parts, &refusal);
@@ -144,7 +145,7 @@ pub async fn handle(
         in_batch: false,
         started,
         deadline: None,
-        principal,
+        principal: principal.map(|principal| *principal),
         owner: None,
         record: CallRecord::start(&parts, bytes.len(), None),
     };

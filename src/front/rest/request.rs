@@ -29,7 +29,7 @@ pub(crate) fn params<'b>(
     query: Option<&str>,
     body: &'b [u8],
 ) -> Result<Cow<'b, str>, A2aError> {
-    let mut members = match post {
+    let members = match post {
         true => match body_text(body)? {
             // Most calls (SendMessage) have nothing to bind: their body is the params.
             text if matched.fields.is_empty() && matched.tenant.is_none() => return Ok(text),
@@ -37,13 +37,60 @@ pub(crate) fn params<'b>(
         },
         false => query_members(matched, query)?,
     };
+    // Written as text straight away (a `GET` without a query builds no map at all); the
+    // path's members are bound over the body's or query's, which skip them.
+    let mut out = Vec::with_capacity(64);
+    out.push(b'{');
     for (field, value) in &matched.fields {
-        members.insert(json_name(field), Value::from(value.as_str()));
+        member(&mut out, |out| write_json_name(out, field), value);
     }
     if let Some(tenant) = &matched.tenant {
-        members.insert("tenant".to_owned(), Value::from(tenant.as_str()));
+        member(&mut out, |out| out.extend_from_slice(b"\"tenant\""), tenant);
     }
-    Ok(Cow::Owned(Value::Object(members).to_string()))
+    let bound = |name: &str| {
+        name == "tenant" && matched.tenant.is_some()
+            || (matched.fields.iter()).any(|(field, _)| json_name(field) == name)
+    };
+    for (name, value) in members.iter().filter(|(name, _)| !bound(name)) {
+        member(&mut out, |out| write_str(out, name), value);
+    }
+    out.push(b'}');
+    // Only JSON was written.
+    Ok(Cow::Owned(String::from_utf8(out).unwrap_or_default()))
+}
+
+/// Appends `"name":value` (after a comma unless it is the first member).
+fn member(out: &mut Vec<u8>, name: impl FnOnce(&mut Vec<u8>), value: &impl serde::Serialize) {
+    if out.len() > 1 {
+        out.push(b',');
+    }
+    name(out);
+    out.push(b':');
+    // A string, or a value parsed from JSON: both serialize.
+    let _ = serde_json::to_writer(&mut *out, value);
+}
+
+/// Appends a JSON string.
+fn write_str(out: &mut Vec<u8>, text: &str) {
+    let _ = serde_json::to_writer(&mut *out, text);
+}
+
+/// Appends a path field's ProtoJSON name as a JSON string (`task_id` → `"taskId"`; field
+/// names need no escapes).
+fn write_json_name(out: &mut Vec<u8>, field: &str) {
+    out.push(b'"');
+    let mut upper = false;
+    for b in field.bytes() {
+        match (b, upper) {
+            (b'_', _) => upper = true,
+            (b, true) => {
+                out.push(b.to_ascii_uppercase());
+                upper = false;
+            }
+            (b, false) => out.push(b),
+        }
+    }
+    out.push(b'"');
 }
 
 /// The body as text; an empty body is `{}`.
