@@ -69,7 +69,12 @@ fn bad_flags_give_one_line_and_exit_code_2() {
         vec!["--backend", "http://x:1", "--jsonrpc-path", "rpc"],
         // The gateway calls agents over gRPC or HTTP+JSON; JSON-RPC is a front only.
         vec!["--backend", "http://x:1", "--binding", "JSONRPC"],
-        vec!["--backend", "http://x:1", "--fronts", "JSONRPC,HTTP+JSON,REST"],
+        vec![
+            "--backend",
+            "http://x:1",
+            "--fronts",
+            "JSONRPC,HTTP+JSON,REST",
+        ],
         vec!["--backend", "http://x:1", "--fronts", "SOAP"],
         vec!["--backend", "http://x:1", "--fronts", ""],
         vec!["--backend", "http://x:1", "--rest-path", "rest"],

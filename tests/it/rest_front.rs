@@ -884,3 +884,30 @@ const ERRORS: &[&str] = &[
     "InvalidParams",
     "InternalError",
 ];
+
+/// `rest-path = "/"` serves the operations at the route's prefix itself, beside the card
+/// and the gateway's own endpoints, which keep their paths.
+#[tokio::test]
+async fn the_front_may_sit_at_the_route_prefix() {
+    let (backend, url) = harness::task_backend().await;
+    let origin = serve_on_workers(
+        &[
+            "--backend",
+            &url,
+            "--fronts",
+            "HTTP+JSON",
+            "--rest-path",
+            "/",
+        ],
+        None,
+    )
+    .await;
+    let version = [("a2a-version", "1.0")];
+    let (status, _, text) = send(Method::GET, &format!("{origin}/tasks/t-1"), None, &version).await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(backend.calls(), 1);
+    let (status, _, text) = send(Method::GET, &format!("{origin}/healthz"), None, &[]).await;
+    assert_eq!((status, text.as_str()), (200, "ok\n"));
+    let (status, _, _) = send(Method::GET, &format!("{origin}/metrics"), None, &[]).await;
+    assert_eq!(status, 200);
+}
