@@ -1,8 +1,8 @@
 //! Traces on the wire: the gateway binary exports its spans to an in-process OTLP receiver
 //! (`otlp`), over gRPC and over http/protobuf, configured by the standard `OTEL_*`
-//! variables or by flags. One server span per call (JSON-RPC or HTTP+JSON), one client span per backend
-//! call; the client's trace is continued and the backend gets the gateway's client span as
-//! its parent; spans still buffered are exported at SIGTERM.
+//! variables or by flags. One server span per call (JSON-RPC or HTTP+JSON), one client
+//! span per backend call; the client's trace is continued and the backend gets the
+//! gateway's client span as its parent; spans still buffered are exported at SIGTERM.
 
 use crate::harness;
 use crate::harness::otlp;
