@@ -11,7 +11,7 @@ use http::{HeaderName, HeaderValue};
 
 use crate::backend::fault::Fault;
 use crate::card::CardService;
-use crate::front::envelope::{error_bytes_as, write_error_object, write_response};
+use crate::front::envelope::{error_bytes_as, warn_internal, write_error_object, write_response};
 use crate::front::rest::status;
 use crate::proto::StreamResponse;
 use crate::protocol::binding::Binding;
@@ -159,7 +159,10 @@ impl Dialect {
     /// HTTP+JSON the `google.rpc.Status` body.
     pub fn error_bytes(self, id: Option<&str>, err: &A2aError) -> Vec<u8> {
         match self {
-            Dialect::Rest => status::body(err, status::http_status(err.kind)),
+            Dialect::Rest => {
+                warn_internal(err);
+                status::body(err, status::http_status(err.kind))
+            }
             _ => error_bytes_as(id, err, &self.error_object(err)),
         }
     }

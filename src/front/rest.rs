@@ -180,7 +180,7 @@ where
         }
         Ok(Answer::Unstarted(err, extensions)) => {
             let status = status::http_status(err.kind);
-            (status, status::body(&err, status), extensions)
+            (status, x.dialect.error_bytes(None, &err), extensions)
         }
         Ok(Answer::Refused(refusal)) => {
             let body = status::body(&refusal.error, refusal.status);
@@ -191,7 +191,7 @@ where
         Ok(Answer::Skipped) => return StatusCode::NO_CONTENT.into_response(),
         Err(err) => {
             let status = status::http_status(err.kind);
-            (status, status::body(&err, status), None)
+            (status, x.dialect.error_bytes(None, &err), None)
         }
     };
     x.record.sent(out.len());
