@@ -911,3 +911,16 @@ async fn the_front_may_sit_at_the_route_prefix() {
     let (status, _, _) = send(Method::GET, &format!("{origin}/metrics"), None, &[]).await;
     assert_eq!(status, 200);
 }
+
+/// `A2A-Extensions` reaches the agent from an HTTP+JSON call as from a JSON-RPC one (the
+/// route's forwarding policy).
+#[tokio::test]
+async fn extensions_reach_the_agent() {
+    let (backend, origin, _) = two_gateways(&[]).await;
+    let headers = [("a2a-version", "1.0"), ("a2a-extensions", "urn:a, urn:b")];
+    let url = format!("{origin}{REST}/tasks/t-1");
+    let (status, _, text) = send(Method::GET, &url, None, &headers).await;
+    assert_eq!(status, 200, "{text}");
+    let seen = backend.last().metadata;
+    assert_eq!(seen.get("a2a-extensions").unwrap(), "urn:a, urn:b");
+}
