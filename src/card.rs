@@ -158,6 +158,10 @@ pub struct RouteCard {
     pub fixed_tenant: Option<String>,
     /// The backend's binding.
     pub binding: Binding,
+    /// The route's fronts, in the order its card lists the gateway's interfaces.
+    pub fronts: Vec<Binding>,
+    /// Full public path of the route's HTTP+JSON front, e.g. `/agents/billing/a2a/rest`.
+    pub rest_path: String,
     /// The route serves v0.3 clients: clients naming no version get the dual-format card,
     /// clients naming 0.3 the v0.3 card (README "v0.3 clients").
     pub legacy: bool,
@@ -325,15 +329,16 @@ impl CardService {
 
     /// Rewrites an extended card returned by GetExtendedAgentCard through this route: the
     /// same interface and signature treatment and skills filter as the public card, never
-    /// cached (it depends on the caller's credentials). Without a known public URL the
-    /// gateway's interface URL is the endpoint's path, a relative reference that resolves
-    /// against the URL the client called.
+    /// cached (it depends on the caller's credentials). Without a known origin the
+    /// gateway's interface URLs are its fronts' paths, relative references that resolve
+    /// against the URL the client called (the gRPC front, which has none, is left out).
     pub fn rewrite_extended(&self, card: Value, request: &http::request::Parts) -> Value {
         let Value::Object(card) = card else {
             return card;
         };
-        self.rewriter
-            .render(&self.rewriter.prepare(card), &self.endpoint_url(request))
+        let origin = self.rewriter.interface_origin(request);
+        let origin = origin.as_ref().map_or("", |origin| origin.as_str());
+        self.rewriter.render(&self.rewriter.prepare(card), origin)
     }
 
     /// The gateway's JSON-RPC endpoint as the extended card names it for `request`.
@@ -378,6 +383,8 @@ mod tests {
             binding: Binding::Grpc,
             legacy: false,
             enforced: Enforced::default(),
+            fronts: vec![Binding::JsonRpc],
+            rest_path: "/a2a/rest".to_owned(),
         }
     }
 

@@ -144,7 +144,7 @@ pub struct Cli {
     pub owner_key_file: Option<std::path::PathBuf>,
 
     /// Binding the backend speaks: GRPC or HTTP+JSON.
-    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_BINDING", default_value = "GRPC", value_parser = Binding::from_name)]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_BINDING", default_value = "GRPC", value_parser = Binding::backend)]
     pub binding: Binding,
 
     /// PEM file of CA certificates to trust for an `https://` backend, in addition to the
@@ -164,6 +164,16 @@ pub struct Cli {
     /// Path of the JSON-RPC endpoint.
     #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_JSONRPC_PATH", default_value = "/a2a/jsonrpc")]
     pub jsonrpc_path: String,
+
+    /// The fronts clients reach the route over, in the order its card lists them:
+    /// JSONRPC, HTTP+JSON, GRPC (comma-separated; a list in the file). Duplicates are
+    /// refused.
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_FRONTS", value_delimiter = ',', default_value = "JSONRPC", value_parser = Binding::from_name)]
+    pub fronts: Vec<Binding>,
+
+    /// Base path of the HTTP+JSON front (spec 11) below the route's prefix.
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_REST_PATH", default_value = "/a2a/rest")]
+    pub rest_path: String,
 
     /// Serve in front of an embedded demo agent (gRPC on a loopback port) instead of
     /// --backend; send it "hello", "task", "stream", "input", "slow", "fail" or "reject".
@@ -682,6 +692,13 @@ pub enum ConfigError {
     /// `--jsonrpc-path` (or a route's `jsonrpc-path`) is not an absolute path.
     #[error("--jsonrpc-path must start with '/': {0:?}")]
     JsonRpcPath(String),
+    /// `--rest-path` is not an absolute path without a trailing `/` (but `/`), or is the
+    /// JSON-RPC path.
+    #[error("--rest-path must start with '/', not end with '/' (but \"/\" itself) and differ from --jsonrpc-path: {0:?}")]
+    RestPath(String),
+    /// `--fronts` is empty or names a front twice.
+    #[error("--fronts: {0}")]
+    Fronts(String),
     /// A backend URL cannot be used: why.
     #[error("--backend: {0}")]
     BackendUrl(String),

@@ -1,5 +1,6 @@
 //! What clients talk to: the edge layers, the JSON-RPC endpoint (dispatch in `jsonrpc`, the
-//! envelope and response writers in `envelope`) and its SSE streams (`sse`).
+//! envelope and response writers in `envelope`), the HTTP+JSON endpoint (`rest`), and their
+//! SSE streams (`sse`).
 
 pub(crate) mod call;
 pub(crate) mod cors;
@@ -8,6 +9,7 @@ pub(crate) mod envelope;
 pub(crate) mod jsonrpc;
 pub mod layers;
 pub(crate) mod limits;
+pub(crate) mod rest;
 pub(crate) mod sse;
 
 use std::sync::Arc;

@@ -20,6 +20,7 @@ use crate::card::{CardService, RouteCard, BACKEND_CARD_SOURCE};
 use crate::front::limits::Limits;
 use crate::front::Gateway;
 use crate::lifecycle::Lifecycle;
+use crate::protocol::binding::Binding;
 use crate::push::deliver::{Deliverer, DeliveryRoute};
 use crate::push::outbox::Outbox;
 use crate::push::relay::callback::{Callback, RouteOutbox};
@@ -308,6 +309,8 @@ fn route_card(route: &RouteSettings) -> RouteCard {
     RouteCard {
         route: route.name.clone(),
         jsonrpc_path: route.jsonrpc_path(),
+        fronts: route.fronts.clone(),
+        rest_path: route.rest_path(),
         card_path: route.card_path(),
         public_url: origin.public_url.clone(),
         trust_forwarded: origin.trust_forwarded,
@@ -500,7 +503,10 @@ impl Routes {
                 name: settings.name.clone(),
                 prefix: settings.prefix.clone(),
                 host: settings.host.clone(),
-                jsonrpc_path: settings.jsonrpc_path.clone(),
+                jsonrpc_path: (settings.fronts.contains(&Binding::JsonRpc))
+                    .then(|| settings.jsonrpc_path.clone()),
+                rest_path: (settings.fronts.contains(&Binding::HttpJson))
+                    .then(|| settings.rest_path.clone()),
                 endpoints: route.backends.endpoints().cloned(),
                 gateway: route.handler(
                     metrics.clone(),

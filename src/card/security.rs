@@ -491,6 +491,8 @@ mod tests {
             binding: crate::protocol::binding::Binding::Grpc,
             legacy: true,
             enforced: enforced(),
+            fronts: vec![crate::protocol::binding::Binding::JsonRpc],
+            rest_path: "/a2a/rest".to_owned(),
         };
         let treatment = Treatment::from_settings(&settings).unwrap();
         let rewriter = Rewriter::new(&settings, &route, treatment).unwrap();
@@ -499,7 +501,7 @@ mod tests {
             "capabilities": {}, "skills": [], "defaultInputModes": [], "defaultOutputModes": [],
             "securitySchemes": {"oauth": {"oauth2SecurityScheme": {"flows": {}}}}});
         let checked = rewriter.check(source).unwrap();
-        let card = rewriter.render(&rewriter.prepare(checked), "https://gw.example/a2a");
+        let card = rewriter.render(&rewriter.prepare(checked), "https://gw.example");
         assert_eq!(card["securitySchemes"].as_object().unwrap().len(), 4);
         assert!(card["securitySchemes"].get("oauth").is_none());
         let signature = &card["signatures"][0];

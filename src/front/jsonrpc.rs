@@ -131,7 +131,9 @@ pub async fn handle(
         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
     let bytes = match read_body(body, gateway.max_body, expects_continue, charge.as_mut()).await {
         Ok(bytes) => bytes,
-        Err(BodyError::Invalid(err)) => return rejected_response(&gateway, &parts, 0, &err),
+        Err(BodyError::Invalid(err) | BodyError::OverLimit(err)) => {
+            return rejected_response(&gateway, &parts, 0, &err)
+        }
         Err(BodyError::TooLarge(err)) => {
             let mut response = rejected_response(&gateway, &parts, 0, &err);
             // The rest of the body is not read, so the connection cannot carry another

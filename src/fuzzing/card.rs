@@ -133,6 +133,8 @@ pub fn card(data: &[u8]) {
         } else {
             Binding::Grpc
         },
+        fronts: vec![Binding::JsonRpc],
+        rest_path: "/a2a/rest".to_owned(),
     };
     // A card or settings the route refuses is a start-up error, not a finding.
     let Ok(service) = CardService::new(&settings, route, None) else {

@@ -199,6 +199,8 @@ fn card_service(backend: Arc<dyn Backend>) -> CardService {
         fixed_tenant: None,
         binding: Binding::Grpc,
         enforced: Default::default(),
+        fronts: vec![Binding::JsonRpc],
+        rest_path: "/a2a/rest".to_owned(),
     };
     CardService::new(&settings, route, Some(backend)).expect("a valid card route")
 }

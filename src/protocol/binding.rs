@@ -1,15 +1,18 @@
 //! The protocol bindings by the names the specification gives them (§5.3; the names agent
 //! cards carry in `protocolBinding` and spans in `a2a.protocol.binding`), written once.
-//! `Binding` is what a backend speaks; clients reach the gateway over `JSONRPC`.
+//! A backend speaks gRPC or HTTP+JSON (`Binding::backend`); clients reach the gateway over
+//! the fronts a route enables (`fronts`), any of the three.
 
 use std::fmt;
 
-/// The binding clients speak to the gateway.
-pub(crate) const JSONRPC: &str = "JSONRPC";
+/// The JSON-RPC binding's name.
+pub(crate) const JSONRPC: &str = Binding::JsonRpc.name();
 
-/// A binding a backend speaks.
+/// A protocol binding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Binding {
+    /// The JSON-RPC 2.0 binding (spec section 9): the gateway's front only.
+    JsonRpc,
     /// The gRPC binding (spec section 10): `lf.a2a.v1.A2AService` over HTTP/2.
     Grpc,
     /// The HTTP+JSON binding (spec section 11): REST paths and ProtoJSON bodies.
@@ -17,11 +20,13 @@ pub enum Binding {
 }
 
 impl Binding {
-    pub(crate) const ALL: [Binding; 2] = [Binding::Grpc, Binding::HttpJson];
+    /// Every binding.
+    pub(crate) const ALL: [Binding; 3] = [Binding::JsonRpc, Binding::Grpc, Binding::HttpJson];
 
     /// The specification's name.
     pub(crate) const fn name(self) -> &'static str {
         match self {
+            Binding::JsonRpc => "JSONRPC",
             Binding::Grpc => "GRPC",
             Binding::HttpJson => "HTTP+JSON",
         }
@@ -34,7 +39,18 @@ impl Binding {
             .into_iter()
             .find(|b| b.name().eq_ignore_ascii_case(text))
             .or(alias)
-            .ok_or_else(|| format!("{text:?} is not a binding (GRPC or HTTP+JSON)"))
+            .ok_or_else(|| format!("{text:?} is not a binding (JSONRPC, GRPC or HTTP+JSON)"))
+    }
+
+    /// A binding a backend may speak (`--binding`): the gateway calls agents over gRPC or
+    /// HTTP+JSON only.
+    pub(crate) fn backend(text: &str) -> Result<Binding, String> {
+        match Binding::from_name(text) {
+            Ok(Binding::JsonRpc) | Err(_) => Err(format!(
+                "{text:?} is not a backend binding (GRPC or HTTP+JSON)"
+            )),
+            Ok(binding) => Ok(binding),
+        }
     }
 }
 
@@ -65,8 +81,13 @@ mod tests {
             assert_eq!(serde_json::from_value::<Binding>(json).unwrap(), binding);
         }
         assert_eq!(Binding::from_name("rest"), Ok(Binding::HttpJson));
-        for bad in ["SOAP", "", "JSONRPC"] {
+        for bad in ["SOAP", ""] {
             assert!(Binding::from_name(bad).is_err(), "{bad}");
         }
+        for bad in ["SOAP", "", "JSONRPC", "jsonrpc"] {
+            assert!(Binding::backend(bad).is_err(), "{bad}");
+        }
+        assert_eq!(Binding::backend("rest"), Ok(Binding::HttpJson));
+        assert_eq!(Binding::backend("GRPC"), Ok(Binding::Grpc));
     }
 }

@@ -46,6 +46,8 @@ impl Connector {
                 let grpc = GrpcBackend::with_identity(url, &client.grpc(), ca, identity)?;
                 Connector::Grpc(Arc::new(grpc))
             }
+            // `--binding` is read by `Binding::backend`, which refuses it.
+            Binding::JsonRpc => unreachable!("a JSON-RPC backend is refused by the settings"),
             Binding::HttpJson => {
                 let target = RestTarget {
                     url: url.to_owned(),

@@ -1,4 +1,5 @@
-//! The gateway's HTTP surface as one service: each route's JSON-RPC endpoint and agent
+//! The gateway's HTTP surface as one service: each route's JSON-RPC endpoint, HTTP+JSON
+//! operations (`front::rest`: a path that names none falls through to the rest) and agent
 //! card, and the gateway's own endpoints (`/healthz`, `/readyz`, `/metrics`, and the API
 //! catalog, RFC 9727, listing every route's card), which no route may take
 //! (`config::routes`). A request for anything else gets a 404 with a small
@@ -35,6 +36,7 @@ use crate::card::origin::Origins;
 use crate::front::call::authenticate;
 use crate::front::jsonrpc::refused_response;
 use crate::front::limits::Limits;
+use crate::front::rest::{self, Routed};
 use crate::front::{jsonrpc, Gateway};
 use crate::lifecycle::Lifecycle;
 use crate::push::sign::JWKS_PATH;
@@ -58,8 +60,12 @@ pub struct ServedRoute {
     pub prefix: String,
     /// Lowercase host name; `None`: any host.
     pub host: Option<String>,
-    /// The JSON-RPC endpoint's path below the prefix.
-    pub jsonrpc_path: String,
+    /// The JSON-RPC endpoint's path below the prefix (`None`: the route does not serve the
+    /// JSON-RPC front).
+    pub jsonrpc_path: Option<String>,
+    /// The HTTP+JSON front's base path below the prefix, empty for the prefix itself
+    /// (`None`: the route does not serve the HTTP+JSON front).
+    pub rest_path: Option<String>,
     /// The route's endpoints when it balances over many (`/readyz`, `/metrics`).
     pub endpoints: Option<Arc<RouteEndpoints>>,
     /// What the route's calls go through: its backend, policies and deadlines.
@@ -440,7 +446,8 @@ pub fn router(gateway: Arc<Gateway>, jsonrpc_path: &str) -> Frontend {
         name: DEFAULT_ROUTE.to_owned(),
         prefix: String::new(),
         host: None,
-        jsonrpc_path: jsonrpc_path.to_owned(),
+        jsonrpc_path: Some(jsonrpc_path.to_owned()),
+        rest_path: None,
         endpoints: None,
         gateway,
     };
@@ -492,7 +499,16 @@ impl tower::Service<http::Request<Body>> for Frontend {
             }
             let below = &path[route.prefix.len()..];
             let card = route.gateway.card.as_ref();
-            let serves = below == route.jsonrpc_path
+            let jsonrpc = route.jsonrpc_path.as_deref() == Some(below);
+            let rest = match route.rest_path.as_deref() {
+                Some(base) if !jsonrpc && below != CARD_PATH => below
+                    .strip_prefix(base)
+                    .map(|op| rest::route(request.method(), op)),
+                _ => None,
+            }
+            .filter(|routed| *routed != Routed::NotFound);
+            let serves = jsonrpc
+                || rest.is_some()
                 || (below == CARD_PATH && card.is_some_and(|c| c.serves_card()));
             // A Host allow-list holds for the JSON-RPC endpoint too, not only the card;
             // the probes (a kubelet names the pod's address) stay reachable.
@@ -502,7 +518,18 @@ impl tower::Service<http::Request<Body>> for Frontend {
             ) {
                 return ready(json_error(StatusCode::BAD_REQUEST, &why));
             }
-            if below == route.jsonrpc_path {
+            match rest {
+                Some(Routed::Call(matched)) => {
+                    let gateway = route.gateway.clone();
+                    let limits = limits.cloned();
+                    return Box::pin(async move {
+                        Ok(rest::handle(gateway, limits, matched, request).await)
+                    });
+                }
+                Some(Routed::WrongMethod(allow)) => return ready(rest::wrong_method(&allow)),
+                _ => {}
+            }
+            if jsonrpc {
                 if request.method() != Method::POST {
                     return ready(wrong_method("POST"));
                 }

@@ -38,6 +38,11 @@ pub struct RouteSettings {
     pub host: Option<String>,
     /// The route's JSON-RPC path below its prefix (`--jsonrpc-path`).
     pub jsonrpc_path: String,
+    /// The fronts clients reach the route over, in the order its card lists them.
+    pub(crate) fronts: Vec<Binding>,
+    /// The HTTP+JSON front's base path below the prefix: empty (the prefix itself) or
+    /// `/segment…` without trailing `/` (`--rest-path`).
+    pub(crate) rest_path: String,
     /// The agent the route calls.
     pub upstream: Upstream,
     /// The binding the agent speaks.
@@ -180,6 +185,11 @@ impl RouteSettings {
         format!("{}{}", self.prefix, self.jsonrpc_path)
     }
 
+    /// The public path of the route's HTTP+JSON front (its operations' paths follow it).
+    pub(crate) fn rest_path(&self) -> String {
+        format!("{}{}", self.prefix, self.rest_path)
+    }
+
     /// The public path of the route's agent card.
     pub(crate) fn card_path(&self) -> String {
         format!("{}/.well-known/agent-card.json", self.prefix)
@@ -245,6 +255,8 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
         prefix: String::new(),
         host: None,
         jsonrpc_path: cli.jsonrpc_path.clone(),
+        fronts: fronts(cli)?,
+        rest_path: rest_path(cli)?,
         upstream,
         binding: cli.binding,
         client: client(cli)?,
@@ -289,6 +301,29 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
         sensitive_headers,
         auth,
     })
+}
+
+/// The route's fronts: at least one, none twice (the card lists each once).
+fn fronts(cli: &Cli) -> Result<Vec<Binding>, ConfigError> {
+    if cli.fronts.is_empty() {
+        return Err(ConfigError::Fronts("name at least one front".into()));
+    }
+    for (i, front) in cli.fronts.iter().enumerate() {
+        if cli.fronts[..i].contains(front) {
+            return Err(ConfigError::Fronts(format!("{front} is named twice")));
+        }
+    }
+    Ok(cli.fronts.clone())
+}
+
+/// The HTTP+JSON front's base path, `/` as the prefix itself (empty).
+fn rest_path(cli: &Cli) -> Result<String, ConfigError> {
+    let path = cli.rest_path.as_str();
+    let fine = path == "/" || (path.starts_with('/') && !path.ends_with('/'));
+    if !fine || path == cli.jsonrpc_path {
+        return Err(ConfigError::RestPath(path.to_owned()));
+    }
+    Ok(path.trim_end_matches('/').to_owned())
 }
 
 /// The credentials the route's authentication consumes, never forwarded: the API key

@@ -38,7 +38,7 @@ use serde::Deserialize;
 
 use super::untrusted::{clip_message, clipped, without_credentials};
 use crate::proto::{send_message_response, stream_response, Message, Task, TaskState};
-use crate::protocol::binding::{Binding, JSONRPC};
+use crate::protocol::binding::Binding;
 use crate::protocol::error::{A2aError, ErrorKind};
 use crate::protocol::ops::{Op, Reply, Request, StreamRequest, UnaryRequest};
 use crate::protocol::params::SUPPORTED_VERSION;
@@ -415,11 +415,13 @@ fn is_trace_header(name: &HeaderName) -> bool {
     name == TRACEPARENT || name == TRACESTATE
 }
 
-/// The server span of one JSON-RPC call. Ended when dropped (a stream's when its body is).
+/// The server span of one call, over the JSON-RPC or the HTTP+JSON front. Ended when dropped (a stream's when its body is).
 /// The task's ids and state change along a stream; each is set once, its last value, as
 /// the span ends (an attribute set twice would be listed twice).
 pub(crate) struct ServerSpan {
     span: Span,
+    /// The front the call came through.
+    binding: Binding,
     frames: u64,
     task: Option<String>,
     state: Option<&'static str>,
@@ -433,19 +435,27 @@ impl ServerSpan {
         op: Op,
         request: &http::request::Parts,
         id: Option<&str>,
+        binding: Binding,
     ) -> Option<ServerSpan> {
         let tracer = tracer()?;
         let parent = TraceContextPropagator::new().extract(&Headers(&request.headers));
         let mut attributes = vec![
             KeyValue::new("a2a.method.name", op.name()),
             KeyValue::new("a2a.protocol.version", SUPPORTED_VERSION),
-            KeyValue::new("a2a.protocol.binding", JSONRPC),
-            KeyValue::new("rpc.system", "jsonrpc"),
-            KeyValue::new("rpc.method", op.name()),
-            KeyValue::new("rpc.jsonrpc.version", "2.0"),
+            KeyValue::new("a2a.protocol.binding", binding.name()),
+        ];
+        match binding {
+            Binding::JsonRpc => attributes.extend([
+                KeyValue::new("rpc.system", "jsonrpc"),
+                KeyValue::new("rpc.method", op.name()),
+                KeyValue::new("rpc.jsonrpc.version", "2.0"),
+            ]),
+            _ => attributes.push(KeyValue::new("url.template", op.http_rule().path)),
+        }
+        attributes.extend([
             KeyValue::new("http.request.method", request.method.as_str().to_owned()),
             KeyValue::new("url.path", clipped(request.uri.path()).into_owned()),
-        ];
+        ]);
         if let Some(client) = request.extensions.get::<super::ClientAddr>() {
             attributes.push(KeyValue::new("client.address", client.0.ip().to_string()));
             attributes.push(KeyValue::new("client.port", i64::from(client.0.port())));
@@ -463,6 +473,7 @@ impl ServerSpan {
             .start_with_context(tracer, &parent);
         Some(ServerSpan {
             span,
+            binding,
             frames: 0,
             task: None,
             state: None,
@@ -545,12 +556,13 @@ impl ServerSpan {
         self.frames += 1;
     }
 
-    /// Records how the call ended: its JSON-RPC error code and message as the status.
+    /// Records how the call ended: its JSON-RPC error code (over HTTP+JSON its HTTP
+    /// status) and message as the status.
     pub(crate) fn failed(&mut self, err: &A2aError) {
-        self.span.set_attribute(KeyValue::new(
-            "rpc.jsonrpc.error_code",
-            i64::from(err.kind.code()),
-        ));
+        self.span.set_attribute(match self.binding {
+            Binding::JsonRpc => KeyValue::new("rpc.jsonrpc.error_code", i64::from(err.kind.code())),
+            _ => KeyValue::new("http.response.status_code", i64::from(err.kind.http())),
+        });
         self.span.set_status(Status::error(format!(
             "{}: {}",
             err.kind.code(),

@@ -169,6 +169,8 @@ fn route(binding: Binding) -> RouteCard {
         binding,
         legacy: false,
         enforced: Default::default(),
+        fronts: vec![Binding::JsonRpc],
+        rest_path: "/a2a/rest".to_owned(),
     }
 }
 

@@ -51,6 +51,7 @@ mod readiness;
 mod readiness_modes;
 mod reload;
 mod rest_backend;
+mod rest_front;
 mod routes;
 mod sdk_refusals;
 mod service_params;
