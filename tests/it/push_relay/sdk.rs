@@ -122,3 +122,136 @@ async fn the_reference_sdk_agent_posts_through_the_relay() {
     );
     assert_eq!(replica.outbox.taken()[0].url, hook);
 }
+
+/// One POST a webhook received: its token, `Authorization` and body.
+#[derive(Clone, Debug)]
+struct Received {
+    token: Option<String>,
+    authorization: Option<String>,
+    body: Value,
+}
+
+/// A client's webhook on loopback, recording every POST and answering 200.
+async fn webhook() -> (String, Arc<Mutex<Vec<Received>>>) {
+    let received = Arc::new(Mutex::new(Vec::new()));
+    let kept = received.clone();
+    let app = axum::Router::new().route(
+        "/client-hook",
+        axum::routing::post(
+            move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+                let kept = kept.clone();
+                async move {
+                    let header = |name: &str| {
+                        (headers.get(name)).map(|v| v.to_str().unwrap_or_default().to_owned())
+                    };
+                    kept.lock().unwrap().push(Received {
+                        token: header("x-a2a-notification-token"),
+                        authorization: header("authorization"),
+                        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+                    });
+                    "ok"
+                }
+            },
+        ),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/client-hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, received)
+}
+
+/// The first check end to end: the reference SDK agent's notifications for a task
+/// reach the client's webhook through the relay and the gateway's delivery, in order, with
+/// the client's token and credentials; the agent holds neither the webhook nor the token.
+#[tokio::test]
+async fn the_sdk_agents_notifications_reach_the_clients_webhook() {
+    let peer = Peer::start();
+    let key = key_file();
+    let (hook, received) = webhook().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = format!("http://{}", listener.local_addr().unwrap());
+    let callback = format!("{origin}{CALLBACK_PATH}");
+    let args = [
+        "a2a-gateway",
+        "--backend",
+        &peer.grpc,
+        "--push",
+        "relay",
+        "--push-allow-http",
+        "--push-allow",
+        "127.0.0.1",
+        "--push-callback-url",
+        &callback,
+        "--push-key-file",
+        key.path(),
+    ];
+    let settings = Settings::load(args).unwrap();
+    let routes = Routes::new(&settings, None).unwrap();
+    let frontend = routes.frontend(&Arc::default()).unwrap();
+    let second = std::time::Duration::from_secs(1);
+    tokio::spawn(a2a_gateway::server::serve(
+        listener,
+        frontend,
+        std::future::pending(),
+        second,
+    ));
+    let url = format!("{origin}/a2a/jsonrpc");
+
+    let mut params = message_in("stream", None, None);
+    params["configuration"] = json!({"taskPushNotificationConfig": {
+        "url": hook, "token": "client-token",
+        "authentication": {"scheme": "Bearer", "credentials": "hook-secret"}}});
+    let sent = call(&url, "SendMessage", params).await;
+    let task = sent["result"]["task"]["id"].as_str().unwrap().to_owned();
+    let started = std::time::Instant::now();
+    let completed =
+        |r: &Received| r.body["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED";
+    let got = loop {
+        let got = received.lock().unwrap().clone();
+        if got.iter().any(completed) {
+            break got;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "not delivered: {got:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    let kinds: Vec<&str> = (got.iter())
+        .map(|r| r.body.as_object().unwrap().keys().next().unwrap().as_str())
+        .collect();
+    assert_eq!(kinds.last(), Some(&"statusUpdate"), "{kinds:?}");
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "artifactUpdate").count(),
+        3,
+        "{kinds:?}"
+    );
+    // In the order the agent produced them: the three chunks, then the completion.
+    let last_chunk = kinds.iter().rposition(|k| *k == "artifactUpdate").unwrap();
+    assert!(last_chunk < kinds.len() - 1, "{kinds:?}");
+    for r in &got {
+        assert_eq!(r.token.as_deref(), Some("client-token"));
+        assert_eq!(r.authorization.as_deref(), Some("Bearer hook-secret"));
+        let id = (r.body.as_object().unwrap().values().next().unwrap())
+            .get("taskId")
+            .or_else(|| r.body.get("task").and_then(|t| t.get("id")))
+            .and_then(Value::as_str);
+        assert_eq!(id, Some(task.as_str()), "{}", r.body);
+    }
+    // The agent keeps the callback and a sealed token only.
+    let kept = rpc(
+        &peer.jsonrpc,
+        &request(
+            json!(1),
+            "ListTaskPushNotificationConfigs",
+            json!({"taskId": task}),
+        ),
+    )
+    .await;
+    assert_eq!(kept["result"]["configs"][0]["url"], callback.as_str());
+    let kept = kept.to_string();
+    assert!(
+        !kept.contains("client-token") && !kept.contains("hook-secret") && !kept.contains(&hook),
+        "{kept}"
+    );
+}
