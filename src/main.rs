@@ -155,6 +155,11 @@ async fn run(
             scheme = if tls { "https" } else { "http" },
         );
     }
+    // The routes hold what they need of their settings: with thousands of routes, a
+    // second copy of every route's settings is megabytes kept for nothing.
+    let Settings { process, routes } = settings;
+    drop(routes);
+    let cli = &process;
     let lifecycle = template.lifecycle().clone();
     let running = Arc::new(std::sync::Mutex::new(template));
     let reloader = Reloader {
