@@ -13,6 +13,7 @@ use crate::backend::affinity::{Affinity, AffinityKey};
 use crate::backend::endpoints::Balance;
 use crate::card::CardSettings;
 use crate::protocol::binding::Binding;
+use crate::protocol::error::Profile;
 use crate::protocol::params::ForwardPolicyError;
 use crate::server::readiness::ReadinessMode;
 use crate::server::tls::ClientAuth;
@@ -534,6 +535,12 @@ pub struct Cli {
     /// `off`: they get -32601 as before.
     #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_LEGACY", value_enum, default_value = "v0.3")]
     pub legacy: Legacy,
+
+    /// The specification release whose error mappings the route's gRPC and HTTP+JSON fronts
+    /// write: `1.0.1` or `1.0.0`, which gave six errors other gRPC codes and HTTP statuses
+    /// (docs/errors.md "Conformance profiles").
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_SPEC_PROFILE", default_value = "1.0.1", value_parser = Profile::from_name)]
+    pub spec_profile: Profile,
 
     /// The `card` table of the config file (the flags above override its keys).
     #[arg(skip)]

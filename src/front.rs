@@ -49,6 +49,9 @@ pub struct Gateway {
     pub route_metrics: Arc<RouteMetrics>,
     /// Whether v0.3 clients are served (`--legacy v0.3`).
     pub(crate) legacy: bool,
+    /// The error table's column this route's fronts write (`--spec-profile`).
+    #[expect(dead_code, reason = "read by the gRPC front, the next commit")]
+    pub(crate) profile: crate::protocol::error::Profile,
     /// The route's push URL guard (`None`: `push-guard = false`).
     pub(crate) push: Option<crate::push::PushGuard>,
     /// The keys of caller-bound ids (`None`: `task-owner = false`).

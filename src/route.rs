@@ -256,6 +256,7 @@ pub fn handler_over(
         route_metrics: shared.metrics.route(&settings.name),
         metrics: shared.metrics,
         legacy: settings.legacy,
+        profile: settings.profile,
         push,
         owner: settings.owner.clone(),
         allow: settings.allow.clone(),
