@@ -157,6 +157,12 @@ pub struct Cli {
     #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_BACKEND_CLIENT_KEY", value_name = "FILE")]
     pub backend_client_key: Option<std::path::PathBuf>,
 
+    /// The bindings the route serves clients over, in the order its card lists them:
+    /// `JSONRPC`, `GRPC` (gRPC calls on the route's listener, told by their content type),
+    /// `HTTP+JSON`; comma-separated (a list in the file), each once.
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_FRONTS", value_delimiter = ',', default_value = "JSONRPC", value_parser = Binding::front_from_name)]
+    pub fronts: Vec<Binding>,
+
     /// Path of the JSON-RPC endpoint.
     #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_JSONRPC_PATH", default_value = "/a2a/jsonrpc")]
     pub jsonrpc_path: String,
@@ -605,6 +611,12 @@ pub enum ConfigError {
     /// `--jsonrpc-path` (or a route's `jsonrpc-path`) is not an absolute path.
     #[error("--jsonrpc-path must start with '/': {0:?}")]
     JsonRpcPath(String),
+    /// A backend binding no backend speaks.
+    #[error("--binding: the gateway calls gRPC and HTTP+JSON agents, not JSON-RPC ones")]
+    JsonRpcBackend,
+    /// A front named twice, or none.
+    #[error("--fronts: {0}")]
+    Fronts(String),
     /// A backend URL cannot be used: why.
     #[error("--backend: {0}")]
     BackendUrl(String),

@@ -1,10 +1,12 @@
 //! What clients talk to: the edge layers, the JSON-RPC endpoint (dispatch in `jsonrpc`, the
-//! envelope and response writers in `envelope`) and its SSE streams (`sse`).
+//! envelope and response writers in `envelope`) and its SSE streams (`sse`), the gRPC
+//! endpoint (`grpc`).
 
 pub(crate) mod call;
 pub(crate) mod cors;
 pub(crate) mod dialect;
 pub(crate) mod envelope;
+pub(crate) mod grpc;
 pub(crate) mod jsonrpc;
 pub mod layers;
 pub(crate) mod limits;
@@ -50,8 +52,9 @@ pub struct Gateway {
     /// Whether v0.3 clients are served (`--legacy v0.3`).
     pub(crate) legacy: bool,
     /// The error table's column this route's fronts write (`--spec-profile`).
-    #[expect(dead_code, reason = "read by the gRPC front, the next commit")]
     pub(crate) profile: crate::protocol::error::Profile,
+    /// The bindings the route serves clients over (`--fronts`), in the configured order.
+    pub(crate) fronts: Vec<crate::protocol::binding::Binding>,
     /// The route's push URL guard (`None`: `push-guard = false`).
     pub(crate) push: Option<crate::push::PushGuard>,
     /// The keys of caller-bound ids (`None`: `task-owner = false`).

@@ -257,6 +257,7 @@ pub fn handler_over(
         metrics: shared.metrics,
         legacy: settings.legacy,
         profile: settings.profile,
+        fronts: settings.fronts.clone(),
         push,
         owner: settings.owner.clone(),
         allow: settings.allow.clone(),

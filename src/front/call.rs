@@ -74,6 +74,17 @@ pub fn stack() -> impl for<'p> Layer<Option<crate::front::envelope::Params<'p>>>
     )
 }
 
+/// The front a call came through: how `invoke` writes its unary reply, and whether a call
+/// without a JSON-RPC id is answered at all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wire {
+    /// JSON-RPC: a response object in the call's dialect; a call without an id is a
+    /// notification, answered by nothing.
+    JsonRpc,
+    /// gRPC: the reply's protobuf message; every call is answered.
+    Grpc,
+}
+
 /// One call as the layers see it.
 pub struct Exchange<'a> {
     pub gateway: &'a Gateway,
@@ -81,7 +92,9 @@ pub struct Exchange<'a> {
     pub head: &'a http::request::Parts,
     /// The route's limits (`None`: none configured).
     pub limits: Option<&'a Arc<RouteLimits>>,
-    /// The JSON-RPC id, as sent (`None`: a notification).
+    /// The front the call came through.
+    pub wire: Wire,
+    /// The JSON-RPC id, as sent (`None`: a notification, or not a JSON-RPC call).
     pub id: Option<Cow<'a, str>>,
     pub op: Op,
     pub dialect: Dialect,
@@ -98,6 +111,13 @@ pub struct Exchange<'a> {
     pub owner: Option<Box<crate::auth::owner::Caller>>,
     /// The call's access log line and server span.
     pub record: CallRecord,
+}
+
+impl Exchange<'_> {
+    /// Whether the client waits for an answer: every gRPC call, a JSON-RPC call with an id.
+    pub fn answered(&self) -> bool {
+        self.id.is_some() || self.wire != Wire::JsonRpc
+    }
 }
 
 /// A layer: handles the call with `input`, usually by calling the layer inside it.

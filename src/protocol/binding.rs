@@ -1,15 +1,18 @@
 //! The protocol bindings by the names the specification gives them (§5.3; the names agent
 //! cards carry in `protocolBinding` and spans in `a2a.protocol.binding`), written once.
-//! `Binding` is what a backend speaks; clients reach the gateway over `JSONRPC`.
+//! A backend speaks one of `Binding::ALL`; clients reach the gateway over the route's
+//! `fronts`, any of `Binding::FRONTS`.
 
 use std::fmt;
 
-/// The binding clients speak to the gateway.
+/// The JSON-RPC binding's name.
 pub(crate) const JSONRPC: &str = "JSONRPC";
 
-/// A binding a backend speaks.
+/// A protocol binding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Binding {
+    /// The JSON-RPC binding (spec section 9): only clients speak it to the gateway.
+    JsonRpc,
     /// The gRPC binding (spec section 10): `lf.a2a.v1.A2AService` over HTTP/2.
     Grpc,
     /// The HTTP+JSON binding (spec section 11): REST paths and ProtoJSON bodies.
@@ -17,11 +20,15 @@ pub enum Binding {
 }
 
 impl Binding {
+    /// The bindings a backend may speak.
     pub(crate) const ALL: [Binding; 2] = [Binding::Grpc, Binding::HttpJson];
+    /// The bindings the gateway serves clients over.
+    pub(crate) const FRONTS: [Binding; 3] = [Binding::JsonRpc, Binding::Grpc, Binding::HttpJson];
 
     /// The specification's name.
     pub(crate) const fn name(self) -> &'static str {
         match self {
+            Binding::JsonRpc => JSONRPC,
             Binding::Grpc => "GRPC",
             Binding::HttpJson => "HTTP+JSON",
         }
@@ -35,6 +42,17 @@ impl Binding {
             .find(|b| b.name().eq_ignore_ascii_case(text))
             .or(alias)
             .ok_or_else(|| format!("{text:?} is not a binding (GRPC or HTTP+JSON)"))
+    }
+
+    /// A front as settings name it: any of `FRONTS` by its spec name in any case, or
+    /// `REST` for HTTP+JSON.
+    pub(crate) fn front_from_name(text: &str) -> Result<Binding, String> {
+        let alias = (text.eq_ignore_ascii_case("REST")).then_some(Binding::HttpJson);
+        Binding::FRONTS
+            .into_iter()
+            .find(|b| b.name().eq_ignore_ascii_case(text))
+            .or(alias)
+            .ok_or_else(|| format!("{text:?} is not a front (JSONRPC, GRPC or HTTP+JSON)"))
     }
 }
 
@@ -68,5 +86,10 @@ mod tests {
         for bad in ["SOAP", "", "JSONRPC"] {
             assert!(Binding::from_name(bad).is_err(), "{bad}");
         }
+        for front in Binding::FRONTS {
+            assert_eq!(Binding::front_from_name(front.name()), Ok(front));
+        }
+        assert_eq!(Binding::front_from_name("jsonrpc"), Ok(Binding::JsonRpc));
+        assert!(Binding::front_from_name("SOAP").is_err());
     }
 }

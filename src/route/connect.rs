@@ -10,6 +10,7 @@ use crate::backend::endpoints::NewClient;
 use crate::backend::grpc::GrpcBackend;
 use crate::backend::rest::{RestBackend, RestConfigError};
 use crate::backend::Backend;
+use crate::config::ConfigError;
 use crate::protocol::binding::Binding;
 use crate::settings::ClientSettings;
 
@@ -46,6 +47,9 @@ impl Connector {
                 let grpc = GrpcBackend::with_identity(url, &client.grpc(), ca, identity)?;
                 Connector::Grpc(Arc::new(grpc))
             }
+            // `--binding` names no JSON-RPC (`Binding::from_name`); a caller that builds
+            // one is refused all the same.
+            Binding::JsonRpc => return Err(ConfigError::JsonRpcBackend.into()),
             Binding::HttpJson => {
                 let target = RestTarget {
                     url: url.to_owned(),

@@ -34,8 +34,9 @@ use crate::card::origin::Origins;
 use crate::front::call::authenticate;
 use crate::front::jsonrpc::refused_response;
 use crate::front::limits::Limits;
-use crate::front::{jsonrpc, Gateway};
+use crate::front::{grpc, jsonrpc, Gateway};
 use crate::lifecycle::Lifecycle;
+use crate::protocol::binding::Binding;
 use crate::server::readiness::{Readiness, ReadinessMode};
 use crate::telemetry::Metrics;
 
@@ -380,6 +381,32 @@ impl Frontend {
         text
     }
 
+    /// The route of a gRPC call at the root path: the one route serving gRPC for the call's
+    /// host, else the one serving it for any host; `None` when there are several (the call
+    /// must then name its route's prefix) or none.
+    fn grpc_route<B>(&self, request: &http::Request<B>) -> Option<(usize, &ServedRoute)> {
+        let host = if self.by_host {
+            request_host(request)
+        } else {
+            None
+        };
+        let serving = || {
+            (self.routes.iter().enumerate())
+                .filter(|(_, r)| r.gateway.fronts.contains(&Binding::Grpc))
+        };
+        let for_host = serving().filter(|(_, r)| {
+            let named = r.host.as_deref();
+            named.is_some()
+                && named
+                    .zip(host)
+                    .is_some_and(|(n, h)| n.eq_ignore_ascii_case(h))
+        });
+        if for_host.clone().next().is_some() {
+            return only(for_host);
+        }
+        only(serving().filter(|(_, r)| r.host.is_none()))
+    }
+
     /// The route `request` belongs to, and its index: a route for its host before a route
     /// for any host.
     fn route<B>(&self, request: &http::Request<B>) -> Option<(usize, &ServedRoute)> {
@@ -445,14 +472,29 @@ impl tower::Service<http::Request<Body>> for Frontend {
         if !own {
             return ready(not_found());
         }
-        if let Some((index, route)) = self.route(&request) {
+        // gRPC clients cannot put a route's prefix before the method: a gRPC call at the
+        // root goes to the one route of its host that serves gRPC (`grpc_route`).
+        let grpc_at_root = grpc::is_grpc(&request) && path.starts_with(grpc::SERVICE_PATH);
+        let at_root = grpc_at_root.then(|| self.grpc_route(&request)).flatten();
+        if let Some((index, route)) = at_root.or_else(|| self.route(&request)) {
             let limits = self.limits.as_ref().and_then(|l| l.route(index));
             if let Some(Err(refusal)) = limits.map(|l| l.check_headers(request.headers())) {
                 return ready(refused_response(&refusal, refusal.body(None)));
             }
-            let below = &path[route.prefix.len()..];
+            let below = match at_root {
+                Some(_) => path,
+                None => &path[route.prefix.len()..],
+            };
             let card = route.gateway.card.as_ref();
-            let serves = below == route.jsonrpc_path
+            let fronts = &route.gateway.fronts;
+            let jsonrpc_call = below == route.jsonrpc_path && fronts.contains(&Binding::JsonRpc);
+            // A gRPC call's path is the method's, below the route's prefix.
+            let grpc_call = grpc::is_grpc(&request)
+                && request.method() == Method::POST
+                && below.starts_with(grpc::SERVICE_PATH)
+                && fronts.contains(&Binding::Grpc);
+            let serves = jsonrpc_call
+                || grpc_call
                 || (below == CARD_PATH && card.is_some_and(|c| c.serves_card()));
             // A Host allow-list holds for the JSON-RPC endpoint too, not only the card;
             // the probes (a kubelet names the pod's address) stay reachable.
@@ -462,7 +504,12 @@ impl tower::Service<http::Request<Body>> for Frontend {
             ) {
                 return ready(json_error(StatusCode::BAD_REQUEST, &why));
             }
-            if below == route.jsonrpc_path {
+            if grpc_call {
+                let gateway = route.gateway.clone();
+                let limits = limits.cloned();
+                return Box::pin(async move { Ok(grpc::handle(gateway, limits, request).await) });
+            }
+            if jsonrpc_call {
                 if request.method() != Method::POST {
                     return ready(wrong_method("POST"));
                 }
@@ -512,6 +559,10 @@ impl tower::Service<http::Request<Body>> for Frontend {
                     Ok((kind, text).into_response())
                 });
             }
+            _ if grpc_at_root => {
+                let why = "no route of this gateway serves this gRPC call here (several routes serve gRPC for this host: call the route's path prefix, or grpc-listen)";
+                tonic::Status::unimplemented(why).into_http()
+            }
             _ => not_found(),
         };
         ready(response)
@@ -533,6 +584,12 @@ impl Unready {
             Unready::Check(why) => why,
         }
     }
+}
+
+/// The one item of `items`; `None` when there are none or several.
+fn only<T>(mut items: impl Iterator<Item = T>) -> Option<T> {
+    let first = items.next()?;
+    items.next().is_none().then_some(first)
 }
 
 fn ready(response: Response) -> BoxFuture<'static, Result<Response, Infallible>> {

@@ -78,6 +78,8 @@ pub struct RouteSettings {
     pub(crate) legacy: bool,
     /// The error table's column the route's fronts write (`spec-profile`).
     pub(crate) profile: Profile,
+    /// The bindings the route serves clients over, in the configured order, each once.
+    pub(crate) fronts: Vec<Binding>,
     /// The push URL policy; `None`: the guard is off.
     pub push: Option<PushPolicy>,
     /// The `card` table with the `--card*` flags over it.
@@ -262,6 +264,7 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
         tenant: cli.tenant.clone(),
         legacy: cli.legacy == Legacy::V03,
         profile: cli.spec_profile,
+        fronts: fronts(&cli.fronts)?,
         push,
         card: card(cli),
         enforced: enforced(&cli.auth_table, auth.as_deref()),
@@ -275,6 +278,19 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
         sensitive_headers,
         auth,
     })
+}
+
+/// The route's fronts, checked: at least one, none twice.
+fn fronts(fronts: &[Binding]) -> Result<Vec<Binding>, ConfigError> {
+    if fronts.is_empty() {
+        return Err(ConfigError::Fronts("name at least one front".into()));
+    }
+    for (i, front) in fronts.iter().enumerate() {
+        if fronts[..i].contains(front) {
+            return Err(ConfigError::Fronts(format!("{front} is named twice")));
+        }
+    }
+    Ok(fronts.to_vec())
 }
 
 /// The credentials the route's authentication consumes, never forwarded: the API key
