@@ -33,15 +33,17 @@ fn push_config_json() -> Value {
            "authentication": {"scheme": "Bearer", "credentials": "secret"}})
 }
 
-struct Case {
+pub(crate) struct Case {
     params: Value,
-    expected: Request,
-    reply: Reply,
+    /// The request the backend receives (the gRPC front sends it as is).
+    pub(crate) expected: Request,
+    /// The backend's reply.
+    pub(crate) reply: Reply,
     result: Value,
 }
 
 /// One case per unary operation; `unary_cases_cover_the_table` checks none is missing.
-fn unary_case(op: Op) -> Case {
+pub(crate) fn unary_case(op: Op) -> Case {
     let metadata = |k: &str, v: &str| {
         Some(pbjson_types::Struct {
             fields: [(k.to_owned(), pbjson_types::Value::from(v.to_owned()))].into(),
