@@ -394,6 +394,12 @@ pub struct Cli {
     #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_ADMIN_LISTEN", value_name = "ADDR")]
     pub admin_listen: Option<SocketAddr>,
 
+    /// A second address for gRPC clients, served as --listen is (its TLS, its routes): a
+    /// gRPC call there goes to the one route of its host whose fronts include GRPC, so
+    /// clients need no path prefix. Needs such a route, and at most one per host.
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_GRPC_LISTEN", value_name = "ADDR")]
+    pub grpc_listen: Option<SocketAddr>,
+
     /// What `/readyz` needs to answer 200 (besides not draining): `process` (the process
     /// serves; no agent is asked), `any-route` (one route's agent passes its check) or
     /// `all-routes` (every route's does). A route whose agent is down answers its clients
@@ -611,6 +617,9 @@ pub enum ConfigError {
     /// `--jsonrpc-path` (or a route's `jsonrpc-path`) is not an absolute path.
     #[error("--jsonrpc-path must start with '/': {0:?}")]
     JsonRpcPath(String),
+    /// `--grpc-listen` without a route that serves gRPC, or with two for one host.
+    #[error("--grpc-listen: {0}")]
+    GrpcListen(String),
     /// A backend binding no backend speaks.
     #[error("--binding: the gateway calls gRPC and HTTP+JSON agents, not JSON-RPC ones")]
     JsonRpcBackend,

@@ -116,6 +116,13 @@ async fn run(settings: Settings) -> ExitCode {
             return fail(&e);
         }
     }
+    let grpc_listener = match cli.grpc_listen {
+        None => None,
+        Some(addr) => match tokio::net::TcpListener::bind(addr).await {
+            Ok(listener) => Some(listener),
+            Err(e) => return fail(&format!("cannot listen on {addr} (--grpc-listen): {e}")),
+        },
+    };
     let workers =
         match server::workers::Workers::start(&template, &metrics, count, cli.shutdown_grace) {
             Ok(workers) => workers,
@@ -124,6 +131,9 @@ async fn run(settings: Settings) -> ExitCode {
     let local = listener.local_addr().map_or(cli.listen, |a| a);
     let tls = cli.tls.is_some();
     tracing::info!(listen = %local, workers = count, demo = cli.demo, tls, "a2a-gateway serving");
+    if let Some(grpc) = grpc_listener.as_ref().and_then(|l| l.local_addr().ok()) {
+        tracing::info!(grpc_listen = %grpc, "serving gRPC clients");
+    }
     for route in &settings.routes {
         tracing::info!(
             route = %route.name,
@@ -152,7 +162,7 @@ async fn run(settings: Settings) -> ExitCode {
             tokio::time::sleep(drain_delay).await;
         }
     };
-    workers.serve(listener, stop).await;
+    workers.serve(listener, grpc_listener, stop).await;
     tracing::info!("stopped");
     ExitCode::SUCCESS
 }

@@ -451,3 +451,53 @@ async fn a_grpc_client_reaches_an_http_json_agent() {
     assert_eq!(status.code(), Code::NotFound);
     assert_eq!(error_infos(&status)[0].reason, "TASK_NOT_FOUND");
 }
+
+/// `--grpc-listen`: the binary serves gRPC clients on a second port, a call at the root
+/// path going to the route that serves gRPC (here one of two routes).
+#[tokio::test]
+async fn the_binary_serves_grpc_clients_on_grpc_listen() {
+    use crate::harness::process::{self, TempFile};
+    let backend =
+        TestBackend::new(|_| Answer::Reply(Reply::GetTask(task("t-1", TaskState::Completed))));
+    let url = format!("http://{}", backend.spawn().await);
+    let config = TempFile::new(
+        "toml",
+        &format!(
+            "[[route]]\nname = \"rpc\"\npath = \"/rpc\"\nbackend = \"{url}\"\n\n\
+             [[route]]\nname = \"grpc\"\npath = \"/grpc\"\nbackend = \"{url}\"\nfronts = [\"GRPC\"]\n"
+        ),
+    );
+    let grpc_listen = harness::free_listen_address();
+    let _gateway =
+        process::start(&["--config", config.path(), "--grpc-listen", &grpc_listen]).await;
+    let mut client = client(&format!("http://{grpc_listen}")).await;
+    let got = client.get_task(get_task("t-1")).await.unwrap().into_inner();
+    assert_eq!(got.id, "t-1");
+    assert_eq!(backend.calls(), 1);
+}
+
+/// `--grpc-listen` is refused at load when nothing could tell its calls' route.
+#[test]
+fn grpc_listen_needs_one_grpc_route_per_host() {
+    use crate::harness::process::{TempFile, BIN};
+    for (routes, why) in [
+        ("fronts = [\"JSONRPC\"]", "no route serves gRPC"),
+        ("fronts = [\"GRPC\"]", "both serve gRPC for any host"),
+    ] {
+        let config = TempFile::new(
+            "toml",
+            &format!(
+                "grpc-listen = \"127.0.0.1:0\"\n{routes}\n\
+                 [[route]]\nname = \"a\"\npath = \"/a\"\nbackend = \"http://127.0.0.1:1\"\n\n\
+                 [[route]]\nname = \"b\"\npath = \"/b\"\nbackend = \"http://127.0.0.1:1\"\n"
+            ),
+        );
+        let out = std::process::Command::new(BIN)
+            .args(["check-config", config.path()])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(why), "{stderr}");
+    }
+}
