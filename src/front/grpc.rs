@@ -11,9 +11,10 @@
 //! Decoded`), the reply is written as protobuf (`call::Wire::Grpc`), a client's
 //! `grpc-timeout` bounds the call (and is passed on to the agent, `call::deadline`), and a
 //! call of `lf.a2a.v1` is a v1.0 call without an `a2a-version` too (the reference SDK's
-//! gRPC server checks none).
+//! gRPC server checks none). `grpc.health.v1.Health` is the gateway's own (`health`).
 
 mod codec;
+pub(crate) mod health;
 mod status;
 
 use std::pin::Pin;

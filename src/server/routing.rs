@@ -73,6 +73,8 @@ pub struct Frontend {
     index: Arc<RouteIndex>,
     /// Whether any route selects by host (else the `Host` header is never read).
     by_host: bool,
+    /// Whether any route serves gRPC (then so is `grpc.health.v1`).
+    grpc: bool,
     metrics: Arc<Metrics>,
     /// `/readyz` follows it.
     lifecycle: Arc<Lifecycle>,
@@ -115,6 +117,9 @@ impl Frontend {
     ) -> Frontend {
         Frontend {
             by_host: routes.iter().any(|r| r.host.is_some()),
+            grpc: routes
+                .iter()
+                .any(|r| r.gateway.fronts.contains(&Binding::Grpc)),
             index: Arc::new(RouteIndex::new(
                 routes
                     .iter()
@@ -471,6 +476,14 @@ impl tower::Service<http::Request<Body>> for Frontend {
         };
         if !own {
             return ready(not_found());
+        }
+        // The gateway's own gRPC health, where a route serves gRPC.
+        if grpc::is_grpc(&request) && path.starts_with(grpc::health::HEALTH_PATH) && self.grpc {
+            let mut health = grpc::health::service(self.lifecycle.clone());
+            return Box::pin(async move {
+                let response = tower::Service::call(&mut health, request).await;
+                Ok(response.map_or_else(|never| match never {}, |r| r.map(Body::new)))
+            });
         }
         // gRPC clients cannot put a route's prefix before the method: a gRPC call at the
         // root goes to the one route of its host that serves gRPC (`grpc_route`).

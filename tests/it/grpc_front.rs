@@ -501,3 +501,36 @@ fn grpc_listen_needs_one_grpc_route_per_host() {
         assert!(stderr.contains(why), "{stderr}");
     }
 }
+
+/// `grpc.health.v1.Health`: the server and the A2A service are SERVING until the gateway
+/// drains; other services are unknown.
+#[tokio::test]
+async fn grpc_health_follows_the_gateway_s_life() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::health_client::HealthClient;
+    use tonic_health::pb::HealthCheckRequest;
+    let route = harness::route_settings(&["--fronts", "GRPC"]);
+    let state = a2a_gateway::route::gateway(&route, Default::default()).unwrap();
+    let lifecycle = state.lifecycle.clone();
+    let frontend = a2a_gateway::server::routing::router(state, &route.jsonrpc_path);
+    let base = harness::serve_frontend(frontend).await;
+    let channel = Channel::from_shared(base).unwrap().connect().await.unwrap();
+    let mut health = HealthClient::new(channel);
+    let check = |service: &str| HealthCheckRequest {
+        service: service.into(),
+    };
+    for service in ["", "lf.a2a.v1.A2AService"] {
+        let status = health
+            .check(check(service))
+            .await
+            .unwrap()
+            .into_inner()
+            .status;
+        assert_eq!(status, ServingStatus::Serving as i32, "{service:?}");
+    }
+    let unknown = health.check(check("other.Service")).await.unwrap_err();
+    assert_eq!(unknown.code(), Code::NotFound);
+    lifecycle.drain();
+    let status = health.check(check("")).await.unwrap().into_inner().status;
+    assert_eq!(status, ServingStatus::NotServing as i32);
+}
