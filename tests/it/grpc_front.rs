@@ -628,3 +628,54 @@ async fn grpc_is_served_over_tls() {
     assert_eq!(got.id, "t-1");
     assert_eq!(backend.calls(), 1);
 }
+
+/// The reference SDK's gRPC client (a2a-sdk 1.3.0, `tests/peers/client_conversation.py
+/// --grpc`) holds its whole conversation with the gateway's gRPC front, in front of the
+/// SDK's own agent over gRPC and over HTTP+JSON, as with the agent's own gRPC server.
+#[tokio::test]
+async fn the_sdk_grpc_client_completes_a_conversation_through_the_gateway() {
+    use crate::harness::peer::{python, Peer};
+    use crate::harness::process::{OutputWithin, SDK_CLIENT_WITHIN};
+    let peer = Peer::start();
+    let admit_hooks = ["--push-allow-http", "--push-allow", "127.0.0.1"];
+    let mut targets = vec![(
+        "sdk-grpc",
+        peer.grpc.trim_start_matches("http://").to_owned(),
+    )];
+    for flags in [
+        vec!["--backend", peer.grpc.as_str()],
+        vec!["--backend", peer.rest.as_str(), "--binding", "HTTP+JSON"],
+    ] {
+        let flags: Vec<&str> = flags.into_iter().chain(admit_hooks).collect();
+        let base = gateway(&flags).await;
+        let name = if flags.contains(&"HTTP+JSON") {
+            "gateway-rest"
+        } else {
+            "gateway-grpc"
+        };
+        targets.push((name, base.trim_start_matches("http://").to_owned()));
+    }
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/client_conversation.py");
+    for (name, target) in targets {
+        let (python, script) = (python(), script.clone());
+        let out = tokio::task::spawn_blocking(move || {
+            std::process::Command::new(python)
+                .arg(script)
+                .args(["--grpc", &target])
+                .output_within(SDK_CLIENT_WITHIN)
+        })
+        .await
+        .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "{name}: SDK gRPC client failed\n{stdout}\n{stderr}"
+        );
+        assert!(
+            stdout.lines().any(|l| l.starts_with("OK ")),
+            "{name}: {stdout}"
+        );
+    }
+}
