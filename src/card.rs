@@ -158,6 +158,9 @@ pub struct RouteCard {
     pub fixed_tenant: Option<String>,
     /// The backend's binding.
     pub binding: Binding,
+    /// The route's public path prefix when its fronts include `GRPC`: the card lists the
+    /// gateway's gRPC interface there, after its JSON-RPC one.
+    pub grpc_path: Option<String>,
     /// The route serves v0.3 clients: clients naming no version get the dual-format card,
     /// clients naming 0.3 the v0.3 card (README "v0.3 clients").
     pub legacy: bool,
@@ -357,6 +360,7 @@ mod tests {
             tls: false,
             fixed_tenant: None,
             binding: Binding::Grpc,
+            grpc_path: None,
             legacy: false,
             enforced: Enforced::default(),
         }

@@ -279,6 +279,10 @@ fn route_card(route: &RouteSettings) -> RouteCard {
         tls: origin.tls,
         fixed_tenant: route.tenant.clone(),
         binding: route.binding,
+        grpc_path: (route
+            .fronts
+            .contains(&crate::protocol::binding::Binding::Grpc))
+        .then(|| route.prefix.clone()),
         legacy: route.legacy,
         enforced: route.enforced.clone(),
     }

@@ -15,7 +15,7 @@ use super::origin::{self, Origin, Refusal};
 use super::security::Security;
 use super::{CardConfigError, CardSettings, RouteCard, SignaturePolicy};
 use crate::proto::AgentCard;
-use crate::protocol::binding::JSONRPC;
+use crate::protocol::binding::{Binding, JSONRPC};
 use crate::protocol::{legacy, params};
 use crate::signing::{CardSigner, SignError};
 
@@ -111,6 +111,8 @@ pub(super) struct Rewriter {
     origins: origin::Origins,
     fixed_tenant: bool,
     binding: &'static str,
+    /// Where the route's gRPC front is, below the public origin (`RouteCard::grpc_path`).
+    grpc_path: Option<String>,
     keep_interfaces: bool,
     skills: Option<Vec<String>>,
     treatment: Treatment,
@@ -196,6 +198,7 @@ impl Rewriter {
             origins,
             fixed_tenant: route.fixed_tenant.is_some(),
             binding: route.binding.name(),
+            grpc_path: route.grpc_path.clone(),
             keep_interfaces: settings.keep_interfaces,
             skills: settings.skills.clone(),
             treatment,
@@ -369,12 +372,20 @@ impl Rewriter {
         if let Some(tenant) = &prepared.tenant {
             gateway["tenant"] = Value::from(tenant.as_str());
         }
+        let grpc = self.grpc_interface(&gateway, url);
+        let ours = |i: &Value| {
+            (i["url"] == url && i["protocolBinding"] == JSONRPC)
+                || grpc.as_ref().is_some_and(|g| {
+                    i["url"] == g["url"] && i["protocolBinding"] == g["protocolBinding"]
+                })
+        };
         let mut interfaces = vec![gateway];
+        interfaces.extend(grpc.clone());
         interfaces.extend(
             prepared
                 .agent_interfaces
                 .iter()
-                .filter(|i| !(i["url"] == url && i["protocolBinding"] == JSONRPC))
+                .filter(|i| !ours(i))
                 .cloned(),
         );
         card.insert("supportedInterfaces".to_owned(), Value::Array(interfaces));
@@ -384,6 +395,17 @@ impl Rewriter {
             card["signatures"] = json!([signer.sign(&card)]);
         }
         card
+    }
+
+    /// The gateway's gRPC interface beside its JSON-RPC one (`jsonrpc`, at `url`): the same
+    /// origin and tenant, at the route's prefix; `None` when the route serves no gRPC.
+    fn grpc_interface(&self, jsonrpc: &Value, url: &str) -> Option<Value> {
+        let path = self.grpc_path.as_deref()?;
+        let origin = url.strip_suffix(self.jsonrpc_path.as_str())?;
+        let mut grpc = jsonrpc.clone();
+        grpc["url"] = Value::from(format!("{origin}{path}"));
+        grpc["protocolBinding"] = Value::from(Binding::Grpc.name());
+        Some(grpc)
     }
 
     /// A card to re-sign holds only what its verifiers reconstruct: they read it as an
@@ -492,6 +514,7 @@ mod tests {
             tls: false,
             fixed_tenant: fixed_tenant.then(|| "acme".to_owned()),
             binding: Binding::Grpc,
+            grpc_path: None,
             legacy: false,
             enforced: Default::default(),
         }
@@ -564,6 +587,21 @@ mod tests {
         for gone in ["signatures", "url", "preferredTransport"] {
             assert!(card.get(gone).is_none(), "{gone}");
         }
+    }
+
+    #[test]
+    fn a_route_serving_grpc_lists_its_grpc_interface_after_json_rpc() {
+        let mut route = route(Some("https://gw.example/x/"), false, false);
+        route.grpc_path = Some("/agents/billing".to_owned());
+        let rewriter = rewriter(&CardSettings::default(), &route);
+        let card = served(&rewriter, &request(&[]));
+        assert_eq!(
+            card["supportedInterfaces"],
+            json!([{"url": "https://gw.example/x/agents/billing/a2a/jsonrpc",
+                    "protocolBinding": "JSONRPC", "protocolVersion": "1.0", "tenant": "t-7"},
+                   {"url": "https://gw.example/x/agents/billing",
+                    "protocolBinding": "GRPC", "protocolVersion": "1.0", "tenant": "t-7"}])
+        );
     }
 
     #[test]

@@ -489,6 +489,7 @@ mod tests {
             tls: false,
             fixed_tenant: None,
             binding: crate::protocol::binding::Binding::Grpc,
+            grpc_path: None,
             legacy: true,
             enforced: enforced(),
         };

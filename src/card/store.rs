@@ -270,6 +270,7 @@ mod tests {
             tls: false,
             fixed_tenant: None,
             binding: Binding::Grpc,
+            grpc_path: None,
             legacy: true,
             enforced: Default::default(),
         };

@@ -133,6 +133,8 @@ pub fn card(data: &[u8]) {
         } else {
             Binding::Grpc
         },
+        // The gRPC interface's path rides on the binding's knob: both are the route's shape.
+        grpc_path: bit(7).then(|| "/agents/x".to_owned()),
     };
     // A card or settings the route refuses is a start-up error, not a finding.
     let Ok(service) = CardService::new(&settings, route, None) else {

@@ -198,6 +198,7 @@ fn card_service(backend: Arc<dyn Backend>) -> CardService {
         tls: false,
         fixed_tenant: None,
         binding: Binding::Grpc,
+        grpc_path: None,
         enforced: Default::default(),
     };
     CardService::new(&settings, route, Some(backend)).expect("a valid card route")

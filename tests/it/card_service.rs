@@ -167,6 +167,7 @@ fn route(binding: Binding) -> RouteCard {
         tls: false,
         fixed_tenant: None,
         binding,
+        grpc_path: None,
         legacy: false,
         enforced: Default::default(),
     }
