@@ -4,13 +4,20 @@
 
 use bytes::{Buf, BufMut};
 use prost::Message as _;
-use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::Status;
 
 use crate::front::grpc::status;
 use crate::proto::StreamResponse;
 use crate::protocol::error::{A2aError, Profile};
 use crate::protocol::ops::{Op, Request};
+
+/// The buffers tonic starts each call's reading and writing with: most A2A messages are a
+/// few hundred bytes, and tonic's default (8 KiB each way) was most of a call's allocated
+/// bytes (tests/it/cost_budget.rs); a larger message grows its buffer.
+fn buffer() -> BufferSettings {
+    BufferSettings::new(1024, 32 << 10)
+}
 
 /// What the front sends: a unary reply's message, or one event of a stream.
 pub(crate) enum Out {
@@ -64,6 +71,10 @@ impl Encoder for OutEncoder {
         }
         Ok(())
     }
+
+    fn buffer_settings(&self) -> BufferSettings {
+        buffer()
+    }
 }
 
 /// Reads the call's one message into its typed request.
@@ -88,5 +99,9 @@ impl Decoder for RequestDecoder {
                 ))
             }
         }
+    }
+
+    fn buffer_settings(&self) -> BufferSettings {
+        buffer()
     }
 }
