@@ -15,7 +15,7 @@
 
 mod codec;
 pub(crate) mod health;
-mod status;
+pub(crate) mod status;
 
 use std::pin::Pin;
 use std::sync::Arc;

@@ -492,6 +492,10 @@ impl tower::Service<http::Request<Body>> for Frontend {
         if let Some((index, route)) = at_root.or_else(|| self.route(&request)) {
             let limits = self.limits.as_ref().and_then(|l| l.route(index));
             if let Some(Err(refusal)) = limits.map(|l| l.check_headers(request.headers())) {
+                if grpc_at_root || grpc::is_grpc(&request) {
+                    let profile = route.gateway.profile;
+                    return ready(grpc::status::of_refusal(&refusal, profile).into_http());
+                }
                 return ready(refused_response(&refusal, refusal.body(None)));
             }
             let below = match at_root {
@@ -515,6 +519,9 @@ impl tower::Service<http::Request<Body>> for Frontend {
                 serves,
                 card.map(|c| c.admit(request.uri(), request.headers())),
             ) {
+                if grpc_call {
+                    return ready(tonic::Status::invalid_argument(why).into_http());
+                }
                 return ready(json_error(StatusCode::BAD_REQUEST, &why));
             }
             if grpc_call {

@@ -679,3 +679,66 @@ async fn the_sdk_grpc_client_completes_a_conversation_through_the_gateway() {
         );
     }
 }
+
+/// A route's `max-header-size` holds for gRPC calls too: at the bound served, past it a
+/// RESOURCE_EXHAUSTED status (not an HTTP 431 a gRPC client cannot read).
+#[tokio::test]
+async fn header_fields_past_max_header_size_are_a_grpc_status() {
+    let (backend, url) = harness::task_backend().await;
+    let args = [
+        "--backend",
+        &url,
+        "--fronts",
+        "GRPC",
+        "--max-header-size",
+        "4KiB",
+    ];
+    let origin = harness::serve_on_workers(&args, None).await;
+    let mut client = client(&origin).await;
+    let padded = |len: usize| {
+        let mut request = tonic::Request::new(get_task("t-1"));
+        let value = "v".repeat(len);
+        request
+            .metadata_mut()
+            .insert("x-pad", value.parse().unwrap());
+        request
+    };
+    client.get_task(padded(100)).await.unwrap();
+    let status = client.get_task(padded(8 << 10)).await.unwrap_err();
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert_eq!(error_infos(&status)[0].reason, "GATEWAY_HEADERS_TOO_LARGE");
+    assert_eq!(backend.calls(), 1);
+}
+
+/// `fronts` decides what a route serves: without JSONRPC its JSON-RPC path is unknown; a
+/// front named twice, or none, is refused at load.
+#[tokio::test]
+async fn fronts_are_what_the_route_serves() {
+    let backend =
+        TestBackend::new(|_| Answer::Reply(Reply::GetTask(task("t-1", TaskState::Completed))));
+    let url = format!("http://{}", backend.spawn().await);
+    let route = harness::route_settings(&["--backend", &url, "--fronts", "GRPC"]);
+    let state = a2a_gateway::route::gateway(&route, Default::default()).unwrap();
+    let frontend = a2a_gateway::server::routing::router(state, &route.jsonrpc_path);
+    let base = harness::serve_frontend(frontend).await;
+    let body = harness::request(
+        serde_json::json!(1),
+        "GetTask",
+        serde_json::json!({"id": "t-1"}),
+    );
+    let (status, _, _) = harness::post(&format!("{base}/a2a/jsonrpc"), body).await;
+    assert_eq!(status, 404);
+    client(&base).await.get_task(get_task("t-1")).await.unwrap();
+
+    for (fronts, why) in [
+        ("GRPC,JSONRPC,grpc", "GRPC is named twice"),
+        ("SOAP", "not a front"),
+    ] {
+        let args = ["a2a-gateway", "--backend", &url, "--fronts", fronts];
+        let err = match a2a_gateway::settings::Settings::load(args) {
+            Ok(_) => panic!("{fronts} was accepted"),
+            Err(err) => err.to_string(),
+        };
+        assert!(err.contains(why), "{fronts}: {err}");
+    }
+}
