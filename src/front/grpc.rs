@@ -34,7 +34,7 @@ use crate::front::call::observe::Watched;
 use crate::front::call::{self, Answer, Exchange, Layer, Wire};
 use crate::front::dialect::Dialect;
 use crate::front::envelope::Params;
-use crate::front::limits::RouteLimits;
+use crate::front::limits::{BodyCharge, RouteLimits};
 use crate::front::sse::Watch;
 use crate::front::Gateway;
 use crate::proto::{AgentCard, StreamResponse};
@@ -167,9 +167,28 @@ impl<'a> Call<'a> {
         }
     }
 
+    /// The message's bytes counted against the gateway's request bytes in flight
+    /// (`global-max-body-bytes-in-flight`) until the call is answered, as a JSON-RPC body
+    /// is; tonic has read the message already (within `max-body`), so this bounds what
+    /// calls hold, not what one reads.
+    fn charge(self, bytes: usize) -> Result<Option<BodyCharge>, tonic::Status> {
+        let Some(limits) = self.limits else {
+            return Ok(None);
+        };
+        let mut charge = limits.body_charge();
+        match charge.grow_to(bytes) {
+            Ok(()) => Ok(Some(charge)),
+            Err(refusal) => {
+                self.gateway.route_metrics.rejected(refusal.error.kind);
+                Err(status::of_refusal(&refusal, self.gateway.profile))
+            }
+        }
+    }
+
     /// A unary call through the stack: its reply message, or its status.
     async fn unary(self, request: Box<Request>) -> Result<tonic::Response<Out>, tonic::Status> {
         let profile = self.gateway.profile;
+        let _charge = self.charge(encoded_len(&request))?;
         let mut x = self.exchange(encoded_len(&request));
         let answer = call::stack()
             .call(&mut x, Some(Params::Decoded(request)))
@@ -196,6 +215,7 @@ impl<'a> Call<'a> {
     /// status.
     async fn stream(self, request: Box<Request>) -> Result<tonic::Response<Events>, tonic::Status> {
         let profile = self.gateway.profile;
+        let _charge = self.charge(encoded_len(&request))?;
         let mut x = self.exchange(encoded_len(&request));
         let answer = call::stack()
             .call(&mut x, Some(Params::Decoded(request)))

@@ -742,3 +742,28 @@ async fn fronts_are_what_the_route_serves() {
         assert!(err.contains(why), "{fronts}: {err}");
     }
 }
+
+/// A gRPC message counts against `global-max-body-bytes-in-flight` as a JSON-RPC body
+/// does: one larger than the whole budget is refused (RESOURCE_EXHAUSTED) before the agent.
+#[tokio::test]
+async fn a_message_counts_against_the_bytes_in_flight() {
+    let (backend, url) = harness::task_backend().await;
+    let args = [
+        "--backend",
+        &url,
+        "--fronts",
+        "GRPC",
+        "--global-max-body-bytes-in-flight",
+        "100",
+    ];
+    let origin = harness::serve_on_workers(&args, None).await;
+    let mut client = client(&origin).await;
+    client.get_task(get_task("t-1")).await.unwrap();
+    let status = client
+        .get_task(get_task(&"t".repeat(200)))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert_eq!(error_infos(&status)[0].reason, "GATEWAY_OVERLOADED");
+    assert_eq!(backend.calls(), 1);
+}
