@@ -76,14 +76,9 @@ pub async fn handle(
     let (mut parts, body) = request.into_parts();
     let method = parts.uri.path().rsplit_once(SERVICE_PATH).map(|(_, m)| m);
     let Some(op) = method.and_then(Op::from_name) else {
-        let err = A2aError::a2a(
-            ErrorKind::MethodNotFound,
-            "no such method in lf.a2a.v1.A2AService",
-        );
-        gateway.route_metrics.rejected(err.kind);
-        let mut record = CallRecord::start(&parts, 0, None);
-        record.failed(err.kind);
-        return status::of_error(&err, profile).into_http();
+        let why = "no such method in lf.a2a.v1.A2AService";
+        let err = A2aError::a2a(ErrorKind::MethodNotFound, why);
+        return rejected(&gateway, &parts, &err);
     };
     // tonic reads the message's framing and compression from these; the rest of the head
     // stays with the call.
@@ -104,9 +99,7 @@ pub async fn handle(
         Some(None) => {
             let why =
                 "grpc-timeout is not a gRPC timeout (1 to 8 digits and a unit of H, M, S, m, u, n)";
-            let err = A2aError::invalid_request(why);
-            gateway.route_metrics.rejected(err.kind);
-            return status::of_error(&err, profile).into_http();
+            return rejected(&gateway, &parts, &A2aError::invalid_request(why));
         }
     };
     let call = Call {
@@ -134,6 +127,15 @@ pub async fn handle(
         }
     };
     response.map(Body::new)
+}
+
+/// The status of a call refused before its method or deadline was known, counted as
+/// rejected and logged.
+fn rejected(gateway: &Gateway, head: &Parts, err: &A2aError) -> Response {
+    gateway.route_metrics.rejected(err.kind);
+    let mut record = CallRecord::start(head, 0, None);
+    record.failed(err.kind);
+    status::of_error(err, gateway.profile).into_http()
 }
 
 /// What a call of the route needs besides its message.

@@ -767,3 +767,17 @@ async fn a_message_counts_against_the_bytes_in_flight() {
     assert_eq!(error_infos(&status)[0].reason, "GATEWAY_OVERLOADED");
     assert_eq!(backend.calls(), 1);
 }
+
+/// A `grpc-timeout` that is not one is refused (INVALID_ARGUMENT) before the agent.
+#[tokio::test]
+async fn a_malformed_grpc_timeout_is_refused() {
+    let (backend, mut client) = setup(|_| panic!("the agent is not called"), &[]).await;
+    let mut request = tonic::Request::new(get_task("t-1"));
+    request
+        .metadata_mut()
+        .insert("grpc-timeout", "100000000S".parse().unwrap());
+    let status = client.get_task(request).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert_eq!(error_infos(&status)[0].reason, "INVALID_REQUEST");
+    assert_eq!(backend.calls(), 0);
+}
