@@ -11,10 +11,12 @@
 //! Decoded`), the reply is written as protobuf (`call::Wire::Grpc`), a client's
 //! `grpc-timeout` bounds the call (and is passed on to the agent, `call::deadline`), and a
 //! call of `lf.a2a.v1` is a v1.0 call without an `a2a-version` too (the reference SDK's
-//! gRPC server checks none). `grpc.health.v1.Health` is the gateway's own (`health`).
+//! gRPC server checks none). `grpc.health.v1.Health` is the gateway's own (`health`), and so is
+//! `grpc.reflection.v1` (`reflection`).
 
 mod codec;
 pub(crate) mod health;
+pub(crate) mod reflection;
 pub(crate) mod status;
 
 use std::pin::Pin;

@@ -485,6 +485,18 @@ impl tower::Service<http::Request<Body>> for Frontend {
                 Ok(response.map_or_else(|never| match never {}, |r| r.map(Body::new)))
             });
         }
+        // Reflection of the A2A service, where a route serves gRPC.
+        if grpc::is_grpc(&request)
+            && path.starts_with(grpc::reflection::REFLECTION_PATH)
+            && self.grpc
+        {
+            if let Some(mut reflection) = grpc::reflection::service() {
+                return Box::pin(async move {
+                    let response = tower::Service::call(&mut reflection, request).await;
+                    Ok(response.map_or_else(|never| match never {}, |r| r.map(Body::new)))
+                });
+            }
+        }
         // gRPC clients cannot put a route's prefix before the method: a gRPC call at the
         // root goes to the one route of its host that serves gRPC (`grpc_route`).
         let grpc_at_root = grpc::is_grpc(&request) && path.starts_with(grpc::SERVICE_PATH);

@@ -781,3 +781,48 @@ async fn a_malformed_grpc_timeout_is_refused() {
     assert_eq!(error_infos(&status)[0].reason, "INVALID_REQUEST");
     assert_eq!(backend.calls(), 0);
 }
+
+/// `grpc.reflection.v1` lists the A2A service and gives its schema (what grpcurl reads).
+#[tokio::test]
+async fn reflection_describes_the_a2a_service() {
+    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+    use tonic_reflection::pb::v1::ServerReflectionRequest;
+    let route = harness::route_settings(&["--fronts", "GRPC"]);
+    let state = a2a_gateway::route::gateway(&route, Default::default()).unwrap();
+    let frontend = a2a_gateway::server::routing::router(state, &route.jsonrpc_path);
+    let base = harness::serve_frontend(frontend).await;
+    let channel = Channel::from_shared(base).unwrap().connect().await.unwrap();
+    let mut reflection = ServerReflectionClient::new(channel);
+    let ask = |request: MessageRequest| ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(request),
+    };
+    let requests = futures::stream::iter([
+        ask(MessageRequest::ListServices(String::new())),
+        ask(MessageRequest::FileContainingSymbol(
+            "lf.a2a.v1.A2AService".into(),
+        )),
+    ]);
+    let answers: Vec<_> = reflection
+        .server_reflection_info(requests)
+        .await
+        .unwrap()
+        .into_inner()
+        .map(|answer| answer.unwrap().message_response.unwrap())
+        .collect()
+        .await;
+    let MessageResponse::ListServicesResponse(list) = &answers[0] else {
+        panic!("{:?}", answers[0]);
+    };
+    let names: Vec<_> = list.service.iter().map(|s| s.name.as_str()).collect();
+    assert!(names.contains(&"lf.a2a.v1.A2AService"), "{names:?}");
+    let MessageResponse::FileDescriptorResponse(files) = &answers[1] else {
+        panic!("{:?}", answers[1]);
+    };
+    let file =
+        prost_types::FileDescriptorProto::decode(&files.file_descriptor_proto[0][..]).unwrap();
+    assert_eq!(file.package(), "lf.a2a.v1");
+    assert!(file.service.iter().any(|s| s.name() == "A2AService"));
+}
