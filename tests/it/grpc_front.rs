@@ -826,3 +826,23 @@ async fn reflection_describes_the_a2a_service() {
     assert_eq!(file.package(), "lf.a2a.v1");
     assert!(file.service.iter().any(|s| s.name() == "A2AService"));
 }
+
+/// A fault of the gateway's path takes the gRPC code clients act on: an agent that cannot
+/// be reached is UNAVAILABLE, with the gateway's `ErrorInfo` naming it.
+#[tokio::test]
+async fn an_unreachable_agent_is_unavailable() {
+    let closed = harness::ClosedPort::new();
+    let url = format!("http://127.0.0.1:{}", closed.port());
+    let base = gateway(&["--backend", &url]).await;
+    let status = client(&base)
+        .await
+        .get_task(get_task("t-1"))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    let info = &error_infos(&status)[0];
+    assert_eq!(
+        (info.reason.as_str(), info.domain.as_str()),
+        ("BACKEND_UNAVAILABLE", "a2a-gateway")
+    );
+}
