@@ -34,9 +34,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// The short hash of the commit checked out, or `unknown` without git or a checkout (a
-/// source archive, an image build without `.git`). Local only: git never fetches here.
+/// The short hash of the commit checked out: `A2A_GATEWAY_COMMIT` when set (an image
+/// build, whose context has no `.git`, gets it as the Dockerfile's `COMMIT`), else git's,
+/// or `unknown` without either. Local only: git never fetches here.
 fn commit() -> String {
+    println!("cargo:rerun-if-env-changed=A2A_GATEWAY_COMMIT");
+    let given = std::env::var("A2A_GATEWAY_COMMIT").ok();
+    if let Some(hash) = given.filter(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_hexdigit()))
+    {
+        return hash;
+    }
     let git = |args: &[&str]| {
         let out = std::process::Command::new("git").args(args).output().ok()?;
         let text = String::from_utf8(out.stdout).ok()?;

@@ -76,6 +76,7 @@ const SCENARIOS: &[&str] = &[
     "fan-in",
     "sdk",
     "jwt-32",
+    "many-routes",
 ];
 
 struct Options {
@@ -227,6 +228,16 @@ fn free_port() -> u16 {
 
 /// The gateway in front of `backend`, with the defaults and then `extra` flags.
 async fn start_gateway(backend: SocketAddr, extra: &[&str]) -> (Proc, SocketAddr) {
+    let backend = format!("http://{backend}");
+    let args: Vec<&str> = ["--backend", &backend]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .collect();
+    launch_gateway(&args).await
+}
+
+/// The gateway with the defaults and then `args` (which name its backends).
+async fn launch_gateway(args: &[&str]) -> (Proc, SocketAddr) {
     let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     // OVERHEAD_GATEWAY_BIN: another gateway build, for before/after comparisons.
     let bin = std::env::var("OVERHEAD_GATEWAY_BIN").unwrap_or_else(|_| GATEWAY_BIN.to_owned());
@@ -244,9 +255,8 @@ async fn start_gateway(backend: SocketAddr, extra: &[&str]) -> (Proc, SocketAddr
     let log = std::fs::File::create(&log).expect("gateway log file");
     let child = command
         .args(["--listen", &addr.to_string()])
-        .args(["--backend", &format!("http://{backend}")])
         .args(["--access-log", &access_log])
-        .args(extra)
+        .args(args)
         .env_remove("RUST_LOG")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -1270,6 +1280,7 @@ async fn run(opts: Options) {
             "fan-in" => rows.extend(fan_in(&setup, &opts).await),
             "sdk" => rows.extend(sdk(&opts).await),
             "jwt-32" => rows.extend(jwt(&setup, &opts).await),
+            "many-routes" => rows.extend(many_routes(&setup, &opts).await),
             _ => unreachable!(),
         }
         eprintln!("   {:.1} s", started.elapsed().as_secs_f64());
@@ -1782,5 +1793,134 @@ async fn jwt(setup: &Setup, opts: &Options) -> Vec<Row> {
     vec![
         Row::from("jwt-32", "jwt", j, note),
         Row::from("jwt-32", "no auth", p, String::new()),
+    ]
+}
+
+// ---------------------------------------------------------------- many routes
+
+/// Routes of the many-routes scenario's configuration.
+const MANY_ROUTES: usize = 10_000;
+
+/// A config file of `routes` routes (`/r0` … ), all to the agent at `backend`, with
+/// `timeout` as every route's deadline (a reload changes it).
+fn routes_file(routes: usize, backend: SocketAddr, timeout: &str) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!(
+        "overhead-routes-{}-{routes}.toml",
+        std::process::id()
+    ));
+    let mut text = format!("timeout = \"{timeout}\"\n");
+    for i in 0..routes {
+        let _ = write!(
+            text,
+            "[[route]]\nname = \"r{i}\"\npath = \"/r{i}\"\nbackend = \"http://{backend}\"\n"
+        );
+    }
+    std::fs::write(&path, text).expect("routes file");
+    path
+}
+
+/// One HTTP/1.1 GET of `path`: the status line and the body.
+async fn http_get(addr: SocketAddr, path: &str) -> Option<(String, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.ok()?;
+    let head = format!("GET {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n");
+    tcp.write_all(head.as_bytes()).await.ok()?;
+    let mut reply = String::new();
+    tcp.read_to_string(&mut reply).await.ok()?;
+    let (head, body) = reply.split_once("\r\n\r\n")?;
+    Some((head.lines().next()?.to_owned(), body.to_owned()))
+}
+
+/// Polls `addr` until `done` holds for the answer to GET `path`; the time it took.
+async fn until(addr: SocketAddr, path: &str, done: impl Fn(&str, &str) -> bool) -> Duration {
+    let started = Instant::now();
+    loop {
+        if let Some((status, body)) = http_get(addr, path).await {
+            if done(&status, &body) {
+                return started.elapsed();
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "{path}: no answer"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// A gateway of `MANY_ROUTES` routes: how long until it serves, its RSS over a one-route
+/// gateway's, how long a reload of every route takes (SIGHUP until /metrics counts it), and
+/// one client's calls on the last route against the first, paired A-B-A.
+async fn many_routes(setup: &Setup, opts: &Options) -> Vec<Row> {
+    let one = routes_file(1, setup.backend_addr, "30s");
+    let (small, small_addr) = launch_gateway(&["--config", one.to_str().unwrap()]).await;
+    until(small_addr, "/healthz", |status, _| status.contains(" 200")).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let small_rss = rss_mib(small.pid());
+    drop(small);
+
+    let many = routes_file(MANY_ROUTES, setup.backend_addr, "30s");
+    let started = Instant::now();
+    let (gateway, addr) = launch_gateway(&["--config", many.to_str().unwrap()]).await;
+    // The listener accepts before the routes are built: serving is a route's answer.
+    let last_path: &'static str =
+        Box::leak(format!("/r{}/a2a/jsonrpc", MANY_ROUTES - 1).into_boxed_str());
+    let mut probe = loop {
+        let mut conn = Conn::open(Target::Http(addr, last_path), Kind::GetTask).await;
+        if conn.call().await.is_ok() {
+            break conn;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    let serving = started.elapsed();
+    probe.call().await.expect("probe");
+    drop(probe);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let rss = rss_mib(gateway.pid());
+    let per_route_kib = (rss - small_rss) * 1024.0 / (MANY_ROUTES - 1) as f64;
+
+    // Every route changed (another deadline), applied on SIGHUP.
+    routes_file(MANY_ROUTES, setup.backend_addr, "29s");
+    let pid = rustix::process::Pid::from_raw(gateway.pid() as i32).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::HUP).expect("SIGHUP");
+    let applied = "a2a_gateway_config_reloads_total{outcome=\"applied\"} 1";
+    let reload = until(addr, "/metrics", |_, body| body.contains(applied)).await;
+    let rss_after_reload = rss_mib(gateway.pid());
+
+    let first = Target::Http(addr, "/r0/a2a/jsonrpc");
+    let last = Target::Http(addr, last_path);
+    let (w, win) = (opts.warmup(), opts.window());
+    let pids = setup.pids(true);
+    let (on_last, on_first, ratios) = paired_windows(
+        opts.reps,
+        async || closed_loop(last, Kind::Send(200), 1, pids, w, win).await,
+        async || closed_loop(first, Kind::Send(200), 1, pids, w, win).await,
+    )
+    .await;
+    let (l, f) = (summarize(&on_last), summarize(&on_first));
+    let _ = std::fs::remove_file(one);
+    let _ = std::fs::remove_file(many);
+    vec![
+        Row::text(
+            "many-routes",
+            "gateway",
+            format!(
+                "{MANY_ROUTES} routes: serving after {:.2} s; RSS {rss:.1} MiB, {per_route_kib:.1} KiB a route over one route's {small_rss:.1} MiB; every route changed by SIGHUP: applied after {:.2} s, RSS then {rss_after_reload:.1} MiB",
+                serving.as_secs_f64(),
+                reload.as_secs_f64()
+            ),
+        ),
+        Row::from(
+            "many-routes",
+            "last route",
+            l,
+            format!(
+                "rate over the first route's {:.2} ({} A-B-A); p50 {:+.0} µs",
+                median(ratios.clone()),
+                ratios.len(),
+                l.p50 - f.p50
+            ),
+        ),
+        Row::from("many-routes", "first route", f, String::new()),
     ]
 }

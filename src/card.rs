@@ -158,9 +158,13 @@ pub struct RouteCard {
     pub fixed_tenant: Option<String>,
     /// The backend's binding.
     pub binding: Binding,
-    /// The route's public path prefix when its fronts include `GRPC`: the card lists the
-    /// gateway's gRPC interface there, after its JSON-RPC one.
-    pub grpc_path: Option<String>,
+    /// The route's fronts, in the order its card lists the gateway's interfaces.
+    pub fronts: Vec<Binding>,
+    /// Full public path of the route's HTTP+JSON front, e.g. `/agents/billing/a2a/rest`.
+    pub rest_path: String,
+    /// The port of the gRPC front's own listener (`--grpc-listen`), which its card
+    /// interface names; `None`: the public origin's.
+    pub grpc_port: Option<u16>,
     /// The route serves v0.3 clients: clients naming no version get the dual-format card,
     /// clients naming 0.3 the v0.3 card (README "v0.3 clients").
     pub legacy: bool,
@@ -255,6 +259,25 @@ impl CardService {
         Ok(service)
     }
 
+    /// Serves the card of `running` (this route's service before a reload), checked
+    /// and rewritten by this service's settings, until this service's own first fetch,
+    /// which `start` makes at once: a reload leaves no moment where the card answers 503.
+    pub(crate) fn inherit(&self, running: &CardService) {
+        if self.source.is_none() || self.store.has_card() {
+            return;
+        }
+        let Some(card) = running.store.source_card() else {
+            return;
+        };
+        if let Ok(card) = self.rewriter.check(serde_json::Value::Object(card)) {
+            self.store.update(card, &self.rewriter);
+        }
+    }
+
+    fn source_is_file(&self) -> bool {
+        matches!(self.source, Some(Source::File(_)))
+    }
+
     /// Starts the background fetch and refresh on the current tokio runtime; it ends when
     /// the service is dropped.
     pub fn start(self: &Arc<Self>) {
@@ -309,15 +332,16 @@ impl CardService {
 
     /// Rewrites an extended card returned by GetExtendedAgentCard through this route: the
     /// same interface and signature treatment and skills filter as the public card, never
-    /// cached (it depends on the caller's credentials). Without a known public URL the
-    /// gateway's interface URL is the endpoint's path, a relative reference that resolves
-    /// against the URL the client called.
+    /// cached (it depends on the caller's credentials). Without a known origin the
+    /// gateway's interface URLs are its fronts' paths, relative references that resolve
+    /// against the URL the client called (the gRPC front, which has none, is left out).
     pub fn rewrite_extended(&self, card: Value, request: &http::request::Parts) -> Value {
         let Value::Object(card) = card else {
             return card;
         };
-        self.rewriter
-            .render(&self.rewriter.prepare(card), &self.endpoint_url(request))
+        let origin = self.rewriter.interface_origin(request);
+        let origin = origin.as_ref().map_or("", |origin| origin.as_str());
+        self.rewriter.render(&self.rewriter.prepare(card), origin)
     }
 
     /// The gateway's JSON-RPC endpoint as the extended card names it for `request`.
@@ -360,9 +384,11 @@ mod tests {
             tls: false,
             fixed_tenant: None,
             binding: Binding::Grpc,
-            grpc_path: None,
             legacy: false,
             enforced: Enforced::default(),
+            fronts: vec![Binding::JsonRpc],
+            rest_path: "/a2a/rest".to_owned(),
+            grpc_port: None,
         }
     }
 

@@ -37,7 +37,12 @@ const ROUTE: &str = "Route settings";
 /// Clients POST JSON-RPC to the gateway; each call becomes one typed `lf.a2a.v1` request to
 /// the backend agent, and its reply, stream or error comes back as JSON-RPC (SSE for streams).
 #[derive(Clone, Debug, Parser)]
-#[command(name = "a2a-gateway", version, about, long_about = None)]
+#[command(
+    name = "a2a-gateway",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("A2A_GATEWAY_COMMIT"), ")"),
+    about,
+    long_about = None
+)]
 pub struct Cli {
     /// Address to serve JSON-RPC on.
     #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_LISTEN", default_value = "127.0.0.1:8080")]
@@ -140,7 +145,7 @@ pub struct Cli {
     pub owner_key_file: Option<std::path::PathBuf>,
 
     /// Binding the backend speaks: GRPC or HTTP+JSON.
-    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_BINDING", default_value = "GRPC", value_parser = Binding::from_name)]
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_BINDING", default_value = "GRPC", value_parser = Binding::backend)]
     pub binding: Binding,
 
     /// PEM file of CA certificates to trust for an `https://` backend, in addition to the
@@ -157,15 +162,20 @@ pub struct Cli {
     #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_BACKEND_CLIENT_KEY", value_name = "FILE")]
     pub backend_client_key: Option<std::path::PathBuf>,
 
-    /// The bindings the route serves clients over, in the order its card lists them:
-    /// `JSONRPC`, `GRPC` (gRPC calls on the route's listener, told by their content type),
-    /// `HTTP+JSON`; comma-separated (a list in the file), each once.
-    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_FRONTS", value_delimiter = ',', default_value = "JSONRPC", value_parser = Binding::front_from_name)]
-    pub fronts: Vec<Binding>,
-
     /// Path of the JSON-RPC endpoint.
     #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_JSONRPC_PATH", default_value = "/a2a/jsonrpc")]
     pub jsonrpc_path: String,
+
+    /// The fronts clients reach the route over, in the order its card lists them:
+    /// JSONRPC, HTTP+JSON, GRPC (gRPC calls on the route's listener, told by their content
+    /// type, and on --grpc-listen); comma-separated (a list in the file). Duplicates are
+    /// refused.
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_FRONTS", value_delimiter = ',', default_value = "JSONRPC", value_parser = Binding::from_name)]
+    pub fronts: Vec<Binding>,
+
+    /// Base path of the HTTP+JSON front (spec 11) below the route's prefix.
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_REST_PATH", default_value = "/a2a/rest")]
+    pub rest_path: String,
 
     /// Serve in front of an embedded demo agent (gRPC on a loopback port) instead of
     /// --backend; send it "hello", "task", "stream", "input", "slow", "fail" or "reject".
@@ -520,12 +530,32 @@ pub struct Cli {
     #[arg(long, env = "A2A_GATEWAY_CARD_SIGN_KID", value_name = "KID")]
     pub card_sign_kid: Option<String>,
 
-    /// Check the push-notification URLs clients hand the agent (README "Push
-    /// notifications"): a URL that is not `https`, or whose host is or resolves to a
-    /// loopback, private, link-local, metadata… address, is refused (-32602). `false`
-    /// turns the guard off.
-    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_PUSH_GUARD", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
-    pub push_guard: bool,
+    /// What the route does with the push-notification configs clients hand the agent
+    /// (docs/security.md "Push notifications"): `guard` refuses (-32602) a URL that is not
+    /// `https`, or whose host is or resolves to a loopback, private, link-local, metadata…
+    /// address; `relay` checks it the same way, then gives the agent the gateway's own
+    /// callback (--push-callback-url) and a token sealing the client's URL, token and
+    /// authentication, and relays what the agent posts there; `pass` checks nothing.
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_PUSH", value_enum, default_value = "guard")]
+    pub push: crate::push::PushMode,
+
+    /// The URL agents post push notifications to on `push = "relay"` routes, as the
+    /// agents reach the gateway (a public or in-cluster name); the gateway serves its path
+    /// on --listen. Required when a route relays.
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_PUSH_CALLBACK_URL", value_name = "URL")]
+    pub push_callback_url: Option<String>,
+
+    /// The key that seals clients' push URLs and credentials into the tokens agents get:
+    /// the base64 of 32 random bytes (`openssl rand -base64 32`) on the first line; a
+    /// second line may hold the previous key, still accepted. Every replica needs the
+    /// same file. Required when a route relays.
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_PUSH_KEY_FILE", value_name = "FILE")]
+    pub push_key_file: Option<std::path::PathBuf>,
+
+    /// Largest push notification body an agent may post to --push-callback-url (413 past
+    /// it).
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_PUSH_MAX_BODY", default_value = "1MiB", value_parser = parse_size)]
+    pub push_max_body: usize,
 
     /// Admit `http://` push URLs too (their host is checked all the same).
     #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_PUSH_ALLOW_HTTP")]
@@ -542,6 +572,51 @@ pub struct Cli {
     )]
     pub push_allow: Vec<String>,
 
+    /// Push deliveries the gateway holds at once, waiting or being sent, across all
+    /// webhooks (docs/configuration.md "Push delivery").
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_PUSH_QUEUE", default_value_t = 10000)]
+    pub push_queue: usize,
+
+    /// Of those, for one webhook destination (`host:port`).
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_PUSH_QUEUE_PER_DESTINATION", default_value_t = 1000)]
+    pub push_queue_per_destination: usize,
+
+    /// Past a push queue bound: drop the `oldest` waiting delivery, or refuse the
+    /// `newest`; counted either way.
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_PUSH_DROP", value_enum, default_value = "oldest")]
+    pub push_drop: crate::push::deliver::PushDrop,
+
+    /// Attempts of one push delivery, the first included (connection failures, timeouts,
+    /// 5xx and 429 are retried; other answers are final).
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_PUSH_MAX_ATTEMPTS", default_value_t = 8)]
+    pub push_max_attempts: u32,
+
+    /// No push delivery is retried later than this after it was queued.
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_PUSH_MAX_AGE", default_value = "10m", value_parser = parse_duration)]
+    pub push_max_age: Duration,
+
+    /// Deadline of connecting to a webhook: resolving its name, TCP and TLS.
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_PUSH_CONNECT_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
+    pub push_connect_timeout: Duration,
+
+    /// Deadline of a webhook's answer (its status and headers), from the attempt's start.
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_PUSH_RESPONSE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub push_response_timeout: Duration,
+
+    /// Deadline of one whole delivery attempt, the answer's body included.
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_PUSH_DELIVERY_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub push_delivery_timeout: Duration,
+
+    /// PEM certificates trusted for `https` webhooks besides the platform's roots.
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_PUSH_CA_FILE", value_name = "PEM")]
+    pub push_ca_file: Option<std::path::PathBuf>,
+
+    /// PEM PKCS#8 private key (EC P-256 or Ed25519) that signs each push delivery
+    /// (`X-A2A-Signature`, a detached JWS); its public key is served at
+    /// `/.well-known/jwks.json`.
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_PUSH_SIGN_KEY", value_name = "PEM")]
+    pub push_sign_key: Option<std::path::PathBuf>,
+
     /// `v0.3`: v0.3 JSON-RPC clients (no `A2A-Version`, v0.3 method names) are served,
     /// their calls translated to v1.0 and the answers back (README "v0.3 clients");
     /// `off`: they get -32601 as before.
@@ -553,6 +628,14 @@ pub struct Cli {
     /// (docs/errors.md "Conformance profiles").
     #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_SPEC_PROFILE", default_value = "1.0.1", value_parser = Profile::from_name)]
     pub spec_profile: Profile,
+
+    /// The HTTP status of a call the gateway refuses with a JSON-RPC error (a limit,
+    /// authentication, authorization, a body that is not JSON): `http`, the status that
+    /// says why (401, 403, 415, 429, 431, 503); `jsonrpc`, 200, as JSON-RPC servers answer
+    /// errors, for SDK clients that raise on the status before reading the error (the
+    /// Python a2a-sdk). `Retry-After` and `WWW-Authenticate` are sent either way.
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_REFUSAL_STATUS", value_enum, default_value = "http")]
+    pub refusal_status: crate::front::jsonrpc::RefusalStatus,
 
     /// The `card` table of the config file (the flags above override its keys).
     #[arg(skip)]
@@ -571,6 +654,12 @@ pub struct Cli {
     /// environment variables override it. Unknown keys are errors.
     #[arg(long, env = "A2A_GATEWAY_CONFIG", value_name = "FILE")]
     pub config: Option<std::path::PathBuf>,
+
+    /// Reload the configuration when the config file, or a file it names (keys, CA
+    /// bundles, certificates, cards), changes; SIGHUP reloads it in any case. Default: on
+    /// when `--config` is given.
+    #[arg(long, env = "A2A_GATEWAY_WATCH_CONFIG", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub watch_config: Option<bool>,
 
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -620,10 +709,11 @@ pub enum ConfigError {
     /// `--grpc-listen` without a route that serves gRPC, or with two for one host.
     #[error("--grpc-listen: {0}")]
     GrpcListen(String),
-    /// A backend binding no backend speaks.
-    #[error("--binding: the gateway calls gRPC and HTTP+JSON agents, not JSON-RPC ones")]
-    JsonRpcBackend,
-    /// A front named twice, or none.
+    /// `--rest-path` is not an absolute path without a trailing `/` (but `/`), or is the
+    /// JSON-RPC path.
+    #[error("--rest-path must start with '/', not end with '/' (but \"/\" itself) and differ from --jsonrpc-path: {0:?}")]
+    RestPath(String),
+    /// `--fronts` is empty or names a front twice.
     #[error("--fronts: {0}")]
     Fronts(String),
     /// A backend URL cannot be used: why.
@@ -758,8 +848,18 @@ pub enum ConfigError {
     #[error(transparent)]
     PushAllow(#[from] crate::push::PushAllowError),
     /// The DNS resolver the push guard checks names with cannot be built: why.
-    #[error("--push-guard: {0}")]
+    #[error("--push: {0}")]
     PushResolver(String),
+    /// A route relays push notifications, and the relay's process settings are missing
+    /// or refused: why.
+    #[error("push = \"relay\": {0}")]
+    PushRelay(String),
+    /// A push delivery setting is refused: which, and why.
+    #[error("--{0}: {1}")]
+    PushDelivery(&'static str, String),
+    /// The push signing key is refused.
+    #[error(transparent)]
+    PushSignKey(#[from] crate::push::sign::PushSignKeyError),
 }
 
 /// The configuration could not be assembled from flags, environment and file.

@@ -1,6 +1,6 @@
 //! What clients talk to: the edge layers, the JSON-RPC endpoint (dispatch in `jsonrpc`, the
-//! envelope and response writers in `envelope`) and its SSE streams (`sse`), the gRPC
-//! endpoint (`grpc`).
+//! envelope and response writers in `envelope`), the HTTP+JSON endpoint (`rest`), the gRPC
+//! endpoint (`grpc`), and the SSE streams of the first two (`sse`).
 
 pub(crate) mod call;
 pub(crate) mod cors;
@@ -10,6 +10,7 @@ pub(crate) mod grpc;
 pub(crate) mod jsonrpc;
 pub mod layers;
 pub(crate) mod limits;
+pub(crate) mod rest;
 pub(crate) mod sse;
 
 use std::sync::Arc;
@@ -53,10 +54,12 @@ pub struct Gateway {
     pub(crate) legacy: bool,
     /// The error table's column this route's fronts write (`--spec-profile`).
     pub(crate) profile: crate::protocol::error::Profile,
-    /// The bindings the route serves clients over (`--fronts`), in the configured order.
-    pub(crate) fronts: Vec<crate::protocol::binding::Binding>,
-    /// The route's push URL guard (`None`: `push-guard = false`).
+    /// The HTTP status of refusals (`--refusal-status`).
+    pub(crate) refusal_status: jsonrpc::RefusalStatus,
+    /// The route's push URL guard (`None`: `push = "pass"`).
     pub(crate) push: Option<crate::push::PushGuard>,
+    /// The route's push relay (`None`: the route does not relay).
+    pub(crate) relay: Option<crate::push::relay::Relay>,
     /// The keys of caller-bound ids (`None`: `task-owner = false`).
     pub(crate) owner: Option<Arc<crate::auth::owner::OwnerKeys>>,
     /// The route's `allow` rules (`None`: every call is allowed).

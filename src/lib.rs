@@ -21,3 +21,4 @@ pub mod settings;
 pub mod signing;
 pub mod telemetry;
 pub mod units;
+pub mod watched;

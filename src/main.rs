@@ -5,12 +5,16 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use a2a_gateway::backend::endpoints::Targets;
+use a2a_gateway::route::reload::Reloader;
 use a2a_gateway::route::Routes;
 use a2a_gateway::settings::{LoadError, LogFormat, RouteSettings, Settings, Upstream};
 use a2a_gateway::telemetry::access::sink::{self, LineFormat};
 use a2a_gateway::telemetry::trace::Tracing;
 use a2a_gateway::telemetry::untrusted::without_credentials;
+use a2a_gateway::telemetry::Metrics;
+use a2a_gateway::watched;
 use a2a_gateway::{demo, server};
+use tokio::sync::watch;
 use tracing_appender::non_blocking::{NonBlockingBuilder, WorkerGuard};
 
 /// mimalloc instead of glibc's allocator: about 5 % fewer instructions per call. Without
@@ -23,7 +27,9 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const USAGE_ERROR: u8 = 2;
 
 fn main() -> ExitCode {
-    let settings = match Settings::load(std::env::args_os()) {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let (settings, files) = watched::collect(|| Settings::load(args.clone()));
+    let settings = match settings {
         Ok(settings) => settings,
         Err(LoadError::Flags(e)) if !e.use_stderr() => {
             // --help and --version
@@ -59,7 +65,7 @@ fn main() -> ExitCode {
     if let Some(settings) = &traces {
         tracing::info!(endpoint = %without_credentials(&settings.endpoint), protocol = ?settings.protocol, sampler = ?settings.sampler, "exporting traces over OTLP");
     }
-    let code = runtime.block_on(run(settings));
+    let code = runtime.block_on(run(settings, args, files));
     sink::flush();
     if let Some(tracing) = tracing {
         tracing.shutdown();
@@ -87,7 +93,11 @@ async fn check(settings: &Settings, file: &std::path::Path) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-async fn run(settings: Settings) -> ExitCode {
+async fn run(
+    settings: Settings,
+    args: Vec<std::ffi::OsString>,
+    files: Vec<std::path::PathBuf>,
+) -> ExitCode {
     let cli = &settings.process;
     let listener = match tokio::net::TcpListener::bind(cli.listen).await {
         Ok(listener) => listener,
@@ -110,12 +120,15 @@ async fn run(settings: Settings) -> ExitCode {
     // So do the JWT issuers' keys.
     template.start_auth();
     let count = cli.workers;
-    let metrics = Arc::default();
-    if let Some(addr) = cli.admin_listen {
-        if let Err(e) = serve_admin(addr, &template, &metrics, cli.shutdown_grace).await {
-            return fail(&e);
-        }
-    }
+    let metrics: Arc<Metrics> = Arc::default();
+    metrics.config_loaded(None);
+    let admin = match cli.admin_listen {
+        Some(addr) => match serve_admin(addr, &template, &metrics, cli.shutdown_grace).await {
+            Ok(admin) => Some(admin),
+            Err(e) => return fail(&e),
+        },
+        None => None,
+    };
     let grpc_listener = match cli.grpc_listen {
         None => None,
         Some(addr) => match tokio::net::TcpListener::bind(addr).await {
@@ -153,6 +166,19 @@ async fn run(settings: Settings) -> ExitCode {
         );
     }
     let lifecycle = template.lifecycle().clone();
+    let running = Arc::new(std::sync::Mutex::new(template));
+    let reloader = Reloader {
+        args,
+        demo_backend,
+        running: running.clone(),
+        push_grace: cli.shutdown_grace,
+        fixed: cli.fixed.clone(),
+        files,
+        rebuilds: workers.rebuilds(),
+        admin,
+        metrics,
+    };
+    tokio::spawn(reloader.run(cli.watch_config));
     let drain_delay = cli.drain_delay;
     let stop = async move {
         let signal = server::shutdown_signal().await;
@@ -163,18 +189,22 @@ async fn run(settings: Settings) -> ExitCode {
         }
     };
     workers.serve(listener, grpc_listener, stop).await;
+    // No more relayed posts can arrive: what is held for webhooks gets its own grace.
+    let routes = running.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    routes.flush_push(cli.shutdown_grace).await;
     tracing::info!("stopped");
     ExitCode::SUCCESS
 }
 
 /// Serves `/metrics`, `/healthz` and `/readyz` on `addr` (`--admin-listen`), on this
 /// runtime, until the process exits: during the drain its `/readyz` answers 503 too.
+/// Returns what a reload swaps the admin routes through.
 async fn serve_admin(
     addr: std::net::SocketAddr,
     template: &Routes,
-    metrics: &Arc<a2a_gateway::telemetry::Metrics>,
+    metrics: &Arc<Metrics>,
     grace: std::time::Duration,
-) -> Result<(), String> {
+) -> Result<watch::Sender<server::Served>, String> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| format!("cannot listen on {addr} (--admin-listen): {e}"))?;
@@ -183,13 +213,14 @@ async fn serve_admin(
         .map_err(|e| e.to_string())?;
     let local = listener.local_addr().map_or(addr, |a| a);
     tracing::info!(admin = %local, "serving /metrics, /healthz and /readyz");
-    tokio::spawn(server::serve(
+    let (admin, served) = watch::channel(server::Served::new(frontend));
+    tokio::spawn(server::serve_live(
         listener,
-        frontend,
+        served,
         std::future::pending(),
         grace,
     ));
-    Ok(())
+    Ok(admin)
 }
 
 /// A route's backends as logs and `check-config` show them.

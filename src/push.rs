@@ -12,10 +12,19 @@
 //! on (backslashes, whitespace, control characters, userinfo) is refused: the agent must
 //! see the host that was checked. The guard cannot stop a name from resolving elsewhere
 //! later (DNS rebinding): an agent should check again when it delivers.
+//!
+//! A route that relays (`PushMode::Relay`, `relay`) gives the agent the gateway's own
+//! callback instead, with the client's URL and credentials sealed in the token
+//! (`seal`), and hands what the agent posts there to delivery (`outbox`).
 
+pub mod deliver;
 mod guard;
+pub mod outbox;
+pub mod relay;
+pub(crate) mod seal;
+pub mod sign;
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::time::Duration;
 
 use hickory_resolver::TokioResolver;
@@ -60,6 +69,18 @@ const FIELDS: [(Op, UrlOf, &str, &str); 3] = [
         "configuration.pushNotificationConfig.url",
     ),
 ];
+
+/// What a route does with the push configs clients hand the agent (`--push`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum PushMode {
+    /// Handed to the agent unchecked.
+    Pass,
+    /// Handed to the agent once the guard admits the URL.
+    #[default]
+    Guard,
+    /// Checked by the guard, then relayed: the agent gets the gateway's callback.
+    Relay,
+}
 
 /// The push URL `request` hands the agent, if any, with the field that carries it as the
 /// client's dialect (`v03`) names it. Checked without awaiting, so the calls that carry no
@@ -241,10 +262,10 @@ pub(crate) struct PushGuard {
 }
 
 impl PushGuard {
-    /// A guard resolving with the DNS server `server`, or the system's.
-    pub(crate) fn new(policy: PushPolicy, server: Option<SocketAddr>) -> Result<PushGuard, String> {
-        let resolver = crate::backend::endpoints::resolve::resolver(server)?;
-        Ok(PushGuard { policy, resolver })
+    /// A guard of `policy` resolving names with `resolver` (the thread's, shared by its
+    /// routes).
+    pub(crate) fn new(policy: PushPolicy, resolver: TokioResolver) -> PushGuard {
+        PushGuard { policy, resolver }
     }
 
     /// Checks the push URL `request` hands the agent (`pushed_url`), naming its field as the

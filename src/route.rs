@@ -6,25 +6,33 @@
 
 mod connect;
 mod readiness;
+pub mod reload;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::backend::affinity::Affine;
 use crate::backend::endpoints::balance::Balanced;
+use crate::backend::endpoints::resolve::Resolvers;
 use crate::backend::endpoints::{probe_address, Endpoint, RouteEndpoints, Targets};
 use crate::backend::Backend;
 use crate::card::{CardService, RouteCard, BACKEND_CARD_SOURCE};
 use crate::front::limits::Limits;
 use crate::front::Gateway;
 use crate::lifecycle::Lifecycle;
+use crate::protocol::binding::Binding;
+use crate::push::deliver::{Deliverer, DeliveryRoute};
+use crate::push::outbox::Outbox;
+use crate::push::relay::callback::{Callback, RouteOutbox};
+use crate::push::relay::RelaySettings;
+use crate::push::PushMode;
 use crate::server::clients::ClientLimits;
 use crate::server::readiness::{AgentCheck, Readiness};
 use crate::server::routing::{self, Frontend};
 use crate::server::tls::ServerTls;
 use crate::server::workers::Frontends;
 use crate::settings::{ConfigError, RouteSettings, Settings, Upstream};
-use crate::telemetry::Metrics;
+use crate::telemetry::{Metrics, PushMetrics};
 use connect::Connector;
 
 /// A route could not be built from its settings.
@@ -143,7 +151,11 @@ impl Route {
     /// Builds the route of `settings`: its backend and its card service (a card file is read
     /// and checked now). With `demo_backend` the demo route serves the demo agent's card
     /// unless one is configured.
-    fn new(settings: &RouteSettings, demo_backend: Option<&str>) -> Result<Route, RouteError> {
+    fn new(
+        settings: &RouteSettings,
+        demo_backend: Option<&str>,
+        grpc_port: Option<u16>,
+    ) -> Result<Route, RouteError> {
         let mut route = Route {
             settings: settings.clone(),
             backends: Backends::new(settings, demo_backend)?,
@@ -164,7 +176,7 @@ impl Route {
             Some(BACKEND_CARD_SOURCE) => Some(route.backend()?),
             _ => None,
         };
-        let service = CardService::new(&card, route_card(settings), backend)?;
+        let service = CardService::new(&card, route_card(settings, grpc_port), backend)?;
         route.card = Some(Arc::new(service));
         Ok(route)
     }
@@ -194,6 +206,7 @@ impl Route {
         &self,
         metrics: Arc<Metrics>,
         lifecycle: Arc<Lifecycle>,
+        resolvers: Resolvers,
     ) -> Result<Arc<Gateway>, RouteError> {
         let mut backend = self.backend()?;
         if let Backends::One { url, .. } = &self.backends {
@@ -211,6 +224,7 @@ impl Route {
             card: self.card.clone(),
             metrics,
             lifecycle,
+            resolvers,
         };
         handler_over(&self.settings, backend, shared)
     }
@@ -223,6 +237,8 @@ pub struct Shared {
     pub(crate) card: Option<Arc<CardService>>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) lifecycle: Arc<Lifecycle>,
+    /// The serving thread's DNS resolvers (push guards), shared by its routes.
+    pub(crate) resolvers: Resolvers,
 }
 
 /// The handler of a route's `settings` over `backend`, with its own push guard (resolving
@@ -235,10 +251,11 @@ pub fn handler_over(
 ) -> Result<Arc<Gateway>, RouteError> {
     let push = match &settings.push {
         None => None,
-        Some(policy) => Some(
-            crate::push::PushGuard::new(policy.clone(), settings.resolution.server)
-                .map_err(ConfigError::PushResolver)?,
-        ),
+        Some(policy) => {
+            let resolver = (shared.resolvers.get(settings.resolution.server))
+                .map_err(ConfigError::PushResolver)?;
+            Some(crate::push::PushGuard::new(policy.clone(), resolver))
+        }
     };
     Ok(Arc::new(Gateway {
         backend,
@@ -257,20 +274,48 @@ pub fn handler_over(
         metrics: shared.metrics,
         legacy: settings.legacy,
         profile: settings.profile,
-        fronts: settings.fronts.clone(),
+        refusal_status: settings.refusal_status,
         push,
+        relay: (settings.relay.clone()).map(|relay| crate::push::relay::Relay {
+            route: settings.name.as_str().into(),
+            settings: relay,
+        }),
         owner: settings.owner.clone(),
         allow: settings.allow.clone(),
         auth: settings.auth.clone(),
     }))
 }
 
-/// What the card service of `route` must know about it.
-fn route_card(route: &RouteSettings) -> RouteCard {
+/// The process's push deliverer, with each route's URL policy (the strict default where
+/// its guard is off) and resolver, and its counters.
+fn deliverer(settings: &Settings) -> Result<(Arc<Deliverer>, Arc<PushMetrics>), RouteError> {
+    let metrics = Arc::new(PushMetrics::new(
+        settings.routes.iter().map(|route| route.name.as_str()),
+    ));
+    let mut routes = Vec::new();
+    // Only a relaying route's notifications come this way: no client for the others.
+    for route in (settings.routes.iter()).filter(|r| r.push_mode == PushMode::Relay) {
+        let resolver = crate::backend::endpoints::resolve::resolver(route.resolution.server)
+            .map_err(ConfigError::PushResolver)?;
+        routes.push(DeliveryRoute {
+            name: route.name.clone(),
+            policy: route.push.clone().unwrap_or_default(),
+            lookup: crate::push::deliver::connect::Lookup::Dns(Box::new(resolver)),
+        });
+    }
+    let deliverer = Deliverer::new(settings.process.push_delivery.clone(), routes, &metrics)
+        .map_err(|why| ConfigError::PushDelivery("push-ca-file", why))?;
+    Ok((Arc::new(deliverer), metrics))
+}
+
+/// What the card service of `route` must know about it; `grpc_port`: `--grpc-listen`'s.
+fn route_card(route: &RouteSettings, grpc_port: Option<u16>) -> RouteCard {
     let origin = &route.origin;
     RouteCard {
         route: route.name.clone(),
         jsonrpc_path: route.jsonrpc_path(),
+        fronts: route.fronts.clone(),
+        rest_path: route.rest_path(),
         card_path: route.card_path(),
         public_url: origin.public_url.clone(),
         trust_forwarded: origin.trust_forwarded,
@@ -279,10 +324,7 @@ fn route_card(route: &RouteSettings) -> RouteCard {
         tls: origin.tls,
         fixed_tenant: route.tenant.clone(),
         binding: route.binding,
-        grpc_path: (route
-            .fronts
-            .contains(&crate::protocol::binding::Binding::Grpc))
-        .then(|| route.prefix.clone()),
+        grpc_port,
         legacy: route.legacy,
         enforced: route.enforced.clone(),
     }
@@ -298,7 +340,7 @@ pub fn gateway(
         backends: Backends::new(settings, None)?,
         card: None,
     };
-    route.handler(metrics, Arc::default())
+    route.handler(metrics, Arc::default(), Resolvers::default())
 }
 
 /// Every route of the settings, built once (`new`); each serving thread takes its own
@@ -319,6 +361,16 @@ pub struct Routes {
     tls: Option<ServerTls>,
     /// What each client connection may hold, and for how long.
     client_limits: ClientLimits,
+    /// The push relay's settings, when a route relays.
+    push_relay: Option<Arc<RelaySettings>>,
+    /// Each relaying route's delivery (`with_outbox`), by route name.
+    outboxes: HashMap<Arc<str>, Arc<dyn Outbox>>,
+    /// Sends relayed push notifications to the clients' webhooks (the relay's `Outbox`).
+    push: Arc<Deliverer>,
+    /// Its counters, shown at `/metrics`.
+    push_metrics: Arc<PushMetrics>,
+    /// The JWK Set of `--push-sign-key`, served at `/.well-known/jwks.json`.
+    jwks: Option<bytes::Bytes>,
 }
 
 impl Routes {
@@ -333,7 +385,8 @@ impl Routes {
                 route: route.name.clone(),
                 error: Box::new(error),
             };
-            let built = Route::new(route, demo_backend).map_err(in_route)?;
+            let grpc_port = settings.process.grpc_listen.map(|addr| addr.port());
+            let built = Route::new(route, demo_backend, grpc_port).map_err(in_route)?;
             let check = readiness::RouteCheck::new(&built.backends, &route.health_service)
                 .map_err(|e| in_route(e.into()))?;
             checks.push((route.name.clone(), Box::new(check)));
@@ -346,6 +399,13 @@ impl Routes {
             process.readiness_cache,
             process.readiness_timeout,
         );
+        let (push, push_metrics) = deliverer(settings)?;
+        // Each relaying route's notifications go to the deliverer (tests put their own
+        // outbox in its place, `with_outbox`).
+        let outboxes: HashMap<Arc<str>, Arc<dyn Outbox>> = (settings.routes.iter())
+            .filter(|route| route.push_mode == PushMode::Relay)
+            .map(|route| (route.name.as_str().into(), push.clone() as Arc<dyn Outbox>))
+            .collect();
         let route_limits: Vec<_> = settings
             .routes
             .iter()
@@ -361,7 +421,68 @@ impl Routes {
             admin_listener: process.admin_listen.is_some(),
             tls: process.tls.clone(),
             client_limits: process.client_limits,
+            push_relay: process.push_relay.clone(),
+            outboxes,
+            push,
+            push_metrics,
+            jwks: (process.push_delivery.signer.as_ref()).map(|signer| signer.jwks()),
         })
+    }
+
+    /// These routes as the successor of `running` (a reload): they follow the process's
+    /// life, and each route's card is the running route's of the same name until its
+    /// first fetch.
+    pub fn succeeding(mut self, running: &Routes) -> Routes {
+        self.lifecycle = running.lifecycle.clone();
+        let cards: std::collections::HashMap<&str, &Arc<CardService>> = (running.routes.iter())
+            .filter_map(|r| Some((r.settings.name.as_str(), r.card.as_ref()?)))
+            .collect();
+        for route in &self.routes {
+            if let (Some(card), Some(running)) =
+                (&route.card, cards.get(route.settings.name.as_str()))
+            {
+                card.inherit(running);
+            }
+        }
+        self
+    }
+
+    /// The names of the routes, in order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.routes.iter().map(|route| route.settings.name.as_str())
+    }
+
+    /// Hands the notifications agents post for route `route` to `outbox`, which delivers
+    /// them. Posts for a route without one are refused as those of a route that does not
+    /// relay (401).
+    pub fn with_outbox(mut self, route: &str, outbox: Arc<dyn Outbox>) -> Routes {
+        self.outboxes.insert(route.into(), outbox);
+        self
+    }
+
+    /// The push relay's callback for one serving thread: every relaying route's outbox.
+    fn push_callback(&self, metrics: &Arc<Metrics>) -> Option<Arc<Callback>> {
+        let relay = self.push_relay.as_ref()?;
+        let routes = (self.outboxes.iter())
+            .map(|(name, outbox)| {
+                let route = RouteOutbox {
+                    outbox: outbox.clone(),
+                    metrics: metrics.route(name),
+                };
+                (name.clone(), route)
+            })
+            .collect();
+        Some(Arc::new(Callback::new(
+            relay.clone(),
+            routes,
+            metrics.clone(),
+        )))
+    }
+
+    /// After serving has stopped: sends the push deliveries still held, for up to
+    /// `grace`, then drops (and counts) the rest.
+    pub async fn flush_push(&self, grace: std::time::Duration) {
+        self.push.shutdown(grace).await;
     }
 
     /// Starts fetching and refreshing every route's card, on the current runtime.
@@ -381,6 +502,7 @@ impl Routes {
 
     /// One serving thread's routes, with backend clients of their own, sharing `metrics`.
     pub fn frontend(&self, metrics: &Arc<Metrics>) -> Result<Frontend, RouteError> {
+        let resolvers = Resolvers::default();
         let mut served = Vec::with_capacity(self.routes.len());
         for route in &self.routes {
             let settings = &route.settings;
@@ -388,9 +510,17 @@ impl Routes {
                 name: settings.name.clone(),
                 prefix: settings.prefix.clone(),
                 host: settings.host.clone(),
-                jsonrpc_path: settings.jsonrpc_path.clone(),
+                jsonrpc_path: (settings.fronts.contains(&Binding::JsonRpc))
+                    .then(|| settings.jsonrpc_path.clone()),
+                rest_path: (settings.fronts.contains(&Binding::HttpJson))
+                    .then(|| settings.rest_path.clone()),
+                grpc: settings.fronts.contains(&Binding::Grpc),
                 endpoints: route.backends.endpoints().cloned(),
-                gateway: route.handler(metrics.clone(), self.lifecycle.clone())?,
+                gateway: route.handler(
+                    metrics.clone(),
+                    self.lifecycle.clone(),
+                    resolvers.clone(),
+                )?,
             });
         }
         let surface = match self.admin_listener {
@@ -408,7 +538,9 @@ impl Routes {
                 .with_origin(self.origins.clone())
                 .with_limits(self.limits.clone())
                 .with_cors(self.cors.clone())
-                .with_readiness(self.readiness.clone(), surface),
+                .with_readiness(self.readiness.clone(), surface)
+                .with_push_callback(self.push_callback(metrics))
+                .with_push(self.push_metrics.clone(), self.jwks.clone()),
         )
     }
 

@@ -38,8 +38,90 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: Duration,
 ) {
+    let (_, served) = watch::channel(Served::new(router));
+    serve_live(listener, served, shutdown, grace).await;
+}
+
+/// `serve`, of whatever `served` holds when each request arrives (the admin listener,
+/// whose routes a reload replaces).
+pub async fn serve_live(
+    listener: TcpListener,
+    served: watch::Receiver<Served>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    grace: Duration,
+) {
     let incoming = TcpListenerStream::new(listener).take_until(shutdown);
-    serve_connections(incoming, router, grace, None, ClientLimits::default()).await;
+    serve_connections(incoming, served, grace, None, ClientLimits::default()).await;
+}
+
+/// What a listener serves: the edge stack (`front::layers`) around a `Frontend`. A reload
+/// replaces it whole; each request is served by the one current when it arrives, and keeps
+/// it to its end.
+#[derive(Clone)]
+pub struct Served {
+    edge: Edge<MaybeCors<Frontend>>,
+    max_header_size: Option<usize>,
+    lifecycle: Arc<crate::lifecycle::Lifecycle>,
+}
+
+impl Served {
+    /// The edge stack around `router`.
+    pub fn new(router: Frontend) -> Served {
+        let max_header_size = router.max_header_size();
+        let lifecycle = router.lifecycle().clone();
+        let cors = router.cors();
+        let sensitive = router.sensitive();
+        let edge = layers::stack(layers::with_cors(router, cors), sensitive.iter().cloned());
+        Served {
+            edge,
+            max_header_size,
+            lifecycle,
+        }
+    }
+}
+
+/// A connection's service: each request goes to what `served` holds at that moment, so
+/// the requests of a kept-alive connection see a reload too.
+struct Live {
+    served: watch::Receiver<Served>,
+    /// The edge that was ready for the next call.
+    ready: Option<Edge<MaybeCors<Frontend>>>,
+}
+
+impl Clone for Live {
+    fn clone(&self) -> Live {
+        Live {
+            served: self.served.clone(),
+            ready: None,
+        }
+    }
+}
+
+impl tower::Service<http::Request<axum::body::Body>> for Live {
+    type Response =
+        <Edge<MaybeCors<Frontend>> as tower::Service<http::Request<axum::body::Body>>>::Response;
+    type Error =
+        <Edge<MaybeCors<Frontend>> as tower::Service<http::Request<axum::body::Body>>>::Error;
+    type Future =
+        <Edge<MaybeCors<Frontend>> as tower::Service<http::Request<axum::body::Body>>>::Future;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        let edge = self
+            .ready
+            .get_or_insert_with(|| self.served.borrow().edge.clone());
+        edge.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<axum::body::Body>) -> Self::Future {
+        let mut edge = self
+            .ready
+            .take()
+            .unwrap_or_else(|| self.served.borrow().edge.clone());
+        edge.call(request)
+    }
 }
 
 /// Serves each connection of `incoming` on its own task of the current runtime, over
@@ -50,16 +132,13 @@ pub async fn serve(
 /// remains is closed.
 pub(crate) async fn serve_connections(
     incoming: impl Stream<Item = std::io::Result<TcpStream>>,
-    router: Frontend,
+    served: watch::Receiver<Served>,
     grace: Duration,
     tls: Option<ServerTls>,
     limits: ClientLimits,
 ) {
-    let lifecycle = router.lifecycle().clone();
-    let max_header_size = router.max_header_size();
-    let cors = router.cors();
-    let sensitive = router.sensitive();
-    let edge = layers::stack(layers::with_cors(router, cors), sensitive.iter().cloned());
+    // Every reload keeps the process's lifecycle (`route::Routes::sharing`).
+    let lifecycle = served.borrow().lifecycle.clone();
     let (stop_tx, stop) = watch::channel(false);
     let mut connections = JoinSet::new();
     let mut incoming = std::pin::pin!(incoming);
@@ -67,8 +146,10 @@ pub(crate) async fn serve_connections(
         tokio::select! {
             next = incoming.next() => match next {
                 Some(Ok(stream)) => {
-                    let (edge, stop, tls) = (edge.clone(), stop.clone(), tls.clone());
-                    let (max, limits) = (max_header_size, limits);
+                    // Header bounds are the connection's: a reload sets them for new ones.
+                    let max = served.borrow().max_header_size;
+                    let edge = Live { served: served.clone(), ready: None };
+                    let (stop, tls) = (stop.clone(), tls.clone());
                     connections.spawn(serve_connection(stream, edge, max, stop, tls, limits));
                 }
                 Some(Err(e)) => accept_failed(&e).await,
@@ -112,7 +193,7 @@ const FINAL_FRAME_FLUSH: Duration = Duration::from_secs(1);
 /// connection's task, so a slow handshake holds up no other connection), then HTTP.
 async fn serve_connection(
     stream: TcpStream,
-    edge: Edge<MaybeCors<Frontend>>,
+    edge: Live,
     max_header_size: Option<usize>,
     mut stop: watch::Receiver<bool>,
     tls: Option<ServerTls>,
@@ -150,12 +231,7 @@ async fn serve_connection(
 /// certificate, its `identity`.
 async fn serve_http<I>(
     stream: I,
-    (peer, edge, max_header_size, limits): (
-        Option<ClientAddr>,
-        Edge<MaybeCors<Frontend>>,
-        Option<usize>,
-        ClientLimits,
-    ),
+    (peer, edge, max_header_size, limits): (Option<ClientAddr>, Live, Option<usize>, ClientLimits),
     identity: Option<Arc<PeerIdentity>>,
     mut stop: watch::Receiver<bool>,
 ) where

@@ -13,6 +13,7 @@ pub use crate::config::{ConfigError, LoadError, LogFormat};
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tower_http::cors::CorsLayer;
@@ -20,6 +21,9 @@ use tower_http::cors::CorsLayer;
 use crate::card::origin::{OriginSettings, Origins};
 use crate::config::{Cli, Command, Config};
 use crate::front::limits::GlobalLimitSettings;
+use crate::push::deliver::{Backoff, DeliverySettings, Timeouts};
+use crate::push::relay::RelaySettings;
+use crate::push::PushMode;
 use crate::server::clients::ClientLimits;
 use crate::server::readiness::ReadinessMode;
 use crate::server::tls::{ListenerTlsSettings, ServerTls};
@@ -68,10 +72,72 @@ pub struct ProcessSettings {
     pub(crate) cors: Option<CorsLayer>,
     /// The global public URL, forwarded-header trust and allowed hosts, for the catalog.
     pub(crate) origins: Origins,
+    /// The push relay's callback and keys, when a route relays (`push = "relay"`).
+    pub(crate) push_relay: Option<Arc<RelaySettings>>,
     /// `--demo`: the one route's backend is the embedded demo agent.
     pub demo: bool,
     /// `check-config FILE`: check, print the routes and exit.
     pub check_config: Option<PathBuf>,
+    /// Whether a change of the files the configuration was read from reloads it.
+    pub watch_config: bool,
+    /// The settings a reload cannot change, with their values as given.
+    pub fixed: FixedAtStart,
+    /// How push notifications are delivered to webhooks (`--push-*`).
+    pub(crate) push_delivery: DeliverySettings,
+}
+
+/// The values of the settings a reload cannot change (`fixed_at_start`), by flag name.
+#[derive(Clone, Debug)]
+pub struct FixedAtStart(Vec<(&'static str, String)>);
+
+impl FixedAtStart {
+    /// The settings whose value differs in `other`: a reload names them and keeps the
+    /// values of `self`.
+    pub fn changed_in(&self, other: &FixedAtStart) -> Vec<&'static str> {
+        (self.0.iter().zip(&other.0))
+            .filter(|(a, b)| a.1 != b.1)
+            .map(|(a, _)| a.0)
+            .collect()
+    }
+}
+
+/// The process-wide settings a running gateway holds from its start, by flag name: its
+/// sockets, threads, TLS listener (whose certificate files still reload), client
+/// connection bounds, log and exporters are made once. Every other setting, and every
+/// route setting, a reload applies.
+fn fixed_at_start(cli: &Cli) -> FixedAtStart {
+    let fixed: [(&'static str, &dyn std::fmt::Debug); 21] = [
+        ("listen", &cli.listen),
+        ("admin-listen", &cli.admin_listen),
+        ("grpc-listen", &cli.grpc_listen),
+        ("workers", &cli.workers),
+        ("tls-cert", &cli.tls_cert),
+        ("tls-key", &cli.tls_key),
+        ("tls-client-ca", &cli.tls_client_ca),
+        ("tls-client-auth", &cli.tls_client_auth),
+        ("tls-handshake-timeout", &cli.tls_handshake_timeout),
+        ("client-header-timeout", &cli.client_header_timeout),
+        ("client-body-timeout", &cli.client_body_timeout),
+        ("client-idle-timeout", &cli.client_idle_timeout),
+        ("client-send-timeout", &cli.client_send_timeout),
+        ("drain-delay", &cli.drain_delay),
+        ("shutdown-grace", &cli.shutdown_grace),
+        ("log-format", &cli.log_format),
+        ("access-log", &cli.access_log),
+        ("otlp-endpoint", &cli.otlp_endpoint),
+        ("otlp-protocol", &cli.otlp_protocol),
+        (
+            "trace-sampler",
+            &(&cli.trace_sampler, &cli.trace_sampler_arg),
+        ),
+        ("demo", &cli.demo),
+    ];
+    let values = fixed.into_iter();
+    FixedAtStart(
+        values
+            .map(|(name, value)| (name, format!("{value:?}")))
+            .collect(),
+    )
 }
 
 impl Settings {
@@ -97,10 +163,12 @@ impl Settings {
             .filter_map(|route| Some(route.auth.as_ref()?.key_header()?.to_string()))
             .collect();
         let env = |name: &str| std::env::var(name).ok();
-        let process = ProcessSettings::new(&config.cli, &key_headers, &env)?;
+        let mut process = ProcessSettings::new(&config.cli, &key_headers, &env)?;
         if process.grpc_listen.is_some() {
             grpc_routes(&routes)?;
         }
+        let mut routes = routes;
+        process.push_relay = push_relay(&config.cli, &mut routes)?;
         Ok(Settings { process, routes })
     }
 }
@@ -136,6 +204,7 @@ impl ProcessSettings {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<ProcessSettings, ConfigError> {
         let client_limits = client_limits(cli)?;
+        let push_delivery = push_delivery(cli)?;
         if cli.readiness_timeout.is_zero() {
             return Err(ConfigError::ReadinessTimeout);
         }
@@ -207,13 +276,113 @@ impl ProcessSettings {
             limits,
             cors,
             origins: origins?,
+            push_relay: None,
             demo: cli.demo,
             check_config: cli
                 .command
                 .as_ref()
                 .map(|Command::CheckConfig { file }| file.clone()),
+            watch_config: cli.watch_config.unwrap_or(cli.config.is_some()),
+            fixed: fixed_at_start(cli),
+            push_delivery,
         })
     }
+}
+
+/// The push relay's settings when a route relays, given to each route that does; its
+/// callback path may be no route's JSON-RPC endpoint or card.
+fn push_relay(
+    cli: &Cli,
+    routes: &mut [RouteSettings],
+) -> Result<Option<Arc<RelaySettings>>, ConfigError> {
+    if routes.iter().all(|r| r.push_mode != PushMode::Relay) {
+        return Ok(None);
+    }
+    let relay = RelaySettings::new(
+        cli.push_callback_url.as_deref(),
+        cli.push_key_file.as_deref(),
+        cli.push_max_body,
+    )
+    .map_err(ConfigError::PushRelay)?;
+    let path = relay.callback_path();
+    let own = [
+        "/healthz",
+        "/readyz",
+        "/metrics",
+        crate::server::routing::CATALOG_PATH,
+    ];
+    if own.contains(&path) {
+        return Err(ConfigError::PushRelay(format!(
+            "--push-callback-url's path {path:?} is the gateway's own"
+        )));
+    }
+    if let Some(route) = (routes.iter()).find(|r| r.jsonrpc_path() == path || r.card_path() == path)
+    {
+        return Err(ConfigError::PushRelay(format!(
+            "--push-callback-url's path {path:?} is route {:?}'s",
+            route.name
+        )));
+    }
+    let relay = Arc::new(relay);
+    for route in routes.iter_mut().filter(|r| r.push_mode == PushMode::Relay) {
+        route.relay = Some(relay.clone());
+    }
+    Ok(Some(relay))
+}
+
+/// The push delivery settings: bounds of at least 1, deadlines above zero, the CA file and
+/// signing key read and checked.
+fn push_delivery(cli: &Cli) -> Result<DeliverySettings, ConfigError> {
+    let refuse = |flag, why: &str| ConfigError::PushDelivery(flag, why.to_owned());
+    for (flag, n) in [
+        ("push-queue", cli.push_queue),
+        ("push-queue-per-destination", cli.push_queue_per_destination),
+        ("push-max-attempts", cli.push_max_attempts as usize),
+    ] {
+        if n == 0 {
+            return Err(refuse(flag, "must be at least 1"));
+        }
+    }
+    for (flag, timeout) in [
+        ("push-max-age", cli.push_max_age),
+        ("push-connect-timeout", cli.push_connect_timeout),
+        ("push-response-timeout", cli.push_response_timeout),
+        ("push-delivery-timeout", cli.push_delivery_timeout),
+    ] {
+        if timeout.is_zero() {
+            return Err(refuse(flag, "must be more than 0"));
+        }
+    }
+    let read = |flag, path: &std::path::Path| {
+        std::fs::read(path).map_err(|e| refuse(flag, &format!("{}: {e}", path.display())))
+    };
+    let ca = match &cli.push_ca_file {
+        Some(path) => Some(read("push-ca-file", path)?),
+        None => None,
+    };
+    let tls = crate::push::deliver::connect::tls(ca.as_deref())
+        .map_err(|why| refuse("push-ca-file", &why))?;
+    let signer = match &cli.push_sign_key {
+        Some(path) => Some(std::sync::Arc::new(
+            crate::push::sign::PushSigner::from_pem(&read("push-sign-key", path)?)?,
+        )),
+        None => None,
+    };
+    Ok(DeliverySettings {
+        queue: cli.push_queue,
+        per_destination: cli.push_queue_per_destination,
+        drop: cli.push_drop,
+        max_attempts: cli.push_max_attempts,
+        max_age: cli.push_max_age,
+        timeouts: Timeouts {
+            connect: cli.push_connect_timeout,
+            response: cli.push_response_timeout,
+            delivery: cli.push_delivery_timeout,
+        },
+        backoff: Backoff::DEFAULT,
+        tls: std::sync::Arc::new(tls),
+        signer,
+    })
 }
 
 /// The client connection deadlines, each greater than zero.

@@ -3,7 +3,9 @@
 //! and SSE events sent per route (events exposed as `a2a_gateway_stream_frames_total`, a name
 //! kept as the external contract), and the endpoints of balanced routes
 //! (`render_endpoints`: per route healthy and ejected counts, per endpoint calls and
-//! ejections). The `route` label is the configured route name, never a request's value.
+//! ejections), and the push deliveries to webhooks (`PushMetrics`, per route outcomes,
+//! retries, drops and queue depth). The `route` label is the configured route name, never
+//! a request's value.
 //!
 //! Recording is a few relaxed atomic additions into fixed arrays indexed by the operation
 //! and error tables, so the request path takes no lock and allocates nothing; the text
@@ -13,8 +15,11 @@
 //! escapes the peer-chosen strings both write.
 
 pub mod access;
+mod push;
 pub mod trace;
 pub mod untrusted;
+
+pub(crate) use push::{PushCallback, PushRegistration};
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
@@ -183,7 +188,25 @@ pub struct Metrics {
     caller_headers_dropped: AtomicU64,
     /// The serving certificate's notAfter, read at scrape time (`None`: cleartext).
     serving_certificate: OnceLock<NotAfter>,
+    /// Configuration reloads by outcome (`ReloadOutcome`).
+    reloads: [AtomicU64; RELOAD_OUTCOMES.len()],
+    /// When the configuration in use was loaded, in seconds since the Unix epoch.
+    config_loaded_at: AtomicU64,
+    /// Posts to the push relay's callback whose token names no relaying route.
+    push_unrouted: push::PushCounters,
 }
+
+/// How a configuration reload ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReloadOutcome {
+    /// The new configuration serves.
+    Applied = 0,
+    /// The new configuration was refused (a bad setting or file); the old one serves.
+    Refused = 1,
+}
+
+/// `ReloadOutcome`'s label values, in its order.
+const RELOAD_OUTCOMES: [&str; 2] = ["applied", "refused"];
 
 /// Reads a certificate's notAfter, in seconds since the Unix epoch.
 type NotAfter = Box<dyn Fn() -> Option<i64> + Send + Sync>;
@@ -206,6 +229,8 @@ pub struct RouteMetrics {
     /// A one-backend route's backend: its address and call latency (balanced routes have
     /// theirs per endpoint).
     backend: OnceLock<(Box<str>, Arc<BackendLatency>)>,
+    /// Push registrations and callbacks, allocated at the route's first.
+    push: OnceLock<Box<push::PushCounters>>,
 }
 
 /// The per-call counters of one route.
@@ -272,6 +297,16 @@ impl RouteMetrics {
         latency.clone()
     }
 
+    /// A push config a client handed the agent, and what became of it.
+    pub(crate) fn push_registration(&self, outcome: PushRegistration) {
+        self.push.get_or_init(Box::default).registration(outcome);
+    }
+
+    /// A notification an agent posted to the relay's callback for this route.
+    pub(crate) fn push_callback(&self, outcome: PushCallback) {
+        self.push.get_or_init(Box::default).callback(outcome);
+    }
+
     /// SSE events written to streams.
     fn events(&self, n: u64) {
         self.stream_events.fetch_add(n, Relaxed);
@@ -292,6 +327,7 @@ impl Metrics {
             streams_open: AtomicI64::new(0),
             stream_events: AtomicU64::new(0),
             backend: OnceLock::new(),
+            push: OnceLock::new(),
         });
         table.routes.push(route.clone());
         table.by_name.insert(name.into(), route.clone());
@@ -303,6 +339,11 @@ impl Metrics {
         if n > 0 {
             self.caller_headers_dropped.fetch_add(n as u64, Relaxed);
         }
+    }
+
+    /// A post to the push relay's callback whose token names no relaying route.
+    pub(crate) fn push_callback_unrouted(&self, outcome: PushCallback) {
+        self.push_unrouted.callback(outcome);
     }
 
     /// The listener's certificate, whose expiry `/metrics` shows (the first one given).
@@ -423,6 +464,14 @@ impl Metrics {
                 route.name
             );
         }
+        let pushed: Vec<(&str, &push::PushCounters)> = std::iter::once(("", &self.push_unrouted))
+            .chain(
+                routes
+                    .iter()
+                    .filter_map(|r| Some((&*r.name, &**r.push.get()?))),
+            )
+            .collect();
+        push::render(&mut out, &pushed);
         out.push_str("# HELP a2a_gateway_log_lines_dropped_total Log lines (an event, or a piece of access lines) dropped because stderr did not take them.\n");
         out.push_str("# TYPE a2a_gateway_log_lines_dropped_total counter\n");
         let dropped = access::sink::dropped();
@@ -432,6 +481,19 @@ impl Metrics {
         let dropped = self.caller_headers_dropped.load(Relaxed);
         let _ = writeln!(out, "a2a_gateway_caller_headers_dropped_total {dropped}");
         render_build_info(&mut out);
+        out.push_str("# HELP a2a_gateway_config_reloads_total Configuration reloads (a changed file or SIGHUP) by outcome: applied, or refused with the old configuration still serving.\n");
+        out.push_str("# TYPE a2a_gateway_config_reloads_total counter\n");
+        for (outcome, count) in RELOAD_OUTCOMES.iter().zip(&self.reloads) {
+            let count = count.load(Relaxed);
+            let _ = writeln!(
+                out,
+                "a2a_gateway_config_reloads_total{{outcome=\"{outcome}\"}} {count}"
+            );
+        }
+        out.push_str("# HELP a2a_gateway_config_loaded_timestamp_seconds When the configuration serving now was loaded, in seconds since the Unix epoch.\n");
+        out.push_str("# TYPE a2a_gateway_config_loaded_timestamp_seconds gauge\n");
+        let loaded = self.config_loaded_at.load(Relaxed);
+        let _ = writeln!(out, "a2a_gateway_config_loaded_timestamp_seconds {loaded}");
         if let Some(not_after) = self.serving_certificate.get().and_then(|read| read()) {
             out.push_str("# HELP a2a_gateway_serving_certificate_expiry_timestamp_seconds When the certificate new TLS handshakes get expires (its notAfter), in seconds since the Unix epoch.\n");
             out.push_str("# TYPE a2a_gateway_serving_certificate_expiry_timestamp_seconds gauge\n");
@@ -442,6 +504,19 @@ impl Metrics {
         }
         self.render_process(&mut out);
         out
+    }
+
+    /// Counts a reload's `outcome`; an applied one (or the first load, `None`) is the
+    /// configuration serving from now.
+    pub fn config_loaded(&self, outcome: Option<ReloadOutcome>) {
+        if let Some(outcome) = outcome {
+            self.reloads[outcome as usize].fetch_add(1, Relaxed);
+        }
+        if outcome != Some(ReloadOutcome::Refused) {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+            let now = now.map_or(0, |since| since.as_secs());
+            self.config_loaded_at.store(now, Relaxed);
+        }
     }
 
     /// What leaks would show: resident memory and open file descriptors (Linux, from
@@ -753,6 +828,165 @@ pub(crate) fn render_authz(out: &mut String, routes: &[(&str, (u64, u64))]) {
                 out,
                 "a2a_gateway_authz_total{{route=\"{route}\",result=\"{result}\"}} {count}"
             );
+        }
+    }
+}
+
+/// How a push delivery ended (`push::deliver`), the `outcome` label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DeliveryOutcome {
+    /// The webhook answered 2xx.
+    Delivered,
+    /// The webhook answered a 4xx other than 429: not retried.
+    Rejected,
+    /// The webhook answered 3xx: redirects are not followed, nor retried.
+    Redirected,
+    /// The URL, or an address its name resolves to, is refused (`push` guard's table).
+    Refused,
+    /// The token or authentication cannot be sent as a header value.
+    Invalid,
+    /// Retries ran out (`--push-max-attempts`, `--push-max-age`).
+    Exhausted,
+}
+
+impl DeliveryOutcome {
+    const ALL: [DeliveryOutcome; 6] = [
+        DeliveryOutcome::Delivered,
+        DeliveryOutcome::Rejected,
+        DeliveryOutcome::Redirected,
+        DeliveryOutcome::Refused,
+        DeliveryOutcome::Invalid,
+        DeliveryOutcome::Exhausted,
+    ];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            DeliveryOutcome::Delivered => "delivered",
+            DeliveryOutcome::Rejected => "rejected",
+            DeliveryOutcome::Redirected => "redirected",
+            DeliveryOutcome::Refused => "refused",
+            DeliveryOutcome::Invalid => "invalid",
+            DeliveryOutcome::Exhausted => "exhausted",
+        }
+    }
+}
+
+/// Why a push delivery was dropped unsent, the `reason` label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DropReason {
+    /// A queue was at its bound (`--push-queue`, `--push-queue-per-destination`).
+    QueueFull,
+    /// The same event for the same webhook was queued recently.
+    Duplicate,
+    /// The gateway stopped before it was sent.
+    Shutdown,
+}
+
+impl DropReason {
+    const ALL: [DropReason; 3] = [
+        DropReason::QueueFull,
+        DropReason::Duplicate,
+        DropReason::Shutdown,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            DropReason::QueueFull => "queue_full",
+            DropReason::Duplicate => "duplicate",
+            DropReason::Shutdown => "shutdown",
+        }
+    }
+}
+
+/// One route's push deliveries: outcomes, retries, drops and what waits in the queues.
+#[derive(Default)]
+pub(crate) struct PushCounters {
+    outcomes: [AtomicU64; DeliveryOutcome::ALL.len()],
+    retries: AtomicU64,
+    drops: [AtomicU64; DropReason::ALL.len()],
+    depth: AtomicI64,
+}
+
+impl PushCounters {
+    pub(crate) fn delivered(&self, outcome: DeliveryOutcome) {
+        self.outcomes[outcome as usize].fetch_add(1, Relaxed);
+    }
+
+    pub(crate) fn retried(&self) {
+        self.retries.fetch_add(1, Relaxed);
+    }
+
+    pub(crate) fn dropped(&self, reason: DropReason, n: u64) {
+        self.drops[reason as usize].fetch_add(n, Relaxed);
+    }
+
+    /// Deliveries queued (`+`) or taken from the queue (`-`).
+    pub(crate) fn queued(&self, change: i64) {
+        self.depth.fetch_add(change, Relaxed);
+    }
+}
+
+/// The push deliveries of every route, labelled with the configured names only: the
+/// table is fixed when the routes are built.
+pub(crate) struct PushMetrics {
+    routes: Vec<(Box<str>, Arc<PushCounters>)>,
+}
+
+impl PushMetrics {
+    /// Counters for each of `routes`.
+    pub(crate) fn new<'a>(routes: impl IntoIterator<Item = &'a str>) -> PushMetrics {
+        PushMetrics {
+            routes: routes
+                .into_iter()
+                .map(|name| (name.into(), Arc::default()))
+                .collect(),
+        }
+    }
+
+    /// The counters of the route named `name`, if it is one.
+    pub(crate) fn route(&self, name: &str) -> Option<Arc<PushCounters>> {
+        let (_, counters) = self.routes.iter().find(|(n, _)| &**n == name)?;
+        Some(counters.clone())
+    }
+
+    /// The four push delivery families, every route's series.
+    pub(crate) fn render(&self, out: &mut String) {
+        out.push_str("# HELP a2a_gateway_push_deliveries_total Push notifications delivered to webhooks, or given up, by route and outcome.\n");
+        out.push_str("# TYPE a2a_gateway_push_deliveries_total counter\n");
+        for (route, counters) in &self.routes {
+            for (outcome, n) in DeliveryOutcome::ALL.iter().zip(&counters.outcomes) {
+                let (outcome, n) = (outcome.name(), n.load(Relaxed));
+                let _ = writeln!(
+                    out,
+                    "a2a_gateway_push_deliveries_total{{route=\"{route}\",outcome=\"{outcome}\"}} {n}"
+                );
+            }
+        }
+        out.push_str("# HELP a2a_gateway_push_delivery_retries_total Push delivery attempts retried (connection failures, timeouts, 5xx, 429).\n");
+        out.push_str("# TYPE a2a_gateway_push_delivery_retries_total counter\n");
+        for (route, counters) in &self.routes {
+            let n = counters.retries.load(Relaxed);
+            let _ = writeln!(
+                out,
+                "a2a_gateway_push_delivery_retries_total{{route=\"{route}\"}} {n}"
+            );
+        }
+        out.push_str("# HELP a2a_gateway_push_delivery_drops_total Push deliveries dropped unsent, by route and reason.\n");
+        out.push_str("# TYPE a2a_gateway_push_delivery_drops_total counter\n");
+        for (route, counters) in &self.routes {
+            for (reason, n) in DropReason::ALL.iter().zip(&counters.drops) {
+                let (reason, n) = (reason.name(), n.load(Relaxed));
+                let _ = writeln!(
+                    out,
+                    "a2a_gateway_push_delivery_drops_total{{route=\"{route}\",reason=\"{reason}\"}} {n}"
+                );
+            }
+        }
+        out.push_str("# HELP a2a_gateway_push_queue_depth Push deliveries waiting to be sent (not those being sent).\n");
+        out.push_str("# TYPE a2a_gateway_push_queue_depth gauge\n");
+        for (route, counters) in &self.routes {
+            let n = counters.depth.load(Relaxed);
+            let _ = writeln!(out, "a2a_gateway_push_queue_depth{{route=\"{route}\"}} {n}");
         }
     }
 }

@@ -74,6 +74,7 @@ pub(crate) const MAX_KEYS_SOURCE: usize = 4 << 20;
 /// The text of the key file at `path`, at most `MAX_KEYS_SOURCE` bytes.
 fn read_bounded(path: &Path) -> Result<String, String> {
     use std::io::Read;
+    crate::watched::note(path);
     let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
     let mut bytes = Vec::new();
     let limit = MAX_KEYS_SOURCE as u64 + 1;

@@ -104,6 +104,7 @@ pub(crate) fn read_key_file(path: &std::path::Path, limit: usize) -> std::io::Re
     use std::io::Read;
     let mut bytes = Vec::new();
     let limit = limit as u64;
+    crate::watched::note(path);
     std::fs::File::open(path)?
         .take(limit + 1)
         .read_to_end(&mut bytes)?;

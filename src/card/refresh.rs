@@ -19,8 +19,9 @@ const LONGEST_WAIT: Duration = Duration::from_secs(24 * 3600);
 /// Refreshes `service` until it is dropped.
 pub(super) async fn run(service: Weak<CardService>) {
     let mut delay = match service.upgrade() {
-        // A file read at start is fresh.
-        Some(s) if s.store.has_card() => s.refresh,
+        // A file read at start is fresh; any other card (one kept over a reload,
+        // `CardService::inherit`) is fetched again at once.
+        Some(s) if s.source_is_file() => s.refresh,
         Some(_) => Duration::ZERO,
         None => return,
     };

@@ -1,8 +1,9 @@
 //! The card as a route serves it. A source card is checked (`check`), then edited once for
 //! what does not depend on the request (`prepare`: interfaces taken apart, tenant rule,
-//! legacy members, skills, signatures), then rendered for one interface URL (`render`: the
-//! gateway's interface first, the gateway's signature). The interface URL comes from the
-//! route's public URL or from the request (`interface_url`, through `origin`).
+//! legacy members, skills, signatures), then rendered for one origin (`render`: the
+//! gateway's interfaces first, one per front the route enables in its configured order,
+//! then the gateway's signature). The origin comes from the route's public URL or from the
+//! request (`interface_origin`, through `origin`).
 
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
@@ -95,6 +96,7 @@ fn signer(settings: &CardSettings) -> Result<CardSigner, CardConfigError> {
             ));
         }
     }
+    crate::watched::note(path);
     let pem = std::fs::read(path)
         .map_err(|e| CardConfigError::new("sign-key", format!("{}: {e}", path.display())))?;
     CardSigner::from_pem(&pem, kid, settings.sign_jku.as_deref()).map_err(|e| match e {
@@ -107,12 +109,14 @@ fn signer(settings: &CardSettings) -> Result<CardSigner, CardConfigError> {
 pub(super) struct Rewriter {
     route: String,
     jsonrpc_path: String,
+    /// The route's fronts in the card's order, each with its public path (gRPC: none).
+    fronts: Vec<(Binding, Option<String>)>,
     /// The public origin: configured, or from the request.
     origins: origin::Origins,
     fixed_tenant: bool,
     binding: &'static str,
-    /// Where the route's gRPC front is, below the public origin (`RouteCard::grpc_path`).
-    grpc_path: Option<String>,
+    /// The gRPC front's own listener's port (`RouteCard::grpc_port`).
+    grpc_port: Option<u16>,
     keep_interfaces: bool,
     skills: Option<Vec<String>>,
     treatment: Treatment,
@@ -195,10 +199,17 @@ impl Rewriter {
         Ok(Rewriter {
             route: route.route.clone(),
             jsonrpc_path: route.jsonrpc_path.clone(),
+            fronts: (route.fronts.iter())
+                .map(|front| match front {
+                    Binding::JsonRpc => (*front, Some(route.jsonrpc_path.clone())),
+                    Binding::HttpJson => (*front, Some(route.rest_path.clone())),
+                    Binding::Grpc => (*front, None),
+                })
+                .collect(),
             origins,
             fixed_tenant: route.fixed_tenant.is_some(),
             binding: route.binding.name(),
-            grpc_path: route.grpc_path.clone(),
+            grpc_port: route.grpc_port,
             keep_interfaces: settings.keep_interfaces,
             skills: settings.skills.clone(),
             treatment,
@@ -245,9 +256,10 @@ impl Rewriter {
     }
 
     /// `render` in `form`: the v0.3 members come from the same rendered card, with the
-    /// gateway's endpoint (`url`) as the v0.3 `url`.
-    pub(super) fn render_form(&self, prepared: &Prepared, url: &str, form: CardForm) -> Value {
-        let card = self.render(prepared, url);
+    /// gateway's JSON-RPC endpoint at `origin` as the v0.3 `url`.
+    pub(super) fn render_form(&self, prepared: &Prepared, origin: &str, form: CardForm) -> Value {
+        let card = self.render(prepared, origin);
+        let url = &format!("{origin}{}", self.jsonrpc_path);
         match form {
             CardForm::V1_0 => card,
             CardForm::Dual => legacy::dual_card(card, url),
@@ -288,6 +300,12 @@ impl Rewriter {
             Origin::Vouched(origin) => Origin::Vouched(origin + &self.jsonrpc_path),
             Origin::Named(origin) => Origin::Named(origin + &self.jsonrpc_path),
         })
+    }
+
+    /// The origin the gateway's interfaces are at for `request`: the public URL, or the
+    /// origin the request names (see `origin`); vouched for or not as the origin is.
+    pub(super) fn interface_origin(&self, request: &Parts) -> Result<Origin, Refusal> {
+        self.origins.origin(request)
     }
 
     /// The origin the route is public at for `request`: the public URL, or the origin the
@@ -358,34 +376,41 @@ impl Rewriter {
         }
     }
 
-    /// The card served at `url`: the gateway's interface first, then the kept ones.
-    pub(super) fn render(&self, prepared: &Prepared, url: &str) -> Value {
+    /// The card served at `origin` (empty: unknown, the URLs are then relative
+    /// references): the gateway's interfaces first, one per front in the route's order,
+    /// then the kept ones.
+    pub(super) fn render(&self, prepared: &Prepared, origin: &str) -> Value {
         let mut card = prepared.card.clone();
         if matches!(self.treatment, Treatment::Preserve) {
             return Value::Object(card);
         }
-        let mut gateway = json!({
-            "url": url,
-            "protocolBinding": JSONRPC,
-            "protocolVersion": PROTOCOL_VERSION,
-        });
-        if let Some(tenant) = &prepared.tenant {
-            gateway["tenant"] = Value::from(tenant.as_str());
-        }
-        let grpc = self.grpc_interface(&gateway, url);
-        let ours = |i: &Value| {
-            (i["url"] == url && i["protocolBinding"] == JSONRPC)
-                || grpc.as_ref().is_some_and(|g| {
-                    i["url"] == g["url"] && i["protocolBinding"] == g["protocolBinding"]
-                })
-        };
-        let mut interfaces = vec![gateway];
-        interfaces.extend(grpc.clone());
+        let fronts: Vec<(Binding, String)> = (self.fronts.iter())
+            .filter_map(|(binding, path)| match path {
+                Some(path) => Some((*binding, format!("{origin}{path}"))),
+                None => grpc_url(origin, self.grpc_port).map(|url| (*binding, url)),
+            })
+            .collect();
+        let mut interfaces: Vec<Value> = (fronts.iter())
+            .map(|(binding, url)| {
+                let mut gateway = json!({
+                    "url": url,
+                    "protocolBinding": binding.name(),
+                    "protocolVersion": PROTOCOL_VERSION,
+                });
+                // Every front passes the tenant on alike.
+                if let Some(tenant) = &prepared.tenant {
+                    gateway["tenant"] = Value::from(tenant.as_str());
+                }
+                gateway
+            })
+            .collect();
         interfaces.extend(
-            prepared
-                .agent_interfaces
-                .iter()
-                .filter(|i| !ours(i))
+            (prepared.agent_interfaces.iter())
+                .filter(|i| {
+                    !(fronts.iter()).any(|(b, url)| {
+                        i["url"] == url.as_str() && i["protocolBinding"] == b.name()
+                    })
+                })
                 .cloned(),
         );
         card.insert("supportedInterfaces".to_owned(), Value::Array(interfaces));
@@ -395,17 +420,6 @@ impl Rewriter {
             card["signatures"] = json!([signer.sign(&card)]);
         }
         card
-    }
-
-    /// The gateway's gRPC interface beside its JSON-RPC one (`jsonrpc`, at `url`): the same
-    /// origin and tenant, at the route's prefix; `None` when the route serves no gRPC.
-    fn grpc_interface(&self, jsonrpc: &Value, url: &str) -> Option<Value> {
-        let path = self.grpc_path.as_deref()?;
-        let origin = url.strip_suffix(self.jsonrpc_path.as_str())?;
-        let mut grpc = jsonrpc.clone();
-        grpc["url"] = Value::from(format!("{origin}{path}"));
-        grpc["protocolBinding"] = Value::from(Binding::Grpc.name());
-        Some(grpc)
     }
 
     /// A card to re-sign holds only what its verifiers reconstruct: they read it as an
@@ -490,6 +504,17 @@ impl Rewriter {
     }
 }
 
+/// The URL of the gRPC front of a route public at `origin` (`scheme://host[:port][/path]`):
+/// its scheme and authority, since gRPC has no path prefix; with `port` (the gRPC front's
+/// own listener) that port instead. `None` when the origin is unknown (empty) or no URL.
+pub(crate) fn grpc_url(origin: &str, port: Option<u16>) -> Option<String> {
+    let mut url = url::Url::parse(origin).ok()?;
+    if port.is_some() {
+        url.set_port(port).ok()?;
+    }
+    Some(url.origin().ascii_serialization()).filter(|o| o != "null")
+}
+
 /// The agent's interfaces of a card.
 fn interfaces(card: &Map<String, Value>) -> &[Value] {
     card.get("supportedInterfaces")
@@ -514,9 +539,11 @@ mod tests {
             tls: false,
             fixed_tenant: fixed_tenant.then(|| "acme".to_owned()),
             binding: Binding::Grpc,
-            grpc_path: None,
             legacy: false,
             enforced: Default::default(),
+            fronts: vec![Binding::JsonRpc],
+            rest_path: "/a2a/rest".to_owned(),
+            grpc_port: None,
         }
     }
 
@@ -560,8 +587,78 @@ mod tests {
 
     fn served(rewriter: &Rewriter, request: &Parts) -> Value {
         let card = rewriter.check(card()).unwrap();
-        let url = rewriter.interface_url(request).unwrap();
-        rewriter.render(&rewriter.prepare(card), url.as_str())
+        let origin = rewriter.interface_origin(request).unwrap();
+        rewriter.render(&rewriter.prepare(card), origin.as_str())
+    }
+
+    /// One interface per front, in the route's order, each with the agent's tenant; gRPC at
+    /// the origin's scheme and authority; an agent interface naming one of them once.
+    #[test]
+    fn every_front_is_listed_in_the_configured_order() {
+        let mut route = route(Some("https://gw.example/x"), false, false);
+        route.fronts = vec![Binding::HttpJson, Binding::Grpc, Binding::JsonRpc];
+        route.rest_path = "/agents/billing/a2a/rest".to_owned();
+        let settings = CardSettings {
+            keep_interfaces: true,
+            ..CardSettings::default()
+        };
+        let rewriter = rewriter(&settings, &route);
+        let mut source = card();
+        source["supportedInterfaces"][1]["url"] =
+            json!("https://gw.example/x/agents/billing/a2a/rest");
+        let checked = rewriter.check(source).unwrap();
+        let listing = rewriter.render(&rewriter.prepare(checked), "https://gw.example/x");
+        let listed: Vec<(&str, &str)> = (listing["supportedInterfaces"].as_array().unwrap().iter())
+            .map(|i| {
+                (
+                    i["protocolBinding"].as_str().unwrap(),
+                    i["url"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                ("HTTP+JSON", "https://gw.example/x/agents/billing/a2a/rest"),
+                ("GRPC", "https://gw.example"),
+                ("JSONRPC", "https://gw.example/x/agents/billing/a2a/jsonrpc"),
+                ("GRPC", "billing.internal:50051"),
+            ]
+        );
+        assert!(
+            (listing["supportedInterfaces"].as_array().unwrap()[..3].iter())
+                .all(|i| i["tenant"] == "t-7" && i["protocolVersion"] == "1.0")
+        );
+        // Without a known origin the URLs are relative references, and gRPC, which has
+        // no path, is left out.
+        let checked = rewriter.check(card()).unwrap();
+        let card = rewriter.render(&rewriter.prepare(checked), "");
+        assert_eq!(
+            card["supportedInterfaces"][0]["url"],
+            "/agents/billing/a2a/rest"
+        );
+        assert_eq!(
+            card["supportedInterfaces"][1]["url"],
+            "/agents/billing/a2a/jsonrpc"
+        );
+    }
+
+    #[test]
+    fn grpc_urls_keep_scheme_and_authority() {
+        assert_eq!(
+            grpc_url("https://gw.example/base", None).as_deref(),
+            Some("https://gw.example")
+        );
+        assert_eq!(
+            grpc_url("http://gw.example:8080", None).as_deref(),
+            Some("http://gw.example:8080")
+        );
+        assert_eq!(
+            grpc_url("https://gw.example/base", Some(50051)).as_deref(),
+            Some("https://gw.example:50051")
+        );
+        assert_eq!(grpc_url("", None), None);
+        assert_eq!(grpc_url("/relative", Some(1)), None);
     }
 
     #[test]
@@ -590,16 +687,17 @@ mod tests {
     }
 
     #[test]
-    fn a_route_serving_grpc_lists_its_grpc_interface_after_json_rpc() {
+    fn a_grpc_listener_puts_its_port_in_the_grpc_interface() {
         let mut route = route(Some("https://gw.example/x/"), false, false);
-        route.grpc_path = Some("/agents/billing".to_owned());
+        route.fronts = vec![Binding::JsonRpc, Binding::Grpc];
+        route.grpc_port = Some(50051);
         let rewriter = rewriter(&CardSettings::default(), &route);
         let card = served(&rewriter, &request(&[]));
         assert_eq!(
             card["supportedInterfaces"],
             json!([{"url": "https://gw.example/x/agents/billing/a2a/jsonrpc",
                     "protocolBinding": "JSONRPC", "protocolVersion": "1.0", "tenant": "t-7"},
-                   {"url": "https://gw.example/x/agents/billing",
+                   {"url": "https://gw.example:50051",
                     "protocolBinding": "GRPC", "protocolVersion": "1.0", "tenant": "t-7"}])
         );
     }
@@ -729,7 +827,7 @@ mod tests {
         named["supportedInterfaces"][1] = json!({"url": "https://gw.example/agents/billing/a2a/jsonrpc",
             "protocolBinding": "JSONRPC", "protocolVersion": "1.0"});
         let checked = rewriter.check(named.clone()).unwrap();
-        let served = rewriter.render(&rewriter.prepare(checked), "https://other.example/x");
+        let served = rewriter.render(&rewriter.prepare(checked), "https://other.example");
         assert_eq!(served, named);
     }
 

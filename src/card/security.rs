@@ -489,9 +489,11 @@ mod tests {
             tls: false,
             fixed_tenant: None,
             binding: crate::protocol::binding::Binding::Grpc,
-            grpc_path: None,
             legacy: true,
             enforced: enforced(),
+            fronts: vec![crate::protocol::binding::Binding::JsonRpc],
+            rest_path: "/a2a/rest".to_owned(),
+            grpc_port: None,
         };
         let treatment = Treatment::from_settings(&settings).unwrap();
         let rewriter = Rewriter::new(&settings, &route, treatment).unwrap();
@@ -500,7 +502,7 @@ mod tests {
             "capabilities": {}, "skills": [], "defaultInputModes": [], "defaultOutputModes": [],
             "securitySchemes": {"oauth": {"oauth2SecurityScheme": {"flows": {}}}}});
         let checked = rewriter.check(source).unwrap();
-        let card = rewriter.render(&rewriter.prepare(checked), "https://gw.example/a2a");
+        let card = rewriter.render(&rewriter.prepare(checked), "https://gw.example");
         assert_eq!(card["securitySchemes"].as_object().unwrap().len(), 4);
         assert!(card["securitySchemes"].get("oauth").is_none());
         let signature = &card["signatures"][0];

@@ -123,6 +123,7 @@ impl Credential {
             Credential::Fixed(value) => Ok(value.clone()),
             Credential::File(path) => {
                 let fail = |why: String| FetchError::Credential(path.clone(), why);
+                crate::watched::note(path);
                 let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
                 header_value(&text).map_err(fail)
             }
@@ -231,6 +232,7 @@ impl Source {
 /// Reads a card file, refusing more than `MAX_CARD_SIZE` bytes.
 pub(super) fn read_file(path: &Path) -> Result<Value, FetchError> {
     let fail = |e: std::io::Error| FetchError::File(path.to_owned(), e);
+    crate::watched::note(path);
     let file = std::fs::File::open(path).map_err(fail)?;
     let mut bytes = Vec::new();
     file.take(MAX_CARD_SIZE as u64 + 1)

@@ -71,6 +71,11 @@ impl Store {
         self.current().is_some()
     }
 
+    /// The current card as its source gave it.
+    pub(super) fn source_card(&self) -> Option<Map<String, Value>> {
+        self.current().map(|current| current.source.clone())
+    }
+
     /// The wait announced to clients while there is no card.
     pub(super) fn set_retry_after(&self, delay: Duration) {
         self.retry_after
@@ -115,18 +120,18 @@ impl Store {
                 .insert(header::RETRY_AFTER, self.retry_after.load(Relaxed).into());
             return response;
         };
-        let url = match rewriter.interface_url(request) {
-            Ok(url) => url,
+        let origin = match rewriter.interface_origin(request) {
+            Ok(origin) => origin,
             Err(refusal) => {
                 return error(request, StatusCode::BAD_REQUEST, &refusal.to_string());
             }
         };
         let form = rewriter.form(request);
-        let rendered = match url {
-            Origin::Vouched(url) => self.kept(&current, rewriter, (url, form)),
-            Origin::Named(url) => {
+        let rendered = match origin {
+            Origin::Vouched(origin) => self.kept(&current, rewriter, (origin, form)),
+            Origin::Named(origin) => {
                 self.misses.fetch_add(1, Relaxed);
-                Arc::new(render(rewriter, &current.prepared, &url, form))
+                Arc::new(render(rewriter, &current.prepared, &origin, form))
             }
         };
         let mut response = if none_match(&request.headers, &rendered.etag) {
@@ -153,7 +158,7 @@ impl Store {
 }
 
 impl Store {
-    /// The card rendered for a vouched `url` in its form, kept or rendered now and kept.
+    /// The card rendered for a vouched origin in its form, kept or rendered now and kept.
     fn kept(&self, current: &Current, rewriter: &Rewriter, key: RenderKey) -> Arc<Rendered> {
         let cached = current
             .cache()
@@ -192,9 +197,9 @@ impl Current {
     }
 }
 
-/// The card rendered for `url` in `form`, with its ETag.
-fn render(rewriter: &Rewriter, prepared: &Prepared, url: &str, form: CardForm) -> Rendered {
-    let card = rewriter.render_form(prepared, url, form);
+/// The card rendered for `origin` in `form`, with its ETag.
+fn render(rewriter: &Rewriter, prepared: &Prepared, origin: &str, form: CardForm) -> Rendered {
+    let card = rewriter.render_form(prepared, origin, form);
     let body = Bytes::from(serde_json::to_vec(&card).expect("a JSON value always serializes"));
     Rendered {
         etag: etag(&body),
@@ -270,9 +275,11 @@ mod tests {
             tls: false,
             fixed_tenant: None,
             binding: Binding::Grpc,
-            grpc_path: None,
             legacy: true,
             enforced: Default::default(),
+            fronts: vec![Binding::JsonRpc],
+            rest_path: "/a2a/rest".to_owned(),
+            grpc_port: None,
         };
         let settings = CardSettings::default();
         let rewriter = Rewriter::new(&settings, &route, Treatment::Strip).unwrap();

@@ -101,6 +101,7 @@ enum Place {
 
 /// Reads the file, parses it and checks every key and value against `command`'s flags.
 pub fn read(path: &Path, command: &Command) -> Result<FileConfig, String> {
+    crate::watched::note(path);
     let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
     parse(&text, command)
 }

@@ -57,7 +57,8 @@ pub fn stack() -> impl for<'p> Layer<Option<crate::front::envelope::Params<'p>>>
                         // looks unknown.
                         owner::Owner(
                             // The last check, and the only slow one (it may ask DNS): a
-                            // refused push URL never reaches the agent, and costs no permit.
+                            // refused push URL never reaches the agent, and costs no permit;
+                            // a relaying route seals the config once nothing else refuses it.
                             push::PushCheck(
                                 // Only checked requests take a share of the limits.
                                 admit::Admit(
@@ -78,9 +79,9 @@ pub fn stack() -> impl for<'p> Layer<Option<crate::front::envelope::Params<'p>>>
 /// without a JSON-RPC id is answered at all.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Wire {
-    /// JSON-RPC: a response object in the call's dialect; a call without an id is a
-    /// notification, answered by nothing.
-    JsonRpc,
+    /// JSON-RPC or HTTP+JSON: a reply in the call's dialect (`Dialect::Rest` for
+    /// HTTP+JSON); a JSON-RPC call without an id is a notification, answered by nothing.
+    Json,
     /// gRPC: the reply's protobuf message; every call is answered.
     Grpc,
 }
@@ -114,9 +115,17 @@ pub struct Exchange<'a> {
 }
 
 impl Exchange<'_> {
+    /// The front the call came through.
+    pub fn binding(&self) -> crate::protocol::binding::Binding {
+        match self.wire {
+            Wire::Grpc => crate::protocol::binding::Binding::Grpc,
+            Wire::Json => self.dialect.binding(),
+        }
+    }
+
     /// Whether the client waits for an answer: every gRPC call, a JSON-RPC call with an id.
     pub fn answered(&self) -> bool {
-        self.id.is_some() || self.wire != Wire::JsonRpc
+        self.id.is_some() || self.wire != Wire::Json
     }
 }
 

@@ -265,12 +265,17 @@ pub fn error_bytes(id: Option<&str>, err: &A2aError) -> Vec<u8> {
 
 /// `error_bytes` with the error `object` a call's dialect made of `err`.
 pub fn error_bytes_as(id: Option<&str>, err: &A2aError, object: &serde_json::Value) -> Vec<u8> {
-    if err.kind == ErrorKind::Internal {
-        tracing::warn!(code = err.kind.code(), error = %clip_message(&err.message), "request failed");
-    }
+    warn_internal(err);
     let mut out = Vec::with_capacity(128);
     write_error_object(&mut out, id, object);
     out
+}
+
+/// Logs an internal error, one of the edge's unexpected failures, as it is answered.
+pub fn warn_internal(err: &A2aError) {
+    if err.kind == ErrorKind::Internal {
+        tracing::warn!(code = err.kind.code(), error = %clip_message(&err.message), "request failed");
+    }
 }
 
 /// `-32600` with `why` as its message.
@@ -307,6 +312,8 @@ pub fn valid_id(text: &str) -> bool {
 /// body bytes in flight.
 pub enum BodyError {
     Invalid(A2aError),
+    /// Past the limit, drained: the connection stays usable.
+    OverLimit(A2aError),
     /// Far past the limit: answered without reading on, and the connection is closed.
     TooLarge(A2aError),
     Refused(Box<Refusal>),
@@ -375,7 +382,7 @@ pub async fn read_body(
         }
     }
     if seen > limit {
-        return Err(BodyError::Invalid(too_large()));
+        return Err(BodyError::OverLimit(too_large()));
     }
     Ok(if rest.is_empty() {
         first

@@ -100,7 +100,9 @@ pub async fn handle(
     if !is_json(&parts.headers) {
         let err = invalid_request("the Content-Type must be application/json");
         let mut response = rejected_response(&gateway, &parts, 0, &err);
-        *response.status_mut() = StatusCode::UNSUPPORTED_MEDIA_TYPE;
+        *response.status_mut() = gateway
+            .refusal_status
+            .of(StatusCode::UNSUPPORTED_MEDIA_TYPE);
         return response;
     }
     // One set of credentials for the whole request, checked from the head before the body
@@ -129,7 +131,9 @@ pub async fn handle(
         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
     let bytes = match read_body(body, gateway.max_body, expects_continue, charge.as_mut()).await {
         Ok(bytes) => bytes,
-        Err(BodyError::Invalid(err)) => return rejected_response(&gateway, &parts, 0, &err),
+        Err(BodyError::Invalid(err) | BodyError::OverLimit(err)) => {
+            return rejected_response(&gateway, &parts, 0, &err)
+        }
         Err(BodyError::TooLarge(err)) => {
             let mut response = rejected_response(&gateway, &parts, 0, &err);
             // The rest of the body is not read, so the connection cannot carry another
@@ -163,7 +167,9 @@ pub async fn handle(
             match handle_one(&gateway, &ctx, envelope, false, bytes.len()).await {
                 Handled::Json(body, ext) => json_response(body, ext),
                 Handled::Stream(events, ext) => sse_response(events, ext),
-                Handled::Refused(refusal, body) => refused_response(&refusal, body),
+                Handled::Refused(refusal, body) => {
+                    refused_response(&refusal, body, gateway.refusal_status)
+                }
                 Handled::Nothing => StatusCode::NO_CONTENT.into_response(),
             }
         }
@@ -214,7 +220,7 @@ fn handle_one<'a>(
         gateway,
         head: ctx.request,
         limits: ctx.limits,
-        wire: Wire::JsonRpc,
+        wire: Wire::Json,
         id: envelope.id,
         op,
         dialect,
@@ -338,13 +344,42 @@ where
     Handled::Stream(Body::from_stream(body), extensions)
 }
 
-/// The response to a request a limit or authentication refused: its status,
-/// `Retry-After`, `WWW-Authenticate`, and the JSON-RPC error `body` (empty for a
-/// notification). CORS headers are added by the layer.
-pub fn refused_response(refusal: &Refusal, body: Vec<u8>) -> Response {
+/// The HTTP status of a call the gateway refuses with a JSON-RPC error
+/// (`--refusal-status`): the one that says why, or 200 as JSON-RPC servers answer every
+/// error. Some SDK clients raise on a status other than 2xx before reading the body
+/// (the reference SDK for Python: its user reads only "HTTP Error 429"); with `jsonrpc`
+/// they show the error's code, reason and retry advice (docs/errors.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RefusalStatus {
+    /// 401, 403, 415, 429, 431 or 503, by what refused the call.
+    #[default]
+    Http,
+    /// 200, the refusal told by the JSON-RPC error alone.
+    Jsonrpc,
+}
+
+impl RefusalStatus {
+    /// The status a refusal meaning `status` is answered with.
+    fn of(self, status: StatusCode) -> StatusCode {
+        match self {
+            RefusalStatus::Http => status,
+            RefusalStatus::Jsonrpc => StatusCode::OK,
+        }
+    }
+}
+
+/// The response to a request a limit or authentication refused: its status (as `policy`
+/// says), `Retry-After`, `WWW-Authenticate`, and the JSON-RPC error `body` (empty for a
+/// notification, whose refusal keeps its status: there is nothing else to tell it by).
+/// CORS headers are added by the layer.
+pub fn refused_response(refusal: &Refusal, body: Vec<u8>, policy: RefusalStatus) -> Response {
     let empty = body.is_empty();
     let mut response = json_response(body, None);
-    *response.status_mut() = refusal.status;
+    *response.status_mut() = match empty {
+        true => refusal.status,
+        false => policy.of(refusal.status),
+    };
     let headers = response.headers_mut();
     if empty {
         headers.remove(http::header::CONTENT_TYPE);
@@ -371,7 +406,7 @@ fn refused_request(
     record.failed(refusal.error.kind);
     let out = refusal.body(None);
     record.sent(out.len());
-    refused_response(refusal, out)
+    refused_response(refusal, out, gateway.refusal_status)
 }
 
 /// The reply to a request of `bytes_in` bytes refused before any method was known,

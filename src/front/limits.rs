@@ -286,6 +286,9 @@ pub struct Refusal {
     pub error: A2aError,
 }
 
+/// The shortest wait a refusal advises: a busy limit frees in an instant it cannot know.
+const MIN_RETRY: Duration = Duration::from_millis(100);
+
 /// What refused a call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RefusedBy {
@@ -455,12 +458,18 @@ impl RouteLimits {
             }
             (_, value) => value.unwrap_or_default() as f64,
         };
+        let mut error = self.error(limit, message, value);
+        // The wait to the millisecond, for clients that read the error rather than the
+        // HTTP head (`Retry-After` has whole seconds).
+        error
+            .data
+            .push(crate::protocol::details::retry_info(wait.max(MIN_RETRY)));
         Refusal {
             by: RefusedBy::Limit(limit),
             status: limit.row().2,
             retry_after: Some(wait.as_secs_f64().ceil().max(1.0) as u64),
             challenges: Vec::new(),
-            error: self.error(limit, message, value),
+            error,
         }
     }
 

@@ -198,8 +198,10 @@ fn card_service(backend: Arc<dyn Backend>) -> CardService {
         tls: false,
         fixed_tenant: None,
         binding: Binding::Grpc,
-        grpc_path: None,
         enforced: Default::default(),
+        fronts: vec![Binding::JsonRpc],
+        rest_path: "/a2a/rest".to_owned(),
+        grpc_port: None,
     };
     CardService::new(&settings, route, Some(backend)).expect("a valid card route")
 }
@@ -476,7 +478,7 @@ fn route_settings() -> &'static RouteSettings {
     SETTINGS.get_or_init(|| {
         let bound = format!("{}ms", BOUND.as_millis());
         let mut args = vec!["a2a-gateway", "--backend", "http://fuzz.invalid:1"];
-        args.extend(["--push-guard", "false"]);
+        args.extend(["--push", "pass"]);
         for flag in [
             "--timeout",
             "--stream-timeout",

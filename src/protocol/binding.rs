@@ -1,17 +1,17 @@
 //! The protocol bindings by the names the specification gives them (§5.3; the names agent
 //! cards carry in `protocolBinding` and spans in `a2a.protocol.binding`), written once.
-//! A backend speaks one of `Binding::ALL`; clients reach the gateway over the route's
-//! `fronts`, any of `Binding::FRONTS`.
+//! A backend speaks gRPC or HTTP+JSON (`Binding::backend`); clients reach the gateway over
+//! the fronts a route enables (`fronts`), any of the three.
 
 use std::fmt;
 
 /// The JSON-RPC binding's name.
-pub(crate) const JSONRPC: &str = "JSONRPC";
+pub(crate) const JSONRPC: &str = Binding::JsonRpc.name();
 
 /// A protocol binding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Binding {
-    /// The JSON-RPC binding (spec section 9): only clients speak it to the gateway.
+    /// The JSON-RPC 2.0 binding (spec section 9): the gateway's front only.
     JsonRpc,
     /// The gRPC binding (spec section 10): `lf.a2a.v1.A2AService` over HTTP/2.
     Grpc,
@@ -20,15 +20,13 @@ pub enum Binding {
 }
 
 impl Binding {
-    /// The bindings a backend may speak.
-    pub(crate) const ALL: [Binding; 2] = [Binding::Grpc, Binding::HttpJson];
-    /// The bindings the gateway serves clients over.
-    pub(crate) const FRONTS: [Binding; 3] = [Binding::JsonRpc, Binding::Grpc, Binding::HttpJson];
+    /// Every binding.
+    pub(crate) const ALL: [Binding; 3] = [Binding::JsonRpc, Binding::Grpc, Binding::HttpJson];
 
     /// The specification's name.
     pub(crate) const fn name(self) -> &'static str {
         match self {
-            Binding::JsonRpc => JSONRPC,
+            Binding::JsonRpc => "JSONRPC",
             Binding::Grpc => "GRPC",
             Binding::HttpJson => "HTTP+JSON",
         }
@@ -41,18 +39,18 @@ impl Binding {
             .into_iter()
             .find(|b| b.name().eq_ignore_ascii_case(text))
             .or(alias)
-            .ok_or_else(|| format!("{text:?} is not a binding (GRPC or HTTP+JSON)"))
+            .ok_or_else(|| format!("{text:?} is not a binding (JSONRPC, GRPC or HTTP+JSON)"))
     }
 
-    /// A front as settings name it: any of `FRONTS` by its spec name in any case, or
-    /// `REST` for HTTP+JSON.
-    pub(crate) fn front_from_name(text: &str) -> Result<Binding, String> {
-        let alias = (text.eq_ignore_ascii_case("REST")).then_some(Binding::HttpJson);
-        Binding::FRONTS
-            .into_iter()
-            .find(|b| b.name().eq_ignore_ascii_case(text))
-            .or(alias)
-            .ok_or_else(|| format!("{text:?} is not a front (JSONRPC, GRPC or HTTP+JSON)"))
+    /// A binding a backend may speak (`--binding`): the gateway calls agents over gRPC or
+    /// HTTP+JSON only.
+    pub(crate) fn backend(text: &str) -> Result<Binding, String> {
+        match Binding::from_name(text) {
+            Ok(Binding::JsonRpc) | Err(_) => Err(format!(
+                "{text:?} is not a backend binding (GRPC or HTTP+JSON)"
+            )),
+            Ok(binding) => Ok(binding),
+        }
     }
 }
 
@@ -83,13 +81,13 @@ mod tests {
             assert_eq!(serde_json::from_value::<Binding>(json).unwrap(), binding);
         }
         assert_eq!(Binding::from_name("rest"), Ok(Binding::HttpJson));
-        for bad in ["SOAP", "", "JSONRPC"] {
+        for bad in ["SOAP", ""] {
             assert!(Binding::from_name(bad).is_err(), "{bad}");
         }
-        for front in Binding::FRONTS {
-            assert_eq!(Binding::front_from_name(front.name()), Ok(front));
+        for bad in ["SOAP", "", "JSONRPC", "jsonrpc"] {
+            assert!(Binding::backend(bad).is_err(), "{bad}");
         }
-        assert_eq!(Binding::front_from_name("jsonrpc"), Ok(Binding::JsonRpc));
-        assert!(Binding::front_from_name("SOAP").is_err());
+        assert_eq!(Binding::backend("rest"), Ok(Binding::HttpJson));
+        assert_eq!(Binding::backend("GRPC"), Ok(Binding::Grpc));
     }
 }

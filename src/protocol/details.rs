@@ -16,6 +16,16 @@ const TYPE_PREFIX: &str = "type.googleapis.com/google.rpc.";
 pub const ERROR_INFO: &str = "type.googleapis.com/google.rpc.ErrorInfo";
 /// `@type` of `google.rpc.BadRequest`.
 pub const BAD_REQUEST: &str = "type.googleapis.com/google.rpc.BadRequest";
+/// `@type` of `google.rpc.RetryInfo`.
+pub const RETRY_INFO: &str = "type.googleapis.com/google.rpc.RetryInfo";
+
+/// A `google.rpc.RetryInfo` detail: the client may try again after `wait` (to the
+/// millisecond), the advice `Retry-After` gives in whole seconds.
+pub(crate) fn retry_info(wait: std::time::Duration) -> Value {
+    let nanos = (wait.subsec_millis() * 1_000_000) as i32;
+    let seconds = i64::try_from(wait.as_secs()).unwrap_or(i64::MAX);
+    json!({"@type": RETRY_INFO, "retryDelay": duration(seconds, nanos)})
+}
 
 /// Decodes `grpc-status-details-bin` (a serialized `google.rpc.Status`) into `error.data`
 /// objects. Undecodable bytes yield one opaque entry rather than an error.
@@ -291,6 +301,23 @@ mod tests {
         let status = pb::Status::decode(&bytes[..]).unwrap();
         assert_eq!((status.code, status.message.as_str()), (3, "m"));
         assert_eq!(from_status_bytes(&bytes), data);
+    }
+
+    #[test]
+    fn retry_info_reads_back_as_it_was_written() {
+        let written = retry_info(std::time::Duration::from_micros(1_500_700));
+        assert_eq!(
+            written,
+            json!({"@type": RETRY_INFO, "retryDelay": "1.500s"})
+        );
+        let encoded = pb::RetryInfo {
+            retry_delay: Some(prost_types::Duration {
+                seconds: 1,
+                nanos: 500_000_000,
+            }),
+        }
+        .encode_to_vec();
+        assert_eq!(any_to_json(RETRY_INFO, &encoded), written);
     }
 
     #[test]

@@ -222,6 +222,19 @@ impl GatewayFault {
             GatewayFault::ReplyTooLarge => "GATEWAY_REPLY_TOO_LARGE",
         }
     }
+
+    /// The wait a client is advised before calling again (a `RetryInfo` detail), where
+    /// the same call may succeed later and the wait does not depend on the refusal: the
+    /// limits' own refusals know theirs (`front::limits`).
+    fn retry_after(self) -> Option<std::time::Duration> {
+        match self {
+            // An agent restarting, or another endpoint or replica taking over.
+            GatewayFault::BackendUnavailable => Some(std::time::Duration::from_secs(1)),
+            // Another replica serves it now.
+            GatewayFault::ShuttingDown => Some(std::time::Duration::ZERO),
+            _ => None,
+        }
+    }
 }
 
 /// An error on its way to the client: the table row, a message, and the details that
@@ -315,7 +328,13 @@ impl A2aError {
         Self {
             kind: ErrorKind::Internal,
             message: message.into(),
-            data: vec![error_info(fault.reason(), GATEWAY_DOMAIN)],
+            data: match fault.retry_after() {
+                None => vec![error_info(fault.reason(), GATEWAY_DOMAIN)],
+                Some(wait) => vec![
+                    error_info(fault.reason(), GATEWAY_DOMAIN),
+                    crate::protocol::details::retry_info(wait),
+                ],
+            },
         }
     }
 

@@ -14,6 +14,23 @@ use serde::de::DeserializeSeed;
 /// levels (`Value`, then `ListValue` or `Struct`): 48 is about the deepest an agent decodes.
 pub const MAX_NESTING: usize = 48;
 
+/// Proto field name → ProtoJSON name (`task_id` → `taskId`).
+pub(crate) fn json_name(field: &str) -> String {
+    let mut out = String::with_capacity(field.len());
+    let mut upper = false;
+    for c in field.chars() {
+        if c == '_' {
+            upper = true;
+        } else if upper {
+            out.push(c.to_ascii_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Decodes `params` text into the request `seed` makes of them (an `Op` makes its
 /// operation's request). Errors name the failing field path.
 pub fn decode_params<S, V>(seed: S, text: &str) -> Result<V, A2aError>

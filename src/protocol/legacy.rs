@@ -496,7 +496,14 @@ mod tests {
             crate::protocol::error::GatewayFault::BackendUnavailable,
             "down",
         );
-        assert_eq!(error(&fault)["data"]["reason"], "BACKEND_UNAVAILABLE");
+        let data = &error(&fault)["data"];
+        assert_eq!(data[0]["reason"], "BACKEND_UNAVAILABLE");
+        assert_eq!(data[1]["retryDelay"], "1s", "{data}");
+        let alone = A2aError::gateway(
+            crate::protocol::error::GatewayFault::BackendBadResponse,
+            "garbled",
+        );
+        assert_eq!(error(&alone)["data"]["reason"], "BACKEND_BAD_RESPONSE");
     }
 
     #[test]

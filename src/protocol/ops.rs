@@ -151,6 +151,12 @@ macro_rules! declare_operations {
                 })
             }
 
+            /// The name of this operation's request message in `lf.a2a.v1`
+            /// (`protocol::schema` describes it).
+            pub(crate) fn request_message(self) -> &'static str {
+                match self { $( Op::$u => stringify!($ureq), )* $( Op::$s => stringify!($sreq), )* }
+            }
+
             /// The HTTP+JSON binding's rule for this operation (without tenant prefix).
             pub(crate) fn http_rule(self) -> HttpRule {
                 match self {
@@ -349,6 +355,7 @@ mod tests {
             .unwrap();
             assert_eq!(op.decode_request(bytes.into()).unwrap(), request);
             assert_eq!(matches!(request, Request::Stream(_)), op.is_streaming());
+            assert!(crate::protocol::schema::message(op.request_message()).is_some());
         }
         assert_eq!(Op::from_name("message/send"), None);
     }

@@ -35,6 +35,10 @@ pub struct Field {
     pub json_name: String,
     pub presence: Presence,
     pub kind: Kind,
+    /// A `repeated` field (a JSON list), maps aside.
+    pub repeated: bool,
+    /// A `bool` field (its query parameter is `true` or `false`, spec 11.5).
+    pub boolean: bool,
 }
 
 /// Whether a field tells "set to the default" from "not set".
@@ -101,6 +105,8 @@ fn describe(proto: &DescriptorProto) -> Message {
             json_name: field.json_name().to_owned(),
             presence: presence(field),
             kind: kind(proto, field),
+            repeated: field.label() == Label::Repeated && !is_map(proto, field),
+            boolean: field.r#type() == Type::Bool,
         })
         .collect();
     Message {
@@ -119,17 +125,32 @@ fn presence(field: &FieldDescriptorProto) -> Presence {
     }
 }
 
+/// The nested `*Entry` message of a map field, if `field` is one.
+fn map_entry<'a>(
+    proto: &'a DescriptorProto,
+    field: &FieldDescriptorProto,
+) -> Option<&'a DescriptorProto> {
+    if field.r#type() != Type::Message {
+        return None;
+    }
+    proto
+        .nested_type
+        .iter()
+        .filter(|n| n.options.as_ref().is_some_and(|o| o.map_entry()))
+        .find(|n| field.type_name().ends_with(&format!(".{}", n.name())))
+}
+
+fn is_map(proto: &DescriptorProto, field: &FieldDescriptorProto) -> bool {
+    map_entry(proto, field).is_some()
+}
+
 fn kind(proto: &DescriptorProto, field: &FieldDescriptorProto) -> Kind {
     if field.r#type() != Type::Message {
         return Kind::Leaf;
     }
     // A map is a repeated nested `*Entry` message; its value field (number 2) holds the
     // message, if any.
-    let entry = proto
-        .nested_type
-        .iter()
-        .filter(|n| n.options.as_ref().is_some_and(|o| o.map_entry()))
-        .find(|n| field.type_name().ends_with(&format!(".{}", n.name())));
+    let entry = map_entry(proto, field);
     let (target, wrap): (&str, fn(String) -> Kind) = match entry {
         Some(entry) => (
             entry
@@ -191,5 +212,14 @@ mod tests {
             Presence::Explicit
         );
         assert!(message("Struct").is_none() && message("AgentCardX").is_none());
+
+        // What a query parameter of the HTTP+JSON front is read as.
+        let list = message("ListTasksRequest").unwrap();
+        assert!(list.field("includeArtifacts").unwrap().boolean);
+        assert!(!list.field("pageSize").unwrap().boolean);
+        assert!(card.field("skills").unwrap().repeated);
+        assert!(card.field("defaultInputModes").unwrap().repeated);
+        assert!(!card.field("securitySchemes").unwrap().repeated);
+        assert!(!card.field("name").unwrap().repeated);
     }
 }

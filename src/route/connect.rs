@@ -10,7 +10,6 @@ use crate::backend::endpoints::NewClient;
 use crate::backend::grpc::GrpcBackend;
 use crate::backend::rest::{RestBackend, RestConfigError};
 use crate::backend::Backend;
-use crate::config::ConfigError;
 use crate::protocol::binding::Binding;
 use crate::settings::ClientSettings;
 
@@ -47,9 +46,8 @@ impl Connector {
                 let grpc = GrpcBackend::with_identity(url, &client.grpc(), ca, identity)?;
                 Connector::Grpc(Arc::new(grpc))
             }
-            // `--binding` names no JSON-RPC (`Binding::from_name`); a caller that builds
-            // one is refused all the same.
-            Binding::JsonRpc => return Err(ConfigError::JsonRpcBackend.into()),
+            // `--binding` is read by `Binding::backend`, which refuses it.
+            Binding::JsonRpc => unreachable!("a JSON-RPC backend is refused by the settings"),
             Binding::HttpJson => {
                 let target = RestTarget {
                     url: url.to_owned(),

@@ -1,8 +1,10 @@
-//! The gateway's HTTP surface as one service: each route's JSON-RPC endpoint and agent
+//! The gateway's HTTP surface as one service: each route's JSON-RPC endpoint, HTTP+JSON
+//! operations (`front::rest`: a path that names none falls through to the rest) and agent
 //! card, and the gateway's own endpoints (`/healthz`, `/readyz`, `/metrics`, and the API
 //! catalog, RFC 9727, listing every route's card), which no route may take
 //! (`config::routes`). A request for anything else gets a 404 with a small
-//! JSON body; a known path with the wrong method a 405 with `Allow`. An admin listener
+//! JSON body; a known path with the wrong method a 405 with `Allow`. The push relay's
+//! callback (`push-callback-url`'s path) comes before the routes. An admin listener
 //! serves only the gateway's health and metrics endpoints, and takes `/metrics` off the
 //! main one (`Surface`). Only the admin listener's `/readyz` says which route is not
 //! ready and why; elsewhere it says ready or not (the reasons are logged,
@@ -34,11 +36,12 @@ use crate::card::origin::Origins;
 use crate::front::call::authenticate;
 use crate::front::jsonrpc::refused_response;
 use crate::front::limits::Limits;
+use crate::front::rest::{self, Routed};
 use crate::front::{grpc, jsonrpc, Gateway};
 use crate::lifecycle::Lifecycle;
-use crate::protocol::binding::Binding;
+use crate::push::sign::JWKS_PATH;
 use crate::server::readiness::{Readiness, ReadinessMode};
-use crate::telemetry::Metrics;
+use crate::telemetry::{Metrics, PushMetrics};
 
 /// The path of a route's agent card below its prefix (spec 8.2).
 pub(crate) const CARD_PATH: &str = "/.well-known/agent-card.json";
@@ -57,8 +60,14 @@ pub struct ServedRoute {
     pub prefix: String,
     /// Lowercase host name; `None`: any host.
     pub host: Option<String>,
-    /// The JSON-RPC endpoint's path below the prefix.
-    pub jsonrpc_path: String,
+    /// The JSON-RPC endpoint's path below the prefix (`None`: the route does not serve the
+    /// JSON-RPC front).
+    pub jsonrpc_path: Option<String>,
+    /// The HTTP+JSON front's base path below the prefix, empty for the prefix itself
+    /// (`None`: the route does not serve the HTTP+JSON front).
+    pub rest_path: Option<String>,
+    /// Whether the route serves the gRPC front (calls told by their content type).
+    pub grpc: bool,
     /// The route's endpoints when it balances over many (`/readyz`, `/metrics`).
     pub endpoints: Option<Arc<RouteEndpoints>>,
     /// What the route's calls go through: its backend, policies and deadlines.
@@ -91,6 +100,12 @@ pub struct Frontend {
     /// state counts.
     readiness: Option<Arc<Readiness>>,
     surface: Surface,
+    /// The push relay's callback (`push-callback-url`), served before the routes.
+    push_callback: Option<Arc<crate::push::relay::callback::Callback>>,
+    /// The push deliveries' counters, for `/metrics`.
+    push_metrics: Option<Arc<PushMetrics>>,
+    /// The JWK Set of the push signing key (`push::sign::JWKS_PATH`).
+    jwks: Option<bytes::Bytes>,
 }
 
 /// What a listener serves. Every surface but `Admin` is public: whoever reaches it learns
@@ -117,9 +132,7 @@ impl Frontend {
     ) -> Frontend {
         Frontend {
             by_host: routes.iter().any(|r| r.host.is_some()),
-            grpc: routes
-                .iter()
-                .any(|r| r.gateway.fronts.contains(&Binding::Grpc)),
+            grpc: routes.iter().any(|r| r.grpc),
             index: Arc::new(RouteIndex::new(
                 routes
                     .iter()
@@ -134,7 +147,31 @@ impl Frontend {
             sensitive: crate::protocol::params::sensitive_names(&[]).into(),
             readiness: None,
             surface: Surface::All,
+            push_callback: None,
+            push_metrics: None,
+            jwks: None,
         }
+    }
+
+    /// Serves the push relay's callback at its path (`push/relay/callback.rs`).
+    pub(crate) fn with_push_callback(
+        mut self,
+        callback: Option<Arc<crate::push::relay::callback::Callback>>,
+    ) -> Frontend {
+        self.push_callback = callback;
+        self
+    }
+
+    /// The push deliveries' counters, and the JWK Set of their signing key if they are
+    /// signed (`push::deliver`, `push::sign`).
+    pub(crate) fn with_push(
+        mut self,
+        metrics: Arc<PushMetrics>,
+        jwks: Option<bytes::Bytes>,
+    ) -> Frontend {
+        self.push_metrics = Some(metrics);
+        self.jwks = jwks;
+        self
     }
 
     /// The routes' limits (`front::limits`), built once for every worker.
@@ -383,6 +420,9 @@ impl Frontend {
             .filter_map(|r| Some((r.name.as_str(), r.gateway.allow.as_ref()?.counts())))
             .collect();
         crate::telemetry::render_authz(&mut text, &authz);
+        if let Some(push) = &self.push_metrics {
+            push.render(&mut text);
+        }
         text
     }
 
@@ -395,10 +435,7 @@ impl Frontend {
         } else {
             None
         };
-        let serving = || {
-            (self.routes.iter().enumerate())
-                .filter(|(_, r)| r.gateway.fronts.contains(&Binding::Grpc))
-        };
+        let serving = || (self.routes.iter().enumerate()).filter(|(_, r)| r.grpc);
         let for_host = serving().filter(|(_, r)| {
             let named = r.host.as_deref();
             named.is_some()
@@ -437,7 +474,9 @@ pub fn router(gateway: Arc<Gateway>, jsonrpc_path: &str) -> Frontend {
         name: DEFAULT_ROUTE.to_owned(),
         prefix: String::new(),
         host: None,
-        jsonrpc_path: jsonrpc_path.to_owned(),
+        jsonrpc_path: Some(jsonrpc_path.to_owned()),
+        rest_path: None,
+        grpc: false,
         endpoints: None,
         gateway,
     };
@@ -477,6 +516,10 @@ impl tower::Service<http::Request<Body>> for Frontend {
         if !own {
             return ready(not_found());
         }
+        if let Some(callback) = self.push_callback.as_ref().filter(|c| c.path() == path) {
+            let callback = callback.clone();
+            return Box::pin(async move { Ok(callback.handle(request).await) });
+        }
         // The gateway's own gRPC health, where a route serves gRPC.
         if grpc::is_grpc(&request) && path.starts_with(grpc::health::HEALTH_PATH) && self.grpc {
             let mut health = grpc::health::service(self.lifecycle.clone());
@@ -508,22 +551,30 @@ impl tower::Service<http::Request<Body>> for Frontend {
                     let profile = route.gateway.profile;
                     return ready(grpc::status::of_refusal(&refusal, profile).into_http());
                 }
-                return ready(refused_response(&refusal, refusal.body(None)));
+                let policy = route.gateway.refusal_status;
+                return ready(refused_response(&refusal, refusal.body(None), policy));
             }
             let below = match at_root {
                 Some(_) => path,
                 None => &path[route.prefix.len()..],
             };
             let card = route.gateway.card.as_ref();
-            let fronts = &route.gateway.fronts;
-            let jsonrpc_call = below == route.jsonrpc_path && fronts.contains(&Binding::JsonRpc);
             // A gRPC call's path is the method's, below the route's prefix.
-            let grpc_call = grpc::is_grpc(&request)
+            let grpc_call = route.grpc
+                && grpc::is_grpc(&request)
                 && request.method() == Method::POST
-                && below.starts_with(grpc::SERVICE_PATH)
-                && fronts.contains(&Binding::Grpc);
-            let serves = jsonrpc_call
+                && below.starts_with(grpc::SERVICE_PATH);
+            let jsonrpc = !grpc_call && route.jsonrpc_path.as_deref() == Some(below);
+            let rest = match route.rest_path.as_deref() {
+                Some(base) if !grpc_call && !jsonrpc && below != CARD_PATH => below
+                    .strip_prefix(base)
+                    .map(|op| rest::route(request.method(), op)),
+                _ => None,
+            }
+            .filter(|routed| *routed != Routed::NotFound);
+            let serves = jsonrpc
                 || grpc_call
+                || rest.is_some()
                 || (below == CARD_PATH && card.is_some_and(|c| c.serves_card()));
             // A Host allow-list holds for the JSON-RPC endpoint too, not only the card;
             // the probes (a kubelet names the pod's address) stay reachable.
@@ -541,7 +592,20 @@ impl tower::Service<http::Request<Body>> for Frontend {
                 let limits = limits.cloned();
                 return Box::pin(async move { Ok(grpc::handle(gateway, limits, request).await) });
             }
-            if jsonrpc_call {
+            match rest {
+                Some(Routed::Call(matched)) => {
+                    let gateway = route.gateway.clone();
+                    let limits = limits.cloned();
+                    return Box::pin(async move {
+                        Ok(rest::handle(gateway, limits, matched, request).await)
+                    });
+                }
+                Some(Routed::WrongMethod(allow)) => {
+                    return ready(rest::wrong_method(&allow, route.gateway.profile))
+                }
+                _ => {}
+            }
+            if jsonrpc {
                 if request.method() != Method::POST {
                     return ready(wrong_method("POST"));
                 }
@@ -558,12 +622,13 @@ impl tower::Service<http::Request<Body>> for Frontend {
                 let parts = request.into_parts().0;
                 if let Some(auth) = route.gateway.auth.as_ref().filter(|a| !a.card_is_public()) {
                     let (auth, card) = (auth.clone(), card.clone());
+                    let policy = route.gateway.refusal_status;
                     return Box::pin(async move {
                         Ok(match auth.authenticate(&parts).await {
                             Ok(_) => card.respond(&parts),
                             Err(failure) => {
                                 let refusal = authenticate::refusal(&auth, &failure);
-                                refused_response(&refusal, refusal.body(None))
+                                refused_response(&refusal, refusal.body(None), policy)
                             }
                         })
                     });
@@ -576,6 +641,13 @@ impl tower::Service<http::Request<Body>> for Frontend {
                 wrong_method("GET, HEAD")
             }
             CATALOG_PATH => self.catalog(&request.into_parts().0),
+            JWKS_PATH => match &self.jwks {
+                Some(_) if !is_read(request.method()) => wrong_method("GET, HEAD"),
+                Some(jwks) => {
+                    ([(CONTENT_TYPE, "application/jwk-set+json")], jwks.clone()).into_response()
+                }
+                None => not_found(),
+            },
             "/healthz" => "ok\n".into_response(),
             "/readyz" => {
                 let this = self.clone();

@@ -9,7 +9,8 @@
 //! used (a key of another certificate, a half-written file) is logged once and the
 //! previous certificate stays in service. Contents are compared rather than modification
 //! times: a Kubernetes Secret volume swaps a symlink, and coarse timestamps hide quick
-//! rewrites.
+//! rewrites. The client CA bundle reloads the same way: new handshakes get a rustls
+//! configuration with the new CAs.
 //!
 //! A handshake runs on its connection's own task, never in the accept loop, and must
 //! finish within `--tls-handshake-timeout`.
@@ -62,6 +63,8 @@ struct PemPair {
 
 impl PemPair {
     fn read(cert: &Path, key: &Path) -> Result<PemPair, IdentityError> {
+        crate::watched::note(cert);
+        crate::watched::note(key);
         Ok(PemPair {
             cert: std::fs::read(cert).map_err(|e| IdentityError::Cert(e.to_string()))?,
             key: std::fs::read(key).map_err(|e| IdentityError::Key(e.to_string()))?,
@@ -207,9 +210,23 @@ impl IdentityFlags {
 /// The HTTPS side of the listener. Clones share the certificate and its reloading.
 #[derive(Clone)]
 pub struct ServerTls {
-    acceptor: tokio_rustls::TlsAcceptor,
+    listener: Arc<Listener>,
     handshake_timeout: Duration,
+}
+
+/// What every clone of a `ServerTls` shares, and the reload thread keeps current.
+struct Listener {
     certificate: Arc<Certificate>,
+    /// The rustls configuration new handshakes get: replaced when the client CA changes.
+    acceptor: RwLock<tokio_rustls::TlsAcceptor>,
+    client_ca: Option<ClientCa>,
+}
+
+/// `--tls-client-ca`: the file, how it is applied, and what it held when last read.
+struct ClientCa {
+    path: PathBuf,
+    auth: ClientAuth,
+    pem: Mutex<Vec<u8>>,
 }
 
 /// The listener's TLS settings, as given.
@@ -236,15 +253,6 @@ impl ServerTls {
             return Err(TlsConfigError::HandshakeTimeout);
         }
         let (pair, certified) = LISTENER.read(cert, key)?;
-        let builder = rustls::ServerConfig::builder_with_provider(provider())
-            .with_safe_default_protocol_versions()
-            .map_err(|e| TlsConfigError::Cert(cert.to_owned(), e.to_string()))?;
-        let builder = match settings.client_ca {
-            None => builder.with_no_client_auth(),
-            Some(ca) => {
-                builder.with_client_cert_verifier(client_verifier(ca, settings.client_auth)?)
-            }
-        };
         let certificate = Arc::new(Certificate {
             cert_path: cert.to_owned(),
             key_path: key.to_owned(),
@@ -254,19 +262,34 @@ impl ServerTls {
                 unreadable: false,
             }),
         });
-        let mut config = builder.with_cert_resolver(certificate.clone());
-        config.alpn_protocols = ALPN.iter().map(|p| p.to_vec()).collect();
+        let (verifier, client_ca) = match settings.client_ca {
+            None => (None, None),
+            Some(path) => {
+                let (verifier, pem) = client_verifier(path, settings.client_auth)?;
+                let client_ca = ClientCa {
+                    path: path.to_owned(),
+                    auth: settings.client_auth,
+                    pem: Mutex::new(pem),
+                };
+                (Some(verifier), Some(client_ca))
+            }
+        };
+        let acceptor = acceptor(&certificate, verifier)
+            .map_err(|e| TlsConfigError::Cert(cert.to_owned(), e.to_string()))?;
         Ok(Some(ServerTls {
-            acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
+            listener: Arc::new(Listener {
+                certificate,
+                acceptor: RwLock::new(acceptor),
+                client_ca,
+            }),
             handshake_timeout: settings.handshake_timeout,
-            certificate,
         }))
     }
 
     /// When the certificate new handshakes get expires, in seconds since the Unix epoch
     /// (its leaf's notAfter), read anew at each call; `None` once this `ServerTls` is gone.
     pub fn not_after(&self) -> impl Fn() -> Option<i64> + Send + Sync + 'static {
-        let certificate: Weak<Certificate> = Arc::downgrade(&self.certificate);
+        let certificate: Weak<Certificate> = Arc::downgrade(&self.listener.certificate);
         move || {
             let certificate = certificate.upgrade()?;
             let current = certificate
@@ -278,16 +301,16 @@ impl ServerTls {
         }
     }
 
-    /// Starts the thread that reloads the certificate when its files change; it ends
-    /// once every clone of this `ServerTls` is gone.
+    /// Starts the thread that reloads the certificate and the client CA when their files
+    /// change; it ends once every clone of this `ServerTls` is gone.
     pub fn watch(&self) -> std::io::Result<()> {
-        let certificate: Weak<Certificate> = Arc::downgrade(&self.certificate);
+        let listener: Weak<Listener> = Arc::downgrade(&self.listener);
         std::thread::Builder::new()
             .name("a2a-tls-reload".into())
             .spawn(move || loop {
                 std::thread::sleep(RELOAD_POLL);
-                match certificate.upgrade() {
-                    Some(certificate) => certificate.reload(),
+                match listener.upgrade() {
+                    Some(listener) => listener.reload(),
                     None => return,
                 }
             })?;
@@ -302,7 +325,9 @@ impl ServerTls {
         stop: &mut watch::Receiver<bool>,
     ) -> Option<TlsStream<TcpStream>> {
         let peer = tcp.peer_addr().ok();
-        let accept = self.acceptor.accept(tcp).into_fallible();
+        let acceptor = self.listener.acceptor.read().map(|a| a.clone());
+        let acceptor = acceptor.unwrap_or_else(|e| e.into_inner().clone());
+        let accept = acceptor.accept(tcp).into_fallible();
         let handshake = tokio::time::timeout(self.handshake_timeout, accept);
         let done = tokio::select! {
             done = handshake => done,
@@ -342,13 +367,67 @@ async fn linger(mut tcp: TcpStream) {
     let _ = tokio::time::timeout(LINGER, drain).await;
 }
 
+/// The listener's rustls configuration: `certificate` (which reloads itself), client
+/// certificates checked by `verifier` when there is one, HTTP/2 and HTTP/1.1 by ALPN.
+fn acceptor(
+    certificate: &Arc<Certificate>,
+    verifier: Option<Arc<dyn ClientCertVerifier>>,
+) -> Result<tokio_rustls::TlsAcceptor, rustls::Error> {
+    let builder = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()?;
+    let builder = match verifier {
+        None => builder.with_no_client_auth(),
+        Some(verifier) => builder.with_client_cert_verifier(verifier),
+    };
+    let mut config = builder.with_cert_resolver(certificate.clone());
+    config.alpn_protocols = ALPN.iter().map(|p| p.to_vec()).collect();
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+}
+
+impl Listener {
+    /// Reloads the certificate, then the client CA: when its file changed and holds
+    /// usable CAs, new handshakes check client certificates against them; otherwise the
+    /// previous CAs stay, and the problem is logged.
+    fn reload(&self) {
+        self.certificate.reload();
+        let Some(ca) = &self.client_ca else {
+            return;
+        };
+        let mut pem = ca.pem.lock().unwrap_or_else(|e| e.into_inner());
+        let changed = std::fs::read(&ca.path).is_ok_and(|now| now != *pem);
+        if !changed {
+            return;
+        }
+        let rebuilt = client_verifier(&ca.path, ca.auth).and_then(|(verifier, read)| {
+            let acceptor = acceptor(&self.certificate, Some(verifier))
+                .map_err(|e| TlsConfigError::ClientCa(ca.path.clone(), e.to_string()))?;
+            Ok((acceptor, read))
+        });
+        match rebuilt {
+            Ok((acceptor, read)) => {
+                *self.acceptor.write().unwrap_or_else(|e| e.into_inner()) = acceptor;
+                *pem = read;
+                tracing::info!(ca = %ca.path.display(), "TLS client CA reloaded");
+            }
+            Err(e) => {
+                if let Ok(now) = std::fs::read(&ca.path) {
+                    // Logged once per change of the file.
+                    *pem = now;
+                }
+                tracing::warn!(error = %e, "TLS client CA changed but cannot be used; still checking clients against the previous CAs");
+            }
+        }
+    }
+}
+
 /// The verifier of client certificates: chains to a CA of `path`; `optional` also lets
-/// clients without a certificate in.
+/// clients without a certificate in. Returns it with the file's bytes.
 fn client_verifier(
     path: &Path,
     auth: ClientAuth,
-) -> Result<Arc<dyn ClientCertVerifier>, TlsConfigError> {
+) -> Result<(Arc<dyn ClientCertVerifier>, Vec<u8>), TlsConfigError> {
     let fail = |why: String| TlsConfigError::ClientCa(path.to_owned(), why);
+    crate::watched::note(path);
     let pem = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
     let mut roots = rustls::RootCertStore::empty();
     for certificate in CertificateDer::pem_slice_iter(&pem) {
@@ -363,7 +442,8 @@ fn client_verifier(
         ClientAuth::Required => builder,
         ClientAuth::Optional => builder.allow_unauthenticated(),
     };
-    builder.build().map_err(|e| fail(e.to_string()))
+    let verifier = builder.build().map_err(|e| fail(e.to_string()))?;
+    Ok((verifier, pem))
 }
 
 /// The certificate new handshakes get, and the files it is reloaded from.

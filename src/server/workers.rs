@@ -15,18 +15,64 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use super::clients::ClientLimits;
 use super::tls::ServerTls;
-use super::{accept_failed, serve_connections, Frontend};
+use super::{accept_failed, serve_connections, Frontend, Served};
 use crate::telemetry::Metrics;
 
 /// Running workers, each fed connections by the acceptor.
 pub struct Workers {
     inboxes: Vec<mpsc::UnboundedSender<std::net::TcpStream>>,
     finished: Vec<oneshot::Receiver<()>>,
+    rebuilds: Rebuilds,
+}
+
+/// Asks every worker to serve a new set of routes (a reload).
+#[derive(Clone)]
+pub struct Rebuilds(Vec<mpsc::UnboundedSender<Rebuild>>);
+
+/// One worker's part of a reload: build its frontend from `template`, say whether it
+/// could, then swap it in when `commit` says so (every worker could).
+struct Rebuild {
+    template: Arc<dyn Frontends>,
+    built: oneshot::Sender<Result<(), String>>,
+    commit: oneshot::Receiver<()>,
+}
+
+impl Rebuilds {
+    /// Has every worker build its frontend of `template`; only when all have, each swaps
+    /// it in (for requests arriving from then on), so no worker serves other routes than
+    /// the rest. Returns the first worker's error otherwise, and nothing changes.
+    pub async fn swap(&self, template: Arc<dyn Frontends>) -> Result<(), String> {
+        let mut commits = Vec::with_capacity(self.0.len());
+        let mut built = Vec::with_capacity(self.0.len());
+        for worker in &self.0 {
+            let (built_tx, built_rx) = oneshot::channel();
+            let (commit, commit_rx) = oneshot::channel();
+            let rebuild = Rebuild {
+                template: template.clone(),
+                built: built_tx,
+                commit: commit_rx,
+            };
+            worker
+                .send(rebuild)
+                .map_err(|_| "a worker has stopped".to_owned())?;
+            commits.push(commit);
+            built.push(built_rx);
+        }
+        for worker in built {
+            worker
+                .await
+                .map_err(|_| "a worker has stopped".to_owned())??;
+        }
+        for commit in commits {
+            let _ = commit.send(());
+        }
+        Ok(())
+    }
 }
 
 /// What the workers serve: each builds a `Frontend` of its own on its runtime (`route`'s
@@ -59,16 +105,19 @@ impl Workers {
         let mut workers = Workers {
             inboxes: Vec::with_capacity(count),
             finished: Vec::with_capacity(count),
+            rebuilds: Rebuilds(Vec::with_capacity(count)),
         };
         for index in 0..count.max(1) {
             let (inbox, connections) = mpsc::unbounded_channel();
+            let (rebuild_tx, rebuilds) = mpsc::unbounded_channel();
             let (ready_tx, ready) = std::sync::mpsc::channel();
             let (finished_tx, finished) = oneshot::channel();
             let (template, metrics) = (template.clone(), metrics.clone());
             std::thread::Builder::new()
                 .name(format!("a2a-worker-{index}"))
                 .spawn(move || {
-                    run_worker(template.as_ref(), &metrics, connections, ready_tx, grace);
+                    let channels = (connections, rebuilds);
+                    run_worker(template, &metrics, channels, ready_tx, grace);
                     let _ = finished_tx.send(());
                 })
                 .map_err(|e| format!("cannot start a worker thread: {e}"))?;
@@ -77,21 +126,30 @@ impl Workers {
                 .map_err(|_| "a worker thread stopped while starting".to_owned())??;
             workers.inboxes.push(inbox);
             workers.finished.push(finished);
+            workers.rebuilds.0.push(rebuild_tx);
         }
         Ok(workers)
     }
 
-    /// Accepts connections on `listener` (and `grpc`, `--grpc-listen`, served alike) and
-    /// hands them out until `shutdown` resolves; then waits until every worker has drained
-    /// its connections (bounded by the grace period), while this runtime keeps serving
-    /// anything else it runs (the demo agent).
+    /// What reloads the workers' routes while they serve.
+    pub fn rebuilds(&self) -> Rebuilds {
+        self.rebuilds.clone()
+    }
+
+    /// Accepts connections on `listener` (and `grpc`, `--grpc-listen`, served alike: by the
+    /// same workers and their current routes, so a reload holds for both) and hands them
+    /// out until `shutdown` resolves; then waits until every worker has drained its
+    /// connections (bounded by the grace period), while this runtime keeps serving anything
+    /// else it runs (the demo agent).
     pub async fn serve(
         self,
         listener: TcpListener,
         grpc: Option<TcpListener>,
         shutdown: impl Future<Output = ()>,
     ) {
-        let Workers { inboxes, finished } = self;
+        let Workers {
+            inboxes, finished, ..
+        } = self;
         let mut shutdown = std::pin::pin!(shutdown);
         let mut next = 0usize;
         let grpc_accept = || async {
@@ -146,9 +204,12 @@ impl Workers {
 /// One worker thread's life: its runtime, its gateway (reported through `ready`), then
 /// the connections it is handed until the acceptor stops.
 fn run_worker(
-    template: &impl Frontends,
+    template: Arc<impl Frontends>,
     metrics: &Arc<Metrics>,
-    connections: mpsc::UnboundedReceiver<std::net::TcpStream>,
+    (connections, rebuilds): (
+        mpsc::UnboundedReceiver<std::net::TcpStream>,
+        mpsc::UnboundedReceiver<Rebuild>,
+    ),
     ready: std::sync::mpsc::Sender<Result<(), String>>,
     grace: Duration,
 ) {
@@ -173,10 +234,38 @@ fn run_worker(
         };
         metrics.count_tasks_of(tokio::runtime::Handle::current());
         let _ = ready.send(Ok(()));
-        let incoming = UnboundedReceiverStream::new(connections).map(TcpStream::from_std);
         let (tls, limits) = (template.tls().cloned(), template.client_limits());
-        serve_connections(incoming, frontend, grace, tls, limits).await;
+        // Not kept: after a reload, the first routes (their cards, their key refreshes)
+        // must be freed.
+        drop(template);
+        let (swap, served) = watch::channel(Served::new(frontend));
+        let rebuilding = tokio::spawn(rebuild(rebuilds, metrics.clone(), swap));
+        let incoming = UnboundedReceiverStream::new(connections).map(TcpStream::from_std);
+        serve_connections(incoming, served, grace, tls, limits).await;
+        rebuilding.abort();
     });
     // Whatever still runs (the idle backend connection) is dropped, not awaited.
     runtime.shutdown_timeout(Duration::from_millis(100));
+}
+
+/// A worker's reloads: each frontend built on this thread's runtime (its backend clients
+/// run here), swapped in once every worker has built its own.
+async fn rebuild(
+    mut rebuilds: mpsc::UnboundedReceiver<Rebuild>,
+    metrics: Arc<Metrics>,
+    swap: watch::Sender<Served>,
+) {
+    while let Some(rebuild) = rebuilds.recv().await {
+        match rebuild.template.worker_frontend(&metrics) {
+            Ok(frontend) => {
+                let _ = rebuild.built.send(Ok(()));
+                if rebuild.commit.await.is_ok() {
+                    swap.send_replace(Served::new(frontend));
+                }
+            }
+            Err(e) => {
+                let _ = rebuild.built.send(Err(e));
+            }
+        }
+    }
 }

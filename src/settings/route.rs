@@ -24,7 +24,8 @@ use crate::protocol::binding::Binding;
 use crate::protocol::error::Profile;
 use crate::protocol::ops::Op;
 use crate::protocol::params::{ForwardPolicy, HeaderRules};
-use crate::push::PushPolicy;
+use crate::push::relay::RelaySettings;
+use crate::push::{PushMode, PushPolicy};
 use crate::units::optional;
 
 /// One checked route: what selects it and everything its call path is built from.
@@ -38,6 +39,11 @@ pub struct RouteSettings {
     pub host: Option<String>,
     /// The route's JSON-RPC path below its prefix (`--jsonrpc-path`).
     pub jsonrpc_path: String,
+    /// The fronts clients reach the route over, in the order its card lists them.
+    pub(crate) fronts: Vec<Binding>,
+    /// The HTTP+JSON front's base path below the prefix: empty (the prefix itself) or
+    /// `/segment…` without trailing `/` (`--rest-path`).
+    pub(crate) rest_path: String,
     /// The agent the route calls.
     pub upstream: Upstream,
     /// The binding the agent speaks.
@@ -78,10 +84,14 @@ pub struct RouteSettings {
     pub(crate) legacy: bool,
     /// The error table's column the route's fronts write (`spec-profile`).
     pub(crate) profile: Profile,
-    /// The bindings the route serves clients over, in the configured order, each once.
-    pub(crate) fronts: Vec<Binding>,
-    /// The push URL policy; `None`: the guard is off.
+    /// The HTTP status of refusals.
+    pub(crate) refusal_status: crate::front::jsonrpc::RefusalStatus,
+    /// The push URL policy; `None`: the guard is off (`push = "pass"`).
     pub push: Option<PushPolicy>,
+    /// `push = "relay"`: the relay's process-wide settings (`Settings::load` sets them).
+    pub(crate) relay: Option<Arc<RelaySettings>>,
+    /// What the route does with push configs (`--push`).
+    pub(crate) push_mode: PushMode,
     /// The `card` table with the `--card*` flags over it.
     pub card: CardSettings,
     /// What the route's authentication enforces, which its card declares.
@@ -178,6 +188,11 @@ impl RouteSettings {
         format!("{}{}", self.prefix, self.jsonrpc_path)
     }
 
+    /// The public path of the route's HTTP+JSON front (its operations' paths follow it).
+    pub(crate) fn rest_path(&self) -> String {
+        format!("{}{}", self.prefix, self.rest_path)
+    }
+
     /// The public path of the route's agent card.
     pub(crate) fn card_path(&self) -> String {
         format!("{}/.well-known/agent-card.json", self.prefix)
@@ -211,10 +226,18 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
     );
     let (max_body, batch, limits) = limits(cli)?;
     let allow = allow(cli, auth.as_deref())?;
-    let push = match cli.push_guard {
-        true => Some(PushPolicy::new(cli.push_allow_http, &cli.push_allow)?),
-        false => None,
+    let push = match cli.push {
+        PushMode::Guard | PushMode::Relay => {
+            Some(PushPolicy::new(cli.push_allow_http, &cli.push_allow)?)
+        }
+        PushMode::Pass => None,
     };
+    if cli.push == PushMode::Relay && (cli.task_owner || affinity.is_some()) {
+        // The agent's events carry its own ids, which such a route never shows clients.
+        return Err(ConfigError::PushRelay(
+            "not with task-owner or task affinity yet: notifications would carry the agent's task ids".into(),
+        ));
+    }
     let caller_headers = match &cli.auth_table.forward {
         Some(table) => CallerHeaders::new(table)?,
         None => CallerHeaders::default(),
@@ -235,6 +258,8 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
         prefix: String::new(),
         host: None,
         jsonrpc_path: cli.jsonrpc_path.clone(),
+        fronts: fronts(cli)?,
+        rest_path: rest_path(cli)?,
         upstream,
         binding: cli.binding,
         client: client(cli)?,
@@ -264,8 +289,10 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
         tenant: cli.tenant.clone(),
         legacy: cli.legacy == Legacy::V03,
         profile: cli.spec_profile,
-        fronts: fronts(&cli.fronts)?,
+        refusal_status: cli.refusal_status,
         push,
+        relay: None,
+        push_mode: cli.push,
         card: card(cli),
         enforced: enforced(&cli.auth_table, auth.as_deref()),
         origin: RouteOrigin {
@@ -280,17 +307,27 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
     })
 }
 
-/// The route's fronts, checked: at least one, none twice.
-fn fronts(fronts: &[Binding]) -> Result<Vec<Binding>, ConfigError> {
-    if fronts.is_empty() {
+/// The route's fronts: at least one, none twice (the card lists each once).
+fn fronts(cli: &Cli) -> Result<Vec<Binding>, ConfigError> {
+    if cli.fronts.is_empty() {
         return Err(ConfigError::Fronts("name at least one front".into()));
     }
-    for (i, front) in fronts.iter().enumerate() {
-        if fronts[..i].contains(front) {
+    for (i, front) in cli.fronts.iter().enumerate() {
+        if cli.fronts[..i].contains(front) {
             return Err(ConfigError::Fronts(format!("{front} is named twice")));
         }
     }
-    Ok(fronts.to_vec())
+    Ok(cli.fronts.clone())
+}
+
+/// The HTTP+JSON front's base path, `/` as the prefix itself (empty).
+fn rest_path(cli: &Cli) -> Result<String, ConfigError> {
+    let path = cli.rest_path.as_str();
+    let fine = path == "/" || (path.starts_with('/') && !path.ends_with('/'));
+    if !fine || path == cli.jsonrpc_path {
+        return Err(ConfigError::RestPath(path.to_owned()));
+    }
+    Ok(path.trim_end_matches('/').to_owned())
 }
 
 /// The credentials the route's authentication consumes, never forwarded: the API key
@@ -492,6 +529,7 @@ fn client(cli: &Cli) -> Result<ClientSettings, ConfigError> {
 /// startup error rather than a failure of every call.
 fn read_ca(path: &std::path::Path) -> Result<Vec<u8>, ConfigError> {
     let fail = |why: String| ConfigError::BackendCa(path.to_owned(), why);
+    crate::watched::note(path);
     let pem = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
     match reqwest::Certificate::from_pem_bundle(&pem) {
         Ok(certificates) if !certificates.is_empty() => Ok(pem),

@@ -38,8 +38,8 @@ use serde::Deserialize;
 
 use super::untrusted::{clip_message, clipped, without_credentials};
 use crate::proto::{send_message_response, stream_response, Message, Task, TaskState};
-use crate::protocol::binding::{Binding, JSONRPC};
-use crate::protocol::error::{A2aError, ErrorKind};
+use crate::protocol::binding::Binding;
+use crate::protocol::error::{A2aError, ErrorKind, Profile};
 use crate::protocol::ops::{Op, Reply, Request, StreamRequest, UnaryRequest};
 use crate::protocol::params::SUPPORTED_VERSION;
 
@@ -415,11 +415,15 @@ fn is_trace_header(name: &HeaderName) -> bool {
     name == TRACEPARENT || name == TRACESTATE
 }
 
-/// The server span of one JSON-RPC call. Ended when dropped (a stream's when its body is).
+/// The server span of one call, over the JSON-RPC or the HTTP+JSON front. Ended when dropped (a stream's when its body is).
 /// The task's ids and state change along a stream; each is set once, its last value, as
 /// the span ends (an attribute set twice would be listed twice).
 pub(crate) struct ServerSpan {
     span: Span,
+    /// The front the call came through.
+    binding: Binding,
+    /// The error table's column its errors are written in (`spec-profile`).
+    profile: Profile,
     frames: u64,
     task: Option<String>,
     state: Option<&'static str>,
@@ -433,19 +437,37 @@ impl ServerSpan {
         op: Op,
         request: &http::request::Parts,
         id: Option<&str>,
+        (binding, profile): (Binding, Profile),
     ) -> Option<ServerSpan> {
         let tracer = tracer()?;
         let parent = TraceContextPropagator::new().extract(&Headers(&request.headers));
         let mut attributes = vec![
             KeyValue::new("a2a.method.name", op.name()),
             KeyValue::new("a2a.protocol.version", SUPPORTED_VERSION),
-            KeyValue::new("a2a.protocol.binding", JSONRPC),
-            KeyValue::new("rpc.system", "jsonrpc"),
-            KeyValue::new("rpc.method", op.name()),
-            KeyValue::new("rpc.jsonrpc.version", "2.0"),
+            KeyValue::new("a2a.protocol.binding", binding.name()),
+        ];
+        match binding {
+            Binding::JsonRpc => attributes.extend([
+                KeyValue::new("rpc.system", "jsonrpc"),
+                KeyValue::new("rpc.method", op.name()),
+                KeyValue::new("rpc.jsonrpc.version", "2.0"),
+            ]),
+            Binding::Grpc => {
+                let (service, method) = (op.grpc_path()[1..]).split_once('/').unwrap_or_default();
+                attributes.extend([
+                    KeyValue::new("rpc.system", "grpc"),
+                    KeyValue::new("rpc.service", service),
+                    KeyValue::new("rpc.method", method),
+                ]);
+            }
+            Binding::HttpJson => {
+                attributes.push(KeyValue::new("url.template", op.http_rule().path));
+            }
+        }
+        attributes.extend([
             KeyValue::new("http.request.method", request.method.as_str().to_owned()),
             KeyValue::new("url.path", clipped(request.uri.path()).into_owned()),
-        ];
+        ]);
         if let Some(client) = request.extensions.get::<super::ClientAddr>() {
             attributes.push(KeyValue::new("client.address", client.0.ip().to_string()));
             attributes.push(KeyValue::new("client.port", i64::from(client.0.port())));
@@ -463,6 +485,8 @@ impl ServerSpan {
             .start_with_context(tracer, &parent);
         Some(ServerSpan {
             span,
+            binding,
+            profile,
             frames: 0,
             task: None,
             state: None,
@@ -545,12 +569,21 @@ impl ServerSpan {
         self.frames += 1;
     }
 
-    /// Records how the call ended: its JSON-RPC error code and message as the status.
+    /// Records how the call ended: its JSON-RPC error code (over gRPC its status code,
+    /// over HTTP+JSON its HTTP status, in the route's profile) and message as the status.
     pub(crate) fn failed(&mut self, err: &A2aError) {
-        self.span.set_attribute(KeyValue::new(
-            "rpc.jsonrpc.error_code",
-            i64::from(err.kind.code()),
-        ));
+        let profile = self.profile;
+        self.span.set_attribute(match self.binding {
+            Binding::JsonRpc => KeyValue::new("rpc.jsonrpc.error_code", i64::from(err.kind.code())),
+            Binding::Grpc => {
+                let code = err.kind.grpc(profile) as i32;
+                KeyValue::new("rpc.grpc.status_code", i64::from(code))
+            }
+            Binding::HttpJson => KeyValue::new(
+                "http.response.status_code",
+                i64::from(err.kind.http(profile)),
+            ),
+        });
         self.span.set_status(Status::error(format!(
             "{}: {}",
             err.kind.code(),
@@ -637,6 +670,54 @@ fn request_ids(request: &Request) -> (Option<&str>, Option<&str>) {
         Request::Unary(UnaryRequest::ListTasks(_) | UnaryRequest::GetExtendedAgentCard(_)) => {
             (None, None)
         }
+    }
+}
+
+/// The span of one push delivery (`push::deliver`): the child of the agent's post, whose
+/// `traceparent` the relay keeps, so the call to the webhook joins the task's trace; its own
+/// context goes to the webhook as `traceparent`. Covers every attempt.
+pub(crate) struct DeliverySpan(Span);
+
+impl DeliverySpan {
+    /// Starts the span of a delivery to `host` (`None` when traces are off).
+    pub(crate) fn start(traceparent: Option<&str>, host: &str) -> Option<DeliverySpan> {
+        let tracer = tracer()?;
+        let mut head = HeaderMap::new();
+        if let Some(value) = traceparent.and_then(|v| HeaderValue::from_str(v).ok()) {
+            head.insert(TRACEPARENT, value);
+        }
+        let parent = TraceContextPropagator::new().extract(&Headers(&head));
+        let attributes = vec![
+            KeyValue::new("http.request.method", "POST"),
+            KeyValue::new("server.address", clipped(host).into_owned()),
+        ];
+        let span = tracer
+            .span_builder("POST")
+            .with_kind(SpanKind::Client)
+            .with_attributes(attributes)
+            .start_with_context(tracer, &parent);
+        Some(DeliverySpan(span))
+    }
+
+    /// Writes the span's context into the webhook's request head.
+    pub(crate) fn write(&self, head: &mut HeaderMap) {
+        TraceContext(self.0.span_context().clone()).write(head);
+    }
+
+    /// Ends the span with how the delivery ended.
+    pub(crate) fn ended(mut self, outcome: &'static str, status: Option<u16>, attempts: u32) {
+        self.0
+            .set_attribute(KeyValue::new("a2a.push.outcome", outcome));
+        self.0
+            .set_attribute(KeyValue::new("a2a.push.attempts", i64::from(attempts)));
+        if let Some(code) = status {
+            self.0
+                .set_attribute(KeyValue::new("http.response.status_code", i64::from(code)));
+        }
+        if outcome != "delivered" {
+            self.0.set_status(Status::error(outcome));
+        }
+        self.0.end();
     }
 }
 

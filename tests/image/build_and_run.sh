@@ -91,6 +91,7 @@ echo 'unqualified-search-registries = []' >"$state/registries.conf"
 
 rust_version=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' "$repo/Cargo.toml")
 crate_version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$repo/Cargo.toml" | head -n1)
+commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
 [[ -n $rust_version ]] || fail "no rust-version in Cargo.toml"
 
 # ---------------------------------------------------------------------------- bases
@@ -196,6 +197,7 @@ build() {
     --build-arg BUILDER_IMAGE="$builder_base" \
     --build-arg RUNTIME_IMAGE="$runtime_base" \
     --build-arg VERSION="$crate_version" \
+    --build-arg COMMIT="$commit" \
     "$@" "$repo" >>"$state/build.log" 2>&1; then
     tail -n 40 "$state/build.log"
     fail "podman build of deploy/Dockerfile failed (log: $state/build.log)"
@@ -234,7 +236,9 @@ trap cleanup EXIT
 # nothing) tells those paths, so that the comparison below sees what the gateway writes.
 # A file the gateway wrote is still seen, in /run too: only directories' times are lost.
 mnt=$(buildah mount "$ctr")
-buildah run --isolation chroot "$ctr" -- /usr/local/bin/a2a-gateway --version >/dev/null
+version=$(buildah run --isolation chroot "$ctr" -- /usr/local/bin/a2a-gateway --version)
+[ "$version" = "a2a-gateway $crate_version (commit $commit)" ] \
+  || fail "--version in the image says '$version', not version $crate_version and commit $commit"
 touch "$state/tmp/before-control"
 sleep 1
 buildah run --isolation chroot "$ctr" -- /usr/local/bin/a2a-gateway --version >/dev/null

@@ -167,9 +167,11 @@ fn route(binding: Binding) -> RouteCard {
         tls: false,
         fixed_tenant: None,
         binding,
-        grpc_path: None,
         legacy: false,
         enforced: Default::default(),
+        fronts: vec![Binding::JsonRpc],
+        rest_path: "/a2a/rest".to_owned(),
+        grpc_port: None,
     }
 }
 

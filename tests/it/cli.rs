@@ -47,6 +47,40 @@ fn help_explains_every_flag() {
 }
 
 #[test]
+fn version_names_the_release_and_the_commit() {
+    let out = run(&["--version"]);
+    assert!(out.status.success());
+    let version = env!("CARGO_PKG_VERSION");
+    let commit = env!("A2A_GATEWAY_COMMIT");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("a2a-gateway {version} (commit {commit})")
+    );
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    // The checkout's own commit, unless the build was told another.
+    if std::env::var_os("A2A_GATEWAY_COMMIT").is_none() {
+        let head = Command::new("git")
+            .args(["rev-parse", "--short", "HEAD"])
+            .current_dir(repo)
+            .output()
+            .unwrap();
+        if head.status.success() {
+            assert_eq!(String::from_utf8_lossy(&head.stdout).trim(), commit);
+        }
+    }
+    // Image tags follow the version: the release itself, or what follows it.
+    let tag = Command::new(repo.join("scripts/image-tag"))
+        .output()
+        .unwrap();
+    assert!(tag.status.success(), "{tag:?}");
+    let tag = String::from_utf8_lossy(&tag.stdout).trim().to_owned();
+    assert!(
+        tag == version || tag.starts_with(&format!("{version}-g{commit}")),
+        "{tag}"
+    );
+}
+
+#[test]
 fn bad_flags_give_one_line_and_exit_code_2() {
     for args in [
         vec!["--bogus"],
@@ -67,6 +101,19 @@ fn bad_flags_give_one_line_and_exit_code_2() {
         vec!["--backend", "http://x:1", "--rate-limit", "0.0000009"],
         vec!["--backend", "http://x:1", "--backend-keepalive", "0"],
         vec!["--backend", "http://x:1", "--jsonrpc-path", "rpc"],
+        // The gateway calls agents over gRPC or HTTP+JSON; JSON-RPC is a front only.
+        vec!["--backend", "http://x:1", "--binding", "JSONRPC"],
+        vec![
+            "--backend",
+            "http://x:1",
+            "--fronts",
+            "JSONRPC,HTTP+JSON,REST",
+        ],
+        vec!["--backend", "http://x:1", "--fronts", "SOAP"],
+        vec!["--backend", "http://x:1", "--fronts", ""],
+        vec!["--backend", "http://x:1", "--rest-path", "rest"],
+        vec!["--backend", "http://x:1", "--rest-path", "/rest/"],
+        vec!["--backend", "http://x:1", "--rest-path", "/a2a/jsonrpc"],
         vec!["--backend", "http://x:1", "--forward-header", "Connection"],
         vec!["--backend", "http://x:1", "--max-body", "0"],
         vec!["--backend", "http://x:1", "--max-batch-reply", "0"],

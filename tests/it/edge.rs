@@ -89,14 +89,7 @@ impl Backend for Panicking {
 
 #[tokio::test]
 async fn a_panicking_handler_gets_a_jsonrpc_internal_error_and_serving_goes_on() {
-    let settings = route_settings(&[
-        "--timeout",
-        "5s",
-        "--max-body",
-        "1MiB",
-        "--push-guard",
-        "false",
-    ]);
+    let settings = route_settings(&["--timeout", "5s", "--max-body", "1MiB", "--push", "pass"]);
     let gateway =
         a2a_gateway::route::handler_over(&settings, Arc::new(Panicking), Default::default())
             .unwrap();

@@ -307,7 +307,9 @@ pub async fn serve(state: Arc<Gateway>, jsonrpc_path: &str) -> String {
         name: name.to_owned(),
         prefix: prefix.to_owned(),
         host: None,
-        jsonrpc_path: jsonrpc_path.to_owned(),
+        jsonrpc_path: Some(jsonrpc_path.to_owned()),
+        rest_path: None,
+        grpc: false,
         endpoints: None,
         gateway: state.clone(),
     };

@@ -34,12 +34,12 @@ fn push_config_json() -> Value {
 }
 
 pub(crate) struct Case {
-    params: Value,
+    pub(crate) params: Value,
     /// The request the backend receives (the gRPC front sends it as is).
     pub(crate) expected: Request,
     /// The backend's reply.
     pub(crate) reply: Reply,
-    result: Value,
+    pub(crate) result: Value,
 }
 
 /// One case per unary operation; `unary_cases_cover_the_table` checks none is missing.

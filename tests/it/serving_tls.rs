@@ -365,6 +365,41 @@ async fn client_certificates_are_verified_against_the_client_ca() {
     );
 }
 
+#[tokio::test]
+async fn a_rotated_client_ca_is_taken_up_without_a_restart() {
+    let ca = Ca::new("listener CA");
+    let (old, new) = (Ca::new("old client CA"), Ca::new("new client CA"));
+    let (old_member, new_member) = (old.client("old member"), new.client("new member"));
+    let dir = Dir::new("client-ca-reload");
+    let client_ca = dir.write("clients.pem", &old.pem);
+    let mut flags = args(&["--demo"], &tls_flags(&dir, &ca.server("gateway", 1)));
+    flags.extend(["--tls-client-ca".to_owned(), client_ca.clone()]);
+    let gateway = start(&flags, None).await;
+    // Each attempt on a new client: a fresh connection, so a fresh handshake.
+    let echo_as = |member: &Leaf| {
+        let client = https_client(&ca, true, Some(member));
+        let url = gateway.url.clone();
+        async move { echo(&client, &url).await }
+    };
+    assert_eq!(echo_as(&old_member).await, Ok(Version::HTTP_11));
+    let refused = echo_as(&new_member).await;
+    assert!(refused.unwrap_err().contains("UnknownCA"));
+
+    // A half-written file is not taken: the old CA still admits.
+    std::fs::write(&client_ca, "-----BEGIN CERTIFICATE-----\nMIIB").unwrap();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(echo_as(&old_member).await, Ok(Version::HTTP_11));
+
+    std::fs::write(&client_ca, &new.pem).unwrap();
+    let started = Instant::now();
+    while echo_as(&new_member).await.is_err() {
+        assert!(started.elapsed() < Duration::from_secs(10), "not reloaded");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let refused = echo_as(&old_member).await;
+    assert!(refused.unwrap_err().contains("UnknownCA"));
+}
+
 /// A client that opens a connection and sends nothing is dropped at the handshake
 /// timeout, and meanwhile the only worker serves others; one that starts its handshake
 /// just before the timeout is served.

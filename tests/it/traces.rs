@@ -1,8 +1,8 @@
 //! Traces on the wire: the gateway binary exports its spans to an in-process OTLP receiver
 //! (`otlp`), over gRPC and over http/protobuf, configured by the standard `OTEL_*`
-//! variables or by flags. One server span per JSON-RPC call, one client span per backend
-//! call; the client's trace is continued and the backend gets the gateway's client span as
-//! its parent; spans still buffered are exported at SIGTERM.
+//! variables or by flags. One server span per call (JSON-RPC or HTTP+JSON), one client
+//! span per backend call; the client's trace is continued and the backend gets the
+//! gateway's client span as its parent; spans still buffered are exported at SIGTERM.
 
 use crate::harness;
 use crate::harness::otlp;
@@ -449,4 +449,62 @@ async fn trace_settings_from_the_config_file() {
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("--trace-sampler-arg"), "{stderr}");
+}
+
+/// A call through the HTTP+JSON front: its server span names that front (binding, the
+/// operation's path template, the HTTP method, the HTTP status of a failure) and carries
+/// no JSON-RPC attributes; the client's trace is continued as on the JSON-RPC front.
+#[tokio::test]
+async fn the_http_json_front_names_itself_in_the_server_span() {
+    let (collector, endpoint) = Collector::grpc().await;
+    let agent = backend();
+    let addr = agent.spawn().await;
+    let backend_url = format!("http://{addr}");
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+        ("OTEL_BSP_SCHEDULE_DELAY", "600000"),
+    ];
+    let args = [
+        "--backend",
+        &backend_url,
+        "--fronts",
+        "HTTP+JSON",
+        "--drain-delay",
+        "0",
+    ];
+    let mut gateway = start_with(&args, &env, Stdio::null()).await;
+    let origin = gateway.1.trim_end_matches("/a2a/jsonrpc").to_owned();
+    let response = harness::client()
+        .get(format!("{origin}/a2a/rest/tasks/t-9"))
+        .header("a2a-version", "1.0")
+        .header("traceparent", TRACEPARENT)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 404);
+    terminate(&mut gateway).await;
+    let spans = collector.wait_for(2, Duration::from_secs(5)).await;
+    assert_eq!(spans.len(), 2, "{spans:#?}");
+    let server = one(&spans, SpanKind::Server, "GetTask");
+    assert_eq!(hex(&server.span.trace_id), TRACE_ID);
+    assert_eq!(hex(&server.span.parent_span_id), CLIENT_SPAN);
+    assert_attrs(
+        server,
+        &[
+            ("a2a.method.name", "GetTask"),
+            ("a2a.protocol.binding", "HTTP+JSON"),
+            ("url.template", "/tasks/{id}"),
+            ("http.request.method", "GET"),
+            ("url.path", "/a2a/rest/tasks/t-9"),
+            ("http.response.status_code", "404"),
+        ],
+    );
+    for absent in [
+        "rpc.system",
+        "rpc.jsonrpc.request_id",
+        "rpc.jsonrpc.error_code",
+    ] {
+        assert_eq!(attr(&server.span, absent), None, "{absent}");
+    }
 }

@@ -1,11 +1,12 @@
 """Discovery + conversation with the a2a-sdk 1.3.0 client, starting from a base URL only.
 
     python client_from_card.py BASE_URL [--tenant T] [--credential KIND=VALUE ...]
+                               [--binding JSONRPC|HTTP+JSON]
 
 1. The SDK's `A2ACardResolver` fetches `BASE_URL/.well-known/agent-card.json`.
-2. The SDK's `ClientFactory` (config: JSONRPC is the only transport it may use) picks
-   the card's JSONRPC interface (spec 8.3.2; a 1.0 interface is preferred) and sets
-   the interface's `tenant`, if any, on every request.
+2. The SDK's `ClientFactory` (config: JSONRPC, or the `--binding` given, is the only
+   transport it may use) picks the card's interface of that binding (spec 8.3.2; a 1.0
+   interface is preferred) and sets the interface's `tenant`, if any, on every request.
 3. Conversation: send `hello` (-> Message), send `task` (-> COMPLETED Task), stream
    `stream` (-> the six events), get the task, send `slow` and cancel it (-> CANCELED),
    send `headers` (-> what the agent saw: binding and tenant).
@@ -21,7 +22,8 @@ stdout (for the caller to assert on):
     INTERFACE <protocolBinding> <protocolVersion> <url>      # what the factory chose
     step <n>: <name>: ok
     AGENT binding=<jsonrpc|rest|grpc> tenant=<tenant seen by the agent, '-' if none>
-    CALLS <n> <url>        # every conversation request went to this one URL
+    CALLS <n> <url>        # every conversation request went to this one URL (HTTP+JSON:
+                           # to operation paths below it)
     OK <n> steps
 At the first failure: `FAIL step <n> (<name>): <reason>` on stderr, exit 1.
 
@@ -125,7 +127,7 @@ def security_line(card):
     return 'SECURITY ' + (' '.join(names) or '-')
 
 
-async def main(base_url, tenant, credentials):
+async def main(base_url, tenant, credentials, binding):
     sent = []
 
     async def record(req):
@@ -134,7 +136,7 @@ async def main(base_url, tenant, credentials):
     async with httpx.AsyncClient(timeout=30, event_hooks={'request': [record]}) as http:
         try:
             card = await asyncio.wait_for(A2ACardResolver(http, base_url).get_agent_card(), 60)
-            config = dict(httpx_client=http, supported_protocol_bindings=['JSONRPC'])
+            config = dict(httpx_client=http, supported_protocol_bindings=[binding])
             interceptors = [AuthInterceptor(CardCredentials(card, credentials))]
             unary = ClientFactory(ClientConfig(streaming=False, **config)).create(card, interceptors)
             streaming = ClientFactory(ClientConfig(streaming=True, **config)).create(
@@ -147,7 +149,7 @@ async def main(base_url, tenant, credentials):
         print(f'CARD {sent[0]}', flush=True)
         print(security_line(card), flush=True)
         # The factory's choice, as the SDK itself resolves it (a 1.0 JSONRPC interface first).
-        chosen = ClientFactory._find_best_interface(list(card.supported_interfaces), ['JSONRPC'])
+        chosen = ClientFactory._find_best_interface(list(card.supported_interfaces), [binding])
         print(f'INTERFACE {chosen.protocol_binding} {chosen.protocol_version} {chosen.url}', flush=True)
         expected_tenant = chosen.tenant if tenant is None else tenant
         del sent[:]
@@ -156,6 +158,10 @@ async def main(base_url, tenant, credentials):
             return 1
         # The interface URL is what the client really used, not only what it announced.
         urls = sorted(set(sent))
+        if binding != 'JSONRPC':
+            # Each operation has its own path below the interface's URL.
+            below = [u for u in urls if u.startswith(chosen.url.rstrip('/') + '/')]
+            urls = [chosen.url] if urls and below == urls else urls
         if urls != [chosen.url]:
             print(f'FAIL step {len(all_steps) + 1} (calls went to the chosen interface): {urls}',
                   file=sys.stderr)
@@ -171,6 +177,8 @@ if __name__ == '__main__':
     parser.add_argument('--tenant', help='the tenant the agent must see')
     parser.add_argument('--credential', action='append', default=[], metavar='KIND=VALUE',
                         help='bearer=TOKEN or api-key=KEY, sent where the card says')
+    parser.add_argument('--binding', default='JSONRPC',
+                        help='the one binding the client may use: JSONRPC or HTTP+JSON')
     args = parser.parse_args()
     credentials = dict(c.split('=', 1) for c in args.credential)
-    sys.exit(asyncio.run(main(args.base_url, args.tenant, credentials)))
+    sys.exit(asyncio.run(main(args.base_url, args.tenant, credentials, args.binding)))

@@ -315,6 +315,7 @@ fn checked_url(text: &str) -> Result<Url, String> {
 /// A key file's bytes, at most `MAX_JWKS_SIZE`.
 fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
     use std::io::Read;
+    crate::watched::note(path);
     let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
     let mut bytes = Vec::new();
     file.take(MAX_JWKS_SIZE as u64 + 1)

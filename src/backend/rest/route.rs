@@ -12,6 +12,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::protocol::error::{A2aError, ErrorKind};
+use crate::protocol::json::json_name;
 use crate::protocol::ops::{HttpMethod, TypedRequest};
 
 /// Everything but RFC 3986 unreserved characters (`ALPHA DIGIT - . _ ~`) is encoded, in
@@ -67,7 +68,7 @@ pub fn layout(request: &mut impl TypedRequest) -> Result<Outgoing, A2aError> {
     let mut rest = rule.path;
     while let Some((before, field, after)) = placeholder(rest) {
         path.push_str(before);
-        let key = camel_case(field);
+        let key = json_name(field);
         let value = match fields.iter().position(|(k, _)| *k == key) {
             Some(i) => fields.remove(i).1,
             None => Value::Null,
@@ -98,23 +99,6 @@ fn placeholder(template: &str) -> Option<(&str, &str, &str)> {
         &template[open + 1..open + len],
         &template[open + len + 1..],
     ))
-}
-
-/// Proto field name → ProtoJSON name (`task_id` → `taskId`).
-fn camel_case(field: &str) -> String {
-    let mut out = String::with_capacity(field.len());
-    let mut upper = false;
-    for c in field.chars() {
-        if c == '_' {
-            upper = true;
-        } else if upper {
-            out.push(c.to_ascii_uppercase());
-            upper = false;
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// Appends one encoded path segment; values a URL path cannot carry are refused.

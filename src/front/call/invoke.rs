@@ -2,7 +2,8 @@
 //! policy, the dialect's, the caller's identity: `auth::forward`), the server span's context, the call itself (`unary`, `stream`),
 //! the backend's status for the access line, and a unary reply written for its front: in
 //! the call's dialect, or as gRPC's protobuf message (its ids sealed for the caller on a
-//! `task-owner` route). Here a `backend::Error` becomes the client's `A2aError`: the one conversion,
+//! `task-owner` route, its push configs shown as the client registered them on a relaying
+//! route). Here a `backend::Error` becomes the client's `A2aError`: the one conversion,
 //! through the fault table (`Fault::gateway_fault`) and the error table.
 
 use futures::stream::MapErr;
@@ -59,6 +60,9 @@ impl Layer<Box<Request>> for Invoke {
                 if !x.answered() {
                     return Ok(Answer::Json(Vec::new(), extensions));
                 }
+                if let Some(relay) = &gateway.relay {
+                    relay.show_out(&mut reply, x.principal.as_ref());
+                }
                 if let Some(owner) = owner {
                     owner.seal_out(&mut reply);
                 }
@@ -66,7 +70,7 @@ impl Layer<Box<Request>> for Invoke {
                 let card = gateway.card.as_deref();
                 let out = match (x.wire, x.id.as_deref()) {
                     (Wire::Grpc, _) => grpc::reply_bytes(&reply, card, x.head)?,
-                    (Wire::JsonRpc, id) => {
+                    (Wire::Json, id) => {
                         let id = id.unwrap_or_default();
                         x.dialect.reply_bytes(id, &reply, card, x.head)?
                     }

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use crate::front::call::{Answer, Exchange, Layer};
+use crate::front::dialect::Dialect;
 use crate::front::sse::Watch;
 use crate::proto::StreamResponse;
 use crate::protocol::error::A2aError;
@@ -23,7 +24,12 @@ impl<In: Send, L: Layer<In> + Sync> Layer<In> for Observe<L> {
         tracing::debug!(a2a_version = x.dialect.label(), method, "call");
         let meter = Meter::start(&x.gateway.route_metrics, x.op, x.started)
             .in_v03(x.dialect.legacy_method());
-        x.record.method(x.op, x.head, x.id.as_deref());
+        // An HTTP+JSON call has no JSON-RPC id.
+        let id =
+            x.id.as_deref()
+                .filter(|_| !matches!(x.dialect, Dialect::Rest(_)));
+        x.record
+            .method(x.op, x.head, id, (x.binding(), x.gateway.profile));
         let answer = self.0.call(x, input).await;
         let outcome = match &answer {
             Ok(Answer::Json(..) | Answer::Stream(_)) => Outcome::Ok,

@@ -1,11 +1,14 @@
-//! Push check: a push URL the request gives the agent must pass the route's push guard
-//! (`push/guard.rs`), so a refused URL never reaches the agent.
+//! Push check: a push config the request gives the agent must pass the route's push guard
+//! (`push/guard.rs`), so a refused URL never reaches the agent; on a relaying route it is
+//! then replaced by the gateway's callback and a sealed token (`push/relay.rs`), whose
+//! replies `invoke` shows the client as it registered them.
 
 use crate::front::call::{Answer, Exchange, Layer};
 use crate::protocol::error::A2aError;
 use crate::protocol::ops::Request;
+use crate::telemetry::PushRegistration;
 
-/// Checks the request's push URL, if any, before the layer inside.
+/// Checks the request's push URL, if any, and relays it, before the layer inside.
 pub struct PushCheck<L>(pub L);
 
 impl<L: Layer<Box<Request>> + Sync> Layer<Box<Request>> for PushCheck<L> {
@@ -14,14 +17,39 @@ impl<L: Layer<Box<Request>> + Sync> Layer<Box<Request>> for PushCheck<L> {
     async fn call(
         &self,
         x: &mut Exchange<'_>,
-        request: Box<Request>,
+        mut request: Box<Request>,
     ) -> Result<Answer<L::Events>, A2aError> {
-        if let (Some(guard), Some((url, field))) = (&x.gateway.push, x.dialect.pushed_url(&request))
-        {
-            // Boxed: only a call that carries a push URL pays for the resolver's (large)
-            // future.
-            Box::pin(guard.check_pushed(url, field)).await?;
+        if x.dialect.pushed_url(&request).is_some() {
+            // Boxed: only a call that carries a push URL pays for the check's future (the
+            // resolver's is large).
+            Box::pin(check(x, &mut request)).await?;
         }
         self.0.call(x, request).await
     }
+}
+
+/// Checks the push config `request` carries, and seals it on a relaying route.
+async fn check(x: &Exchange<'_>, request: &mut Request) -> Result<(), A2aError> {
+    let Some((url, field)) = x.dialect.pushed_url(request) else {
+        return Ok(());
+    };
+    let (gateway, metrics) = (x.gateway, &x.gateway.route_metrics);
+    let mut outcome = PushRegistration::Passed;
+    if let Some(guard) = &gateway.push {
+        if let Err(refusal) = guard.check_pushed(url, field).await {
+            metrics.push_registration(PushRegistration::Refused);
+            return Err(refusal);
+        }
+        outcome = PushRegistration::Guarded;
+    }
+    if let Some(relay) = &gateway.relay {
+        let owner = crate::push::seal::owner_digest(x.principal.as_ref());
+        if let Err(refusal) = relay.seal_in(request, &owner, field) {
+            metrics.push_registration(PushRegistration::Refused);
+            return Err(refusal);
+        }
+        outcome = PushRegistration::Relayed;
+    }
+    metrics.push_registration(outcome);
+    Ok(())
 }

@@ -1,0 +1,605 @@
+//! Sends relayed push notifications to the clients' webhooks (issue 23; spec 4.3.3 and
+//! 13.2): `Deliverer` is the relay's `Outbox`. Every bound is the operator's:
+//!
+//! - Queues: the deliveries held at once, waiting or being sent, are bounded overall
+//!   (`--push-queue`) and per destination `host:port` (`--push-queue-per-destination`);
+//!   past a bound `--push-drop` drops the oldest waiting delivery or refuses the newest,
+//!   and counts it.
+//! - Order: one worker per destination sends one delivery at a time, oldest first, so the
+//!   events of a task (one webhook, one destination) arrive in the order they came.
+//! - Retries: connection failures, timeouts, 5xx and 429 are retried with exponential
+//!   back-off and full jitter (429 after its `Retry-After` seconds, at most the back-off
+//!   cap), up to `--push-max-attempts` and `--push-max-age`; a 3xx (never followed) and
+//!   any other 4xx are final.
+//! - Duplicates: the same event for the same webhook, seen among the last `RECENT`
+//!   accepted, is dropped (the agent retried a post the relay had already taken).
+//! - Shutdown (`shutdown`): nothing new is taken; what is held is sent within the grace,
+//!   then what is left is dropped, counted and logged.
+//!
+//! Connections are made by `connect` (checked addresses only). The work runs on a thread
+//! of its own, started at the first delivery, so a slow webhook costs the serving threads
+//! nothing.
+
+pub(crate) mod connect;
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use http::{HeaderName, HeaderValue};
+use tokio_util::sync::CancellationToken;
+
+use super::outbox::{Delivery, Outbox, Refused};
+use super::sign::{PushSigner, SIGNATURE_HEADER};
+use super::{PushPolicy, Refusal};
+use crate::telemetry::trace::DeliverySpan;
+use crate::telemetry::untrusted::clipped;
+use crate::telemetry::{DeliveryOutcome, DropReason, PushCounters, PushMetrics};
+use connect::Lookup;
+pub(crate) use connect::Timeouts;
+
+/// Accepted deliveries whose event and webhook are remembered for duplicates: at about
+/// 100 bytes each, under half a MiB.
+const RECENT: usize = 4096;
+
+/// The most of a webhook's answer that is read (to reuse its connection); the rest is
+/// not waited for.
+const MAX_ANSWER: usize = 64 << 10;
+
+/// The header the client's token travels in, as the A2A SDKs send it.
+const TOKEN_HEADER: HeaderName = HeaderName::from_static("x-a2a-notification-token");
+
+/// The media type of a push payload (spec 4.3.3).
+const PAYLOAD_TYPE: HeaderValue = HeaderValue::from_static("application/a2a+json");
+
+/// Which delivery a full queue drops (`--push-drop`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PushDrop {
+    /// The oldest waiting delivery of the destination (or, when the overall bound is
+    /// reached, of all destinations) makes room for the new one.
+    Oldest,
+    /// The new delivery is refused.
+    Newest,
+}
+
+/// Exponential back-off with full jitter: attempt `n` (from 1) waits a random time up to
+/// `min(cap, base × 2^(n-1))`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Backoff {
+    pub(crate) base: Duration,
+    pub(crate) cap: Duration,
+}
+
+impl Backoff {
+    /// What the gateway uses: from half a second up to a minute.
+    pub const DEFAULT: Backoff = Backoff {
+        base: Duration::from_millis(500),
+        cap: Duration::from_secs(60),
+    };
+
+    fn ceiling(self, attempt: u32) -> Duration {
+        let doubled = self
+            .base
+            .saturating_mul(1u32 << attempt.saturating_sub(1).min(20));
+        doubled.min(self.cap)
+    }
+
+    fn wait(self, attempt: u32) -> Duration {
+        let ceiling = self.ceiling(attempt).as_millis() as u64;
+        let mut bytes = [0u8; 8];
+        // The jitter needs no secrecy: without randomness, no wait beats a stampede.
+        let random =
+            match ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes) {
+                Ok(()) => u64::from_le_bytes(bytes),
+                Err(_) => 0,
+            };
+        Duration::from_millis(random % (ceiling + 1))
+    }
+}
+
+/// How the gateway delivers push notifications: its bounds, retries, deadlines, the extra
+/// CA and the signing key (`--push-*`).
+#[derive(Clone, Debug)]
+pub struct DeliverySettings {
+    /// Deliveries held at once, waiting or being sent (at least 1).
+    pub(crate) queue: usize,
+    /// Of those, for one destination `host:port` (at least 1).
+    pub(crate) per_destination: usize,
+    pub(crate) drop: PushDrop,
+    /// Attempts of one delivery, the first included (at least 1).
+    pub(crate) max_attempts: u32,
+    /// No retry starts later than this after the delivery was queued.
+    pub(crate) max_age: Duration,
+    pub(crate) timeouts: Timeouts,
+    pub(crate) backoff: Backoff,
+    /// TLS for `https` webhooks: the platform's roots and `--push-ca-file`'s.
+    pub(crate) tls: Arc<rustls::ClientConfig>,
+    /// Signs each delivery (`--push-sign-key`).
+    pub(crate) signer: Option<Arc<PushSigner>>,
+}
+
+/// One route's way out: its URL policy, its client (checked resolution, its DNS server)
+/// and its counters.
+struct RouteOut {
+    policy: PushPolicy,
+    client: reqwest::Client,
+    counters: Arc<PushCounters>,
+}
+
+/// The deliveries a route may make, as `Deliverer::new` takes them.
+pub(crate) struct DeliveryRoute {
+    pub(crate) name: String,
+    /// The route's push URL policy (`push-allow`, `push-allow-http`); the strict default
+    /// where the route's guard is off.
+    pub(crate) policy: PushPolicy,
+    pub(crate) lookup: Lookup,
+}
+
+/// A delivery held, with when it was queued and its place in arrival order.
+struct Held {
+    delivery: Delivery,
+    queued: Instant,
+    seq: u64,
+}
+
+/// The deliveries of one destination: those waiting, the route of the one being sent, and
+/// whether its worker runs.
+#[derive(Default)]
+struct Destination {
+    waiting: VecDeque<Held>,
+    sending: Option<Arc<str>>,
+    worker: bool,
+}
+
+#[derive(Default)]
+struct State {
+    destinations: HashMap<String, Destination>,
+    /// Deliveries held: waiting, or being sent.
+    held: usize,
+    next_seq: u64,
+    /// The keys (event and webhook) of the last `RECENT` accepted deliveries.
+    recent: HashSet<[u8; 32]>,
+    recent_order: VecDeque<[u8; 32]>,
+    closed: bool,
+}
+
+struct Shared {
+    settings: DeliverySettings,
+    routes: HashMap<String, RouteOut>,
+    state: Mutex<State>,
+    /// Woken when the last held delivery is done.
+    idle: tokio::sync::Notify,
+    /// Cancelled when what is held must be dropped (the grace is over, or the
+    /// `Deliverer` is gone): the workers stop and the thread ends.
+    stop: CancellationToken,
+    /// The delivery thread's runtime, started at the first delivery.
+    runtime: OnceLock<tokio::runtime::Handle>,
+}
+
+/// Queues, sends and retries push deliveries (the relay's `Outbox`).
+pub(crate) struct Deliverer {
+    shared: Arc<Shared>,
+}
+
+impl Drop for Deliverer {
+    fn drop(&mut self) {
+        self.shared.stop.cancel();
+    }
+}
+
+impl Deliverer {
+    /// A deliverer for `routes`, counting into `metrics` (which has a row for each).
+    pub(crate) fn new(
+        settings: DeliverySettings,
+        routes: Vec<DeliveryRoute>,
+        metrics: &PushMetrics,
+    ) -> Result<Deliverer, String> {
+        let mut out = HashMap::with_capacity(routes.len());
+        for route in routes {
+            let client = connect::client(
+                &route.policy,
+                route.lookup,
+                &settings.tls,
+                settings.timeouts,
+            )?;
+            let counters = metrics.route(&route.name).unwrap_or_default();
+            let policy = route.policy;
+            out.insert(
+                route.name,
+                RouteOut {
+                    policy,
+                    client,
+                    counters,
+                },
+            );
+        }
+        Ok(Deliverer {
+            shared: Arc::new(Shared {
+                settings,
+                routes: out,
+                state: Mutex::default(),
+                idle: tokio::sync::Notify::new(),
+                stop: CancellationToken::new(),
+                runtime: OnceLock::new(),
+            }),
+        })
+    }
+
+    /// Takes no more deliveries, sends what is held for up to `grace`, then drops what is
+    /// left, counting and logging it.
+    pub(crate) async fn shutdown(&self, grace: Duration) {
+        let shared = &self.shared;
+        shared.lock().closed = true;
+        let flushed = async {
+            loop {
+                let idle = shared.idle.notified();
+                if shared.lock().held == 0 {
+                    return;
+                }
+                idle.await;
+            }
+        };
+        if tokio::time::timeout(grace, flushed).await.is_ok() {
+            return;
+        }
+        let mut state = shared.lock();
+        // The workers stop where they are (their runtime ends with them).
+        shared.stop.cancel();
+        let dropped = state.held;
+        for destination in state.destinations.values_mut() {
+            for held in destination.waiting.drain(..) {
+                let counters = shared.counters(&held.delivery.route);
+                counters.queued(-1);
+                counters.dropped(DropReason::Shutdown, 1);
+            }
+            if let Some(route) = destination.sending.take() {
+                shared.counters(&route).dropped(DropReason::Shutdown, 1);
+            }
+        }
+        tracing::warn!(
+            dropped,
+            ?grace,
+            "push deliveries dropped at shutdown: not sent within the grace"
+        );
+    }
+}
+
+impl Outbox for Deliverer {
+    fn enqueue(&self, delivery: Delivery) -> Result<(), Refused> {
+        let shared = &self.shared;
+        let counters = shared.counters(&delivery.route);
+        let key = dedupe_key(&delivery);
+        let destination = destination(&delivery.url);
+        let mut state = shared.lock();
+        if state.closed {
+            counters.dropped(DropReason::Shutdown, 1);
+            return Err(Refused::Closed);
+        }
+        if state.recent.contains(&key) {
+            counters.dropped(DropReason::Duplicate, 1);
+            return Ok(());
+        }
+        let settings = &shared.settings;
+        let here = state.destinations.get(&destination);
+        let held_here = here.map_or(0, |d| d.waiting.len() + usize::from(d.sending.is_some()));
+        let full_here = held_here >= settings.per_destination;
+        if full_here || state.held >= settings.queue {
+            let victim = match (settings.drop, full_here) {
+                (PushDrop::Newest, _) => None,
+                (PushDrop::Oldest, true) => state
+                    .destinations
+                    .get_mut(&destination)
+                    .and_then(|d| d.waiting.pop_front()),
+                (PushDrop::Oldest, false) => oldest_waiting(&mut state),
+            };
+            let Some(victim) = victim else {
+                // Nothing waits: all that is held is being sent.
+                counters.dropped(DropReason::QueueFull, 1);
+                return Err(Refused::Full);
+            };
+            state.held -= 1;
+            let victim_counters = shared.counters(&victim.delivery.route);
+            victim_counters.queued(-1);
+            victim_counters.dropped(DropReason::QueueFull, 1);
+        }
+        if state.recent_order.len() == RECENT {
+            if let Some(old) = state.recent_order.pop_front() {
+                state.recent.remove(&old);
+            }
+        }
+        state.recent.insert(key);
+        state.recent_order.push_back(key);
+        let seq = state.next_seq;
+        state.next_seq += 1;
+        state.held += 1;
+        counters.queued(1);
+        let entry = state.destinations.entry(destination.clone()).or_default();
+        entry.waiting.push_back(Held {
+            delivery,
+            queued: Instant::now(),
+            seq,
+        });
+        let start = !entry.worker;
+        entry.worker = true;
+        drop(state);
+        if start {
+            let worker = work(shared.clone(), destination);
+            shared.runtime().spawn(worker);
+        }
+        Ok(())
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn counters(&self, route: &str) -> Arc<PushCounters> {
+        match self.routes.get(route) {
+            Some(out) => out.counters.clone(),
+            // The relay only hands deliveries of configured routes; a stray one is counted
+            // nowhere rather than under a name the configuration does not know.
+            None => Arc::default(),
+        }
+    }
+
+    /// The delivery thread's runtime, started now if this is the first delivery.
+    fn runtime(&self) -> &tokio::runtime::Handle {
+        self.runtime.get_or_init(|| {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a current-thread runtime starts");
+            let handle = runtime.handle().clone();
+            let stop = self.stop.clone();
+            let spawned = std::thread::Builder::new()
+                .name("push-delivery".into())
+                .spawn(move || runtime.block_on(stop.cancelled_owned()));
+            if let Err(e) = spawned {
+                tracing::error!(error = %e, "cannot start the push delivery thread");
+            }
+            handle
+        })
+    }
+}
+
+/// The waiting delivery that came first, taken from its destination's queue.
+fn oldest_waiting(state: &mut State) -> Option<Held> {
+    let (_, destination) = state
+        .destinations
+        .iter_mut()
+        .filter(|(_, d)| !d.waiting.is_empty())
+        .min_by_key(|(_, d)| d.waiting.front().map_or(u64::MAX, |h| h.seq))?;
+    destination.waiting.pop_front()
+}
+
+/// Where a delivery goes, for its queue: the URL's `host:port` (the URL as written when it
+/// does not parse; it is refused when sent).
+fn destination(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(parsed) => format!(
+            "{}:{}",
+            parsed.host_str().unwrap_or_default(),
+            parsed.port_or_known_default().unwrap_or_default()
+        ),
+        Err(_) => url.to_owned(),
+    }
+}
+
+/// The event and the webhook: one event goes once to each webhook registered for it.
+fn dedupe_key(delivery: &Delivery) -> [u8; 32] {
+    let mut context = ring::digest::Context::new(&ring::digest::SHA256);
+    context.update(&delivery.event_key);
+    context.update(delivery.url.as_bytes());
+    let mut key = [0u8; 32];
+    key.copy_from_slice(context.finish().as_ref());
+    key
+}
+
+/// One destination's worker: sends its deliveries one at a time, oldest first, until none
+/// waits.
+async fn work(shared: Arc<Shared>, destination: String) {
+    loop {
+        let held = {
+            let mut state = shared.lock();
+            let Some(place) = state.destinations.get_mut(&destination) else {
+                return;
+            };
+            match place.waiting.pop_front() {
+                Some(held) => {
+                    place.sending = Some(held.delivery.route.clone());
+                    held
+                }
+                None => {
+                    state.destinations.remove(&destination);
+                    return;
+                }
+            }
+        };
+        let counters = shared.counters(&held.delivery.route);
+        counters.queued(-1);
+        tokio::select! {
+            () = deliver(&shared, &held) => {}
+            // `shutdown` counts it.
+            () = shared.stop.cancelled() => return,
+        }
+        let mut state = shared.lock();
+        state.held -= 1;
+        if let Some(place) = state.destinations.get_mut(&destination) {
+            place.sending = None;
+        }
+        if state.held == 0 {
+            shared.idle.notify_waiters();
+        }
+    }
+}
+
+/// What one attempt came to.
+enum Attempt {
+    Done(DeliveryOutcome, Option<u16>),
+    /// Worth another attempt: after this long if the webhook said (429 `Retry-After`).
+    Retry(Option<Duration>, Option<u16>, &'static str),
+}
+
+/// Sends one delivery, retrying as the settings allow; counts and logs how it ended.
+async fn deliver(shared: &Shared, held: &Held) {
+    let delivery = &held.delivery;
+    let settings = &shared.settings;
+    let started = Instant::now();
+    let out = shared.routes.get(&*delivery.route);
+    let host = url::Url::parse(&delivery.url)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_owned))
+        .unwrap_or_default();
+    let span = DeliverySpan::start(delivery.traceparent.as_deref(), &host);
+    let mut attempts = 0;
+    let (outcome, status, last) = loop {
+        attempts += 1;
+        let attempt = match out {
+            Some(out) => attempt(out, settings, span.as_ref(), delivery).await,
+            None => Attempt::Done(DeliveryOutcome::Refused, None),
+        };
+        let (after, status, why) = match attempt {
+            Attempt::Done(outcome, status) => break (outcome, status, ""),
+            Attempt::Retry(after, status, why) => (after, status, why),
+        };
+        let wait = after
+            .map(|after| after.min(settings.backoff.cap))
+            .unwrap_or_else(|| settings.backoff.wait(attempts));
+        let too_old = held.queued.elapsed() + wait > settings.max_age;
+        if attempts >= settings.max_attempts || too_old {
+            break (DeliveryOutcome::Exhausted, status, why);
+        }
+        if let Some(out) = out {
+            out.counters.retried();
+        }
+        tokio::time::sleep(wait).await;
+    };
+    if let Some(out) = out {
+        out.counters.delivered(outcome);
+    }
+    if let Some(span) = span {
+        span.ended(outcome.name(), status, attempts);
+    }
+    let elapsed_ms = started.elapsed().as_millis() as u64;
+    tracing::info!(
+        target: "a2a_gateway::push::delivery",
+        route = %delivery.route,
+        destination = %clipped(&host),
+        task = %clipped(&delivery.task_id),
+        outcome = outcome.name(),
+        status = status.unwrap_or_default(),
+        attempts,
+        elapsed_ms,
+        last_failure = last,
+        traceparent = %clipped(delivery.traceparent.as_deref().unwrap_or_default()),
+        "push delivery"
+    );
+}
+
+/// One attempt: the URL checked, the request made, the answer judged.
+async fn attempt(
+    out: &RouteOut,
+    settings: &DeliverySettings,
+    span: Option<&DeliverySpan>,
+    delivery: &Delivery,
+) -> Attempt {
+    if out.policy.check_static(&delivery.url).is_err() {
+        return Attempt::Done(DeliveryOutcome::Refused, None);
+    }
+    let mut request = out
+        .client
+        .post(&delivery.url)
+        .header(http::header::CONTENT_TYPE, PAYLOAD_TYPE);
+    let mut headers = http::HeaderMap::new();
+    if let Some(token) = &delivery.token {
+        let Ok(value) = HeaderValue::try_from(token.as_str()) else {
+            return Attempt::Done(DeliveryOutcome::Invalid, None);
+        };
+        headers.insert(TOKEN_HEADER, sensitive(value));
+    }
+    if let Some((scheme, credentials)) = &delivery.authentication {
+        let Ok(value) = HeaderValue::try_from(format!("{scheme} {credentials}")) else {
+            return Attempt::Done(DeliveryOutcome::Invalid, None);
+        };
+        headers.insert(http::header::AUTHORIZATION, sensitive(value));
+    }
+    if let Some(span) = span {
+        span.write(&mut headers);
+    }
+    if let Some(signer) = &settings.signer {
+        let jws = signer.sign(&delivery.body);
+        if let Ok(value) = HeaderValue::try_from(jws) {
+            headers.insert(HeaderName::from_static(SIGNATURE_HEADER), value);
+        }
+    }
+    request = request.headers(headers).body(delivery.body.clone());
+    let response = match tokio::time::timeout(settings.timeouts.response, request.send()).await {
+        Err(_) => return Attempt::Retry(None, None, "no answer in time"),
+        // A name that does not resolve now may later (DNS can fail for a while); one that
+        // resolves inward is refused for good.
+        Ok(Err(e)) => match connect::refusal_of(&e) {
+            Some(Refusal::Unresolved { .. }) => {
+                return Attempt::Retry(None, None, "name did not resolve")
+            }
+            Some(_) => return Attempt::Done(DeliveryOutcome::Refused, None),
+            None => return transport_failure(&e),
+        },
+        Ok(Ok(response)) => response,
+    };
+    let status = response.status();
+    let code = Some(status.as_u16());
+    if status.is_success() {
+        drain(response).await;
+        return Attempt::Done(DeliveryOutcome::Delivered, code);
+    }
+    if status == http::StatusCode::TOO_MANY_REQUESTS {
+        return Attempt::Retry(retry_after(response.headers()), code, "429");
+    }
+    if status.is_server_error() {
+        return Attempt::Retry(None, code, "5xx");
+    }
+    if status.is_redirection() {
+        return Attempt::Done(DeliveryOutcome::Redirected, code);
+    }
+    Attempt::Done(DeliveryOutcome::Rejected, code)
+}
+
+/// A failed request that reached no answer: worth another attempt.
+fn transport_failure(error: &reqwest::Error) -> Attempt {
+    let why = if error.is_timeout() {
+        "timed out"
+    } else if error.is_connect() {
+        "cannot connect"
+    } else {
+        "connection failed"
+    };
+    Attempt::Retry(None, None, why)
+}
+
+fn sensitive(mut value: HeaderValue) -> HeaderValue {
+    value.set_sensitive(true);
+    value
+}
+
+/// Reads at most `MAX_ANSWER` bytes of a 2xx answer, so its connection can be reused.
+async fn drain(mut response: reqwest::Response) {
+    let mut read = 0;
+    while let Ok(Some(chunk)) = response.chunk().await {
+        read += chunk.len();
+        if read > MAX_ANSWER {
+            return;
+        }
+    }
+}
+
+/// A `Retry-After` of delta-seconds (an HTTP date is not honoured: the back-off applies).
+fn retry_after(headers: &http::HeaderMap) -> Option<Duration> {
+    let value = headers.get(http::header::RETRY_AFTER)?.to_str().ok()?;
+    let seconds: u64 = value.trim().parse().ok()?;
+    Some(Duration::from_secs(seconds.min(24 * 3600)))
+}
+
+#[cfg(test)]
+mod tests;

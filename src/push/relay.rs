@@ -1,0 +1,180 @@
+//! The push relay (`push = "relay"`): the agent never learns where a client's webhook is.
+//! A push config a client hands the agent (CreateTaskPushNotificationConfig, or a
+//! message's config) is checked by the guard as on any guarded route, then rewritten
+//! (`Relay::seal_in`): its URL becomes the gateway's callback (`push-callback-url`), its
+//! token the client's URL, token and authentication sealed (`seal`), its authentication
+//! none. The configs the agent returns (Create, Get, List) are shown to the client as the
+//! client registered them (`Relay::show_out`); one that does not open for the caller, on
+//! this route and task (another route's, or not relayed), is shown as the agent has it.
+//! The agent posts its notifications to the callback (`callback`), which hands each to
+//! delivery (`outbox`).
+
+pub(crate) mod callback;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::auth::Principal;
+use crate::proto::{AuthenticationInfo, TaskPushNotificationConfig};
+use crate::protocol::error::A2aError;
+use crate::protocol::ops::{Reply, Request, StreamRequest, UnaryRequest};
+use crate::push::seal::{owner_digest, PushKeys, Registration, SealError};
+
+/// The relay's process-wide settings: where agents post, with what keys, how much.
+#[derive(Debug)]
+pub struct RelaySettings {
+    /// The callback URL agents are given (`push-callback-url`).
+    pub(crate) callback_url: String,
+    /// Its path, which the listener serves.
+    pub(crate) callback_path: String,
+    /// The keys that seal and open tokens (`push-key-file`).
+    pub(crate) keys: PushKeys,
+    /// The largest notification body accepted (`push-max-body`).
+    pub(crate) max_body: usize,
+}
+
+impl RelaySettings {
+    /// The relay's settings: `callback_url` must be an absolute `http(s)` URL without
+    /// credentials or fragment; `key_file` must hold a key (`PushKeys::load`).
+    pub(crate) fn new(
+        callback_url: Option<&str>,
+        key_file: Option<&Path>,
+        max_body: usize,
+    ) -> Result<RelaySettings, String> {
+        let callback_url = callback_url
+            .ok_or("--push-callback-url is required: the URL agents post notifications to")?;
+        let bad = |why: &str| format!("--push-callback-url {callback_url:?}: {why}");
+        let url = url::Url::parse(callback_url).map_err(|e| bad(&e.to_string()))?;
+        if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+            return Err(bad("an http or https URL is needed"));
+        }
+        if !url.username().is_empty() || url.password().is_some() || url.fragment().is_some() {
+            return Err(bad("no user name, password or fragment"));
+        }
+        if url.query().is_some() {
+            return Err(bad("no query: the gateway serves the URL's path"));
+        }
+        let key_file = key_file.ok_or(
+            "--push-key-file is required: the key that seals clients' webhooks into tokens",
+        )?;
+        let keys = PushKeys::load(key_file).map_err(|e| format!("--push-key-file {e}"))?;
+        if max_body == 0 {
+            return Err("--push-max-body must be greater than 0".into());
+        }
+        Ok(RelaySettings {
+            callback_path: url.path().to_owned(),
+            callback_url: url.into(),
+            keys,
+            max_body,
+        })
+    }
+
+    /// The path the callback is served at.
+    pub(crate) fn callback_path(&self) -> &str {
+        &self.callback_path
+    }
+}
+
+/// One relaying route's side of the relay: its name, bound into every token it seals.
+pub(crate) struct Relay {
+    pub(crate) route: Arc<str>,
+    pub(crate) settings: Arc<RelaySettings>,
+}
+
+/// A push config a request hands the agent, and the task it is for when the config does
+/// not say (a follow-up message's task).
+fn pushed_config(request: &mut Request) -> Option<(&mut TaskPushNotificationConfig, String)> {
+    match request {
+        Request::Unary(UnaryRequest::CreateTaskPushNotificationConfig(config)) => {
+            Some((config, String::new()))
+        }
+        Request::Unary(UnaryRequest::SendMessage(send))
+        | Request::Stream(StreamRequest::SendStreamingMessage(send)) => {
+            let task = send.message.as_ref().map(|m| m.task_id.clone());
+            let config = send.configuration.as_mut()?;
+            let config = config.task_push_notification_config.as_mut()?;
+            Some((config, task.unwrap_or_default()))
+        }
+        _ => None,
+    }
+}
+
+impl Relay {
+    /// Replaces the push config `request` hands the agent, if any, with the gateway's
+    /// callback and a token sealing the client's: bound to this route, the config's task
+    /// (or the message's), the config's id and `owner`. A config too large to seal is
+    /// refused, naming `field` (the URL's, as the client's dialect writes it).
+    pub(crate) fn seal_in(
+        &self,
+        request: &mut Request,
+        owner: &[u8; 32],
+        field: &str,
+    ) -> Result<(), A2aError> {
+        let Some((config, message_task)) = pushed_config(request) else {
+            return Ok(());
+        };
+        let task_id = match config.task_id.is_empty() {
+            true => message_task,
+            false => config.task_id.clone(),
+        };
+        let authentication = config
+            .authentication
+            .take()
+            .map(|auth| (auth.scheme, auth.credentials));
+        let registration = Registration {
+            route: self.route.to_string(),
+            task_id,
+            config_id: config.id.clone(),
+            owner: *owner,
+            url: std::mem::take(&mut config.url),
+            token: std::mem::take(&mut config.token),
+            authentication,
+        };
+        config.token = self
+            .settings
+            .keys
+            .seal(&registration)
+            .map_err(|e| match e {
+                SealError::TooLarge(_) => A2aError::invalid_params(field, &e.to_string()),
+                SealError::Random => A2aError::new(crate::protocol::error::ErrorKind::Internal),
+            })?;
+        config.url.clone_from(&self.settings.callback_url);
+        Ok(())
+    }
+
+    /// Shows the client the configs of `reply` as it registered them, where they open for
+    /// the caller (`principal`) on this route and their task.
+    pub(crate) fn show_out(&self, reply: &mut Reply, principal: Option<&Principal>) {
+        let configs = match reply {
+            Reply::CreateTaskPushNotificationConfig(config)
+            | Reply::GetTaskPushNotificationConfig(config) => std::slice::from_mut(config),
+            Reply::ListTaskPushNotificationConfigs(list) => &mut list.configs[..],
+            _ => return,
+        };
+        let owner = owner_digest(principal);
+        for config in configs {
+            self.show(config, &owner);
+        }
+    }
+
+    /// Whatever URL the agent holds: a config registered before `push-callback-url`
+    /// changed is still the client's.
+    fn show(&self, config: &mut TaskPushNotificationConfig, owner: &[u8; 32]) {
+        let Some(sealed) = self.settings.keys.open(&config.token) else {
+            return;
+        };
+        let same_id = sealed.config_id.is_empty() || sealed.config_id == config.id;
+        if !same_id || !sealed.binds(&self.route, &config.task_id, owner) {
+            return;
+        }
+        config.url = sealed.url;
+        config.token = sealed.token;
+        config.authentication =
+            sealed
+                .authentication
+                .map(|(scheme, credentials)| AuthenticationInfo {
+                    scheme,
+                    credentials,
+                });
+    }
+}

@@ -1,0 +1,241 @@
+//! The relay's callback endpoint (`push-callback-url`), where agents post notifications.
+//! A post is authenticated by the token the relay sealed (`X-A2A-Notification-Token`,
+//! the header the reference SDK sends a config's token in), which names its route; its
+//! body, read up to `push-max-body` (and, as every request body, within
+//! `client-body-timeout`), must be an A2A `StreamResponse` of the sealed task. Then it
+//! goes to the route's `Outbox` for delivery to the client's webhook. Any replica with the
+//! key accepts any token; nothing is kept between posts.
+//!
+//! Answers: 204 accepted, 401 no token or one that does not open, 400 a body that is not
+//! a `StreamResponse` of the token's task, 413 a body past the bound, 503 delivery's
+//! queues full or closing, 405 anything but POST.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use http::{HeaderValue, Method, StatusCode};
+use http_body_util::BodyExt;
+
+use crate::proto::stream_response::Payload;
+use crate::proto::StreamResponse;
+use crate::push::outbox::{Delivery, Outbox, Refused};
+use crate::push::relay::RelaySettings;
+use crate::telemetry::{Metrics, PushCallback, RouteMetrics};
+
+/// The header a notification's token comes in (the reference SDK's; the spec names no
+/// header for `token`).
+pub(crate) const TOKEN_HEADER: &str = "x-a2a-notification-token";
+
+/// The longest `traceparent` passed on to delivery (W3C Trace Context: 55 characters).
+const MAX_TRACEPARENT: usize = 64;
+
+/// One relaying route's delivery and counters.
+#[derive(Clone)]
+pub(crate) struct RouteOutbox {
+    pub(crate) outbox: Arc<dyn Outbox>,
+    pub(crate) metrics: Arc<RouteMetrics>,
+}
+
+/// The callback endpoint: the relay's settings and each relaying route's outbox.
+pub(crate) struct Callback {
+    settings: Arc<RelaySettings>,
+    routes: HashMap<Arc<str>, RouteOutbox>,
+    metrics: Arc<Metrics>,
+}
+
+/// Why a post was refused: its status, what the agent reads, and the count it goes to.
+struct Refusal(StatusCode, &'static str, PushCallback);
+
+impl Callback {
+    pub(crate) fn new(
+        settings: Arc<RelaySettings>,
+        routes: HashMap<Arc<str>, RouteOutbox>,
+        metrics: Arc<Metrics>,
+    ) -> Callback {
+        Callback {
+            settings,
+            routes,
+            metrics,
+        }
+    }
+
+    /// The path it is served at.
+    pub(crate) fn path(&self) -> &str {
+        self.settings.callback_path()
+    }
+
+    /// Answers one post.
+    pub(crate) async fn handle(&self, request: http::Request<Body>) -> Response {
+        let (route, answer) = self.accept(request).await;
+        let outcome = match &answer {
+            Ok(()) => PushCallback::Accepted,
+            Err(Refusal(_, _, outcome)) => *outcome,
+        };
+        match route {
+            Some((_, route)) => route.metrics.push_callback(outcome),
+            None => self.metrics.push_callback_unrouted(outcome),
+        }
+        match answer {
+            Ok(()) => StatusCode::NO_CONTENT.into_response(),
+            Err(Refusal(status, why, _)) => {
+                let route = route.map(|(name, _)| &**name);
+                tracing::debug!(?route, %status, "push notification refused: {why}");
+                let body = serde_json::json!({ "error": why }).to_string();
+                let mut response = (
+                    status,
+                    [(http::header::CONTENT_TYPE, "application/json")],
+                    body,
+                )
+                    .into_response();
+                if status == StatusCode::METHOD_NOT_ALLOWED {
+                    let allow = HeaderValue::from_static("POST");
+                    response.headers_mut().insert(http::header::ALLOW, allow);
+                }
+                response
+            }
+        }
+    }
+
+    /// The post's route, once its token named one, and whether it was handed to delivery.
+    async fn accept(
+        &self,
+        request: http::Request<Body>,
+    ) -> (Option<(&Arc<str>, &RouteOutbox)>, Result<(), Refusal>) {
+        use PushCallback as Outcome;
+        if request.method() != Method::POST {
+            let refusal = Refusal(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method not allowed here",
+                Outcome::BadRequest,
+            );
+            return (None, Err(refusal));
+        }
+        let unauthorized = Refusal(
+            StatusCode::UNAUTHORIZED,
+            "no valid notification token",
+            Outcome::Unauthorized,
+        );
+        let headers = request.headers();
+        let token = headers.get(TOKEN_HEADER).and_then(|v| v.to_str().ok());
+        let Some(sealed) = token.and_then(|token| self.settings.keys.open(token)) else {
+            return (None, Err(unauthorized));
+        };
+        // A token of a route that no longer relays opens, but has nowhere to go.
+        let Some(named) = self.routes.get_key_value(sealed.route.as_str()) else {
+            return (None, Err(unauthorized));
+        };
+        let (route_name, route) = named;
+        let traceparent = headers
+            .get("traceparent")
+            .and_then(|v| v.to_str().ok())
+            .filter(|v| v.len() <= MAX_TRACEPARENT)
+            .map(str::to_owned);
+        let body = match self.read(request.into_body()).await {
+            Ok(body) => body,
+            Err(refusal) => return (Some(named), Err(refusal)),
+        };
+        let task_id = match event_task(&body) {
+            Ok(task_id) => task_id,
+            Err(why) => {
+                let refusal = Refusal(StatusCode::BAD_REQUEST, why, Outcome::BadRequest);
+                return (Some(named), Err(refusal));
+            }
+        };
+        if !sealed.task_id.is_empty() && sealed.task_id != task_id {
+            let refusal = Refusal(
+                StatusCode::BAD_REQUEST,
+                "the event is not of the token's task",
+                Outcome::WrongTask,
+            );
+            return (Some(named), Err(refusal));
+        }
+        let delivery = Delivery {
+            route: route_name.clone(),
+            event_key: event_key(&task_id, &body),
+            task_id,
+            url: sealed.url,
+            token: Some(sealed.token).filter(|t| !t.is_empty()),
+            authentication: sealed.authentication,
+            body,
+            traceparent,
+        };
+        let answer = route
+            .outbox
+            .enqueue(delivery)
+            .map_err(|refused| match refused {
+                Refused::Full => Refusal(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "delivery queue full",
+                    Outcome::Full,
+                ),
+                Refused::Closed => Refusal(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "shutting down",
+                    Outcome::Closed,
+                ),
+            });
+        (Some(named), answer)
+    }
+
+    /// The body, up to `push-max-body` bytes.
+    async fn read(&self, body: Body) -> Result<Bytes, Refusal> {
+        let limit = self.settings.max_body;
+        let too_large = || {
+            Refusal(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "notification larger than push-max-body",
+                PushCallback::TooLarge,
+            )
+        };
+        if hyper::body::Body::size_hint(&body)
+            .exact()
+            .is_some_and(|declared| declared > limit as u64)
+        {
+            return Err(too_large());
+        }
+        match http_body_util::Limited::new(body, limit).collect().await {
+            Ok(collected) => Ok(collected.to_bytes()),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
+            Err(_) => Err(Refusal(
+                StatusCode::BAD_REQUEST,
+                "the body could not be read",
+                PushCallback::BadRequest,
+            )),
+        }
+    }
+}
+
+/// The task id of the A2A `StreamResponse` in `body`, or why it is none.
+fn event_task(body: &[u8]) -> Result<String, &'static str> {
+    use crate::protocol::json::{nesting_exceeds, MAX_NESTING};
+    if nesting_exceeds(body, MAX_NESTING) {
+        return Err("the body nests too deep for an A2A StreamResponse");
+    }
+    let event: StreamResponse =
+        serde_json::from_slice(body).map_err(|_| "the body is not an A2A StreamResponse")?;
+    let task_id = match event.payload {
+        Some(Payload::Task(task)) => task.id,
+        Some(Payload::Message(message)) => message.task_id,
+        Some(Payload::StatusUpdate(update)) => update.task_id,
+        Some(Payload::ArtifactUpdate(update)) => update.task_id,
+        None => return Err("the StreamResponse holds no event"),
+    };
+    match task_id.is_empty() {
+        true => Err("the event names no task"),
+        false => Ok(task_id),
+    }
+}
+
+/// The digest that tells a repeated post of an event from a new one: its task and bytes.
+fn event_key(task_id: &str, body: &[u8]) -> [u8; 32] {
+    let mut context = ring::digest::Context::new(&ring::digest::SHA256);
+    context.update(&(task_id.len() as u64).to_be_bytes());
+    context.update(task_id.as_bytes());
+    context.update(body);
+    let mut key = [0; 32];
+    key.copy_from_slice(context.finish().as_ref());
+    key
+}

@@ -1,0 +1,202 @@
+//! Posts to the relay's callback: with the token they reach delivery, from any replica
+//! with the key (and across a key rotation); forged and malformed ones are refused and
+//! counted.
+
+use super::*;
+
+#[tokio::test]
+async fn a_post_with_the_token_reaches_delivery_from_any_replica() {
+    let (agent, _store, agent_url) = started_agent().await;
+    let key = key_file();
+    let gateway = Gateway::start(&agent_url, &key, &[]).await;
+    let replica = Gateway::start(&agent_url, &key, &[]).await;
+    let token = registered(&gateway, &agent, "t-1").await;
+
+    let body = event("t-1");
+    assert_eq!(
+        post_event(&gateway.callback, Some(&token), body.clone()).await,
+        (204, String::new())
+    );
+    let delivered = gateway.outbox.taken();
+    assert_eq!(delivered.len(), 1);
+    let delivery = &delivered[0];
+    assert_eq!(&*delivery.route, "default");
+    assert_eq!(delivery.task_id, "t-1");
+    assert_eq!(delivery.url, HOOK);
+    assert_eq!(delivery.token.as_deref(), Some("client-token"));
+    assert_eq!(
+        delivery.authentication,
+        Some(("Bearer".to_owned(), "client-secret".to_owned()))
+    );
+    assert_eq!(delivery.body, body, "the agent's bytes, as posted");
+    assert_eq!(
+        delivery.traceparent.as_deref(),
+        Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+    );
+
+    // Another replica with the key takes the same post; the same event has the same key,
+    // another event another.
+    assert_eq!(
+        post_event(&replica.callback, Some(&token), body.clone())
+            .await
+            .0,
+        204
+    );
+    let completed = serde_json::to_vec(&status_update("t-1", TaskState::Completed)).unwrap();
+    assert_eq!(
+        post_event(&replica.callback, Some(&token), completed)
+            .await
+            .0,
+        204
+    );
+    let again = replica.outbox.taken();
+    assert_eq!(again.len(), 2);
+    assert_eq!(again[0].event_key, delivery.event_key);
+    assert_ne!(again[1].event_key, delivery.event_key);
+    assert_eq!(again[1].url, HOOK);
+
+    let metrics = metrics_text(&replica.origin).await;
+    let accepted = "a2a_gateway_push_callbacks_total{route=\"default\",outcome=\"accepted\"} 2\n";
+    assert!(metrics.contains(accepted), "{metrics}");
+    // Rotation: a new key put first seals, the previous one second still opens; without
+    // it the old token is refused.
+    let new_key = key_file();
+    let old_line = std::fs::read_to_string(key.path()).unwrap();
+    let new_line = std::fs::read_to_string(new_key.path()).unwrap();
+    let rotated = TempFile::new("key", &format!("{new_line}\n{old_line}\n"));
+    let rotated = Gateway::start(&agent_url, &rotated, &[]).await;
+    assert_eq!(
+        post_event(&rotated.callback, Some(&token), event("t-1"))
+            .await
+            .0,
+        204
+    );
+    let fresh = registered(&rotated, &agent, "t-1").await;
+    assert_eq!(
+        post_event(&gateway.callback, Some(&fresh), event("t-1"))
+            .await
+            .0,
+        401
+    );
+    let new_only = Gateway::start(&agent_url, &new_key, &[]).await;
+    assert_eq!(
+        post_event(&new_only.callback, Some(&fresh), event("t-1"))
+            .await
+            .0,
+        204
+    );
+    assert_eq!(
+        post_event(&new_only.callback, Some(&token), event("t-1"))
+            .await
+            .0,
+        401
+    );
+}
+
+#[tokio::test]
+async fn forged_and_malformed_posts_are_refused_and_counted() {
+    let (agent, _store, agent_url) = started_agent().await;
+    let key = key_file();
+    let gateway = Gateway::start(&agent_url, &key, &["--push-max-body", "1000"]).await;
+    let token = registered(&gateway, &agent, "t-1").await;
+    let other_task = registered(&gateway, &agent, "t-2").await;
+    let callback = gateway.callback.as_str();
+
+    // Tokens: absent, made up, cut short, another task's, another key's.
+    let other_key = key_file();
+    let stranger = Gateway::start(&agent_url, &other_key, &[]).await;
+    let foreign = registered(&stranger, &agent, "t-1").await;
+    let mut changed = token.clone().into_bytes();
+    changed[40] = if changed[40] == b'A' { b'B' } else { b'A' };
+    let changed = String::from_utf8(changed).unwrap();
+    for (token, why) in [
+        (None, "absent"),
+        (Some("not-a-token"), "made up"),
+        (Some(&token[..token.len() - 1]), "cut short"),
+        (Some(changed.as_str()), "one character changed"),
+        (Some(foreign.as_str()), "sealed with another key"),
+    ] {
+        let (status, body) = post_event(callback, token, event("t-1")).await;
+        assert_eq!(status, 401, "{why}: {body}");
+        assert!(
+            body.contains("no valid notification token"),
+            "{why}: {body}"
+        );
+    }
+    let (status, body) = post_event(callback, Some(&other_task), event("t-1")).await;
+    assert_eq!(
+        (status, body.as_str()),
+        (400, "{\"error\":\"the event is not of the token's task\"}")
+    );
+
+    // Bodies: at the bound and one byte past it (declared and chunked), not JSON, not a
+    // StreamResponse, no task.
+    let padded = |len: usize| {
+        let mut body = event("t-1");
+        body.resize(len, b' ');
+        body
+    };
+    assert_eq!(
+        post_event(callback, Some(&token), padded(1000)).await.0,
+        204
+    );
+    let (status, body) = post_event(callback, Some(&token), padded(1001)).await;
+    assert_eq!(
+        (status, body.as_str()),
+        (
+            413,
+            "{\"error\":\"notification larger than push-max-body\"}"
+        )
+    );
+    let chunks = futures::stream::iter([padded(600), vec![b' '; 401]].map(Ok::<_, std::io::Error>));
+    let (status, _) = post_event(callback, Some(&token), reqwest::Body::wrap_stream(chunks)).await;
+    assert_eq!(status, 413, "chunked");
+    for (body, why) in [
+        (&b"{not json"[..], "the body is not an A2A StreamResponse"),
+        (
+            b"{\"statusUpdate\": 7}",
+            "the body is not an A2A StreamResponse",
+        ),
+        (b"{}", "the StreamResponse holds no event"),
+        (
+            b"{\"statusUpdate\": {\"status\": {}}}",
+            "the event names no task",
+        ),
+    ] {
+        let (status, text) = post_event(callback, Some(&token), body.to_vec()).await;
+        assert_eq!(status, 400, "{text}");
+        assert!(text.contains(why), "{text}");
+    }
+    let get = client().get(callback).send().await.unwrap();
+    assert_eq!(get.status(), 405);
+    assert_eq!(get.headers()["allow"], "POST");
+
+    // Delivery's queues full.
+    gateway.outbox.full.store(true, Ordering::SeqCst);
+    let (status, body) = post_event(callback, Some(&token), event("t-1")).await;
+    assert_eq!(
+        (status, body.as_str()),
+        (503, "{\"error\":\"delivery queue full\"}")
+    );
+
+    assert_eq!(
+        gateway.outbox.taken().len(),
+        1,
+        "only the post at the bound was delivered"
+    );
+    let metrics = metrics_text(&gateway.origin).await;
+    for (route, outcome, n) in [
+        ("", "unauthorized", 5),
+        ("default", "accepted", 1),
+        ("default", "wrong_task", 1),
+        ("default", "too_large", 2),
+        ("default", "bad_request", 4),
+        ("default", "queue_full", 1),
+        ("", "bad_request", 1),
+    ] {
+        let line = format!(
+            "a2a_gateway_push_callbacks_total{{route=\"{route}\",outcome=\"{outcome}\"}} {n}\n"
+        );
+        assert!(metrics.contains(&line), "{line}{metrics}");
+    }
+}
