@@ -343,6 +343,37 @@ pub fn gateway(
     route.handler(metrics, Arc::default(), Resolvers::default())
 }
 
+/// The route of `settings` alone in front of `gateway`, serving its fronts (tests call it
+/// with the gateway of `gateway`).
+pub fn frontend(settings: &RouteSettings, gateway: Arc<Gateway>) -> Frontend {
+    let (metrics, lifecycle) = (gateway.metrics.clone(), gateway.lifecycle.clone());
+    Frontend::new(
+        vec![served_route(settings, None, gateway)],
+        metrics,
+        lifecycle,
+    )
+}
+
+/// The route of `settings` as a worker serves it: the paths of its fronts.
+fn served_route(
+    settings: &RouteSettings,
+    endpoints: Option<Arc<RouteEndpoints>>,
+    gateway: Arc<Gateway>,
+) -> routing::ServedRoute {
+    routing::ServedRoute {
+        name: settings.name.clone(),
+        prefix: settings.prefix.clone(),
+        host: settings.host.clone(),
+        jsonrpc_path: (settings.fronts.contains(&Binding::JsonRpc))
+            .then(|| settings.jsonrpc_path.clone()),
+        rest_path: (settings.fronts.contains(&Binding::HttpJson))
+            .then(|| settings.rest_path.clone()),
+        grpc: settings.fronts.contains(&Binding::Grpc),
+        endpoints,
+        gateway,
+    }
+}
+
 /// Every route of the settings, built once (`new`); each serving thread takes its own
 /// `Frontend` from it (`frontend`). The routes' card services are shared by every thread.
 pub struct Routes {
@@ -506,22 +537,10 @@ impl Routes {
         let mut served = Vec::with_capacity(self.routes.len());
         for route in &self.routes {
             let settings = &route.settings;
-            served.push(routing::ServedRoute {
-                name: settings.name.clone(),
-                prefix: settings.prefix.clone(),
-                host: settings.host.clone(),
-                jsonrpc_path: (settings.fronts.contains(&Binding::JsonRpc))
-                    .then(|| settings.jsonrpc_path.clone()),
-                rest_path: (settings.fronts.contains(&Binding::HttpJson))
-                    .then(|| settings.rest_path.clone()),
-                grpc: settings.fronts.contains(&Binding::Grpc),
-                endpoints: route.backends.endpoints().cloned(),
-                gateway: route.handler(
-                    metrics.clone(),
-                    self.lifecycle.clone(),
-                    resolvers.clone(),
-                )?,
-            });
+            let gateway =
+                route.handler(metrics.clone(), self.lifecycle.clone(), resolvers.clone())?;
+            let endpoints = route.backends.endpoints().cloned();
+            served.push(served_route(settings, endpoints, gateway));
         }
         let surface = match self.admin_listener {
             true => routing::Surface::Public,

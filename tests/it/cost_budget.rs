@@ -346,25 +346,11 @@ const GET_TASK_BODY: &str =
 
 /// The router of `router` with the gRPC front on too.
 fn grpc_front_router() -> Edge {
-    let gateway = a2a_gateway::route::handler_over(
-        &harness::route_settings(&["--push", "pass", "--fronts", "JSONRPC,GRPC"]),
-        Arc::new(stub()),
-        Default::default(),
-    )
-    .unwrap();
-    let route = a2a_gateway::server::routing::ServedRoute {
-        name: "default".to_owned(),
-        prefix: String::new(),
-        host: None,
-        jsonrpc_path: Some("/a2a/jsonrpc".to_owned()),
-        rest_path: None,
-        grpc: true,
-        endpoints: None,
-        gateway: gateway.clone(),
-    };
-    let (metrics, lifecycle) = (gateway.metrics.clone(), gateway.lifecycle.clone());
+    let settings = harness::route_settings(&["--push", "pass", "--fronts", "JSONRPC,GRPC"]);
+    let gateway =
+        a2a_gateway::route::handler_over(&settings, Arc::new(stub()), Default::default()).unwrap();
     a2a_gateway::front::layers::stack(
-        a2a_gateway::server::Frontend::new(vec![route], metrics, lifecycle),
+        a2a_gateway::route::frontend(&settings, gateway),
         a2a_gateway::protocol::params::sensitive_names(&[]),
     )
 }

@@ -27,7 +27,7 @@ async fn gateway(flags: &[&str]) -> String {
     all.extend_from_slice(flags);
     let route = harness::route_settings(&all);
     let state = a2a_gateway::route::gateway(&route, Default::default()).unwrap();
-    let frontend = a2a_gateway::server::routing::router(state, &route.jsonrpc_path);
+    let frontend = a2a_gateway::route::frontend(&route, state);
     harness::serve_frontend(frontend).await
 }
 
@@ -406,7 +406,7 @@ async fn a_route_without_the_grpc_front_serves_no_grpc() {
     let url = format!("http://{addr}");
     let route = harness::route_settings(&["--backend", &url]);
     let state = a2a_gateway::route::gateway(&route, Default::default()).unwrap();
-    let frontend = a2a_gateway::server::routing::router(state, &route.jsonrpc_path);
+    let frontend = a2a_gateway::route::frontend(&route, state);
     let base = harness::serve_frontend(frontend).await;
     let status = client(&base)
         .await
@@ -453,27 +453,47 @@ async fn a_grpc_client_reaches_an_http_json_agent() {
 }
 
 /// `--grpc-listen`: the binary serves gRPC clients on a second port, a call at the root
-/// path going to the route that serves gRPC (here one of two routes).
+/// path going to the route that serves gRPC (here one of two routes), and that route's card
+/// lists its gRPC interface at that port.
 #[tokio::test]
 async fn the_binary_serves_grpc_clients_on_grpc_listen() {
     use crate::harness::process::{self, TempFile};
     let backend =
         TestBackend::new(|_| Answer::Reply(Reply::GetTask(task("t-1", TaskState::Completed))));
     let url = format!("http://{}", backend.spawn().await);
+    let card = serde_json::json!({
+        "name": "grpc", "description": "d", "version": "1.0.0",
+        "supportedInterfaces": [
+            {"url": "http://10.0.0.7:50051", "protocolBinding": "GRPC", "protocolVersion": "1.0"}
+        ],
+        "capabilities": {}, "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"], "skills": []
+    });
+    let card = TempFile::new("json", &card.to_string());
     let config = TempFile::new(
         "toml",
         &format!(
             "[[route]]\nname = \"rpc\"\npath = \"/rpc\"\nbackend = \"{url}\"\n\n\
-             [[route]]\nname = \"grpc\"\npath = \"/grpc\"\nbackend = \"{url}\"\nfronts = [\"GRPC\"]\n"
+             [[route]]\nname = \"grpc\"\npath = \"/grpc\"\nbackend = \"{url}\"\nfronts = [\"GRPC\"]\n\
+             [route.card]\nsource = \"{card}\"\n",
+            card = card.path()
         ),
     );
     let grpc_listen = harness::free_listen_address();
-    let _gateway =
-        process::start(&["--config", config.path(), "--grpc-listen", &grpc_listen]).await;
+    let gateway = process::start(&["--config", config.path(), "--grpc-listen", &grpc_listen]).await;
     let mut client = client(&format!("http://{grpc_listen}")).await;
     let got = client.get_task(get_task("t-1")).await.unwrap().into_inner();
     assert_eq!(got.id, "t-1");
     assert_eq!(backend.calls(), 1);
+    let card_url = format!("{}/grpc/.well-known/agent-card.json", gateway.origin());
+    let served: serde_json::Value = reqwest::get(&card_url).await.unwrap().json().await.unwrap();
+    let port = grpc_listen.rsplit(':').next().unwrap();
+    assert_eq!(
+        served["supportedInterfaces"][0],
+        serde_json::json!({"url": format!("http://127.0.0.1:{port}"),
+                           "protocolBinding": "GRPC", "protocolVersion": "1.0"}),
+        "{served}"
+    );
 }
 
 /// `--grpc-listen` is refused at load when nothing could tell its calls' route.
@@ -512,7 +532,7 @@ async fn grpc_health_follows_the_gateway_s_life() {
     let route = harness::route_settings(&["--fronts", "GRPC"]);
     let state = a2a_gateway::route::gateway(&route, Default::default()).unwrap();
     let lifecycle = state.lifecycle.clone();
-    let frontend = a2a_gateway::server::routing::router(state, &route.jsonrpc_path);
+    let frontend = a2a_gateway::route::frontend(&route, state);
     let base = harness::serve_frontend(frontend).await;
     let channel = Channel::from_shared(base).unwrap().connect().await.unwrap();
     let mut health = HealthClient::new(channel);
@@ -719,7 +739,7 @@ async fn fronts_are_what_the_route_serves() {
     let url = format!("http://{}", backend.spawn().await);
     let route = harness::route_settings(&["--backend", &url, "--fronts", "GRPC"]);
     let state = a2a_gateway::route::gateway(&route, Default::default()).unwrap();
-    let frontend = a2a_gateway::server::routing::router(state, &route.jsonrpc_path);
+    let frontend = a2a_gateway::route::frontend(&route, state);
     let base = harness::serve_frontend(frontend).await;
     let body = harness::request(
         serde_json::json!(1),
@@ -732,7 +752,7 @@ async fn fronts_are_what_the_route_serves() {
 
     for (fronts, why) in [
         ("GRPC,JSONRPC,grpc", "GRPC is named twice"),
-        ("SOAP", "not a front"),
+        ("SOAP", "\"SOAP\" is not a binding"),
     ] {
         let args = ["a2a-gateway", "--backend", &url, "--fronts", fronts];
         let err = match a2a_gateway::settings::Settings::load(args) {
@@ -791,7 +811,7 @@ async fn reflection_describes_the_a2a_service() {
     use tonic_reflection::pb::v1::ServerReflectionRequest;
     let route = harness::route_settings(&["--fronts", "GRPC"]);
     let state = a2a_gateway::route::gateway(&route, Default::default()).unwrap();
-    let frontend = a2a_gateway::server::routing::router(state, &route.jsonrpc_path);
+    let frontend = a2a_gateway::route::frontend(&route, state);
     let base = harness::serve_frontend(frontend).await;
     let channel = Channel::from_shared(base).unwrap().connect().await.unwrap();
     let mut reflection = ServerReflectionClient::new(channel);
