@@ -162,6 +162,9 @@ pub struct RouteCard {
     pub fronts: Vec<Binding>,
     /// Full public path of the route's HTTP+JSON front, e.g. `/agents/billing/a2a/rest`.
     pub rest_path: String,
+    /// The port of the gRPC front's own listener (`--grpc-listen`), which its card
+    /// interface names; `None`: the public origin's.
+    pub grpc_port: Option<u16>,
     /// The route serves v0.3 clients: clients naming no version get the dual-format card,
     /// clients naming 0.3 the v0.3 card (README "v0.3 clients").
     pub legacy: bool,
@@ -385,6 +388,7 @@ mod tests {
             enforced: Enforced::default(),
             fronts: vec![Binding::JsonRpc],
             rest_path: "/a2a/rest".to_owned(),
+            grpc_port: None,
         }
     }
 

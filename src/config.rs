@@ -13,6 +13,7 @@ use crate::backend::affinity::{Affinity, AffinityKey};
 use crate::backend::endpoints::Balance;
 use crate::card::CardSettings;
 use crate::protocol::binding::Binding;
+use crate::protocol::error::Profile;
 use crate::protocol::params::ForwardPolicyError;
 use crate::server::readiness::ReadinessMode;
 use crate::server::tls::ClientAuth;
@@ -166,7 +167,8 @@ pub struct Cli {
     pub jsonrpc_path: String,
 
     /// The fronts clients reach the route over, in the order its card lists them:
-    /// JSONRPC, HTTP+JSON, GRPC (comma-separated; a list in the file). Duplicates are
+    /// JSONRPC, HTTP+JSON, GRPC (gRPC calls on the route's listener, told by their content
+    /// type, and on --grpc-listen); comma-separated (a list in the file). Duplicates are
     /// refused.
     #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_FRONTS", value_delimiter = ',', default_value = "JSONRPC", value_parser = Binding::from_name)]
     pub fronts: Vec<Binding>,
@@ -402,6 +404,12 @@ pub struct Cli {
     #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_ADMIN_LISTEN", value_name = "ADDR")]
     pub admin_listen: Option<SocketAddr>,
 
+    /// A second address for gRPC clients, served as --listen is (its TLS, its routes): a
+    /// gRPC call there goes to the one route of its host whose fronts include GRPC, so
+    /// clients need no path prefix. Needs such a route, and at most one per host.
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_GRPC_LISTEN", value_name = "ADDR")]
+    pub grpc_listen: Option<SocketAddr>,
+
     /// What `/readyz` needs to answer 200 (besides not draining): `process` (the process
     /// serves; no agent is asked), `any-route` (one route's agent passes its check) or
     /// `all-routes` (every route's does). A route whose agent is down answers its clients
@@ -615,6 +623,12 @@ pub struct Cli {
     #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_LEGACY", value_enum, default_value = "v0.3")]
     pub legacy: Legacy,
 
+    /// The specification release whose error mappings the route's gRPC and HTTP+JSON fronts
+    /// write: `1.0.1` or `1.0.0`, which gave six errors other gRPC codes and HTTP statuses
+    /// (docs/errors.md "Conformance profiles").
+    #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_SPEC_PROFILE", default_value = "1.0.1", value_parser = Profile::from_name)]
+    pub spec_profile: Profile,
+
     /// The HTTP status of a call the gateway refuses with a JSON-RPC error (a limit,
     /// authentication, authorization, a body that is not JSON): `http`, the status that
     /// says why (401, 403, 415, 429, 431, 503); `jsonrpc`, 200, as JSON-RPC servers answer
@@ -692,6 +706,9 @@ pub enum ConfigError {
     /// `--jsonrpc-path` (or a route's `jsonrpc-path`) is not an absolute path.
     #[error("--jsonrpc-path must start with '/': {0:?}")]
     JsonRpcPath(String),
+    /// `--grpc-listen` without a route that serves gRPC, or with two for one host.
+    #[error("--grpc-listen: {0}")]
+    GrpcListen(String),
     /// `--rest-path` is not an absolute path without a trailing `/` (but `/`), or is the
     /// JSON-RPC path.
     #[error("--rest-path must start with '/', not end with '/' (but \"/\" itself) and differ from --jsonrpc-path: {0:?}")]

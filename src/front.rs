@@ -1,11 +1,12 @@
 //! What clients talk to: the edge layers, the JSON-RPC endpoint (dispatch in `jsonrpc`, the
-//! envelope and response writers in `envelope`), the HTTP+JSON endpoint (`rest`), and their
-//! SSE streams (`sse`).
+//! envelope and response writers in `envelope`), the HTTP+JSON endpoint (`rest`), the gRPC
+//! endpoint (`grpc`), and the SSE streams of the first two (`sse`).
 
 pub(crate) mod call;
 pub(crate) mod cors;
 pub(crate) mod dialect;
 pub(crate) mod envelope;
+pub(crate) mod grpc;
 pub(crate) mod jsonrpc;
 pub mod layers;
 pub(crate) mod limits;
@@ -51,6 +52,8 @@ pub struct Gateway {
     pub route_metrics: Arc<RouteMetrics>,
     /// Whether v0.3 clients are served (`--legacy v0.3`).
     pub(crate) legacy: bool,
+    /// The error table's column this route's fronts write (`--spec-profile`).
+    pub(crate) profile: crate::protocol::error::Profile,
     /// The HTTP status of refusals (`--refusal-status`).
     pub(crate) refusal_status: jsonrpc::RefusalStatus,
     /// The route's push URL guard (`None`: `push = "pass"`).

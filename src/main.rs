@@ -129,6 +129,13 @@ async fn run(
         },
         None => None,
     };
+    let grpc_listener = match cli.grpc_listen {
+        None => None,
+        Some(addr) => match tokio::net::TcpListener::bind(addr).await {
+            Ok(listener) => Some(listener),
+            Err(e) => return fail(&format!("cannot listen on {addr} (--grpc-listen): {e}")),
+        },
+    };
     let workers =
         match server::workers::Workers::start(&template, &metrics, count, cli.shutdown_grace) {
             Ok(workers) => workers,
@@ -137,6 +144,9 @@ async fn run(
     let local = listener.local_addr().map_or(cli.listen, |a| a);
     let tls = cli.tls.is_some();
     tracing::info!(listen = %local, workers = count, demo = cli.demo, tls, "a2a-gateway serving");
+    if let Some(grpc) = grpc_listener.as_ref().and_then(|l| l.local_addr().ok()) {
+        tracing::info!(grpc_listen = %grpc, "serving gRPC clients");
+    }
     for route in &settings.routes {
         tracing::info!(
             route = %route.name,
@@ -183,7 +193,7 @@ async fn run(
             tokio::time::sleep(drain_delay).await;
         }
     };
-    workers.serve(listener, stop).await;
+    workers.serve(listener, grpc_listener, stop).await;
     // No more relayed posts can arrive: what is held for webhooks gets its own grace.
     let routes = running.lock().unwrap_or_else(|e| e.into_inner()).clone();
     routes.flush_push(cli.shutdown_grace).await;

@@ -151,7 +151,11 @@ impl Route {
     /// Builds the route of `settings`: its backend and its card service (a card file is read
     /// and checked now). With `demo_backend` the demo route serves the demo agent's card
     /// unless one is configured.
-    fn new(settings: &RouteSettings, demo_backend: Option<&str>) -> Result<Route, RouteError> {
+    fn new(
+        settings: &RouteSettings,
+        demo_backend: Option<&str>,
+        grpc_port: Option<u16>,
+    ) -> Result<Route, RouteError> {
         let mut route = Route {
             settings: settings.clone(),
             backends: Backends::new(settings, demo_backend)?,
@@ -172,7 +176,7 @@ impl Route {
             Some(BACKEND_CARD_SOURCE) => Some(route.backend()?),
             _ => None,
         };
-        let service = CardService::new(&card, route_card(settings), backend)?;
+        let service = CardService::new(&card, route_card(settings, grpc_port), backend)?;
         route.card = Some(Arc::new(service));
         Ok(route)
     }
@@ -269,6 +273,7 @@ pub fn handler_over(
         route_metrics: shared.metrics.route(&settings.name),
         metrics: shared.metrics,
         legacy: settings.legacy,
+        profile: settings.profile,
         refusal_status: settings.refusal_status,
         push,
         relay: (settings.relay.clone()).map(|relay| crate::push::relay::Relay {
@@ -303,8 +308,8 @@ fn deliverer(settings: &Settings) -> Result<(Arc<Deliverer>, Arc<PushMetrics>), 
     Ok((Arc::new(deliverer), metrics))
 }
 
-/// What the card service of `route` must know about it.
-fn route_card(route: &RouteSettings) -> RouteCard {
+/// What the card service of `route` must know about it; `grpc_port`: `--grpc-listen`'s.
+fn route_card(route: &RouteSettings, grpc_port: Option<u16>) -> RouteCard {
     let origin = &route.origin;
     RouteCard {
         route: route.name.clone(),
@@ -319,6 +324,7 @@ fn route_card(route: &RouteSettings) -> RouteCard {
         tls: origin.tls,
         fixed_tenant: route.tenant.clone(),
         binding: route.binding,
+        grpc_port,
         legacy: route.legacy,
         enforced: route.enforced.clone(),
     }
@@ -335,6 +341,37 @@ pub fn gateway(
         card: None,
     };
     route.handler(metrics, Arc::default(), Resolvers::default())
+}
+
+/// The route of `settings` alone in front of `gateway`, serving its fronts (tests call it
+/// with the gateway of `gateway`).
+pub fn frontend(settings: &RouteSettings, gateway: Arc<Gateway>) -> Frontend {
+    let (metrics, lifecycle) = (gateway.metrics.clone(), gateway.lifecycle.clone());
+    Frontend::new(
+        vec![served_route(settings, None, gateway)],
+        metrics,
+        lifecycle,
+    )
+}
+
+/// The route of `settings` as a worker serves it: the paths of its fronts.
+fn served_route(
+    settings: &RouteSettings,
+    endpoints: Option<Arc<RouteEndpoints>>,
+    gateway: Arc<Gateway>,
+) -> routing::ServedRoute {
+    routing::ServedRoute {
+        name: settings.name.clone(),
+        prefix: settings.prefix.clone(),
+        host: settings.host.clone(),
+        jsonrpc_path: (settings.fronts.contains(&Binding::JsonRpc))
+            .then(|| settings.jsonrpc_path.clone()),
+        rest_path: (settings.fronts.contains(&Binding::HttpJson))
+            .then(|| settings.rest_path.clone()),
+        grpc: settings.fronts.contains(&Binding::Grpc),
+        endpoints,
+        gateway,
+    }
 }
 
 /// Every route of the settings, built once (`new`); each serving thread takes its own
@@ -379,7 +416,8 @@ impl Routes {
                 route: route.name.clone(),
                 error: Box::new(error),
             };
-            let built = Route::new(route, demo_backend).map_err(in_route)?;
+            let grpc_port = settings.process.grpc_listen.map(|addr| addr.port());
+            let built = Route::new(route, demo_backend, grpc_port).map_err(in_route)?;
             let check = readiness::RouteCheck::new(&built.backends, &route.health_service)
                 .map_err(|e| in_route(e.into()))?;
             checks.push((route.name.clone(), Box::new(check)));
@@ -499,21 +537,10 @@ impl Routes {
         let mut served = Vec::with_capacity(self.routes.len());
         for route in &self.routes {
             let settings = &route.settings;
-            served.push(routing::ServedRoute {
-                name: settings.name.clone(),
-                prefix: settings.prefix.clone(),
-                host: settings.host.clone(),
-                jsonrpc_path: (settings.fronts.contains(&Binding::JsonRpc))
-                    .then(|| settings.jsonrpc_path.clone()),
-                rest_path: (settings.fronts.contains(&Binding::HttpJson))
-                    .then(|| settings.rest_path.clone()),
-                endpoints: route.backends.endpoints().cloned(),
-                gateway: route.handler(
-                    metrics.clone(),
-                    self.lifecycle.clone(),
-                    resolvers.clone(),
-                )?,
-            });
+            let gateway =
+                route.handler(metrics.clone(), self.lifecycle.clone(), resolvers.clone())?;
+            let endpoints = route.backends.endpoints().cloned();
+            served.push(served_route(settings, endpoints, gateway));
         }
         let surface = match self.admin_listener {
             true => routing::Surface::Public,

@@ -43,6 +43,8 @@ pub struct ProcessSettings {
     pub listen: SocketAddr,
     /// The listener of `/metrics`, `/healthz` and `/readyz` only.
     pub admin_listen: Option<SocketAddr>,
+    /// A second listener, for gRPC clients (`--grpc-listen`).
+    pub grpc_listen: Option<SocketAddr>,
     /// Serving threads (`--workers`, or one per CPU this process may use).
     pub workers: usize,
     /// After SIGTERM, how long everything is still served while `/readyz` answers 503.
@@ -104,9 +106,10 @@ impl FixedAtStart {
 /// connection bounds, log and exporters are made once. Every other setting, and every
 /// route setting, a reload applies.
 fn fixed_at_start(cli: &Cli) -> FixedAtStart {
-    let fixed: [(&'static str, &dyn std::fmt::Debug); 20] = [
+    let fixed: [(&'static str, &dyn std::fmt::Debug); 21] = [
         ("listen", &cli.listen),
         ("admin-listen", &cli.admin_listen),
+        ("grpc-listen", &cli.grpc_listen),
         ("workers", &cli.workers),
         ("tls-cert", &cli.tls_cert),
         ("tls-key", &cli.tls_key),
@@ -161,10 +164,35 @@ impl Settings {
             .collect();
         let env = |name: &str| std::env::var(name).ok();
         let mut process = ProcessSettings::new(&config.cli, &key_headers, &env)?;
+        if process.grpc_listen.is_some() {
+            grpc_routes(&routes)?;
+        }
         let mut routes = routes;
         process.push_relay = push_relay(&config.cli, &mut routes)?;
         Ok(Settings { process, routes })
     }
+}
+
+/// `--grpc-listen`'s routes: some route serves gRPC, and no two for one host (`None`:
+/// any host), since a call there is routed by its host alone.
+fn grpc_routes(routes: &[RouteSettings]) -> Result<(), ConfigError> {
+    let serving: Vec<&RouteSettings> = (routes.iter())
+        .filter(|r| r.fronts.contains(&crate::protocol::binding::Binding::Grpc))
+        .collect();
+    if serving.is_empty() {
+        let why = "no route serves gRPC: add GRPC to a route's fronts";
+        return Err(ConfigError::GrpcListen(why.into()));
+    }
+    for (i, route) in serving.iter().enumerate() {
+        if let Some(other) = serving[..i].iter().find(|o| o.host == route.host) {
+            let host = route.host.as_deref().unwrap_or("any host");
+            return Err(ConfigError::GrpcListen(format!(
+                "routes {:?} and {:?} both serve gRPC for {host}: a call there names no route",
+                other.name, route.name
+            )));
+        }
+    }
+    Ok(())
 }
 
 impl ProcessSettings {
@@ -230,6 +258,7 @@ impl ProcessSettings {
         Ok(ProcessSettings {
             listen: cli.listen,
             admin_listen: cli.admin_listen,
+            grpc_listen: cli.grpc_listen,
             workers: match cli.workers {
                 0 => std::thread::available_parallelism().map_or(1, usize::from),
                 n => n,

@@ -66,7 +66,7 @@ use super::fault::Fault;
 use super::{Answer, Backend, Call, Error, EventStream, Status};
 use crate::backend::observed::BackendCall;
 use crate::proto::StreamResponse;
-use crate::protocol::error::{A2aError, ErrorKind};
+use crate::protocol::error::{A2aError, ErrorKind, Profile};
 use crate::protocol::ops::{HttpMethod, Op, Reply, StreamRequest, TypedRequest, UnaryRequest};
 use crate::protocol::params::{response_extensions, SUPPORTED_VERSION, VERSION};
 use crate::telemetry::trace::Hop;
@@ -481,7 +481,8 @@ impl RpcStatus {
             .unwrap_or(ErrorKind::Internal);
         let message = self.message.unwrap_or_default();
         let error = A2aError::from_backend(fallback, &message, self.details.unwrap_or_default());
-        let status = http.map_or_else(|| error.kind.http(), |s| s.as_u16());
+        // The current release's status: the agent's profile is not known.
+        let status = http.map_or_else(|| error.kind.http(Profile::V1_0_1), |s| s.as_u16());
         Error::agent(error, Status::Http(status))
     }
 }

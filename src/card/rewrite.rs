@@ -115,6 +115,8 @@ pub(super) struct Rewriter {
     origins: origin::Origins,
     fixed_tenant: bool,
     binding: &'static str,
+    /// The gRPC front's own listener's port (`RouteCard::grpc_port`).
+    grpc_port: Option<u16>,
     keep_interfaces: bool,
     skills: Option<Vec<String>>,
     treatment: Treatment,
@@ -207,6 +209,7 @@ impl Rewriter {
             origins,
             fixed_tenant: route.fixed_tenant.is_some(),
             binding: route.binding.name(),
+            grpc_port: route.grpc_port,
             keep_interfaces: settings.keep_interfaces,
             skills: settings.skills.clone(),
             treatment,
@@ -384,7 +387,7 @@ impl Rewriter {
         let fronts: Vec<(Binding, String)> = (self.fronts.iter())
             .filter_map(|(binding, path)| match path {
                 Some(path) => Some((*binding, format!("{origin}{path}"))),
-                None => grpc_url(origin, None).map(|url| (*binding, url)),
+                None => grpc_url(origin, self.grpc_port).map(|url| (*binding, url)),
             })
             .collect();
         let mut interfaces: Vec<Value> = (fronts.iter())
@@ -540,6 +543,7 @@ mod tests {
             enforced: Default::default(),
             fronts: vec![Binding::JsonRpc],
             rest_path: "/a2a/rest".to_owned(),
+            grpc_port: None,
         }
     }
 
@@ -680,6 +684,22 @@ mod tests {
         for gone in ["signatures", "url", "preferredTransport"] {
             assert!(card.get(gone).is_none(), "{gone}");
         }
+    }
+
+    #[test]
+    fn a_grpc_listener_puts_its_port_in_the_grpc_interface() {
+        let mut route = route(Some("https://gw.example/x/"), false, false);
+        route.fronts = vec![Binding::JsonRpc, Binding::Grpc];
+        route.grpc_port = Some(50051);
+        let rewriter = rewriter(&CardSettings::default(), &route);
+        let card = served(&rewriter, &request(&[]));
+        assert_eq!(
+            card["supportedInterfaces"],
+            json!([{"url": "https://gw.example/x/agents/billing/a2a/jsonrpc",
+                    "protocolBinding": "JSONRPC", "protocolVersion": "1.0", "tenant": "t-7"},
+                   {"url": "https://gw.example:50051",
+                    "protocolBinding": "GRPC", "protocolVersion": "1.0", "tenant": "t-7"}])
+        );
     }
 
     #[test]

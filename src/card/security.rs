@@ -493,6 +493,7 @@ mod tests {
             enforced: enforced(),
             fronts: vec![crate::protocol::binding::Binding::JsonRpc],
             rest_path: "/a2a/rest".to_owned(),
+            grpc_port: None,
         };
         let treatment = Treatment::from_settings(&settings).unwrap();
         let rewriter = Rewriter::new(&settings, &route, treatment).unwrap();

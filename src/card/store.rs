@@ -279,6 +279,7 @@ mod tests {
             enforced: Default::default(),
             fronts: vec![Binding::JsonRpc],
             rest_path: "/a2a/rest".to_owned(),
+            grpc_port: None,
         };
         let settings = CardSettings::default();
         let rewriter = Rewriter::new(&settings, &route, Treatment::Strip).unwrap();

@@ -75,6 +75,17 @@ pub fn stack() -> impl for<'p> Layer<Option<crate::front::envelope::Params<'p>>>
     )
 }
 
+/// The front a call came through: how `invoke` writes its unary reply, and whether a call
+/// without a JSON-RPC id is answered at all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wire {
+    /// JSON-RPC or HTTP+JSON: a reply in the call's dialect (`Dialect::Rest` for
+    /// HTTP+JSON); a JSON-RPC call without an id is a notification, answered by nothing.
+    Json,
+    /// gRPC: the reply's protobuf message; every call is answered.
+    Grpc,
+}
+
 /// One call as the layers see it.
 pub struct Exchange<'a> {
     pub gateway: &'a Gateway,
@@ -82,7 +93,9 @@ pub struct Exchange<'a> {
     pub head: &'a http::request::Parts,
     /// The route's limits (`None`: none configured).
     pub limits: Option<&'a Arc<RouteLimits>>,
-    /// The JSON-RPC id, as sent (`None`: a notification).
+    /// The front the call came through.
+    pub wire: Wire,
+    /// The JSON-RPC id, as sent (`None`: a notification, or not a JSON-RPC call).
     pub id: Option<Cow<'a, str>>,
     pub op: Op,
     pub dialect: Dialect,
@@ -99,6 +112,21 @@ pub struct Exchange<'a> {
     pub owner: Option<Box<crate::auth::owner::Caller>>,
     /// The call's access log line and server span.
     pub record: CallRecord,
+}
+
+impl Exchange<'_> {
+    /// The front the call came through.
+    pub fn binding(&self) -> crate::protocol::binding::Binding {
+        match self.wire {
+            Wire::Grpc => crate::protocol::binding::Binding::Grpc,
+            Wire::Json => self.dialect.binding(),
+        }
+    }
+
+    /// Whether the client waits for an answer: every gRPC call, a JSON-RPC call with an id.
+    pub fn answered(&self) -> bool {
+        self.id.is_some() || self.wire != Wire::Json
+    }
 }
 
 /// A layer: handles the call with `input`, usually by calling the layer inside it.

@@ -15,7 +15,7 @@ use crate::front::envelope::{error_bytes_as, warn_internal, write_error_object, 
 use crate::front::rest::status;
 use crate::proto::StreamResponse;
 use crate::protocol::binding::Binding;
-use crate::protocol::error::A2aError;
+use crate::protocol::error::{A2aError, Profile};
 use crate::protocol::legacy::{self, Method};
 use crate::protocol::ops::{Op, Reply, Request};
 use crate::protocol::params::{legacy_extensions, legacy_requested, negotiate_version};
@@ -25,9 +25,9 @@ use crate::protocol::params::{legacy_extensions, legacy_requested, negotiate_ver
 pub enum Dialect {
     V1_0,
     V0_3(Method),
-    /// v1.0 over the HTTP+JSON front: bare results, `google.rpc.Status` errors, SSE of
-    /// bare `StreamResponse`s.
-    Rest,
+    /// v1.0 over the HTTP+JSON front: bare results, `google.rpc.Status` errors with the
+    /// HTTP status of the route's `spec-profile`, SSE of bare `StreamResponse`s.
+    Rest(Profile),
 }
 
 impl Dialect {
@@ -46,7 +46,7 @@ impl Dialect {
     /// The v1.0 operation that serves the call of method `name`.
     pub fn op(self, name: &str) -> Option<Op> {
         match self {
-            Dialect::V1_0 | Dialect::Rest => Op::from_name(name),
+            Dialect::V1_0 | Dialect::Rest(_) => Op::from_name(name),
             Dialect::V0_3(method) => Some(method.op()),
         }
     }
@@ -54,7 +54,7 @@ impl Dialect {
     /// The version as metrics and logs label it.
     pub fn label(self) -> &'static str {
         match self {
-            Dialect::V1_0 | Dialect::Rest => "1.0",
+            Dialect::V1_0 | Dialect::Rest(_) => "1.0",
             Dialect::V0_3(_) => "0.3",
         }
     }
@@ -63,14 +63,14 @@ impl Dialect {
     pub fn binding(self) -> Binding {
         match self {
             Dialect::V1_0 | Dialect::V0_3(_) => Binding::JsonRpc,
-            Dialect::Rest => Binding::HttpJson,
+            Dialect::Rest(_) => Binding::HttpJson,
         }
     }
 
     /// The v0.3 method of a v0.3 call (its own metric counts it).
     pub fn legacy_method(self) -> Option<Method> {
         match self {
-            Dialect::V1_0 | Dialect::Rest => None,
+            Dialect::V1_0 | Dialect::Rest(_) => None,
             Dialect::V0_3(method) => Some(method),
         }
     }
@@ -78,7 +78,7 @@ impl Dialect {
     /// `params` (their JSON text) decoded into `op`'s typed request.
     pub fn decode(self, op: Op, params: Option<&str>) -> Result<Request, A2aError> {
         match self {
-            Dialect::V1_0 | Dialect::Rest => Request::decode(op, params),
+            Dialect::V1_0 | Dialect::Rest(_) => Request::decode(op, params),
             Dialect::V0_3(method) => method.decode(params),
         }
     }
@@ -87,7 +87,7 @@ impl Dialect {
     /// recognised by its version already.
     pub fn negotiate(self, head: &Parts) -> Result<(), A2aError> {
         match self {
-            Dialect::V1_0 | Dialect::Rest => negotiate_version(&head.headers, head.uri.query()),
+            Dialect::V1_0 | Dialect::Rest(_) => negotiate_version(&head.headers, head.uri.query()),
             Dialect::V0_3(_) => Ok(()),
         }
     }
@@ -119,17 +119,17 @@ impl Dialect {
         // Written once, straight into the body's buffer.
         let mut out = Vec::with_capacity(reply.json_capacity() + id.len() + 40);
         let written = match (reply, card, self) {
-            (Reply::GetExtendedAgentCard(card), Some(service), Dialect::Rest) => {
+            (Reply::GetExtendedAgentCard(card), Some(service), Dialect::Rest(_)) => {
                 serde_json::to_value(card).and_then(|card| {
                     serde_json::to_writer(&mut out, &service.rewrite_extended(card, head))
                 })
             }
             // ProtoJSON's `Empty` is `{}` (JSON-RPC's result is `null`, as the reference
             // SDK writes it).
-            (Reply::DeleteTaskPushNotificationConfig(empty), _, Dialect::Rest) => {
+            (Reply::DeleteTaskPushNotificationConfig(empty), _, Dialect::Rest(_)) => {
                 crate::protocol::json::write_json(&mut out, empty)
             }
-            (_, _, Dialect::Rest) => reply.write_json(&mut out),
+            (_, _, Dialect::Rest(_)) => reply.write_json(&mut out),
             (Reply::GetExtendedAgentCard(card), service, Dialect::V0_3(_)) => {
                 let card = extended_card_v03(card, service, head)?;
                 write_response(&mut out, Some(id), |out| serde_json::to_writer(out, &card))
@@ -150,7 +150,7 @@ impl Dialect {
     /// Appends the result for `reply`: its ProtoJSON, or the v0.3 shape of it.
     fn write_result(self, out: &mut Vec<u8>, reply: &Reply) -> Result<(), serde_json::Error> {
         match self {
-            Dialect::V1_0 | Dialect::Rest => reply.write_json(out),
+            Dialect::V1_0 | Dialect::Rest(_) => reply.write_json(out),
             Dialect::V0_3(method) => method.write_result(out, |v1| reply.write_json(v1)),
         }
     }
@@ -159,9 +159,9 @@ impl Dialect {
     /// HTTP+JSON the `google.rpc.Status` body.
     pub fn error_bytes(self, id: Option<&str>, err: &A2aError) -> Vec<u8> {
         match self {
-            Dialect::Rest => {
+            Dialect::Rest(profile) => {
                 warn_internal(err);
-                status::body(err, status::http_status(err.kind))
+                status::body(err, status::http_status(err.kind, profile), profile)
             }
             _ => error_bytes_as(id, err, &self.error_object(err)),
         }
@@ -170,7 +170,7 @@ impl Dialect {
     /// The JSON-RPC error object of `err`: v0.3 knows fewer codes (`legacy::error`).
     fn error_object(self, err: &A2aError) -> serde_json::Value {
         match self {
-            Dialect::V1_0 | Dialect::Rest => err.to_json(),
+            Dialect::V1_0 | Dialect::Rest(_) => err.to_json(),
             Dialect::V0_3(_) => legacy::error(err),
         }
     }
@@ -188,7 +188,7 @@ impl Dialect {
         out.extend_from_slice(b"data: ");
         let v1 = |out: &mut Vec<u8>| crate::protocol::json::write_json(out, event);
         let written = match self {
-            Dialect::Rest => v1(out),
+            Dialect::Rest(_) => v1(out),
             _ => write_response(out, Some(id), |out| match self {
                 Dialect::V0_3(method) => method.write_result(out, v1),
                 _ => v1(out),
@@ -211,11 +211,14 @@ impl Dialect {
     /// plain `data:` event in v0.3 (as its v0.3 endpoint does).
     pub fn write_error_event(self, out: &mut Vec<u8>, id: &str, err: &A2aError) {
         out.extend_from_slice(match self {
-            Dialect::V1_0 | Dialect::Rest => b"event: error\ndata: ",
+            Dialect::V1_0 | Dialect::Rest(_) => b"event: error\ndata: ",
             Dialect::V0_3(_) => b"data: ",
         });
         match self {
-            Dialect::Rest => out.extend(status::body(err, status::http_status(err.kind))),
+            Dialect::Rest(profile) => {
+                let status = status::http_status(err.kind, profile);
+                out.extend(status::body(err, status, profile));
+            }
             _ => write_error_object(out, Some(id), &self.error_object(err)),
         }
         out.extend_from_slice(b"\n\n");

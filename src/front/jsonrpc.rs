@@ -28,7 +28,7 @@ use http::{HeaderValue, StatusCode};
 use serde_json::value::RawValue;
 
 use crate::front::call::observe::Watched;
-use crate::front::call::{self, authenticate, Answer, Exchange, Layer};
+use crate::front::call::{self, authenticate, Answer, Exchange, Layer, Wire};
 use crate::front::dialect::Dialect;
 use crate::front::envelope::{
     envelope_error, error_bytes, invalid_request, json_response, parse_error, read_body,
@@ -220,6 +220,7 @@ fn handle_one<'a>(
         gateway,
         head: ctx.request,
         limits: ctx.limits,
+        wire: Wire::Json,
         id: envelope.id,
         op,
         dialect,

@@ -28,7 +28,7 @@ use http::{HeaderValue, Method, StatusCode};
 
 pub(crate) use self::path::{route, Matched, Routed};
 use crate::front::call::observe::Watched;
-use crate::front::call::{self, authenticate, Answer, Exchange, Layer};
+use crate::front::call::{self, authenticate, Answer, Exchange, Layer, Wire};
 use crate::front::dialect::Dialect;
 use crate::front::envelope::{read_body, sse_response, BodyError, Params};
 use crate::front::jsonrpc::{refused_response, RefusalStatus};
@@ -36,7 +36,7 @@ use crate::front::limits::{Refusal, RouteLimits};
 use crate::front::sse::SseBody;
 use crate::front::Gateway;
 use crate::proto::StreamResponse;
-use crate::protocol::error::{A2aError, ErrorKind};
+use crate::protocol::error::{A2aError, ErrorKind, Profile};
 use crate::protocol::params::EXTENSIONS;
 use crate::telemetry::access::CallRecord;
 
@@ -130,7 +130,7 @@ pub async fn handle(
     let params = match request::params(&matched, post, parts.uri.query(), &bytes) {
         Ok(params) => params,
         Err(err) => {
-            let status = status::http_status(err.kind);
+            let status = status::http_status(err.kind, gateway.profile);
             return rejected(&gateway, &parts, bytes.len(), &err, status);
         }
     };
@@ -138,10 +138,11 @@ pub async fn handle(
         gateway: &gateway,
         head: &parts,
         limits: limits.as_ref(),
+        wire: Wire::Json,
         // Not a notification: every call is answered.
         id: Some(Cow::Borrowed("")),
         op: matched.op,
-        dialect: Dialect::Rest,
+        dialect: Dialect::Rest(gateway.profile),
         in_batch: false,
         started,
         deadline: None,
@@ -170,7 +171,7 @@ where
         Ok(Answer::Stream(started)) => {
             let watch = Watched::new(Some(x.record), &x.gateway.route_metrics);
             let body = SseBody::new(
-                ("".into(), Dialect::Rest),
+                ("".into(), x.dialect),
                 Some(started.first),
                 started.events,
                 x.gateway.keepalive,
@@ -179,11 +180,11 @@ where
             return sse_response(Body::from_stream(body), started.extensions);
         }
         Ok(Answer::Unstarted(err, extensions)) => {
-            let status = status::http_status(err.kind);
+            let status = status::http_status(err.kind, x.gateway.profile);
             (status, x.dialect.error_bytes(None, &err), extensions)
         }
         Ok(Answer::Refused(refusal)) => {
-            let body = status::body(&refusal.error, refusal.status);
+            let body = status::body(&refusal.error, refusal.status, x.gateway.profile);
             x.record.sent(body.len());
             // HTTP+JSON tells errors by their status: `refusal-status` is JSON-RPC's.
             return refused_response(&refusal, body, RefusalStatus::Http);
@@ -191,7 +192,7 @@ where
         // Only a notification is skipped, and an HTTP+JSON call is none.
         Ok(Answer::Skipped) => return StatusCode::NO_CONTENT.into_response(),
         Err(err) => {
-            let status = status::http_status(err.kind);
+            let status = status::http_status(err.kind, x.gateway.profile);
             (status, x.dialect.error_bytes(None, &err), None)
         }
     };
@@ -234,7 +235,7 @@ fn rejected(
     gateway.route_metrics.rejected(err.kind);
     let mut record = CallRecord::start(request, bytes_in, None);
     record.failed(err.kind);
-    let out = status::body(err, status);
+    let out = status::body(err, status, gateway.profile);
     record.sent(out.len());
     reply(status, out, "application/json", None)
 }
@@ -245,19 +246,21 @@ fn refused(gateway: &Gateway, request: &http::request::Parts, refusal: &Refusal)
     gateway.route_metrics.rejected(refusal.error.kind);
     let mut record = CallRecord::start(request, 0, None);
     record.failed(refusal.error.kind);
-    let out = status::body(&refusal.error, refusal.status);
+    let out = status::body(&refusal.error, refusal.status, gateway.profile);
     record.sent(out.len());
     refused_response(refusal, out, RefusalStatus::Http)
 }
 
-/// The answer to a path the front serves with a method it does not serve there.
-pub(crate) fn wrong_method(allow: &str) -> Response {
+/// The answer to a path the front serves with a method it does not serve there, its body
+/// in the route's `profile`.
+pub(crate) fn wrong_method(allow: &str, profile: Profile) -> Response {
     let err = A2aError::a2a(
         ErrorKind::MethodNotFound,
         "this method is not served at this path",
     );
     let status = StatusCode::METHOD_NOT_ALLOWED;
-    let mut response = reply(status, status::body(&err, status), "application/json", None);
+    let body = status::body(&err, status, profile);
+    let mut response = reply(status, body, "application/json", None);
     if let Ok(allow) = HeaderValue::from_str(allow) {
         response.headers_mut().insert(http::header::ALLOW, allow);
     }

@@ -133,8 +133,14 @@ pub fn card(data: &[u8]) {
         } else {
             Binding::Grpc
         },
-        fronts: vec![Binding::JsonRpc],
+        // The gRPC front and its listener's port ride on the binding's knob: both are the
+        // route's shape.
+        fronts: match bit(7) {
+            true => vec![Binding::JsonRpc, Binding::Grpc],
+            false => vec![Binding::JsonRpc],
+        },
         rest_path: "/a2a/rest".to_owned(),
+        grpc_port: bit(7).then_some(50051),
     };
     // A card or settings the route refuses is a start-up error, not a finding.
     let Ok(service) = CardService::new(&settings, route, None) else {

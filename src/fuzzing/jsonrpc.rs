@@ -201,6 +201,7 @@ fn card_service(backend: Arc<dyn Backend>) -> CardService {
         enforced: Default::default(),
         fronts: vec![Binding::JsonRpc],
         rest_path: "/a2a/rest".to_owned(),
+        grpc_port: None,
     };
     CardService::new(&settings, route, Some(backend)).expect("a valid card route")
 }

@@ -1,4 +1,5 @@
-//! `google.rpc.Status` details → ProtoJSON `Any` objects for `error.data` (spec 3.3.2, 9.5).
+//! `google.rpc.Status` details → ProtoJSON `Any` objects for `error.data` (spec 3.3.2, 9.5),
+//! and back (`to_status_bytes`, for the gRPC front).
 //!
 //! tonic-types' detail types have no serde, and its `ErrorDetails` drops unknown types, so
 //! the status is decoded here as raw `Any`s and each well-known `google.rpc` type is written
@@ -40,6 +41,67 @@ pub fn from_status_bytes(bytes: &[u8]) -> Vec<Value> {
             .collect(),
         Err(_) => vec![opaque("type.googleapis.com/google.rpc.Status", bytes)],
     }
+}
+
+/// `error.data` objects as a serialized `google.rpc.Status` of `code` and `message`, for
+/// `grpc-status-details-bin`. `ErrorInfo` and `BadRequest` (what the gateway writes) are
+/// encoded from their fields, an opaque object (`value`, base64) from its bytes; other
+/// objects cannot be encoded back and are left out.
+pub fn to_status_bytes(code: i32, message: &str, data: &[Value]) -> Vec<u8> {
+    let details = data.iter().filter_map(json_to_any).collect();
+    let status = pb::Status {
+        code,
+        message: message.to_owned(),
+        details,
+    };
+    status.encode_to_vec()
+}
+
+/// One ProtoJSON `Any` object as an `Any`, where its type is one `to_status_bytes` encodes.
+fn json_to_any(object: &Value) -> Option<prost_types::Any> {
+    let type_url = object.get("@type")?.as_str()?;
+    let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).unwrap_or("").to_owned();
+    let value = match type_url {
+        ERROR_INFO => pb::ErrorInfo {
+            reason: text(object, "reason"),
+            domain: text(object, "domain"),
+            metadata: object
+                .get("metadata")
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
+        .encode_to_vec(),
+        BAD_REQUEST => pb::BadRequest {
+            field_violations: object
+                .get("fieldViolations")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|v| pb::bad_request::FieldViolation {
+                    field: text(v, "field"),
+                    description: text(v, "description"),
+                    reason: text(v, "reason"),
+                    localized_message: None,
+                })
+                .collect(),
+        }
+        .encode_to_vec(),
+        _ => {
+            let value = object.get("value")?.as_str()?;
+            base64::engine::general_purpose::STANDARD
+                .decode(value)
+                .ok()?
+        }
+    };
+    Some(prost_types::Any {
+        type_url: type_url.to_owned(),
+        value,
+    })
 }
 
 /// One `Any` as a ProtoJSON object with `@type`.
@@ -226,6 +288,19 @@ mod tests {
         assert_eq!(duration(3, 0), "3s");
         assert_eq!(duration(1, 500_000_000), "1.500s");
         assert_eq!(duration(0, 1_000), "0.000001s");
+    }
+
+    #[test]
+    fn the_gateway_s_details_go_to_a_status_and_back() {
+        let data = vec![
+            json!({"@type": ERROR_INFO, "reason": "R", "domain": "d", "metadata": {"k": "v"}}),
+            json!({"@type": BAD_REQUEST, "fieldViolations": [{"field": "f", "description": "why"}]}),
+            json!({"@type": "type.example.com/x.Y", "value": "AQID"}),
+        ];
+        let bytes = to_status_bytes(3, "m", &data);
+        let status = pb::Status::decode(&bytes[..]).unwrap();
+        assert_eq!((status.code, status.message.as_str()), (3, "m"));
+        assert_eq!(from_status_bytes(&bytes), data);
     }
 
     #[test]

@@ -1,9 +1,12 @@
 //! THE error table (spec 3.3.2, 5.4, 9.5): each error kind once, with its JSON-RPC code,
-//! gRPC status, HTTP status, `ErrorInfo.reason` and standard message.
+//! its gRPC status and HTTP status under each conformance profile (`Profile`: the 1.0.0
+//! and 1.0.1 releases disagree on six of them), `ErrorInfo.reason` and standard message.
 //!
 //! Backend errors map by `ErrorInfo.reason` (domain `a2a-protocol.org`) first, because SDKs
 //! disagree on status codes (FAILED_PRECONDITION alone covers five A2A errors). Only when
-//! no such detail is present does the status decide, through the rows marked `by status`.
+//! no such detail is present does the status decide, through the statuses a row reads
+//! (`read_grpc`, `read_http`): those of either profile that name that row alone, so the
+//! reading is the same whichever profile the agent follows.
 //! UNAUTHENTICATED and PERMISSION_DENIED have no code in the A2A spec; we follow the
 //! official Go SDK's precedent (-31401, -31403). The reasons of the standard JSON-RPC rows
 //! are the reference SDK's (a2a-sdk `utils/errors.py`); it reports method-not-found as
@@ -20,7 +23,8 @@ pub(crate) const GATEWAY_DOMAIN: &str = "a2a-gateway";
 macro_rules! error_table {
     ($(
         $(#[$doc:meta])*
-        $kind:ident: $code:literal, $grpc:ident, $http:literal, $reason:expr, $by_status:literal, $message:literal;
+        $kind:ident: $code:literal, [$grpc0:ident, $grpc1:ident], [$http0:literal, $http1:literal],
+            $reason:expr, [$read_grpc:expr, $read_http:expr], $message:literal;
     )*) => {
         /// One row of the error table.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -32,63 +36,126 @@ macro_rules! error_table {
 
             /// The JSON-RPC error code.
             pub fn code(self) -> i32 { match self { $( ErrorKind::$kind => $code, )* } }
-            /// The gRPC status code of this error.
-            pub fn grpc(self) -> Code { match self { $( ErrorKind::$kind => Code::$grpc, )* } }
-            /// The HTTP status of this error.
-            pub fn http(self) -> u16 { match self { $( ErrorKind::$kind => $http, )* } }
+            /// The gRPC status code of this error under `profile`.
+            pub fn grpc(self, profile: Profile) -> Code {
+                match (self, profile) {
+                    $(
+                        (ErrorKind::$kind, Profile::V1_0_0) => Code::$grpc0,
+                        (ErrorKind::$kind, Profile::V1_0_1) => Code::$grpc1,
+                    )*
+                }
+            }
+            /// The HTTP status of this error under `profile`.
+            pub fn http(self, profile: Profile) -> u16 {
+                match (self, profile) {
+                    $(
+                        (ErrorKind::$kind, Profile::V1_0_0) => $http0,
+                        (ErrorKind::$kind, Profile::V1_0_1) => $http1,
+                    )*
+                }
+            }
             /// `ErrorInfo.reason` (domain `a2a-protocol.org`), where one is defined.
             pub fn reason(self) -> Option<&'static str> { match self { $( ErrorKind::$kind => $reason, )* } }
-            /// Whether this row is chosen for its gRPC/HTTP status when no reason is given.
-            pub fn by_status(self) -> bool { match self { $( ErrorKind::$kind => $by_status, )* } }
+            /// The gRPC status read as this row when an agent's error gives no reason.
+            pub fn read_grpc(self) -> Option<Code> { match self { $( ErrorKind::$kind => $read_grpc, )* } }
+            /// The HTTP status read as this row when an agent's error gives neither reason
+            /// nor status name.
+            pub fn read_http(self) -> Option<u16> { match self { $( ErrorKind::$kind => $read_http, )* } }
             /// The standard message (spec 9.5), used when the backend gives none.
             pub(crate) fn message(self) -> &'static str { match self { $( ErrorKind::$kind => $message, )* } }
         }
     };
 }
 
+/// The specification release whose error mappings a route's fronts write (`spec-profile`):
+/// the 1.0.1 patch release changed some gRPC codes and HTTP statuses of spec §5.4 without a
+/// version bump, so clients and agents built against either exist.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Profile {
+    /// Specification 1.0.0.
+    V1_0_0,
+    /// Specification 1.0.1, whose table the reference SDK follows.
+    #[default]
+    V1_0_1,
+}
+
+impl Profile {
+    /// Both profiles, oldest first.
+    pub const ALL: [Profile; 2] = [Profile::V1_0_0, Profile::V1_0_1];
+
+    /// The release as configured and documented (`1.0.0`, `1.0.1`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::V1_0_0 => "1.0.0",
+            Profile::V1_0_1 => "1.0.1",
+        }
+    }
+
+    /// The profile named `name`, as `spec-profile` takes it.
+    pub fn from_name(name: &str) -> Result<Profile, String> {
+        Profile::ALL
+            .into_iter()
+            .find(|p| p.name() == name)
+            .ok_or_else(|| format!("{name:?} is not a profile: 1.0.0 or 1.0.1"))
+    }
+}
+
 error_table! {
-    // kind: JSON-RPC code, gRPC status, HTTP status, ErrorInfo reason, by status, standard message
+    // kind: JSON-RPC code, gRPC status [1.0.0, 1.0.1], HTTP status [1.0.0, 1.0.1], ErrorInfo
+    // reason, [gRPC, HTTP] status read as this row without a reason, standard message.
+    // A status only 1.0.0 gave a row is read as it where no other row has it: 409 and 415
+    // are; 1.0.0's UNIMPLEMENTED stays method-not-found (four rows had it), and 502 is what
+    // any proxy says.
     /// The body is not valid JSON.
-    ParseError: -32700, InvalidArgument, 400, None, false, "Invalid JSON payload";
+    ParseError: -32700, [InvalidArgument, InvalidArgument], [400, 400], None, [None, None],
+        "Invalid JSON payload";
     /// The body is JSON but not a JSON-RPC request object.
-    InvalidRequest: -32600, InvalidArgument, 400, Some("INVALID_REQUEST"), false, "Request payload validation error";
+    InvalidRequest: -32600, [InvalidArgument, InvalidArgument], [400, 400], Some("INVALID_REQUEST"),
+        [None, None], "Request payload validation error";
     /// The method names no A2A operation.
-    MethodNotFound: -32601, Unimplemented, 501, Some("METHOD_NOT_FOUND"), true, "Method not found";
+    MethodNotFound: -32601, [Unimplemented, Unimplemented], [501, 501], Some("METHOD_NOT_FOUND"),
+        [Some(Code::Unimplemented), Some(501)], "Method not found";
     /// The params do not decode into the operation's request, or a value is refused.
-    InvalidParams: -32602, InvalidArgument, 400, Some("INVALID_PARAMS"), true, "Invalid parameters";
+    InvalidParams: -32602, [InvalidArgument, InvalidArgument], [400, 400], Some("INVALID_PARAMS"),
+        [Some(Code::InvalidArgument), Some(400)], "Invalid parameters";
     /// The agent failed, or the gateway's path to it did (an `ErrorInfo` of domain
     /// `a2a-gateway` says which).
-    Internal: -32603, Internal, 500, Some("INTERNAL_ERROR"), true, "Internal error";
+    Internal: -32603, [Internal, Internal], [500, 500], Some("INTERNAL_ERROR"),
+        [Some(Code::Internal), Some(500)], "Internal error";
     /// No such task, or none the caller may see.
-    TaskNotFound: -32001, NotFound, 404, Some("TASK_NOT_FOUND"), true, "Task not found";
+    TaskNotFound: -32001, [NotFound, NotFound], [404, 404], Some("TASK_NOT_FOUND"),
+        [Some(Code::NotFound), Some(404)], "Task not found";
     /// The task is in a state that cannot be canceled.
-    TaskNotCancelable: -32002, FailedPrecondition, 400, Some("TASK_NOT_CANCELABLE"), false,
-        "Task cannot be canceled";
+    TaskNotCancelable: -32002, [FailedPrecondition, FailedPrecondition], [409, 400],
+        Some("TASK_NOT_CANCELABLE"), [None, Some(409)], "Task cannot be canceled";
     /// The agent does not support push notifications.
-    PushNotificationNotSupported: -32003, FailedPrecondition, 400, Some("PUSH_NOTIFICATION_NOT_SUPPORTED"), false,
-        "Push Notification is not supported";
+    PushNotificationNotSupported: -32003, [Unimplemented, FailedPrecondition], [400, 400],
+        Some("PUSH_NOTIFICATION_NOT_SUPPORTED"), [None, None], "Push Notification is not supported";
     /// The agent does not support the operation.
-    UnsupportedOperation: -32004, FailedPrecondition, 400, Some("UNSUPPORTED_OPERATION"), false,
-        "This operation is not supported";
+    UnsupportedOperation: -32004, [Unimplemented, FailedPrecondition], [400, 400],
+        Some("UNSUPPORTED_OPERATION"), [None, None], "This operation is not supported";
     /// A part's media type is not one the agent accepts.
-    ContentTypeNotSupported: -32005, InvalidArgument, 400, Some("CONTENT_TYPE_NOT_SUPPORTED"), false,
-        "Incompatible content types";
+    ContentTypeNotSupported: -32005, [InvalidArgument, InvalidArgument], [415, 400],
+        Some("CONTENT_TYPE_NOT_SUPPORTED"), [None, Some(415)], "Incompatible content types";
     /// The agent's reply does not follow the protocol.
-    InvalidAgentResponse: -32006, Internal, 500, Some("INVALID_AGENT_RESPONSE"), false,
-        "Invalid agent response";
+    InvalidAgentResponse: -32006, [Internal, Internal], [502, 500], Some("INVALID_AGENT_RESPONSE"),
+        [None, None], "Invalid agent response";
     /// The agent has no extended card.
-    ExtendedAgentCardNotConfigured: -32007, FailedPrecondition, 400, Some("EXTENDED_AGENT_CARD_NOT_CONFIGURED"), false,
+    ExtendedAgentCardNotConfigured: -32007, [FailedPrecondition, FailedPrecondition], [400, 400],
+        Some("EXTENDED_AGENT_CARD_NOT_CONFIGURED"), [None, None],
         "Authenticated Extended Card is not configured";
     /// The agent requires an extension the client did not declare.
-    ExtensionSupportRequired: -32008, FailedPrecondition, 400, Some("EXTENSION_SUPPORT_REQUIRED"), false,
-        "Extension support required";
+    ExtensionSupportRequired: -32008, [FailedPrecondition, FailedPrecondition], [400, 400],
+        Some("EXTENSION_SUPPORT_REQUIRED"), [None, None], "Extension support required";
     /// The agent does not support the client's protocol version.
-    VersionNotSupported: -32009, FailedPrecondition, 400, Some("VERSION_NOT_SUPPORTED"), false,
-        "Version not supported";
+    VersionNotSupported: -32009, [Unimplemented, FailedPrecondition], [400, 400],
+        Some("VERSION_NOT_SUPPORTED"), [None, None], "Version not supported";
     /// The call carries no valid credentials.
-    Unauthenticated: -31401, Unauthenticated, 401, None, true, "Unauthenticated";
+    Unauthenticated: -31401, [Unauthenticated, Unauthenticated], [401, 401], None,
+        [Some(Code::Unauthenticated), Some(401)], "Unauthenticated";
     /// The caller may not make this call.
-    PermissionDenied: -31403, PermissionDenied, 403, None, true, "Permission denied";
+    PermissionDenied: -31403, [PermissionDenied, PermissionDenied], [403, 403], None,
+        [Some(Code::PermissionDenied), Some(403)], "Permission denied";
 }
 
 impl ErrorKind {
@@ -105,7 +172,7 @@ impl ErrorKind {
         ErrorKind::ALL
             .iter()
             .copied()
-            .find(|k| k.by_status() && k.grpc() == code)
+            .find(|k| k.read_grpc() == Some(code))
             .unwrap_or(ErrorKind::Internal)
     }
 
@@ -114,7 +181,7 @@ impl ErrorKind {
         ErrorKind::ALL
             .iter()
             .copied()
-            .find(|k| k.by_status() && k.http() == status)
+            .find(|k| k.read_http() == Some(status))
             .unwrap_or(ErrorKind::Internal)
     }
 }
@@ -339,17 +406,88 @@ mod tests {
                 let err = A2aError::from_backend(ErrorKind::Internal, "m", data);
                 assert_eq!((err.kind, err.kind.code()), (kind, kind.code()));
             }
-            if kind.by_status() {
-                assert_eq!(ErrorKind::from_grpc(kind.grpc()), kind, "{kind:?}");
-                assert_eq!(ErrorKind::from_http(kind.http()), kind, "{kind:?}");
-            } else {
-                assert_ne!(
-                    ErrorKind::from_grpc(kind.grpc()),
-                    kind,
-                    "{kind:?} needs a reason"
-                );
+            for profile in Profile::ALL {
+                let (grpc, http) = (kind.grpc(profile), kind.http(profile));
+                // A status read as a row is that row's in some profile, and reads back.
+                let grpc_read = kind.read_grpc() == Some(grpc);
+                assert_eq!(ErrorKind::from_grpc(grpc) == kind, grpc_read, "{kind:?}");
+                let http_read = kind.read_http() == Some(http);
+                assert_eq!(ErrorKind::from_http(http) == kind, http_read, "{kind:?}");
+            }
+            if let Some(code) = kind.read_grpc() {
+                assert!(Profile::ALL.iter().any(|&p| kind.grpc(p) == code));
+                assert_eq!(ErrorKind::from_grpc(code), kind, "{kind:?}");
+            }
+            if let Some(status) = kind.read_http() {
+                assert!(Profile::ALL.iter().any(|&p| kind.http(p) == status));
+                assert_eq!(ErrorKind::from_http(status), kind, "{kind:?}");
             }
         }
+    }
+
+    /// A status only 1.0.0 gave a row is read as that row only where no other row has it
+    /// in either profile.
+    #[test]
+    fn statuses_of_1_0_0_are_read_only_where_unambiguous() {
+        for &kind in ErrorKind::ALL {
+            let others = || ErrorKind::ALL.iter().filter(move |&&o| o != kind);
+            if let Some(s) = kind
+                .read_http()
+                .filter(|&s| s != kind.http(Profile::V1_0_1))
+            {
+                assert!(others().all(|o| Profile::ALL.iter().all(|&p| o.http(p) != s)));
+            }
+            if let Some(c) = kind
+                .read_grpc()
+                .filter(|&c| c != kind.grpc(Profile::V1_0_1))
+            {
+                assert!(others().all(|o| Profile::ALL.iter().all(|&p| o.grpc(p) != c)));
+            }
+        }
+    }
+
+    /// The rows the 1.0.1 patch release changed (spec §5.4 of each release); all others
+    /// are the same in both.
+    #[test]
+    fn the_profiles_differ_where_1_0_1_changed_the_table() {
+        use ErrorKind::*;
+        use Profile::*;
+        let changed_http = [
+            (TaskNotCancelable, 409, 400),
+            (ContentTypeNotSupported, 415, 400),
+            (InvalidAgentResponse, 502, 500),
+        ];
+        let changed_grpc = [
+            PushNotificationNotSupported,
+            UnsupportedOperation,
+            VersionNotSupported,
+        ];
+        for &kind in ErrorKind::ALL {
+            match changed_http.iter().find(|(k, ..)| *k == kind) {
+                Some(&(_, old, new)) => {
+                    assert_eq!((kind.http(V1_0_0), kind.http(V1_0_1)), (old, new))
+                }
+                None => assert_eq!(kind.http(V1_0_0), kind.http(V1_0_1), "{kind:?}"),
+            }
+            if changed_grpc.contains(&kind) {
+                assert_eq!(kind.grpc(V1_0_0), Code::Unimplemented);
+                assert_eq!(kind.grpc(V1_0_1), Code::FailedPrecondition);
+            } else {
+                assert_eq!(kind.grpc(V1_0_0), kind.grpc(V1_0_1), "{kind:?}");
+            }
+        }
+        assert_eq!(ErrorKind::from_http(409), TaskNotCancelable);
+        assert_eq!(ErrorKind::from_http(415), ContentTypeNotSupported);
+        assert_eq!(ErrorKind::from_grpc(Code::Unimplemented), MethodNotFound);
+    }
+
+    #[test]
+    fn profiles_are_named_as_configured() {
+        for profile in Profile::ALL {
+            assert_eq!(Profile::from_name(profile.name()), Ok(profile));
+        }
+        assert!(Profile::from_name("1.0").is_err());
+        assert_eq!(Profile::default(), Profile::V1_0_1);
     }
 
     #[test]
@@ -362,9 +500,11 @@ mod tests {
                     a.reason().is_none() || a.reason() != b.reason(),
                     "{a:?} {b:?}"
                 );
-                if a.by_status() && b.by_status() {
-                    assert_ne!(a.grpc(), b.grpc(), "{a:?} {b:?}");
-                    assert_ne!(a.http(), b.http(), "{a:?} {b:?}");
+                if a.read_grpc().is_some() {
+                    assert_ne!(a.read_grpc(), b.read_grpc(), "{a:?} {b:?}");
+                }
+                if a.read_http().is_some() {
+                    assert_ne!(a.read_http(), b.read_http(), "{a:?} {b:?}");
                 }
             }
         }
@@ -400,7 +540,11 @@ mod tests {
             (VersionNotSupported, -32009, Code::FailedPrecondition, 400),
         ];
         for (kind, code, grpc, http) in rows {
-            assert_eq!((kind.code(), kind.grpc(), kind.http()), (code, grpc, http));
+            let profile = Profile::V1_0_1;
+            assert_eq!(
+                (kind.code(), kind.grpc(profile), kind.http(profile)),
+                (code, grpc, http)
+            );
         }
         assert_eq!(ErrorKind::from_grpc(Code::Unavailable), ErrorKind::Internal);
         assert_eq!(

@@ -143,6 +143,14 @@ macro_rules! declare_operations {
                 match self { $( Op::$u => false, )* $( Op::$s => true, )* }
             }
 
+            /// Decodes this operation's request from protobuf bytes (the gRPC front).
+            pub(crate) fn decode_request(self, message: bytes::Bytes) -> Result<Request, prost::DecodeError> {
+                Ok(match self {
+                    $( Op::$u => Request::Unary(UnaryRequest::$u(<$ureq as prost::Message>::decode(message)?)), )*
+                    $( Op::$s => Request::Stream(StreamRequest::$s(<$sreq as prost::Message>::decode(message)?)), )*
+                })
+            }
+
             /// The name of this operation's request message in `lf.a2a.v1`
             /// (`protocol::schema` describes it).
             pub(crate) fn request_message(self) -> &'static str {
@@ -224,6 +232,11 @@ macro_rules! declare_operations {
             pub(crate) fn json_capacity(&self) -> usize {
                 let len = match self { $( Reply::$u(r) => prost::Message::encoded_len(r), )* };
                 len + len / 4 + 64 + 6 * len.min(ESCAPE_ROOM_MAX)
+            }
+
+            /// The reply in protobuf encoding (the gRPC front).
+            pub(crate) fn to_proto(&self) -> Vec<u8> {
+                match self { $( Reply::$u(r) => prost::Message::encode_to_vec(r), )* }
             }
 
             /// Appends the JSON-RPC `result` value for this reply.
@@ -334,6 +347,13 @@ mod tests {
             );
             let request = Request::decode(op, None).unwrap();
             assert_eq!(request.op(), op);
+            let mut bytes = Vec::new();
+            match &request {
+                Request::Unary(r) => r.encode(&mut bytes),
+                Request::Stream(r) => r.encode(&mut bytes),
+            }
+            .unwrap();
+            assert_eq!(op.decode_request(bytes.into()).unwrap(), request);
             assert_eq!(matches!(request, Request::Stream(_)), op.is_streaming());
             assert!(crate::protocol::schema::message(op.request_message()).is_some());
         }

@@ -37,7 +37,7 @@ use crate::front::call::authenticate;
 use crate::front::jsonrpc::refused_response;
 use crate::front::limits::Limits;
 use crate::front::rest::{self, Routed};
-use crate::front::{jsonrpc, Gateway};
+use crate::front::{grpc, jsonrpc, Gateway};
 use crate::lifecycle::Lifecycle;
 use crate::push::sign::JWKS_PATH;
 use crate::server::readiness::{Readiness, ReadinessMode};
@@ -66,6 +66,8 @@ pub struct ServedRoute {
     /// The HTTP+JSON front's base path below the prefix, empty for the prefix itself
     /// (`None`: the route does not serve the HTTP+JSON front).
     pub rest_path: Option<String>,
+    /// Whether the route serves the gRPC front (calls told by their content type).
+    pub grpc: bool,
     /// The route's endpoints when it balances over many (`/readyz`, `/metrics`).
     pub endpoints: Option<Arc<RouteEndpoints>>,
     /// What the route's calls go through: its backend, policies and deadlines.
@@ -80,6 +82,8 @@ pub struct Frontend {
     index: Arc<RouteIndex>,
     /// Whether any route selects by host (else the `Host` header is never read).
     by_host: bool,
+    /// Whether any route serves gRPC (then so is `grpc.health.v1`).
+    grpc: bool,
     metrics: Arc<Metrics>,
     /// `/readyz` follows it.
     lifecycle: Arc<Lifecycle>,
@@ -128,6 +132,7 @@ impl Frontend {
     ) -> Frontend {
         Frontend {
             by_host: routes.iter().any(|r| r.host.is_some()),
+            grpc: routes.iter().any(|r| r.grpc),
             index: Arc::new(RouteIndex::new(
                 routes
                     .iter()
@@ -421,6 +426,29 @@ impl Frontend {
         text
     }
 
+    /// The route of a gRPC call at the root path: the one route serving gRPC for the call's
+    /// host, else the one serving it for any host; `None` when there are several (the call
+    /// must then name its route's prefix) or none.
+    fn grpc_route<B>(&self, request: &http::Request<B>) -> Option<(usize, &ServedRoute)> {
+        let host = if self.by_host {
+            request_host(request)
+        } else {
+            None
+        };
+        let serving = || (self.routes.iter().enumerate()).filter(|(_, r)| r.grpc);
+        let for_host = serving().filter(|(_, r)| {
+            let named = r.host.as_deref();
+            named.is_some()
+                && named
+                    .zip(host)
+                    .is_some_and(|(n, h)| n.eq_ignore_ascii_case(h))
+        });
+        if for_host.clone().next().is_some() {
+            return only(for_host);
+        }
+        only(serving().filter(|(_, r)| r.host.is_none()))
+    }
+
     /// The route `request` belongs to, and its index: a route for its host before a route
     /// for any host.
     fn route<B>(&self, request: &http::Request<B>) -> Option<(usize, &ServedRoute)> {
@@ -448,6 +476,7 @@ pub fn router(gateway: Arc<Gateway>, jsonrpc_path: &str) -> Frontend {
         host: None,
         jsonrpc_path: Some(jsonrpc_path.to_owned()),
         rest_path: None,
+        grpc: false,
         endpoints: None,
         gateway,
     };
@@ -491,23 +520,60 @@ impl tower::Service<http::Request<Body>> for Frontend {
             let callback = callback.clone();
             return Box::pin(async move { Ok(callback.handle(request).await) });
         }
-        if let Some((index, route)) = self.route(&request) {
+        // The gateway's own gRPC health, where a route serves gRPC.
+        if grpc::is_grpc(&request) && path.starts_with(grpc::health::HEALTH_PATH) && self.grpc {
+            let mut health = grpc::health::service(self.lifecycle.clone());
+            return Box::pin(async move {
+                let response = tower::Service::call(&mut health, request).await;
+                Ok(response.map_or_else(|never| match never {}, |r| r.map(Body::new)))
+            });
+        }
+        // Reflection of the A2A service, where a route serves gRPC.
+        if grpc::is_grpc(&request)
+            && path.starts_with(grpc::reflection::REFLECTION_PATH)
+            && self.grpc
+        {
+            if let Some(mut reflection) = grpc::reflection::service() {
+                return Box::pin(async move {
+                    let response = tower::Service::call(&mut reflection, request).await;
+                    Ok(response.map_or_else(|never| match never {}, |r| r.map(Body::new)))
+                });
+            }
+        }
+        // gRPC clients cannot put a route's prefix before the method: a gRPC call at the
+        // root goes to the one route of its host that serves gRPC (`grpc_route`).
+        let grpc_at_root = grpc::is_grpc(&request) && path.starts_with(grpc::SERVICE_PATH);
+        let at_root = grpc_at_root.then(|| self.grpc_route(&request)).flatten();
+        if let Some((index, route)) = at_root.or_else(|| self.route(&request)) {
             let limits = self.limits.as_ref().and_then(|l| l.route(index));
             if let Some(Err(refusal)) = limits.map(|l| l.check_headers(request.headers())) {
+                if grpc_at_root || grpc::is_grpc(&request) {
+                    let profile = route.gateway.profile;
+                    return ready(grpc::status::of_refusal(&refusal, profile).into_http());
+                }
                 let policy = route.gateway.refusal_status;
                 return ready(refused_response(&refusal, refusal.body(None), policy));
             }
-            let below = &path[route.prefix.len()..];
+            let below = match at_root {
+                Some(_) => path,
+                None => &path[route.prefix.len()..],
+            };
             let card = route.gateway.card.as_ref();
-            let jsonrpc = route.jsonrpc_path.as_deref() == Some(below);
+            // A gRPC call's path is the method's, below the route's prefix.
+            let grpc_call = route.grpc
+                && grpc::is_grpc(&request)
+                && request.method() == Method::POST
+                && below.starts_with(grpc::SERVICE_PATH);
+            let jsonrpc = !grpc_call && route.jsonrpc_path.as_deref() == Some(below);
             let rest = match route.rest_path.as_deref() {
-                Some(base) if !jsonrpc && below != CARD_PATH => below
+                Some(base) if !grpc_call && !jsonrpc && below != CARD_PATH => below
                     .strip_prefix(base)
                     .map(|op| rest::route(request.method(), op)),
                 _ => None,
             }
             .filter(|routed| *routed != Routed::NotFound);
             let serves = jsonrpc
+                || grpc_call
                 || rest.is_some()
                 || (below == CARD_PATH && card.is_some_and(|c| c.serves_card()));
             // A Host allow-list holds for the JSON-RPC endpoint too, not only the card;
@@ -516,7 +582,15 @@ impl tower::Service<http::Request<Body>> for Frontend {
                 serves,
                 card.map(|c| c.admit(request.uri(), request.headers())),
             ) {
+                if grpc_call {
+                    return ready(tonic::Status::invalid_argument(why).into_http());
+                }
                 return ready(json_error(StatusCode::BAD_REQUEST, &why));
+            }
+            if grpc_call {
+                let gateway = route.gateway.clone();
+                let limits = limits.cloned();
+                return Box::pin(async move { Ok(grpc::handle(gateway, limits, request).await) });
             }
             match rest {
                 Some(Routed::Call(matched)) => {
@@ -526,7 +600,9 @@ impl tower::Service<http::Request<Body>> for Frontend {
                         Ok(rest::handle(gateway, limits, matched, request).await)
                     });
                 }
-                Some(Routed::WrongMethod(allow)) => return ready(rest::wrong_method(&allow)),
+                Some(Routed::WrongMethod(allow)) => {
+                    return ready(rest::wrong_method(&allow, route.gateway.profile))
+                }
                 _ => {}
             }
             if jsonrpc {
@@ -587,6 +663,10 @@ impl tower::Service<http::Request<Body>> for Frontend {
                     Ok((kind, text).into_response())
                 });
             }
+            _ if grpc_at_root => {
+                let why = "no route of this gateway serves this gRPC call here (several routes serve gRPC for this host: call the route's path prefix, or grpc-listen)";
+                tonic::Status::unimplemented(why).into_http()
+            }
             _ => not_found(),
         };
         ready(response)
@@ -608,6 +688,12 @@ impl Unready {
             Unready::Check(why) => why,
         }
     }
+}
+
+/// The one item of `items`; `None` when there are none or several.
+fn only<T>(mut items: impl Iterator<Item = T>) -> Option<T> {
+    let first = items.next()?;
+    items.next().is_none().then_some(first)
 }
 
 fn ready(response: Response) -> BoxFuture<'static, Result<Response, Infallible>> {

@@ -136,17 +136,37 @@ impl Workers {
         self.rebuilds.clone()
     }
 
-    /// Accepts connections on `listener` and hands them out until `shutdown` resolves;
-    /// then waits until every worker has drained its connections (bounded by the grace
-    /// period), while this runtime keeps serving anything else it runs (the demo agent).
-    pub async fn serve(self, listener: TcpListener, shutdown: impl Future<Output = ()>) {
+    /// Accepts connections on `listener` (and `grpc`, `--grpc-listen`, served alike: by the
+    /// same workers and their current routes, so a reload holds for both) and hands them
+    /// out until `shutdown` resolves; then waits until every worker has drained its
+    /// connections (bounded by the grace period), while this runtime keeps serving anything
+    /// else it runs (the demo agent).
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        grpc: Option<TcpListener>,
+        shutdown: impl Future<Output = ()>,
+    ) {
         let Workers {
             inboxes, finished, ..
         } = self;
         let mut shutdown = std::pin::pin!(shutdown);
         let mut next = 0usize;
+        let grpc_accept = || async {
+            match &grpc {
+                Some(grpc) => grpc.accept().await,
+                None => std::future::pending().await,
+            }
+        };
         loop {
             let stream = tokio::select! {
+                accepted = grpc_accept() => match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(e) => {
+                        accept_failed(&e).await;
+                        continue;
+                    }
+                },
                 accepted = listener.accept() => match accepted {
                     Ok((stream, _)) => stream,
                     Err(e) => {
@@ -173,6 +193,7 @@ impl Workers {
             }
         }
         drop(listener);
+        drop(grpc);
         drop(inboxes);
         for worker in finished {
             let _ = worker.await;

@@ -21,6 +21,7 @@ use crate::config::{Cli, ConfigError, Legacy, RouteConfig};
 use crate::front::limits::{PerClientSettings, RouteLimitSettings};
 use crate::front::BatchLimits;
 use crate::protocol::binding::Binding;
+use crate::protocol::error::Profile;
 use crate::protocol::ops::Op;
 use crate::protocol::params::{ForwardPolicy, HeaderRules};
 use crate::push::relay::RelaySettings;
@@ -81,6 +82,8 @@ pub struct RouteSettings {
     pub tenant: Option<String>,
     /// Whether v0.3 clients are served.
     pub(crate) legacy: bool,
+    /// The error table's column the route's fronts write (`spec-profile`).
+    pub(crate) profile: Profile,
     /// The HTTP status of refusals.
     pub(crate) refusal_status: crate::front::jsonrpc::RefusalStatus,
     /// The push URL policy; `None`: the guard is off (`push = "pass"`).
@@ -285,6 +288,7 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
         allow,
         tenant: cli.tenant.clone(),
         legacy: cli.legacy == Legacy::V03,
+        profile: cli.spec_profile,
         refusal_status: cli.refusal_status,
         push,
         relay: None,

@@ -30,7 +30,7 @@ use super::untrusted::ClippedField;
 use super::ClientAddr;
 use crate::proto::StreamResponse;
 use crate::protocol::binding::Binding;
-use crate::protocol::error::{A2aError, ErrorKind};
+use crate::protocol::error::{A2aError, ErrorKind, Profile};
 use crate::protocol::ops::{Op, Reply, Request};
 use sink::field_name;
 
@@ -146,18 +146,18 @@ impl CallRecord {
     }
 
     /// The method is known: starts its server span (when traces are on) for the front
-    /// (`binding`) the call came through.
+    /// (`binding`) the call came through, its errors in the route's `profile`.
     pub(crate) fn method(
         &mut self,
         op: Op,
         request: &http::request::Parts,
         id: Option<&str>,
-        binding: Binding,
+        front: (Binding, Profile),
     ) {
         if let Some(line) = &mut self.line {
             line.method = op.name();
         }
-        self.span = ServerSpan::start(op, request, id, binding).map(Box::new);
+        self.span = ServerSpan::start(op, request, id, front).map(Box::new);
     }
 
     /// The call's caller, as authentication found it: the line's `principal` and `auth`

@@ -39,7 +39,7 @@ use serde::Deserialize;
 use super::untrusted::{clip_message, clipped, without_credentials};
 use crate::proto::{send_message_response, stream_response, Message, Task, TaskState};
 use crate::protocol::binding::Binding;
-use crate::protocol::error::{A2aError, ErrorKind};
+use crate::protocol::error::{A2aError, ErrorKind, Profile};
 use crate::protocol::ops::{Op, Reply, Request, StreamRequest, UnaryRequest};
 use crate::protocol::params::SUPPORTED_VERSION;
 
@@ -422,6 +422,8 @@ pub(crate) struct ServerSpan {
     span: Span,
     /// The front the call came through.
     binding: Binding,
+    /// The error table's column its errors are written in (`spec-profile`).
+    profile: Profile,
     frames: u64,
     task: Option<String>,
     state: Option<&'static str>,
@@ -435,7 +437,7 @@ impl ServerSpan {
         op: Op,
         request: &http::request::Parts,
         id: Option<&str>,
-        binding: Binding,
+        (binding, profile): (Binding, Profile),
     ) -> Option<ServerSpan> {
         let tracer = tracer()?;
         let parent = TraceContextPropagator::new().extract(&Headers(&request.headers));
@@ -450,7 +452,17 @@ impl ServerSpan {
                 KeyValue::new("rpc.method", op.name()),
                 KeyValue::new("rpc.jsonrpc.version", "2.0"),
             ]),
-            _ => attributes.push(KeyValue::new("url.template", op.http_rule().path)),
+            Binding::Grpc => {
+                let (service, method) = (op.grpc_path()[1..]).split_once('/').unwrap_or_default();
+                attributes.extend([
+                    KeyValue::new("rpc.system", "grpc"),
+                    KeyValue::new("rpc.service", service),
+                    KeyValue::new("rpc.method", method),
+                ]);
+            }
+            Binding::HttpJson => {
+                attributes.push(KeyValue::new("url.template", op.http_rule().path));
+            }
         }
         attributes.extend([
             KeyValue::new("http.request.method", request.method.as_str().to_owned()),
@@ -474,6 +486,7 @@ impl ServerSpan {
         Some(ServerSpan {
             span,
             binding,
+            profile,
             frames: 0,
             task: None,
             state: None,
@@ -556,12 +569,20 @@ impl ServerSpan {
         self.frames += 1;
     }
 
-    /// Records how the call ended: its JSON-RPC error code (over HTTP+JSON its HTTP
-    /// status) and message as the status.
+    /// Records how the call ended: its JSON-RPC error code (over gRPC its status code,
+    /// over HTTP+JSON its HTTP status, in the route's profile) and message as the status.
     pub(crate) fn failed(&mut self, err: &A2aError) {
+        let profile = self.profile;
         self.span.set_attribute(match self.binding {
             Binding::JsonRpc => KeyValue::new("rpc.jsonrpc.error_code", i64::from(err.kind.code())),
-            _ => KeyValue::new("http.response.status_code", i64::from(err.kind.http())),
+            Binding::Grpc => {
+                let code = err.kind.grpc(profile) as i32;
+                KeyValue::new("rpc.grpc.status_code", i64::from(code))
+            }
+            Binding::HttpJson => KeyValue::new(
+                "http.response.status_code",
+                i64::from(err.kind.http(profile)),
+            ),
         });
         self.span.set_status(Status::error(format!(
             "{}: {}",

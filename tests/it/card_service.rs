@@ -171,6 +171,7 @@ fn route(binding: Binding) -> RouteCard {
         enforced: Default::default(),
         fronts: vec![Binding::JsonRpc],
         rest_path: "/a2a/rest".to_owned(),
+        grpc_port: None,
     }
 }
 

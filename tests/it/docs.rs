@@ -10,7 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use a2a_gateway::protocol::error::ErrorKind;
+use a2a_gateway::protocol::error::{ErrorKind, Profile};
+use tonic::Code;
 
 use crate::harness::process::{TempFile, BIN};
 
@@ -381,28 +382,41 @@ fn every_gateway_reason_is_documented_and_every_documented_one_exists() {
 
 #[test]
 fn the_a2a_error_table_is_documented_row_by_row() {
-    let grpc_name = |kind: ErrorKind| {
+    let grpc_name = |code: Code| {
         // `FailedPrecondition` → `FAILED_PRECONDITION`, as gRPC names its codes.
         let mut name = String::new();
-        for (i, c) in format!("{:?}", kind.grpc()).chars().enumerate() {
+        for (i, c) in format!("{code:?}").chars().enumerate() {
             if c.is_ascii_uppercase() && i > 0 {
                 name.push('_');
             }
             name.push(c.to_ascii_uppercase());
         }
-        name
+        format!("`{name}`")
+    };
+    // One value when both profiles agree, else `1.0.0's / 1.0.1's`.
+    let both = |[old, new]: [String; 2]| {
+        if old == new {
+            new
+        } else {
+            format!("{old} / {new}")
+        }
     };
     let want: Vec<Vec<String>> = ErrorKind::ALL
         .iter()
         .map(|&kind| {
             let code = format!("`{}`", kind.code());
             let reason = kind.reason().map_or("—".to_owned(), |r| format!("`{r}`"));
-            let status = if kind.by_status() {
-                format!("`{}` / {}", grpc_name(kind), kind.http())
-            } else {
-                "—".to_owned()
+            let grpc = both(Profile::ALL.map(|p| grpc_name(kind.grpc(p))));
+            let http = both(Profile::ALL.map(|p| kind.http(p).to_string()));
+            let read = match (kind.read_grpc(), kind.read_http()) {
+                (None, None) => "—".to_owned(),
+                (grpc, http) => format!(
+                    "{} / {}",
+                    grpc.map_or("—".to_owned(), grpc_name),
+                    http.map_or("—".to_owned(), |s| s.to_string())
+                ),
             };
-            vec![code, format!("{kind:?}"), reason, status]
+            vec![code, format!("{kind:?}"), reason, grpc, http, read]
         })
         .collect();
     assert_eq!(table("docs/errors.md", "Agent errors"), want);

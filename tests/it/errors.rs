@@ -6,7 +6,7 @@ use crate::harness;
 
 use std::time::Duration;
 
-use a2a_gateway::protocol::error::ErrorKind;
+use a2a_gateway::protocol::error::{ErrorKind, Profile};
 use a2a_gateway::protocol::ops::Reply;
 use harness::*;
 use prost::Message as _;
@@ -57,8 +57,9 @@ async fn a2a_errors_map_by_reason(scheme: Scheme) {
         let Some(reason) = kind.reason() else {
             continue;
         };
-        // The table's own status, then a status that disagrees: the reason decides.
-        for code in [kind.grpc(), Code::Unknown] {
+        // Each profile's status, then a status that disagrees: the reason decides.
+        let statuses = Profile::ALL.map(|p| kind.grpc(p));
+        for code in statuses.into_iter().chain([Code::Unknown]) {
             let error = error_for(scheme, move || {
                 status_with(
                     code,

@@ -309,6 +309,7 @@ pub async fn serve(state: Arc<Gateway>, jsonrpc_path: &str) -> String {
         host: None,
         jsonrpc_path: Some(jsonrpc_path.to_owned()),
         rest_path: None,
+        grpc: false,
         endpoints: None,
         gateway: state.clone(),
     };
@@ -474,6 +475,6 @@ pub async fn serve_on_workers(args: &[&str], file: Option<&str>) -> String {
     let workers = Workers::start(&template, &Arc::default(), 2, Duration::from_secs(1)).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(workers.serve(listener, std::future::pending()));
+    tokio::spawn(workers.serve(listener, None, std::future::pending()));
     format!("http://{addr}")
 }

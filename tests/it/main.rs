@@ -31,6 +31,7 @@ mod endpoints;
 mod errors;
 mod examples;
 mod fuzz_smoke;
+mod grpc_front;
 mod grpc_wire;
 mod hostile_backend;
 mod interop;

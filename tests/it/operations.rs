@@ -35,7 +35,9 @@ fn push_config_json() -> Value {
 
 pub(crate) struct Case {
     pub(crate) params: Value,
+    /// The request the backend receives (the gRPC front sends it as is).
     pub(crate) expected: Request,
+    /// The backend's reply.
     pub(crate) reply: Reply,
     pub(crate) result: Value,
 }

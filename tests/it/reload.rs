@@ -212,3 +212,39 @@ async fn a_rotated_backend_ca_bundle_is_taken_up() {
     await_reloads(&origin, "applied", 1).await;
     assert_eq!(task_id(&url, "t").await.unwrap(), "over-tls");
 }
+
+/// A reload holds for the gRPC front too, on `--grpc-listen` and on a connection opened
+/// before it: its calls go through the same per-worker routes.
+#[tokio::test]
+async fn a_reload_applies_to_grpc_front_calls() {
+    use a2a_gateway::proto::a2a_service_client::A2aServiceClient;
+    let (_one, one) = naming_backend("one").await;
+    let (_two, two) = naming_backend("two").await;
+    let grpc_listen = free_listen_address();
+    let text = |backend: &str| {
+        format!(
+            "grpc-listen = \"{grpc_listen}\"\n{}fronts = [\"JSONRPC\", \"GRPC\"]\n",
+            config(&[("r", backend, "")])
+        )
+    };
+    let file = TempFile::new("toml", &text(&one));
+    let gateway = start(&["--config", file.path()]).await;
+    let origin = gateway.origin().to_owned();
+    let mut grpc = A2aServiceClient::connect(format!("http://{grpc_listen}"))
+        .await
+        .unwrap();
+    let get = || a2a_gateway::proto::GetTaskRequest {
+        id: "a".to_owned(),
+        ..Default::default()
+    };
+    assert_eq!(
+        grpc.get_task(get()).await.unwrap().into_inner().id,
+        "one::a"
+    );
+    replace(file.path(), &text(&two));
+    await_reloads(&origin, "applied", 1).await;
+    assert_eq!(
+        grpc.get_task(get()).await.unwrap().into_inner().id,
+        "two::a"
+    );
+}

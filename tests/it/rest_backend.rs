@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use a2a_gateway::backend::rest::RestBackend;
 use a2a_gateway::backend::{Answer, Backend, Call, EventStream};
 use a2a_gateway::proto::*;
-use a2a_gateway::protocol::error::{A2aError, ErrorKind};
+use a2a_gateway::protocol::error::{A2aError, ErrorKind, Profile};
 use a2a_gateway::protocol::ops::{Op, Reply, Request, StreamRequest, UnaryRequest};
 use futures::StreamExt;
 use http::{HeaderName, HeaderValue};
@@ -796,11 +796,13 @@ async fn every_a2a_reason_maps_to_its_row() {
         .copied()
         .filter(|k| k.reason().is_some())
     {
-        let body = json!({"error": {"code": kind.http(), "status": "UNKNOWN", "message": "m",
-            "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                "reason": kind.reason().unwrap(), "domain": "a2a-protocol.org"}]}});
-        let err = unary_error(move || error_json(kind.http(), body.clone())).await;
-        assert_eq!(err.kind, kind);
+        for status in Profile::ALL.map(|p| kind.http(p)) {
+            let body = json!({"error": {"code": status, "status": "UNKNOWN", "message": "m",
+                "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                    "reason": kind.reason().unwrap(), "domain": "a2a-protocol.org"}]}});
+            let err = unary_error(move || error_json(status, body.clone())).await;
+            assert_eq!(err.kind, kind);
+        }
     }
 }
 

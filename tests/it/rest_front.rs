@@ -9,7 +9,7 @@
 use crate::harness;
 use crate::operations::unary_case;
 
-use a2a_gateway::protocol::error::ErrorKind;
+use a2a_gateway::protocol::error::{ErrorKind, Profile};
 use a2a_gateway::protocol::ops::{Op, Request, StreamRequest, UnaryRequest};
 use harness::process::TempFile;
 use harness::*;
@@ -320,12 +320,12 @@ fn error_status(kind: ErrorKind, reason: &str) -> Status {
         value: info.encode_to_vec(),
     }];
     let status = pb::Status {
-        code: kind.grpc() as i32,
+        code: kind.grpc(Profile::V1_0_1) as i32,
         message: format!("agent says {reason}"),
         details,
     };
     Status::with_details(
-        kind.grpc(),
+        kind.grpc(Profile::V1_0_1),
         format!("agent says {reason}"),
         status.encode_to_vec().into(),
     )
@@ -341,9 +341,9 @@ fn reason_in(details: &Value) -> Option<&str> {
 }
 
 /// Every error row with a reason, raised by the agent for GetTask (the task id names the
-/// reason): the HTTP+JSON front answers the table's HTTP status and the reason, the
-/// JSON-RPC front the table's code and the reason, directly and behind a second gateway's
-/// HTTP+JSON backend.
+/// reason): the HTTP+JSON front answers the table's HTTP status in the route's
+/// `spec-profile` and the reason, the JSON-RPC front the table's code and the reason,
+/// directly (in both profiles) and behind a second gateway's HTTP+JSON backend.
 #[tokio::test]
 async fn every_error_row_is_the_same_kind_on_both_fronts() {
     let backend = TestBackend::new(|request| match request {
@@ -374,18 +374,39 @@ async fn every_error_row_is_the_same_kind_on_both_fronts() {
         None,
     )
     .await;
+    let old = serve_on_workers(
+        &[
+            "--backend",
+            &agent,
+            "--fronts",
+            "JSONRPC,HTTP+JSON",
+            "--spec-profile",
+            "1.0.0",
+        ],
+        None,
+    )
+    .await;
     let mut rows = 0;
+    let mut differ = 0;
     for &kind in ErrorKind::ALL {
         let Some(reason) = kind.reason() else {
             continue;
         };
         rows += 1;
         let params = json!({"id": reason});
-        for origin in [&a, &b] {
+        if kind.http(Profile::V1_0_0) != kind.http(Profile::V1_0_1) {
+            differ += 1;
+        }
+        let profiles = [
+            (&a, Profile::V1_0_1),
+            (&b, Profile::V1_0_1),
+            (&old, Profile::V1_0_0),
+        ];
+        for (origin, profile) in profiles {
             let (status, _, text) = rest_call(origin, Op::GetTask, &params).await;
-            assert_eq!(status, kind.http(), "{kind:?} via {origin}: {text}");
+            assert_eq!(status, kind.http(profile), "{kind:?} via {origin}: {text}");
             let body: Value = serde_json::from_str(&text).unwrap();
-            assert_eq!(body["error"]["code"], kind.http(), "{kind:?}");
+            assert_eq!(body["error"]["code"], kind.http(profile), "{kind:?}");
             assert_eq!(
                 reason_in(&body["error"]["details"]),
                 Some(reason),
@@ -402,6 +423,10 @@ async fn every_error_row_is_the_same_kind_on_both_fronts() {
         }
     }
     assert!(rows >= 13, "{rows} rows");
+    assert!(
+        differ > 0,
+        "no row's HTTP status differs between the profiles"
+    );
 }
 
 /// What the front refuses, each at its bound and one past: a body that is not A2A JSON

@@ -1,6 +1,7 @@
 """Full A2A conversation against a JSON-RPC endpoint, using the a2a-sdk 1.3.0 client.
 
     python client_conversation.py http://127.0.0.1:PORT/jsonrpc
+    python client_conversation.py --grpc 127.0.0.1:PORT      # the SDK's gRPC client instead
 
 The endpoint must behave like tests/peers/agent.py (directly, or through the
 gateway). Prints one line per step and `OK <n> steps` at the end; at the first
@@ -150,12 +151,18 @@ async def conversation(unary, streaming):
             ('service parameters reach agent', headers), ('extended agent card', extended_card)]
 
 
-async def main(url):
-    card = minimal_agent_card(url, ['JSONRPC'])
+async def main(url, binding):
+    card = minimal_agent_card(url, [binding])
     card.capabilities.streaming = True
     async with httpx.AsyncClient(timeout=60) as http:
-        unary = ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create(card)
-        streaming = ClientFactory(ClientConfig(streaming=True, httpx_client=http)).create(card)
+        def config(streaming):
+            if binding == 'JSONRPC':
+                return ClientConfig(streaming=streaming, httpx_client=http)
+            import grpc
+            return ClientConfig(streaming=streaming, supported_protocol_bindings=['GRPC'],
+                                grpc_channel_factory=grpc.aio.insecure_channel)
+        unary = ClientFactory(config(False)).create(card)
+        streaming = ClientFactory(config(True)).create(card)
         steps = await conversation(unary, streaming)
         if not await run_steps(steps):
             return 1
@@ -164,6 +171,8 @@ async def main(url):
 
 
 if __name__ == '__main__':
-    if len(sys.argv) != 2:
-        sys.exit('usage: client_conversation.py JSONRPC_URL')
-    sys.exit(asyncio.run(main(sys.argv[1])))
+    if len(sys.argv) == 2:
+        sys.exit(asyncio.run(main(sys.argv[1], 'JSONRPC')))
+    if len(sys.argv) == 3 and sys.argv[1] == '--grpc':
+        sys.exit(asyncio.run(main(sys.argv[2], 'GRPC')))
+    sys.exit('usage: client_conversation.py JSONRPC_URL | --grpc HOST:PORT')

@@ -29,7 +29,7 @@ impl<L: Layer<Box<Request>> + Sync> Layer<Box<Request>> for Admit<L> {
                 let why = format!("{} streams and cannot be part of a batch", x.op.name());
                 return Err(A2aError::invalid_request(&why));
             }
-            Request::Stream(_) if x.id.is_none() => return Ok(Answer::Skipped),
+            Request::Stream(_) if !x.answered() => return Ok(Answer::Skipped),
             Request::Stream(_) => (CallKind::Stream, 1),
             Request::Unary(request) => (CallKind::Unary, x.gateway.backend.width(request)),
         };

@@ -1,7 +1,8 @@
 //! Deadline: a unary call's deadline, a stream's first event's, and the bounds of an open
 //! stream (`Bounded`: its whole deadline, the idle timeout of `front::limits`, and the
 //! gateway's shutdown), each ending the stream with a final error event. The agent is
-//! told the deadline enforced here (`Exchange::deadline`, its `grpc-timeout`).
+//! told the deadline enforced here (`Exchange::deadline`, its `grpc-timeout`): the route's,
+//! or the client's own when its front set an earlier one there.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -41,6 +42,17 @@ impl<L: Layer<Box<Request>> + Sync> Layer<Box<Request>> for Deadline<L> {
         let (limit, whole) = match streams {
             true => (gateway.first_event_timeout, gateway.stream_timeout),
             false => (gateway.unary_timeout, gateway.unary_timeout),
+        };
+        // A deadline the client gave (gRPC's `grpc-timeout`, set by its front) bounds the
+        // call too, and the agent is told the earlier of the two.
+        let (limit, whole) = match x.deadline {
+            None => (limit, whole),
+            Some(client) => {
+                let client = client.saturating_duration_since(Instant::now());
+                let earliest =
+                    |bound: Option<Duration>| Some(bound.map_or(client, |b| b.min(client)));
+                (earliest(limit), earliest(whole))
+            }
         };
         x.deadline = whole.map(|whole| Instant::now() + whole);
         let answer = match limit {

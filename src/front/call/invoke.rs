@@ -1,8 +1,9 @@
 //! Invoke, the innermost layer: the backend call. The forwarded headers (the route's
 //! policy, the dialect's, the caller's identity: `auth::forward`), the server span's context, the call itself (`unary`, `stream`),
-//! the backend's status for the access line, and a unary reply written in the call's
-//! dialect (its ids sealed for the caller on a `task-owner` route, its push configs shown
-//! as the client registered them on a relaying route). Here a `backend::Error` becomes the client's `A2aError`: the one conversion,
+//! the backend's status for the access line, and a unary reply written for its front: in
+//! the call's dialect, or as gRPC's protobuf message (its ids sealed for the caller on a
+//! `task-owner` route, its push configs shown as the client registered them on a relaying
+//! route). Here a `backend::Error` becomes the client's `A2aError`: the one conversion,
 //! through the fault table (`Fault::gateway_fault`) and the error table.
 
 use futures::stream::MapErr;
@@ -11,7 +12,8 @@ use futures::{StreamExt, TryStreamExt};
 use crate::auth::owner::Caller;
 use crate::backend::fault::Fault;
 use crate::backend::{self, Backend, Call, EventStream, Status};
-use crate::front::call::{Answer, Exchange, Layer, Started};
+use crate::front::call::{Answer, Exchange, Layer, Started, Wire};
+use crate::front::grpc;
 use crate::protocol::error::A2aError;
 use crate::protocol::ops::{Reply, Request, StreamRequest};
 use crate::telemetry::access::CallRecord;
@@ -55,9 +57,9 @@ impl Layer<Box<Request>> for Invoke {
                     None => gateway.backend.unary(call).await,
                 };
                 let (mut reply, extensions) = answered(&mut x.record, answer)?;
-                let Some(id) = x.id.as_deref() else {
+                if !x.answered() {
                     return Ok(Answer::Json(Vec::new(), extensions));
-                };
+                }
                 if let Some(relay) = &gateway.relay {
                     relay.show_out(&mut reply, x.principal.as_ref());
                 }
@@ -66,7 +68,13 @@ impl Layer<Box<Request>> for Invoke {
                 }
                 x.record.reply(&reply);
                 let card = gateway.card.as_deref();
-                let out = x.dialect.reply_bytes(id, &reply, card, x.head)?;
+                let out = match (x.wire, x.id.as_deref()) {
+                    (Wire::Grpc, _) => grpc::reply_bytes(&reply, card, x.head)?,
+                    (Wire::Json, id) => {
+                        let id = id.unwrap_or_default();
+                        x.dialect.reply_bytes(id, &reply, card, x.head)?
+                    }
+                };
                 Ok(Answer::Json(out, extensions))
             }
             Request::Stream(request) => {

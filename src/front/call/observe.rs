@@ -25,8 +25,11 @@ impl<In: Send, L: Layer<In> + Sync> Layer<In> for Observe<L> {
         let meter = Meter::start(&x.gateway.route_metrics, x.op, x.started)
             .in_v03(x.dialect.legacy_method());
         // An HTTP+JSON call has no JSON-RPC id.
-        let id = x.id.as_deref().filter(|_| x.dialect != Dialect::Rest);
-        x.record.method(x.op, x.head, id, x.dialect.binding());
+        let id =
+            x.id.as_deref()
+                .filter(|_| !matches!(x.dialect, Dialect::Rest(_)));
+        x.record
+            .method(x.op, x.head, id, (x.binding(), x.gateway.profile));
         let answer = self.0.call(x, input).await;
         let outcome = match &answer {
             Ok(Answer::Json(..) | Answer::Stream(_)) => Outcome::Ok,

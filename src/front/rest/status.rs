@@ -5,21 +5,22 @@
 use http::StatusCode;
 use tonic::Code;
 
-use crate::protocol::error::{A2aError, ErrorKind};
+use crate::protocol::error::{A2aError, ErrorKind, Profile};
 
-/// The HTTP status the front answers an error of `kind` with: the error table's column.
-/// Every error status of the front (bodies and SSE error events) is chosen here.
-pub(crate) fn http_status(kind: ErrorKind) -> StatusCode {
-    StatusCode::from_u16(kind.http()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+/// The HTTP status the front answers an error of `kind` with: the error table's column
+/// of the route's `profile` (`spec-profile`). Every error status of the front (bodies and
+/// SSE error events) is chosen here.
+pub(crate) fn http_status(kind: ErrorKind, profile: Profile) -> StatusCode {
+    StatusCode::from_u16(kind.http(profile)).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
 }
 
 /// The `google.rpc.Status` body of `err` answered with `status`: `code` repeats the HTTP
 /// status, `status` names the error row's gRPC code, `details` are the error's details
 /// (ProtoJSON `Any` objects, an `ErrorInfo` among them for A2A errors).
-pub(crate) fn body(err: &A2aError, status: StatusCode) -> Vec<u8> {
+pub(crate) fn body(err: &A2aError, status: StatusCode, profile: Profile) -> Vec<u8> {
     let body = serde_json::json!({ "error": {
         "code": status.as_u16(),
-        "status": code_name(err.kind.grpc()),
+        "status": code_name(err.kind.grpc(profile)),
         "message": err.message,
         "details": err.data,
     }});
@@ -56,12 +57,17 @@ mod tests {
     /// reads them back.
     #[test]
     fn every_row_has_a_status_body() {
-        for &kind in ErrorKind::ALL {
+        for (&kind, profile) in ErrorKind::ALL
+            .iter()
+            .flat_map(|k| Profile::ALL.map(|p| (k, p)))
+        {
             let err = A2aError::a2a(kind, "m");
-            let status = http_status(kind);
-            assert_eq!(status.as_u16(), kind.http(), "{kind:?}");
-            let body: serde_json::Value = serde_json::from_slice(&body(&err, status)).unwrap();
-            assert_eq!(body["error"]["code"], kind.http(), "{kind:?}");
+            let status = http_status(kind, profile);
+            assert_eq!(status.as_u16(), kind.http(profile), "{kind:?}");
+            let body = body(&err, status, profile);
+            let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(body["error"]["code"], kind.http(profile), "{kind:?}");
+            assert_eq!(body["error"]["status"], code_name(kind.grpc(profile)));
             assert_eq!(body["error"]["message"], "m");
             let reason = &body["error"]["details"][0]["reason"];
             assert_eq!(reason.as_str(), kind.reason(), "{kind:?}");

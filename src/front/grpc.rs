@@ -1,0 +1,409 @@
+//! The gRPC front ([spec §10](https://a2a-protocol.org/latest/specification/)):
+//! `lf.a2a.v1.A2AService` over HTTP/2, on a route's listener (requests whose content type
+//! is `application/grpc*`) when the route's `fronts` include `GRPC`. tonic frames the
+//! messages (`codec`: the operation table's typed requests in, protobuf replies and
+//! events out, bounded by `max-body`); each call then goes through the same stack as a
+//! JSON-RPC call (`call::stack`: authentication from the metadata, tenant, rules, owner,
+//! push guard, limits, deadline, the backend), and its errors become gRPC statuses with
+//! `google.rpc.Status` details through the error table, in the route's profile (`status`).
+//!
+//! What differs from JSON-RPC is only the wire: the request arrives decoded (`Params::
+//! Decoded`), the reply is written as protobuf (`call::Wire::Grpc`), a client's
+//! `grpc-timeout` bounds the call (and is passed on to the agent, `call::deadline`), and a
+//! call of `lf.a2a.v1` is a v1.0 call without an `a2a-version` too (the reference SDK's
+//! gRPC server checks none). `grpc.health.v1.Health` is the gateway's own (`health`), and so is
+//! `grpc.reflection.v1` (`reflection`).
+
+mod codec;
+pub(crate) mod health;
+pub(crate) mod reflection;
+pub(crate) mod status;
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::response::Response;
+use futures::{Stream, StreamExt};
+use http::request::Parts;
+use http::{HeaderName, HeaderValue};
+use prost::Message as _;
+
+use crate::card::CardService;
+use crate::front::call::observe::Watched;
+use crate::front::call::{self, Answer, Exchange, Layer, Wire};
+use crate::front::dialect::Dialect;
+use crate::front::envelope::Params;
+use crate::front::limits::{BodyCharge, RouteLimits};
+use crate::front::sse::Watch;
+use crate::front::Gateway;
+use crate::proto::{AgentCard, StreamResponse};
+use crate::protocol::error::{A2aError, ErrorKind, Profile};
+use crate::protocol::ops::{Op, Reply, Request, TypedRequest};
+use crate::telemetry::access::CallRecord;
+
+use codec::{Out, TypedCodec};
+
+/// The service's path prefix: a call's path ends with it and the method's name.
+pub(crate) const SERVICE_PATH: &str = "/lf.a2a.v1.A2AService/";
+
+const A2A_VERSION: HeaderName = HeaderName::from_static("a2a-version");
+const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
+
+/// Whether `request` is a gRPC call: HTTP/2 and a content type of `application/grpc` or
+/// `application/grpc+…` (gRPC over HTTP/2, "Requests").
+pub(crate) fn is_grpc<B>(request: &http::Request<B>) -> bool {
+    let Some(value) = request.headers().get(http::header::CONTENT_TYPE) else {
+        return false;
+    };
+    let essence = value.as_bytes().split(|&b| b == b';').next().unwrap_or(b"");
+    let grpc = b"application/grpc";
+    request.version() == http::Version::HTTP_2
+        && essence.len() >= grpc.len()
+        && essence[..grpc.len()].eq_ignore_ascii_case(grpc)
+        && matches!(essence.get(grpc.len()), None | Some(b'+'))
+}
+
+/// One gRPC call on `gateway`'s route, under the route's `limits`: the method from the
+/// path's last segment, the message decoded by tonic, the call through its stack.
+pub async fn handle(
+    gateway: Arc<Gateway>,
+    limits: Option<Arc<RouteLimits>>,
+    request: http::Request<Body>,
+) -> Response {
+    let started = Instant::now();
+    let profile = gateway.profile;
+    let (mut parts, body) = request.into_parts();
+    let method = parts.uri.path().rsplit_once(SERVICE_PATH).map(|(_, m)| m);
+    let Some(op) = method.and_then(Op::from_name) else {
+        let why = "no such method in lf.a2a.v1.A2AService";
+        let err = A2aError::a2a(ErrorKind::MethodNotFound, why);
+        return rejected(&gateway, &parts, &err);
+    };
+    // tonic reads the message's framing and compression from these; the rest of the head
+    // stays with the call.
+    let mut framed = http::Request::new(body);
+    for name in ["grpc-encoding", "grpc-accept-encoding", "te"] {
+        if let Some(value) = parts.headers.get(name) {
+            framed.headers_mut().insert(name, value.clone());
+        }
+    }
+    *framed.version_mut() = parts.version;
+    // A call of `lf.a2a.v1` is a v1.0 call; an explicit other version is still refused.
+    if !parts.headers.contains_key(A2A_VERSION) {
+        (parts.headers).insert(A2A_VERSION, HeaderValue::from_static("1.0"));
+    }
+    let deadline = match parts.headers.get(GRPC_TIMEOUT).map(grpc_timeout) {
+        None => None,
+        Some(Some(timeout)) => Some(tokio::time::Instant::now() + timeout),
+        Some(None) => {
+            let why =
+                "grpc-timeout is not a gRPC timeout (1 to 8 digits and a unit of H, M, S, m, u, n)";
+            return rejected(&gateway, &parts, &A2aError::invalid_request(why));
+        }
+    };
+    let call = Call {
+        gateway: &gateway,
+        limits: limits.as_ref(),
+        head: &parts,
+        op,
+        started,
+        deadline,
+    };
+    let mut grpc = tonic::server::Grpc::new(TypedCodec::new(op, profile))
+        .max_decoding_message_size(gateway.max_body);
+    let response = match op.is_streaming() {
+        false => {
+            let service = tower::service_fn(|request: tonic::Request<Box<Request>>| {
+                call.unary(request.into_inner())
+            });
+            grpc.unary(service, framed).await
+        }
+        true => {
+            let service = tower::service_fn(|request: tonic::Request<Box<Request>>| {
+                call.stream(request.into_inner())
+            });
+            grpc.server_streaming(service, framed).await
+        }
+    };
+    response.map(Body::new)
+}
+
+/// The status of a call refused before its method or deadline was known, counted as
+/// rejected and logged.
+fn rejected(gateway: &Gateway, head: &Parts, err: &A2aError) -> Response {
+    gateway.route_metrics.rejected(err.kind);
+    let mut record = CallRecord::start(head, 0, None);
+    record.failed(err.kind);
+    status::of_error(err, gateway.profile).into_http()
+}
+
+/// What a call of the route needs besides its message.
+#[derive(Clone, Copy)]
+struct Call<'a> {
+    gateway: &'a Arc<Gateway>,
+    limits: Option<&'a Arc<RouteLimits>>,
+    head: &'a Parts,
+    op: Op,
+    started: Instant,
+    deadline: Option<tokio::time::Instant>,
+}
+
+impl<'a> Call<'a> {
+    /// The call's exchange, as the stack's layers see it.
+    fn exchange(self, bytes_in: usize) -> Exchange<'a> {
+        Exchange {
+            gateway: self.gateway,
+            head: self.head,
+            limits: self.limits,
+            wire: Wire::Grpc,
+            id: None,
+            op: self.op,
+            dialect: Dialect::V1_0,
+            in_batch: false,
+            started: self.started,
+            deadline: self.deadline,
+            principal: None,
+            owner: None,
+            record: CallRecord::start(self.head, bytes_in, None),
+        }
+    }
+
+    /// The message's bytes counted against the gateway's request bytes in flight
+    /// (`global-max-body-bytes-in-flight`) until the call is answered, as a JSON-RPC body
+    /// is; tonic has read the message already (within `max-body`), so this bounds what
+    /// calls hold, not what one reads.
+    fn charge(self, bytes: usize) -> Result<Option<BodyCharge>, tonic::Status> {
+        let Some(limits) = self.limits else {
+            return Ok(None);
+        };
+        let mut charge = limits.body_charge();
+        match charge.grow_to(bytes) {
+            Ok(()) => Ok(Some(charge)),
+            Err(refusal) => {
+                self.gateway.route_metrics.rejected(refusal.error.kind);
+                Err(status::of_refusal(&refusal, self.gateway.profile))
+            }
+        }
+    }
+
+    /// A unary call through the stack: its reply message, or its status.
+    async fn unary(self, request: Box<Request>) -> Result<tonic::Response<Out>, tonic::Status> {
+        let profile = self.gateway.profile;
+        let _charge = self.charge(encoded_len(&request))?;
+        let mut x = self.exchange(encoded_len(&request));
+        let answer = call::stack()
+            .call(&mut x, Some(Params::Decoded(request)))
+            .await;
+        match answer {
+            Ok(Answer::Json(out, extensions)) => {
+                x.record.sent(out.len());
+                Ok(with_extensions(
+                    tonic::Response::new(Out::Reply(out)),
+                    extensions,
+                ))
+            }
+            Ok(Answer::Refused(refusal)) => Err(status::of_refusal(&refusal, profile)),
+            Ok(Answer::Unstarted(err, _)) | Err(err) => Err(status::of_error(&err, profile)),
+            // Only a JSON-RPC notification is skipped, or answers with a stream.
+            Ok(Answer::Skipped | Answer::Stream(_)) => Err(status::of_error(
+                &A2aError::new(ErrorKind::Internal),
+                profile,
+            )),
+        }
+    }
+
+    /// A streaming call through the stack: its events once the first arrived, or its
+    /// status.
+    async fn stream(self, request: Box<Request>) -> Result<tonic::Response<Events>, tonic::Status> {
+        let profile = self.gateway.profile;
+        let _charge = self.charge(encoded_len(&request))?;
+        let mut x = self.exchange(encoded_len(&request));
+        let answer = call::stack()
+            .call(&mut x, Some(Params::Decoded(request)))
+            .await;
+        match answer {
+            Ok(Answer::Stream(started)) => {
+                let watch = Watched::new(Some(x.record), &self.gateway.route_metrics);
+                let events = Events {
+                    first: Some(started.first),
+                    events: started.events.boxed(),
+                    watch,
+                    profile,
+                    ended: false,
+                };
+                Ok(with_extensions(
+                    tonic::Response::new(events),
+                    started.extensions,
+                ))
+            }
+            Ok(Answer::Refused(refusal)) => Err(status::of_refusal(&refusal, profile)),
+            Ok(Answer::Unstarted(err, _)) | Err(err) => Err(status::of_error(&err, profile)),
+            Ok(Answer::Skipped | Answer::Json(..)) => Err(status::of_error(
+                &A2aError::new(ErrorKind::Internal),
+                profile,
+            )),
+        }
+    }
+}
+
+/// The protobuf size of a request, for the access line's bytes in.
+fn encoded_len(request: &Request) -> usize {
+    match request {
+        Request::Unary(r) => r.encoded_len(),
+        Request::Stream(r) => r.encoded_len(),
+    }
+}
+
+/// `response` with the agent's activated extensions as `a2a-extensions` metadata.
+fn with_extensions<T>(
+    mut response: tonic::Response<T>,
+    extensions: Option<HeaderValue>,
+) -> tonic::Response<T> {
+    if let Some(value) = extensions {
+        let value = tonic::metadata::MetadataValue::try_from(value.as_bytes());
+        if let Ok(value) = value {
+            response.metadata_mut().insert("a2a-extensions", value);
+        }
+    }
+    response
+}
+
+/// A stream's events for tonic: the first, then the rest, each counted by the call's
+/// observer; an error ends the stream with its status.
+pub(crate) struct Events {
+    first: Option<Box<StreamResponse>>,
+    events: futures::stream::BoxStream<'static, Result<StreamResponse, A2aError>>,
+    watch: Watched,
+    profile: Profile,
+    ended: bool,
+}
+
+impl Stream for Events {
+    type Item = Result<Out, tonic::Status>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        let event = match self.first.take() {
+            Some(first) => Ok(first),
+            None => match futures::ready!(self.events.poll_next_unpin(cx)) {
+                Some(Ok(event)) => Ok(Box::new(event)),
+                Some(Err(err)) => Err(err),
+                None => {
+                    self.ended = true;
+                    return Poll::Ready(None);
+                }
+            },
+        };
+        Poll::Ready(Some(match event {
+            Ok(event) => {
+                self.watch.event(&event);
+                self.watch.sent(event.encoded_len(), 1);
+                Ok(Out::Event(event))
+            }
+            Err(err) => {
+                self.ended = true;
+                self.watch.error(&err);
+                Err(status::of_error(&err, self.profile))
+            }
+        }))
+    }
+}
+
+/// The reply's protobuf message; an extended card is rewritten by the route's `card`
+/// service first, as the JSON-RPC front rewrites it.
+pub(crate) fn reply_bytes(
+    reply: &Reply,
+    card: Option<&CardService>,
+    head: &Parts,
+) -> Result<Vec<u8>, A2aError> {
+    match (reply, card) {
+        (Reply::GetExtendedAgentCard(agent_card), Some(service)) => {
+            let bad = |e: serde_json::Error| {
+                crate::backend::fault::Fault::BadResponse(format!(
+                    "the card cannot be rewritten: {e}"
+                ))
+            };
+            let json = serde_json::to_value(agent_card).map_err(bad)?;
+            let rewritten = service.rewrite_extended(json, head);
+            let rewritten: AgentCard = serde_json::from_value(rewritten).map_err(bad)?;
+            Ok(rewritten.encode_to_vec())
+        }
+        _ => Ok(reply.to_proto()),
+    }
+}
+
+/// A `grpc-timeout` value: at most 8 digits and a unit (gRPC over HTTP/2, "Requests").
+fn grpc_timeout(value: &HeaderValue) -> Option<Duration> {
+    let bytes = value.as_bytes();
+    let (&unit, digits) = bytes.split_last()?;
+    if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    Some(match unit {
+        b'H' => Duration::from_secs(n * 3600),
+        b'M' => Duration::from_secs(n * 60),
+        b'S' => Duration::from_secs(n),
+        b'm' => Duration::from_millis(n),
+        b'u' => Duration::from_micros(n),
+        b'n' => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_timeouts_are_read_as_the_grpc_spec_writes_them() {
+        let read = |text: &str| grpc_timeout(&HeaderValue::from_str(text).unwrap());
+        assert_eq!(read("1S"), Some(Duration::from_secs(1)));
+        assert_eq!(
+            read("99999999H"),
+            Some(Duration::from_secs(99_999_999 * 3600))
+        );
+        assert_eq!(read("250m"), Some(Duration::from_millis(250)));
+        assert_eq!(read("7n"), Some(Duration::from_nanos(7)));
+        for bad in ["", "S", "100000000S", "1s", "-1S", "1.5S", "1 S"] {
+            assert_eq!(read(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn only_grpc_content_types_over_http2_are_grpc() {
+        let request = |kind: &str, version| {
+            let mut r = http::Request::new(());
+            r.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                HeaderValue::from_str(kind).unwrap(),
+            );
+            *r.version_mut() = version;
+            r
+        };
+        let h2 = http::Version::HTTP_2;
+        for kind in [
+            "application/grpc",
+            "application/grpc+proto",
+            "Application/GRPC; x=y",
+        ] {
+            assert!(is_grpc(&request(kind, h2)), "{kind}");
+        }
+        for kind in [
+            "application/grpc-web",
+            "application/json",
+            "application/grpcx",
+        ] {
+            assert!(!is_grpc(&request(kind, h2)), "{kind}");
+        }
+        assert!(!is_grpc(&request(
+            "application/grpc",
+            http::Version::HTTP_11
+        )));
+    }
+}
