@@ -289,9 +289,10 @@ pub fn handler_over(
 /// The process's push deliverer, with each route's URL policy (the strict default where
 /// its guard is off) and resolver, and its counters.
 fn deliverer(settings: &Settings) -> Result<(Arc<Deliverer>, Arc<PushMetrics>), RouteError> {
-    let metrics = Arc::new(PushMetrics::new(
-        settings.routes.iter().map(|route| route.name.as_str()),
-    ));
+    // Series for the relaying routes only: 10,000 routes that do not relay made 100,000
+    // lines of zeros, most of a 13 MB /metrics.
+    let relaying = (settings.routes.iter()).filter(|route| route.push_mode == PushMode::Relay);
+    let metrics = Arc::new(PushMetrics::new(relaying.map(|route| route.name.as_str())));
     let mut routes = Vec::new();
     // Only a relaying route's notifications come this way: no client for the others.
     for route in (settings.routes.iter()).filter(|r| r.push_mode == PushMode::Relay) {

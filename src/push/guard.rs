@@ -122,9 +122,10 @@ pub(crate) fn refused_address(ip: IpAddr) -> Option<&'static str> {
         .map(|range| range.reason)
 }
 
-/// The IPv4 address inside an IPv4-mapped (`::ffff:a.b.c.d`), IPv4-compatible
-/// (`::a.b.c.d`, but not `::` or `::1`) or well-known NAT64 (`64:ff9b::a.b.c.d`) address;
-/// any other address as it is.
+/// The IPv4 address inside an IPv4-mapped (`::ffff:a.b.c.d`), IPv4-translated
+/// (`::ffff:0:a.b.c.d`, RFC 2765: translators deliver it to the IPv4 address),
+/// IPv4-compatible (`::a.b.c.d`, but not `::` or `::1`) or well-known NAT64
+/// (`64:ff9b::a.b.c.d`) address; any other address as it is.
 pub(crate) fn unwrap_v4(ip: IpAddr) -> IpAddr {
     let IpAddr::V6(v6) = ip else {
         return ip;
@@ -136,7 +137,8 @@ pub(crate) fn unwrap_v4(ip: IpAddr) -> IpAddr {
     let low = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
     let compatible = s[..6] == [0; 6] && (s[6] != 0 || s[7] > 1);
     let nat64 = s[..6] == [0x64, 0xff9b, 0, 0, 0, 0];
-    if compatible || nat64 {
+    let translated = s[..6] == [0, 0, 0, 0, 0xffff, 0];
+    if compatible || nat64 || translated {
         IpAddr::V4(low)
     } else {
         ip
@@ -254,6 +256,8 @@ mod tests {
             ("::127.0.0.1", "loopback address"),
             ("::10.0.0.1", "private address"),
             ("64:ff9b::127.0.0.1", "loopback address"),
+            ("::ffff:0:a9fe:a9fe", "cloud metadata address"),
+            ("::ffff:0:7f00:1", "loopback address"),
             ("64:ff9b::192.168.0.1", "private address"),
             ("::ffff:0.0.0.0", "unspecified address"),
         ] {

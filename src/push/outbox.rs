@@ -23,7 +23,8 @@ pub struct Delivery {
     /// The client's authentication for its webhook: scheme and credentials, sent as
     /// `Authorization: <scheme> <credentials>`.
     pub authentication: Option<(String, String)>,
-    /// The body to post: the A2A `StreamResponse` JSON the agent posted, as received.
+    /// The body to post: the A2A `StreamResponse` the agent posted, written anew from what
+    /// was read (nothing unknown to A2A passes).
     pub body: Bytes,
     /// The trace context of the agent's post, so the delivery's span links to it.
     pub traceparent: Option<String>,

@@ -5,7 +5,8 @@
 //! token the client's URL, token and authentication sealed (`seal`), its authentication
 //! none. The configs the agent returns (Create, Get, List) are shown to the client as the
 //! client registered them (`Relay::show_out`); one that does not open for the caller, on
-//! this route and task (another route's, or not relayed), is shown as the agent has it.
+//! this route and task (another caller's or route's, or not relayed), is not shown, and
+//! only the caller who registered a config may delete it.
 //! The agent posts its notifications to the callback (`callback`), which hands each to
 //! delivery (`outbox`).
 
@@ -16,7 +17,7 @@ use std::sync::Arc;
 
 use crate::auth::Principal;
 use crate::proto::{AuthenticationInfo, TaskPushNotificationConfig};
-use crate::protocol::error::A2aError;
+use crate::protocol::error::{A2aError, ErrorKind};
 use crate::protocol::ops::{Reply, Request, StreamRequest, UnaryRequest};
 use crate::push::seal::{owner_digest, PushKeys, Registration, SealError};
 
@@ -57,6 +58,7 @@ impl RelaySettings {
         let key_file = key_file.ok_or(
             "--push-key-file is required: the key that seals clients' webhooks into tokens",
         )?;
+        crate::watched::note(key_file);
         let keys = PushKeys::load(key_file).map_err(|e| format!("--push-key-file {e}"))?;
         if max_body == 0 {
             return Err("--push-max-body must be greater than 0".into());
@@ -117,6 +119,23 @@ impl Relay {
             true => message_task,
             false => config.task_id.clone(),
         };
+        // What delivery will send as headers must be sendable: refused now, not dropped
+        // silently at each delivery.
+        let sendable = |value: &str| http::HeaderValue::from_str(value).is_ok();
+        if !sendable(&config.token) {
+            let why = "not a valid HTTP header value";
+            return Err(A2aError::invalid_params(&sibling(field, "token"), why));
+        }
+        if let Some(auth) = &config.authentication {
+            let header = format!("{} {}", auth.scheme, auth.credentials);
+            if auth.scheme.is_empty() || auth.scheme.contains(' ') || !sendable(&header) {
+                let why = "scheme and credentials must make a valid Authorization header";
+                return Err(A2aError::invalid_params(
+                    &sibling(field, "authentication"),
+                    why,
+                ));
+            }
+        }
         let authentication = config
             .authentication
             .take()
@@ -142,31 +161,60 @@ impl Relay {
         Ok(())
     }
 
-    /// Shows the client the configs of `reply` as it registered them, where they open for
-    /// the caller (`principal`) on this route and their task.
-    pub(crate) fn show_out(&self, reply: &mut Reply, principal: Option<&Principal>) {
-        let configs = match reply {
-            Reply::CreateTaskPushNotificationConfig(config)
-            | Reply::GetTaskPushNotificationConfig(config) => std::slice::from_mut(config),
-            Reply::ListTaskPushNotificationConfigs(list) => &mut list.configs[..],
-            _ => return,
-        };
+    /// Shows the client the configs of `reply` as it registered them. One that does not
+    /// open for the caller (`principal`) on this route and its task is not shown at all:
+    /// its sealed token would let whoever reads it post notifications to another client's
+    /// webhook. List leaves it out; Get answers as for an unknown task.
+    pub(crate) fn show_out(
+        &self,
+        reply: &mut Reply,
+        principal: Option<&Principal>,
+    ) -> Result<(), A2aError> {
         let owner = owner_digest(principal);
-        for config in configs {
-            self.show(config, &owner);
+        let shown = match reply {
+            Reply::CreateTaskPushNotificationConfig(config)
+            | Reply::GetTaskPushNotificationConfig(config) => self.show(config, &owner),
+            Reply::ListTaskPushNotificationConfigs(list) => {
+                list.configs.retain_mut(|config| self.show(config, &owner));
+                true
+            }
+            _ => true,
+        };
+        match shown {
+            true => Ok(()),
+            false => Err(A2aError::new(ErrorKind::TaskNotFound)),
         }
     }
 
-    /// Whatever URL the agent holds: a config registered before `push-callback-url`
-    /// changed is still the client's.
-    fn show(&self, config: &mut TaskPushNotificationConfig, owner: &[u8; 32]) {
-        let Some(sealed) = self.settings.keys.open(&config.token) else {
-            return;
-        };
+    /// Whether `config`, as the agent has it, was registered through this route for its
+    /// task by the caller `principal`: only that caller may delete it.
+    pub(crate) fn owns(
+        &self,
+        config: &TaskPushNotificationConfig,
+        principal: Option<&Principal>,
+    ) -> bool {
+        self.opened(config, &owner_digest(principal)).is_some()
+    }
+
+    /// What `config`'s token seals, if it opens for `owner` on this route, its task and
+    /// its id.
+    fn opened(
+        &self,
+        config: &TaskPushNotificationConfig,
+        owner: &[u8; 32],
+    ) -> Option<Registration> {
+        let sealed = self.settings.keys.open(&config.token)?;
         let same_id = sealed.config_id.is_empty() || sealed.config_id == config.id;
-        if !same_id || !sealed.binds(&self.route, &config.task_id, owner) {
-            return;
-        }
+        (same_id && sealed.binds(&self.route, &config.task_id, owner)).then_some(sealed)
+    }
+
+    /// Shows `config` as its client registered it, whatever URL the agent holds (a config
+    /// registered before `push-callback-url` changed is still the client's); false when
+    /// it does not open for `owner` here.
+    fn show(&self, config: &mut TaskPushNotificationConfig, owner: &[u8; 32]) -> bool {
+        let Some(sealed) = self.opened(config, owner) else {
+            return false;
+        };
         config.url = sealed.url;
         config.token = sealed.token;
         config.authentication =
@@ -176,5 +224,14 @@ impl Relay {
                     scheme,
                     credentials,
                 });
+        true
+    }
+}
+
+/// The field beside `field` named `name` (`configuration.x.url` → `configuration.x.token`).
+fn sibling(field: &str, name: &str) -> String {
+    match field.rsplit_once('.') {
+        Some((parent, _)) => format!("{parent}.{name}"),
+        None => name.to_owned(),
     }
 }

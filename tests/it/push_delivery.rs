@@ -107,8 +107,30 @@ async fn the_documented_receiver_verifies_a_signature_with_the_served_set() {
 }
 
 #[tokio::test]
-async fn every_route_shows_its_delivery_counters() {
-    let gateway = start(&["--demo"]).await;
+async fn every_relaying_route_shows_its_delivery_counters() {
+    let key = TempFile::new(
+        "key",
+        &base64::engine::general_purpose::STANDARD.encode([7u8; 32]),
+    );
+    let relaying = [
+        "--demo",
+        "--push",
+        "relay",
+        "--push-callback-url",
+        "https://gateway.example/a2a/push",
+        "--push-key-file",
+        key.path(),
+    ];
+    // A route that does not relay has no delivery series: thousands of routes would
+    // make /metrics megabytes of zeros.
+    let guarded = start(&["--demo"]).await;
+    let url = format!("{}/metrics", guarded.origin());
+    let text = reqwest::get(&url).await.unwrap().text().await.unwrap();
+    assert!(
+        !text.contains("a2a_gateway_push_deliveries_total{"),
+        "{text}"
+    );
+    let gateway = start(&relaying).await;
     let url = format!("{}/metrics", gateway.origin());
     let text = reqwest::get(&url).await.unwrap().text().await.unwrap();
     for series in [

@@ -14,8 +14,9 @@ use crate::backend::fault::Fault;
 use crate::backend::{self, Backend, Call, EventStream, Status};
 use crate::front::call::{Answer, Exchange, Layer, Started, Wire};
 use crate::front::grpc;
-use crate::protocol::error::A2aError;
-use crate::protocol::ops::{Reply, Request, StreamRequest};
+use crate::proto::GetTaskPushNotificationConfigRequest;
+use crate::protocol::error::{A2aError, ErrorKind};
+use crate::protocol::ops::{Reply, Request, StreamRequest, UnaryRequest};
 use crate::telemetry::access::CallRecord;
 
 /// A backend's events with their errors as the client's.
@@ -44,6 +45,29 @@ impl Layer<Box<Request>> for Invoke {
         let deadline = x.deadline;
         match *request {
             Request::Unary(request) => {
+                if let (Some(relay), UnaryRequest::DeleteTaskPushNotificationConfig(delete)) =
+                    (&gateway.relay, &request)
+                {
+                    // The agent cannot tell the callers of a relaying route apart: only
+                    // the one who registered the config may delete it, which its token says.
+                    let get = GetTaskPushNotificationConfigRequest {
+                        tenant: delete.tenant.clone(),
+                        task_id: delete.task_id.clone(),
+                        id: delete.id.clone(),
+                    };
+                    let probe = Call {
+                        request: UnaryRequest::GetTaskPushNotificationConfig(get),
+                        forwarded: forwarded.clone(),
+                        deadline,
+                        trace: None,
+                    };
+                    let (held, _) = answered(&mut x.record, gateway.backend.unary(probe).await)?;
+                    match held {
+                        Reply::GetTaskPushNotificationConfig(config)
+                            if relay.owns(&config, x.principal.as_ref()) => {}
+                        _ => return Err(A2aError::new(ErrorKind::TaskNotFound)),
+                    }
+                }
                 let call = Call {
                     request,
                     forwarded,
@@ -61,7 +85,7 @@ impl Layer<Box<Request>> for Invoke {
                     return Ok(Answer::Json(Vec::new(), extensions));
                 }
                 if let Some(relay) = &gateway.relay {
-                    relay.show_out(&mut reply, x.principal.as_ref());
+                    relay.show_out(&mut reply, x.principal.as_ref())?;
                 }
                 if let Some(owner) = owner {
                     owner.seal_out(&mut reply);

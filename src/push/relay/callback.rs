@@ -137,8 +137,8 @@ impl Callback {
             Ok(body) => body,
             Err(refusal) => return (Some(named), Err(refusal)),
         };
-        let task_id = match event_task(&body) {
-            Ok(task_id) => task_id,
+        let (task_id, body) = match event_task(&body) {
+            Ok(event) => event,
             Err(why) => {
                 let refusal = Refusal(StatusCode::BAD_REQUEST, why, Outcome::BadRequest);
                 return (Some(named), Err(refusal));
@@ -208,14 +208,17 @@ impl Callback {
     }
 }
 
-/// The task id of the A2A `StreamResponse` in `body`, or why it is none.
-fn event_task(body: &[u8]) -> Result<String, &'static str> {
+/// The task id of the A2A `StreamResponse` in `body`, and the event written anew from
+/// what was read, or why it is none. Delivered as written anew: what is unknown to A2A
+/// (extra fields) is not passed on, nor signed.
+fn event_task(body: &[u8]) -> Result<(String, Bytes), &'static str> {
     use crate::protocol::json::{nesting_exceeds, MAX_NESTING};
     if nesting_exceeds(body, MAX_NESTING) {
         return Err("the body nests too deep for an A2A StreamResponse");
     }
     let event: StreamResponse =
         serde_json::from_slice(body).map_err(|_| "the body is not an A2A StreamResponse")?;
+    let written = serde_json::to_vec(&event).map_err(|_| "the event cannot be written")?;
     let task_id = match event.payload {
         Some(Payload::Task(task)) => task.id,
         Some(Payload::Message(message)) => message.task_id,
@@ -225,7 +228,7 @@ fn event_task(body: &[u8]) -> Result<String, &'static str> {
     };
     match task_id.is_empty() {
         true => Err("the event names no task"),
-        false => Ok(task_id),
+        false => Ok((task_id, written.into())),
     }
 }
 

@@ -38,8 +38,9 @@ async fn the_agent_sees_only_the_callback_and_the_client_only_its_own_config() {
     let got = call(&gateway.url, "GetTaskPushNotificationConfig", named.clone()).await;
     assert_eq!(got["result"], shown, "{got}");
 
-    // What the gateway did not seal for this task and id is shown as the agent has it: the
-    // agent's own config, and the client's token copied to another task or id.
+    // What the gateway did not seal for this task and id is not shown: the agent's own
+    // config, and the client's token copied to another task or id (a sealed token read
+    // back would let its reader post to the client's webhook).
     let own = TaskPushNotificationConfig {
         task_id: "t-1".into(),
         id: "agent-own".into(),
@@ -63,23 +64,15 @@ async fn the_agent_sees_only_the_callback_and_the_client_only_its_own_config() {
         json!({"taskId": "t-1"}),
     )
     .await;
-    let as_kept = |id: &str, url: &str, token: &str| json!({"taskId": "t-1", "id": id, "url": url, "token": token});
-    assert_eq!(
-        listed["result"]["configs"],
-        json!([
-            shown,
-            as_kept("agent-own", "https://agent.example/own", "agent-own-token"),
-            as_kept("copied", CALLBACK, &seen.token),
-        ]),
-        "{listed}"
-    );
+    assert_eq!(listed["result"]["configs"], json!([shown]), "{listed}");
+    assert!(!listed.to_string().contains(&seen.token), "{listed}");
     let other = call(
         &gateway.url,
         "GetTaskPushNotificationConfig",
         json!({"taskId": "t-2", "id": "cfg-1"}),
     )
     .await;
-    assert_eq!(other["result"]["url"], CALLBACK, "{other}");
+    assert_eq!(other["error"]["code"], -32001, "{other}");
 
     let deleted = call(&gateway.url, "DeleteTaskPushNotificationConfig", named).await;
     assert_eq!(deleted["result"], Value::Null, "{deleted}");
@@ -189,6 +182,28 @@ async fn a_config_too_large_to_seal_is_refused_before_the_agent() {
         len += 1;
         assert!(len < 3100, "a webhook of {len} bytes sealed");
     }
+    // What delivery sends as headers must be sendable: a token or credentials with a line
+    // break are refused at registration, naming the field.
+    let calls_before = agent.calls();
+    for (field, value) in [
+        ("token", json!("a\r\nX-Injected: 1")),
+        (
+            "authentication",
+            json!({"scheme": "Bearer\r\nX: 1", "credentials": "c"}),
+        ),
+        (
+            "authentication",
+            json!({"scheme": "Bearer", "credentials": "c\nX: 1"}),
+        ),
+    ] {
+        let mut config = client_config("t-1");
+        config[field] = value;
+        let reply = call(&gateway.url, "CreateTaskPushNotificationConfig", config).await;
+        assert_eq!(reply["error"]["code"], -32602, "{reply}");
+        let message = reply["error"]["message"].as_str().unwrap();
+        assert!(message.contains(field), "{message}");
+    }
+    assert_eq!(agent.calls(), calls_before, "refused before the agent");
     // The guard checks first, as on any guarded route.
     let mut inside = client_config("t-1");
     inside["url"] = json!("https://127.0.0.1/hook");
@@ -219,8 +234,9 @@ async fn a_config_too_large_to_seal_is_refused_before_the_agent() {
         "the refused config never reached the agent"
     );
     let metrics = metrics_text(&gateway.origin).await;
-    // Every config the agent got was relayed; the loopback one and the two too large refused.
-    for (outcome, n) in [("relayed", agent.calls()), ("refused", 3)] {
+    // Every config the agent got was relayed; refused: the three with unsendable headers,
+    // the loopback one and the two too large.
+    for (outcome, n) in [("relayed", agent.calls()), ("refused", 6)] {
         let line = format!(
             "a2a_gateway_push_registrations_total{{route=\"default\",outcome=\"{outcome}\"}} {n}\n"
         );
@@ -359,16 +375,29 @@ async fn a_token_opens_only_for_its_route_and_caller() {
     let named = json!({"taskId": "t-1", "id": "cfg-1"});
     let shown = call_as(&orders, "alice-key", get, named.clone()).await;
     assert_eq!(shown["result"]["url"], HOOK, "{shown}");
-    // Another caller, or the same caller on another route, sees the agent's config.
+    // Another caller, or the same caller on another route, never sees the config, nor
+    // its sealed token (with which it could post to Alice's webhook), nor may delete it.
+    let list = "ListTaskPushNotificationConfigs";
+    let delete = "DeleteTaskPushNotificationConfig";
     for (url, caller) in [(&orders, "bob-key"), (&billing, "alice-key")] {
-        let sealed = call_as(url, caller, get, named.clone()).await;
+        let hidden = call_as(url, caller, get, named.clone()).await;
+        assert_eq!(hidden["error"]["code"], -32001, "{url} {caller}: {hidden}");
+        let listed = call_as(url, caller, list, json!({"taskId": "t-1"})).await;
+        let configs = listed["result"]["configs"].as_array().map_or(0, Vec::len);
+        assert_eq!(configs, 0, "{url} {caller}: {listed}");
+        let deleted = call_as(url, caller, delete, named.clone()).await;
         assert_eq!(
-            sealed["result"]["url"], CALLBACK,
-            "{url} {caller}: {sealed}"
+            deleted["error"]["code"], -32001,
+            "{url} {caller}: {deleted}"
         );
-        assert_eq!(sealed["result"]["token"], orders_token.as_str());
-        assert!(!sealed.to_string().contains("client-"), "{sealed}");
+        for answer in [&hidden, &listed, &deleted] {
+            let text = answer.to_string();
+            assert!(!text.contains(orders_token.as_str()), "{text}");
+            assert!(!text.contains("client-"), "{text}");
+        }
     }
+    let listed = call_as(&orders, "alice-key", list, json!({"taskId": "t-1"})).await;
+    assert_eq!(listed["result"]["configs"][0]["url"], HOOK, "{listed}");
 
     let callback = format!("{origin}{CALLBACK_PATH}");
     assert_eq!(
