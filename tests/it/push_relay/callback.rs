@@ -28,11 +28,21 @@ async fn a_post_with_the_token_reaches_delivery_from_any_replica() {
         delivery.authentication,
         Some(("Bearer".to_owned(), "client-secret".to_owned()))
     );
-    assert_eq!(delivery.body, body, "the agent's bytes, as posted");
+    assert_eq!(delivery.body, body, "the agent's event");
     assert_eq!(
         delivery.traceparent.as_deref(),
         Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
     );
+    // What A2A does not know is not passed on (nor signed): the event is written anew
+    // from what was read.
+    let mut padded: Value = serde_json::from_slice(&body).unwrap();
+    padded["statusUpdate"]["injected"] = json!({"by": "the agent"});
+    let padded = serde_json::to_vec(&padded).unwrap();
+    assert_eq!(
+        post_event(&gateway.callback, Some(&token), padded).await.0,
+        204
+    );
+    assert_eq!(gateway.outbox.taken()[0].body, body);
 
     // Another replica with the key takes the same post; the same event has the same key,
     // another event another.
