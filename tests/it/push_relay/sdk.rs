@@ -2,18 +2,13 @@
 
 use super::*;
 
-/// The first check, up to delivery: the reference SDK agent behind the relay posts
-/// a task's events to the callback with the sealed token, and each reaches the outbox bound
-/// for the client's webhook with the client's token, in order; the agent never holds the
-/// client's URL or token; another replica with the key takes the agent's posts as well.
-#[tokio::test]
-async fn the_reference_sdk_agent_posts_through_the_relay() {
-    let peer = Peer::start();
-    let key = key_file();
+/// A gateway relaying the push configs of the agent `peer` (webhooks on loopback allowed),
+/// served in-process; its notifications go to `outbox` when given, else to its own
+/// delivery. Returns its JSON-RPC URL and its callback.
+async fn relaying(peer: &Peer, key: &TempFile, outbox: Option<Arc<Recorded>>) -> (String, String) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let origin = format!("http://{}", listener.local_addr().unwrap());
     let callback = format!("{origin}{CALLBACK_PATH}");
-    let hook = "http://127.0.0.1:9/client-hook";
     let args = [
         "a2a-gateway",
         "--backend",
@@ -29,17 +24,32 @@ async fn the_reference_sdk_agent_posts_through_the_relay() {
         key.path(),
     ];
     let settings = Settings::load(args).unwrap();
-    let outbox = Arc::new(Recorded::default());
-    let routes = Routes::new(&settings, None)
-        .unwrap()
-        .with_outbox("default", outbox.clone());
+    let mut routes = Routes::new(&settings, None).unwrap();
+    if let Some(outbox) = outbox {
+        routes = routes.with_outbox("default", outbox);
+    }
     let frontend = routes.frontend(&Arc::default()).unwrap();
-    let serving = std::future::pending();
     let second = std::time::Duration::from_secs(1);
     tokio::spawn(a2a_gateway::server::serve(
-        listener, frontend, serving, second,
+        listener,
+        frontend,
+        std::future::pending(),
+        second,
     ));
-    let url = format!("{origin}/a2a/jsonrpc");
+    (format!("{origin}/a2a/jsonrpc"), callback)
+}
+
+/// The first check, up to delivery: the reference SDK agent behind the relay posts
+/// a task's events to the callback with the sealed token, and each reaches the outbox bound
+/// for the client's webhook with the client's token, in order; the agent never holds the
+/// client's URL or token; another replica with the key takes the agent's posts as well.
+#[tokio::test]
+async fn the_reference_sdk_agent_posts_through_the_relay() {
+    let peer = Peer::start();
+    let key = key_file();
+    let hook = "http://127.0.0.1:9/client-hook";
+    let outbox = Arc::new(Recorded::default());
+    let (url, callback) = relaying(&peer, &key, Some(outbox.clone())).await;
 
     // A message's config: the stream task's events (working, three artifact chunks,
     // completed), each posted by the agent as it happens.
@@ -168,34 +178,7 @@ async fn the_sdk_agents_notifications_reach_the_clients_webhook() {
     let peer = Peer::start();
     let key = key_file();
     let (hook, received) = webhook().await;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let origin = format!("http://{}", listener.local_addr().unwrap());
-    let callback = format!("{origin}{CALLBACK_PATH}");
-    let args = [
-        "a2a-gateway",
-        "--backend",
-        &peer.grpc,
-        "--push",
-        "relay",
-        "--push-allow-http",
-        "--push-allow",
-        "127.0.0.1",
-        "--push-callback-url",
-        &callback,
-        "--push-key-file",
-        key.path(),
-    ];
-    let settings = Settings::load(args).unwrap();
-    let routes = Routes::new(&settings, None).unwrap();
-    let frontend = routes.frontend(&Arc::default()).unwrap();
-    let second = std::time::Duration::from_secs(1);
-    tokio::spawn(a2a_gateway::server::serve(
-        listener,
-        frontend,
-        std::future::pending(),
-        second,
-    ));
-    let url = format!("{origin}/a2a/jsonrpc");
+    let (url, callback) = relaying(&peer, &key, None).await;
 
     let mut params = message_in("stream", None, None);
     params["configuration"] = json!({"taskPushNotificationConfig": {
