@@ -34,40 +34,13 @@ impl Layer<Box<Request>> for Invoke {
         request: Box<Request>,
     ) -> Result<Answer<ClientEvents>, A2aError> {
         let gateway = x.gateway;
-        let mut forwarded = gateway.forward.select(&x.head.headers);
-        x.dialect.forward(x.head, &mut forwarded);
-        if let Some(principal) = &x.principal {
-            let dropped = gateway.caller_headers.add(principal, &mut forwarded);
-            gateway.metrics.caller_headers_dropped(dropped);
-        }
+        let (mut forwarded, dropped) = forwarded(x);
+        gateway.metrics.caller_headers_dropped(dropped);
         x.record.request(&request);
         let trace = x.record.propagate(&mut forwarded);
         let deadline = x.deadline;
         match *request {
             Request::Unary(request) => {
-                if let (Some(relay), UnaryRequest::DeleteTaskPushNotificationConfig(delete)) =
-                    (&gateway.relay, &request)
-                {
-                    // The agent cannot tell the callers of a relaying route apart: only
-                    // the one who registered the config may delete it, which its token says.
-                    let get = GetTaskPushNotificationConfigRequest {
-                        tenant: delete.tenant.clone(),
-                        task_id: delete.task_id.clone(),
-                        id: delete.id.clone(),
-                    };
-                    let probe = Call {
-                        request: UnaryRequest::GetTaskPushNotificationConfig(get),
-                        forwarded: forwarded.clone(),
-                        deadline,
-                        trace: None,
-                    };
-                    let (held, _) = answered(&mut x.record, gateway.backend.unary(probe).await)?;
-                    match held {
-                        Reply::GetTaskPushNotificationConfig(config)
-                            if relay.owns(&config, x.principal.as_ref()) => {}
-                        _ => return Err(A2aError::new(ErrorKind::TaskNotFound)),
-                    }
-                }
                 let call = Call {
                     request,
                     forwarded,
@@ -119,6 +92,52 @@ impl Layer<Box<Request>> for Invoke {
 
 /// A unary call's reply and the backend's activated extensions, or the client's error; the
 /// backend's status goes to the access line either way.
+/// The request headers the agent gets: those the forward policy selects, the dialect's,
+/// and the caller's identity; with the identity values that could not be sent.
+fn forwarded(x: &Exchange<'_>) -> (Vec<(http::HeaderName, http::HeaderValue)>, usize) {
+    let gateway = x.gateway;
+    let mut forwarded = gateway.forward.select(&x.head.headers);
+    x.dialect.forward(x.head, &mut forwarded);
+    let dropped = match &x.principal {
+        Some(principal) => gateway.caller_headers.add(principal, &mut forwarded),
+        None => 0,
+    };
+    (forwarded, dropped)
+}
+
+/// Only the caller who registered a config on a relaying route may delete it, which its
+/// token says: the agent cannot tell that route's callers apart, so it is asked for the
+/// config first (with the headers the Delete will carry). Another caller's is an unknown
+/// one.
+pub(super) async fn deletable(
+    x: &mut Exchange<'_>,
+    relay: &crate::push::relay::Relay,
+    delete: &crate::proto::DeleteTaskPushNotificationConfigRequest,
+) -> Result<(), A2aError> {
+    let (forwarded, _) = forwarded(x);
+    let deadline = x.deadline;
+    let get = GetTaskPushNotificationConfigRequest {
+        tenant: delete.tenant.clone(),
+        task_id: delete.task_id.clone(),
+        id: delete.id.clone(),
+    };
+    let probe = Call {
+        request: UnaryRequest::GetTaskPushNotificationConfig(get),
+        forwarded,
+        deadline,
+        trace: None,
+    };
+    let (held, _) = answered(&mut x.record, x.gateway.backend.unary(probe).await)?;
+    match held {
+        Reply::GetTaskPushNotificationConfig(config)
+            if relay.owns(&config, x.principal.as_ref()) =>
+        {
+            Ok(())
+        }
+        _ => Err(A2aError::new(ErrorKind::TaskNotFound)),
+    }
+}
+
 fn answered(
     record: &mut CallRecord,
     answer: Result<backend::Answer<Reply>, backend::Error>,

@@ -1,11 +1,12 @@
 //! Push check: a push config the request gives the agent must pass the route's push guard
 //! (`push/guard.rs`), so a refused URL never reaches the agent; on a relaying route it is
 //! then replaced by the gateway's callback and a sealed token (`push/relay.rs`), whose
-//! replies `invoke` shows the client as it registered them.
+//! replies `invoke` shows the client as it registered them; a Delete on a relaying route
+//! goes on only for the caller who registered the config (`invoke::deletable`).
 
 use crate::front::call::{Answer, Exchange, Layer};
 use crate::protocol::error::A2aError;
-use crate::protocol::ops::Request;
+use crate::protocol::ops::{Request, UnaryRequest};
 use crate::telemetry::PushRegistration;
 
 /// Checks the request's push URL, if any, and relays it, before the layer inside.
@@ -23,6 +24,14 @@ impl<L: Layer<Box<Request>> + Sync> Layer<Box<Request>> for PushCheck<L> {
             // Boxed: only a call that carries a push URL pays for the check's future (the
             // resolver's is large).
             Box::pin(check(x, &mut request)).await?;
+        }
+        if let (
+            Some(relay),
+            Request::Unary(UnaryRequest::DeleteTaskPushNotificationConfig(delete)),
+        ) = (&x.gateway.relay, &*request)
+        {
+            // Boxed too: only a relaying route's Delete pays for asking the agent.
+            Box::pin(super::invoke::deletable(x, relay, delete)).await?;
         }
         self.0.call(x, request).await
     }
