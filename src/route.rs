@@ -294,10 +294,12 @@ fn deliverer(settings: &Settings) -> Result<(Arc<Deliverer>, Arc<PushMetrics>), 
     let relaying = (settings.routes.iter()).filter(|route| route.push_mode == PushMode::Relay);
     let metrics = Arc::new(PushMetrics::new(relaying.map(|route| route.name.as_str())));
     let mut routes = Vec::new();
+    // One resolver per DNS server, whatever the number of relaying routes.
+    let resolvers = Resolvers::default();
     // Only a relaying route's notifications come this way: no client for the others.
     for route in (settings.routes.iter()).filter(|r| r.push_mode == PushMode::Relay) {
-        let resolver = crate::backend::endpoints::resolve::resolver(route.resolution.server)
-            .map_err(ConfigError::PushResolver)?;
+        let resolver =
+            (resolvers.get(route.resolution.server)).map_err(ConfigError::PushResolver)?;
         routes.push(DeliveryRoute {
             name: route.name.clone(),
             policy: route.push.clone().unwrap_or_default(),

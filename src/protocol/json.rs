@@ -16,19 +16,33 @@ pub const MAX_NESTING: usize = 48;
 
 /// Proto field name → ProtoJSON name (`task_id` → `taskId`).
 pub(crate) fn json_name(field: &str) -> String {
-    let mut out = String::with_capacity(field.len());
+    json_name_bytes(field).map(char::from).collect()
+}
+
+/// Appends the ProtoJSON name of `field` to `out`, unquoted.
+pub(crate) fn write_json_name(out: &mut Vec<u8>, field: &str) {
+    out.extend(json_name_bytes(field));
+}
+
+/// Whether `name` is the ProtoJSON name of `field`, without writing it.
+pub(crate) fn is_json_name(field: &str, name: &str) -> bool {
+    json_name_bytes(field).eq(name.bytes())
+}
+
+/// The ProtoJSON name of a field (ASCII, snake case) byte by byte: `task_id` → `taskId`.
+fn json_name_bytes(field: &str) -> impl Iterator<Item = u8> + '_ {
     let mut upper = false;
-    for c in field.chars() {
-        if c == '_' {
+    field.bytes().filter_map(move |b| match (b, upper) {
+        (b'_', _) => {
             upper = true;
-        } else if upper {
-            out.push(c.to_ascii_uppercase());
-            upper = false;
-        } else {
-            out.push(c);
+            None
         }
-    }
-    out
+        (b, true) => {
+            upper = false;
+            Some(b.to_ascii_uppercase())
+        }
+        (b, false) => Some(b),
+    })
 }
 
 /// Decodes `params` text into the request `seed` makes of them (an `Op` makes its
@@ -206,6 +220,20 @@ impl ResultJson for ::pbjson_types::Empty {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_names_written_and_compared_alike() {
+        assert_eq!(json_name("task_id"), "taskId");
+        assert_eq!(json_name("history_length"), "historyLength");
+        let mut out = b"x".to_vec();
+        write_json_name(&mut out, "context_id");
+        assert_eq!(out, b"xcontextId");
+        assert!(is_json_name("task_id", "taskId"));
+        assert!(is_json_name("id", "id"));
+        for other in ["taskid", "task_id", "taskIdx", "task", ""] {
+            assert!(!is_json_name("task_id", other), "{other}");
+        }
+    }
     use crate::protocol::ops::Op;
 
     #[test]

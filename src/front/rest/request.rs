@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 
 use crate::front::rest::path::Matched;
 use crate::protocol::error::A2aError;
-use crate::protocol::json::json_name;
+use crate::protocol::json::{is_json_name, write_json_name};
 use crate::protocol::params::VERSION;
 use crate::protocol::schema;
 
@@ -42,14 +42,22 @@ pub(crate) fn params<'b>(
     let mut out = Vec::with_capacity(64);
     out.push(b'{');
     for (field, value) in &matched.fields {
-        member(&mut out, |out| write_json_name(out, field), value);
+        member(
+            &mut out,
+            |out| {
+                out.push(b'"');
+                write_json_name(out, field);
+                out.push(b'"');
+            },
+            value,
+        );
     }
     if let Some(tenant) = &matched.tenant {
         member(&mut out, |out| out.extend_from_slice(b"\"tenant\""), tenant);
     }
     let bound = |name: &str| {
         name == "tenant" && matched.tenant.is_some()
-            || (matched.fields.iter()).any(|(field, _)| json_name(field) == name)
+            || (matched.fields.iter()).any(|(field, _)| is_json_name(field, name))
     };
     for (name, value) in members.iter().filter(|(name, _)| !bound(name)) {
         member(&mut out, |out| write_str(out, name), value);
@@ -73,24 +81,6 @@ fn member(out: &mut Vec<u8>, name: impl FnOnce(&mut Vec<u8>), value: &impl serde
 /// Appends a JSON string.
 fn write_str(out: &mut Vec<u8>, text: &str) {
     let _ = serde_json::to_writer(&mut *out, text);
-}
-
-/// Appends a path field's ProtoJSON name as a JSON string (`task_id` → `"taskId"`; field
-/// names need no escapes).
-fn write_json_name(out: &mut Vec<u8>, field: &str) {
-    out.push(b'"');
-    let mut upper = false;
-    for b in field.bytes() {
-        match (b, upper) {
-            (b'_', _) => upper = true,
-            (b, true) => {
-                out.push(b.to_ascii_uppercase());
-                upper = false;
-            }
-            (b, false) => out.push(b),
-        }
-    }
-    out.push(b'"');
 }
 
 /// The body as text; an empty body is `{}`.
