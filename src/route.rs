@@ -32,7 +32,7 @@ use crate::server::routing::{self, Frontend};
 use crate::server::tls::ServerTls;
 use crate::server::workers::Frontends;
 use crate::settings::{ConfigError, RouteSettings, Settings, Upstream};
-use crate::telemetry::{Metrics, PushMetrics};
+use crate::telemetry::{DeliveryMetrics, Metrics};
 use connect::Connector;
 
 /// A route could not be built from its settings.
@@ -288,11 +288,13 @@ pub fn handler_over(
 
 /// The process's push deliverer, with each route's URL policy (the strict default where
 /// its guard is off) and resolver, and its counters.
-fn deliverer(settings: &Settings) -> Result<(Arc<Deliverer>, Arc<PushMetrics>), RouteError> {
+fn deliverer(settings: &Settings) -> Result<(Arc<Deliverer>, Arc<DeliveryMetrics>), RouteError> {
     // Series for the relaying routes only: 10,000 routes that do not relay made 100,000
     // lines of zeros, most of a 13 MB /metrics.
     let relaying = (settings.routes.iter()).filter(|route| route.push_mode == PushMode::Relay);
-    let metrics = Arc::new(PushMetrics::new(relaying.map(|route| route.name.as_str())));
+    let metrics = Arc::new(DeliveryMetrics::new(
+        relaying.map(|route| route.name.as_str()),
+    ));
     let mut routes = Vec::new();
     // One resolver per DNS server, whatever the number of relaying routes.
     let resolvers = Resolvers::default();
@@ -402,7 +404,7 @@ pub struct Routes {
     /// Sends relayed push notifications to the clients' webhooks (the relay's `Outbox`).
     push: Arc<Deliverer>,
     /// Its counters, shown at `/metrics`.
-    push_metrics: Arc<PushMetrics>,
+    push_metrics: Arc<DeliveryMetrics>,
     /// The JWK Set of `--push-sign-key`, served at `/.well-known/jwks.json`.
     jwks: Option<bytes::Bytes>,
 }

@@ -34,7 +34,7 @@ use super::sign::{PushSigner, SIGNATURE_HEADER};
 use super::{PushPolicy, Refusal};
 use crate::telemetry::trace::DeliverySpan;
 use crate::telemetry::untrusted::clipped;
-use crate::telemetry::{DeliveryOutcome, DropReason, PushCounters, PushMetrics};
+use crate::telemetry::{DeliveryCounters, DeliveryMetrics, DeliveryOutcome, DropReason};
 use connect::Lookup;
 pub(crate) use connect::Timeouts;
 
@@ -123,7 +123,7 @@ pub struct DeliverySettings {
 struct RouteOut {
     policy: PushPolicy,
     client: reqwest::Client,
-    counters: Arc<PushCounters>,
+    counters: Arc<DeliveryCounters>,
 }
 
 /// The deliveries a route may make, as `Deliverer::new` takes them.
@@ -192,7 +192,7 @@ impl Deliverer {
     pub(crate) fn new(
         settings: DeliverySettings,
         routes: Vec<DeliveryRoute>,
-        metrics: &PushMetrics,
+        metrics: &DeliveryMetrics,
     ) -> Result<Deliverer, String> {
         let mut out = HashMap::with_capacity(routes.len());
         for route in routes {
@@ -335,7 +335,7 @@ impl Shared {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn counters(&self, route: &str) -> Arc<PushCounters> {
+    fn counters(&self, route: &str) -> Arc<DeliveryCounters> {
         match self.routes.get(route) {
             Some(out) => out.counters.clone(),
             // The relay only hands deliveries of configured routes; a stray one is counted

@@ -41,7 +41,7 @@ use crate::front::{grpc, jsonrpc, Gateway};
 use crate::lifecycle::Lifecycle;
 use crate::push::sign::JWKS_PATH;
 use crate::server::readiness::{Readiness, ReadinessMode};
-use crate::telemetry::{Metrics, PushMetrics};
+use crate::telemetry::{DeliveryMetrics, Metrics};
 
 /// The path of a route's agent card below its prefix (spec 8.2).
 pub(crate) const CARD_PATH: &str = "/.well-known/agent-card.json";
@@ -103,7 +103,7 @@ pub struct Frontend {
     /// The push relay's callback (`push-callback-url`), served before the routes.
     push_callback: Option<Arc<crate::push::relay::callback::Callback>>,
     /// The push deliveries' counters, for `/metrics`.
-    push_metrics: Option<Arc<PushMetrics>>,
+    push_metrics: Option<Arc<DeliveryMetrics>>,
     /// The JWK Set of the push signing key (`push::sign::JWKS_PATH`).
     jwks: Option<bytes::Bytes>,
 }
@@ -166,7 +166,7 @@ impl Frontend {
     /// signed (`push::deliver`, `push::sign`).
     pub(crate) fn with_push(
         mut self,
-        metrics: Arc<PushMetrics>,
+        metrics: Arc<DeliveryMetrics>,
         jwks: Option<bytes::Bytes>,
     ) -> Frontend {
         self.push_metrics = Some(metrics);

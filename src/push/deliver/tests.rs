@@ -161,7 +161,7 @@ fn settings() -> DeliverySettings {
 const ROUTE: &str = "hooks";
 
 /// A deliverer of the route `hooks`, which admits `http` and loopback (the webhooks').
-fn deliverer(settings: DeliverySettings) -> (Deliverer, Arc<PushMetrics>) {
+fn deliverer(settings: DeliverySettings) -> (Deliverer, Arc<DeliveryMetrics>) {
     deliverer_with(settings, &["127.0.0.1"], Vec::new())
 }
 
@@ -169,7 +169,7 @@ fn deliverer_with(
     settings: DeliverySettings,
     allow: &[&str],
     names: Vec<(&str, Vec<std::net::IpAddr>)>,
-) -> (Deliverer, Arc<PushMetrics>) {
+) -> (Deliverer, Arc<DeliveryMetrics>) {
     let allow: Vec<String> = allow.iter().map(|s| s.to_string()).collect();
     deliverer_of(settings, PushPolicy::new(true, &allow).unwrap(), names)
 }
@@ -178,14 +178,14 @@ fn deliverer_of(
     settings: DeliverySettings,
     policy: PushPolicy,
     names: Vec<(&str, Vec<std::net::IpAddr>)>,
-) -> (Deliverer, Arc<PushMetrics>) {
+) -> (Deliverer, Arc<DeliveryMetrics>) {
     let names = names.into_iter().map(|(n, a)| (n.to_owned(), a)).collect();
     let route = DeliveryRoute {
         name: ROUTE.to_owned(),
         policy,
         lookup: Lookup::Fixed(Arc::new(names)),
     };
-    let metrics = Arc::new(PushMetrics::new([ROUTE]));
+    let metrics = Arc::new(DeliveryMetrics::new([ROUTE]));
     let deliverer = Deliverer::new(settings, vec![route], &metrics).unwrap();
     (deliverer, metrics)
 }
@@ -208,7 +208,7 @@ fn delivery(url: &str, task: &str, n: u8) -> Delivery {
 }
 
 /// The value of one series of `/metrics` (0 when absent).
-fn series(metrics: &PushMetrics, name: &str) -> u64 {
+fn series(metrics: &DeliveryMetrics, name: &str) -> u64 {
     let mut text = String::new();
     metrics.render(&mut text);
     text.lines()
@@ -228,7 +228,7 @@ const RETRIES: &str = "a2a_gateway_push_delivery_retries_total{route=\"hooks\"}"
 const DEPTH: &str = "a2a_gateway_push_queue_depth{route=\"hooks\"}";
 
 /// Waits until the series reaches `at_least` (the deliverer's thread counts it).
-async fn reaches(metrics: &PushMetrics, name: &str, at_least: u64) {
+async fn reaches(metrics: &DeliveryMetrics, name: &str, at_least: u64) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while series(metrics, name) < at_least {
         assert!(Instant::now() < deadline, "{name} stayed below {at_least}");
@@ -403,7 +403,7 @@ async fn a_slow_webhook_costs_at_most_the_deadlines() {
 /// past, with `drop`.
 async fn one_past_the_destination_bound(
     drop: PushDrop,
-) -> (Vec<Bytes>, Arc<PushMetrics>, Vec<Result<(), Refused>>) {
+) -> (Vec<Bytes>, Arc<DeliveryMetrics>, Vec<Result<(), Refused>>) {
     let release = Arc::new(Semaphore::new(0));
     let hold = release.clone();
     let mut hook = Webhook::start(move |n| match n {
@@ -535,7 +535,7 @@ async fn names_are_resolved_by_dns_within_its_deadline() {
         policy: PushPolicy::new(true, &[]).unwrap(),
         lookup: Lookup::Dns(Box::new(resolver)),
     };
-    let metrics = Arc::new(PushMetrics::new([ROUTE]));
+    let metrics = Arc::new(DeliveryMetrics::new([ROUTE]));
     let deliverer = Deliverer::new(settings, vec![route], &metrics).unwrap();
     let started = Instant::now();
     deliverer
