@@ -492,7 +492,8 @@ pub struct Cli {
     pub tenant: Option<String>,
 
     /// Public base URL of the gateway (e.g. `https://agents.example.com`), used in the cards
-    /// and the catalog it serves. Default: from the request's `Host`.
+    /// and the catalog it serves. Default: an --allowed-hosts entry the request names, else
+    /// the gateway's own address the client connected to (never the request's `Host`).
     #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_PUBLIC_URL", value_name = "URL")]
     pub public_url: Option<String>,
 

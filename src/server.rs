@@ -27,7 +27,7 @@ use tower::ServiceExt as _;
 use self::clients::ClientLimits;
 use crate::auth::mtls::PeerIdentity;
 use crate::front::layers::{self, Edge, MaybeCors};
-use crate::telemetry::ClientAddr;
+use crate::telemetry::ConnectionAddrs;
 use tls::ServerTls;
 
 /// Serves `router` on `listener` on the current runtime until `shutdown` resolves, then
@@ -201,8 +201,11 @@ async fn serve_connection(
 ) {
     // Small JSON replies and SSE frames must not wait for Nagle's algorithm.
     let _ = stream.set_nodelay(true);
-    // The access log names the client.
-    let peer = stream.peer_addr().ok().map(ClientAddr);
+    // The access log names the client; a card without a configured origin names the local end.
+    let peer = match (stream.peer_addr(), stream.local_addr()) {
+        (Ok(client), Ok(local)) => Some(ConnectionAddrs { client, local }),
+        _ => None,
+    };
     let connection = (peer, edge, max_header_size, limits);
     match tls {
         None => serve_http(stream, connection, None, stop).await,
@@ -231,7 +234,12 @@ async fn serve_connection(
 /// certificate, its `identity`.
 async fn serve_http<I>(
     stream: I,
-    (peer, edge, max_header_size, limits): (Option<ClientAddr>, Live, Option<usize>, ClientLimits),
+    (peer, edge, max_header_size, limits): (
+        Option<ConnectionAddrs>,
+        Live,
+        Option<usize>,
+        ClientLimits,
+    ),
     identity: Option<Arc<PeerIdentity>>,
     mut stop: watch::Receiver<bool>,
 ) where

@@ -32,10 +32,26 @@ use crate::protocol::error::ErrorKind;
 use crate::protocol::legacy::{self, Method};
 use crate::protocol::ops::Op;
 
-/// The peer address of a request's connection: a fact of the connection, put in each
-/// request's extensions by the server, read by the access log and the spans.
+/// The two ends of a request's connection: facts of the connection, put in each request's
+/// extensions by the server. The client's is read by the access log, the spans and the
+/// per-client limits; the local one (the gateway's address as the client dialled it) is
+/// the origin a card names when the configuration names none (`card::origin`).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct ClientAddr(pub std::net::SocketAddr);
+pub(crate) struct ConnectionAddrs {
+    pub client: std::net::SocketAddr,
+    pub local: std::net::SocketAddr,
+}
+
+#[cfg(test)]
+impl ConnectionAddrs {
+    /// A client at 192.0.2.1 that reached the gateway at 10.1.2.3:8080 (a pod's address).
+    pub(crate) fn example() -> ConnectionAddrs {
+        ConnectionAddrs {
+            client: "192.0.2.1:50000".parse().unwrap(),
+            local: "10.1.2.3:8080".parse().unwrap(),
+        }
+    }
+}
 
 const OPS: usize = Op::ALL.len();
 /// One slot per error-table row, plus success.

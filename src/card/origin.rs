@@ -1,7 +1,10 @@
 //! The origin the gateway is public at, for the card's interface URL and the catalog: the
-//! route's `public_url` (checked at start), or what the request names — and whether the
-//! configuration vouches for that origin (`Origin::Vouched`: only such an origin is signed
-//! or cached, so a client cannot have the gateway sign, or keep, a URL it made up).
+//! route's `public_url` (checked at start), an `allowed_hosts` entry the request names, the
+//! host a trusted proxy forwarded, or else the local address the connection reached — never
+//! the request's own `Host` unchecked, which is the client's text (design principle 8: a
+//! client cannot make the gateway advertise `evil.example`). Whether the configuration
+//! vouches for the origin is kept too (`Origin::Vouched`: only such an origin is signed or
+//! cached).
 //!
 //! Host validation: a request's `Host` (or `:authority`), and with `trust_forwarded` the
 //! `Forwarded` (RFC 7239) or `X-Forwarded-Host`/`X-Forwarded-Proto` values, must each be a
@@ -18,11 +21,14 @@
 //! exactly) the gateway answers for: the host a request names (forwarded or `Host`) must
 //! be one of them, else the request is refused.
 
+use std::net::SocketAddr;
+
 use http::request::Parts;
 use http::{header, HeaderMap, Uri};
 
 use super::CardConfigError;
 use crate::telemetry::untrusted::{has_credentials, without_credentials};
+use crate::telemetry::ConnectionAddrs;
 
 /// How a route finds its public origin; built once at start.
 #[derive(Clone, Debug)]
@@ -82,6 +88,10 @@ impl Origin {
 pub(crate) enum Refusal {
     #[error("the request names no valid Host, so the card's interface URL is unknown")]
     NoHost,
+    /// Without a configured origin the connection's local address is used; a request that
+    /// came through no socket (in-process) has none.
+    #[error("no public-url is configured and the request came through no listener, so the card's interface URL is unknown")]
+    NoLocalAddress,
     /// The host is not quoted back: it is the client's text.
     #[error("the request's host is not one this gateway answers for (allowed-hosts)")]
     NotAllowed,
@@ -146,21 +156,28 @@ impl Origins {
     pub(crate) fn admit(&self, uri: &Uri, headers: &HeaderMap) -> Result<(), Refusal> {
         match self.allowed.is_empty() {
             true => Ok(()),
-            false => self.origin_of(uri, headers).map(drop),
+            false => self.origin_of(uri, headers, None).map(drop),
         }
     }
 
     /// The origin `request` is served.
     pub(crate) fn origin(&self, request: &Parts) -> Result<Origin, Refusal> {
-        self.origin_of(&request.uri, &request.headers)
+        let local = request.extensions.get::<ConnectionAddrs>().map(|c| c.local);
+        self.origin_of(&request.uri, &request.headers, local)
     }
 
-    fn origin_of(&self, uri: &Uri, headers: &HeaderMap) -> Result<Origin, Refusal> {
-        let (scheme, host) = match self.forwarded_hops {
+    fn origin_of(
+        &self,
+        uri: &Uri,
+        headers: &HeaderMap,
+        local: Option<SocketAddr>,
+    ) -> Result<Origin, Refusal> {
+        let (scheme, forwarded) = match self.forwarded_hops {
             Some(hops) => forwarded_origin(headers, hops),
             None => (None, None),
         };
-        let host = host
+        let host = forwarded
+            .clone()
             .or_else(|| uri.authority().and_then(|a| valid_authority(a.as_str())))
             .or_else(|| {
                 // Two Host fields name no one host (RFC 9110 7.2): which one a proxy in
@@ -181,13 +198,26 @@ impl Origins {
         if let Some(url) = &self.public_url {
             return Ok(Origin::Vouched(url.clone()));
         }
-        let host = host.ok_or(Refusal::NoHost)?;
-        let text = format!("{}://{host}", scheme.unwrap_or(self.scheme));
-        Ok(match self.allowed.is_empty() {
-            true => Origin::Named(text),
-            false => Origin::Vouched(text),
-        })
+        let scheme = scheme.unwrap_or(self.scheme);
+        if !self.allowed.is_empty() {
+            let host = host.ok_or(Refusal::NoHost)?;
+            return Ok(Origin::Vouched(format!("{scheme}://{host}")));
+        }
+        // Nothing configured: a trusted proxy's forwarded host, else the address the client
+        // reached (the Host was still checked above: a request without a valid one is refused).
+        host.ok_or(Refusal::NoHost)?;
+        let host = match forwarded {
+            Some(host) => host,
+            None => authority_of(local.ok_or(Refusal::NoLocalAddress)?),
+        };
+        Ok(Origin::Named(format!("{scheme}://{host}")))
     }
+}
+
+/// `addr` as a URI authority: an IPv4-mapped address as IPv4, IPv6 in brackets without a
+/// zone (a zone is not valid in a URL's authority).
+fn authority_of(addr: SocketAddr) -> String {
+    SocketAddr::new(addr.ip().to_canonical(), addr.port()).to_string()
 }
 
 /// `origin` (`scheme://authority`) with `host` in place of its host, its port kept.
@@ -357,6 +387,7 @@ mod tests {
         for (name, value) in headers {
             builder = builder.header(*name, *value);
         }
+        let builder = builder.extension(crate::telemetry::ConnectionAddrs::example());
         builder.body(()).unwrap().into_parts().0
     }
 
@@ -417,7 +448,7 @@ mod tests {
             (
                 &[host, ("forwarded", "host=evil.example;proto=https")],
                 2,
-                "http://gw.internal:8080",
+                "http://10.1.2.3:8080",
             ),
             // A malformed trusted element is ignored whole (its valid proto too).
             (
@@ -426,22 +457,22 @@ mod tests {
                     ("forwarded", "host=gw.example, proto=https;host=\"a@b\""),
                 ],
                 1,
-                "http://gw.internal:8080",
+                "http://10.1.2.3:8080",
             ),
             (
                 &[host, ("forwarded", "proto=https;junk")],
                 1,
-                "http://gw.internal:8080",
+                "http://10.1.2.3:8080",
             ),
             (
                 &[host, ("forwarded", "proto=gopher;host=gw.example")],
                 1,
-                "http://gw.internal:8080",
+                "http://10.1.2.3:8080",
             ),
             (
                 &[host, ("forwarded", "host=\"gw.example")],
                 1,
-                "http://gw.internal:8080",
+                "http://10.1.2.3:8080",
             ),
             // X-Forwarded-*: the last element of each, per header.
             (
@@ -474,12 +505,12 @@ mod tests {
             (
                 &[host, ("x-forwarded-host", "evil.example, gw.example/x")],
                 1,
-                "http://gw.internal:8080",
+                "http://10.1.2.3:8080",
             ),
             (
                 &[host, ("x-forwarded-proto", "https, gopher")],
                 1,
-                "http://gw.internal:8080",
+                "http://10.1.2.3:8080",
             ),
             // A Forwarded element without host: the host from X-Forwarded-Host.
             (
@@ -492,7 +523,7 @@ mod tests {
                 "https://gw.example",
             ),
             // Nothing forwarded.
-            (&[host], 1, "http://gw.internal:8080"),
+            (&[host], 1, "http://10.1.2.3:8080"),
         ];
         for (headers, hops, expected) in rows {
             let origin = origins(true, *hops, &[], false)
@@ -507,17 +538,40 @@ mod tests {
         // Untrusted: forwarded headers are never read.
         let forged = request(&[host, ("forwarded", "host=gw.example;proto=https")]);
         let origin = origins(false, 1, &[], false).origin(&forged).unwrap();
-        assert_eq!(origin.as_str(), "http://gw.internal:8080");
+        assert_eq!(origin.as_str(), "http://10.1.2.3:8080");
+    }
+
+    /// Without a configured origin the connection's local address is named, in URL form.
+    #[test]
+    fn the_local_address_in_url_form() {
+        let open = origins(false, 1, &[], false);
+        for (local, expected) in [
+            ("10.1.2.3:8080", "http://10.1.2.3:8080"),
+            ("[::ffff:10.1.2.3]:8080", "http://10.1.2.3:8080"),
+            ("[fe80::1%2]:8080", "http://[fe80::1]:8080"),
+            ("[2001:db8::1]:443", "http://[2001:db8::1]:443"),
+        ] {
+            let mut parts = request(&[("host", "evil.example")]);
+            let mut addrs = crate::telemetry::ConnectionAddrs::example();
+            addrs.local = local.parse().unwrap();
+            parts.extensions.insert(addrs);
+            let origin = open.origin(&parts).unwrap();
+            assert_eq!(origin, Origin::Named(expected.to_owned()), "{local}");
+        }
+        // In-process, without a connection: no origin rather than the Host's.
+        let mut parts = request(&[("host", "gw.example")]);
+        parts.extensions.clear();
+        assert_eq!(open.origin(&parts), Err(Refusal::NoLocalAddress));
     }
 
     #[test]
     fn a_tls_listener_names_https() {
         let origin = origins(false, 1, &[], true).origin(&request(&[("host", "gw.example")]));
-        assert_eq!(origin.unwrap().as_str(), "https://gw.example");
+        assert_eq!(origin.unwrap().as_str(), "https://10.1.2.3:8080");
         // A trusted proxy's proto wins over the listener's.
         let proxied = request(&[("host", "gw.example"), ("x-forwarded-proto", "http")]);
         let origin = origins(true, 1, &[], true).origin(&proxied).unwrap();
-        assert_eq!(origin.as_str(), "http://gw.example");
+        assert_eq!(origin.as_str(), "http://10.1.2.3:8080");
     }
 
     #[test]

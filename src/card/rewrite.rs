@@ -582,6 +582,7 @@ mod tests {
         for (name, value) in headers {
             builder = builder.header(*name, *value);
         }
+        let builder = builder.extension(crate::telemetry::ConnectionAddrs::example());
         builder.body(()).unwrap().into_parts().0
     }
 
@@ -750,16 +751,22 @@ mod tests {
     }
 
     #[test]
-    fn host_without_public_url() {
+    fn without_public_url_the_local_address_is_named() {
         let rewriter = rewriter(&CardSettings::default(), &route(None, false, false));
         let url = |headers: &[(&str, &str)]| {
             let url = rewriter.interface_url(&request(headers)).ok();
             url.map(|u| u.as_str().to_owned())
         };
-        assert_eq!(
-            url(&[("host", "GW.example:8080")]).as_deref(),
-            Some("http://gw.example:8080/agents/billing/a2a/jsonrpc")
-        );
+        // The Host is the client's text: the card names the address the client reached.
+        let local = "http://10.1.2.3:8080/agents/billing/a2a/jsonrpc";
+        for host in [
+            "GW.example:8080",
+            "evil.example",
+            "evil.example.",
+            "[::1]:8080",
+        ] {
+            assert_eq!(url(&[("host", host)]).as_deref(), Some(local), "{host:?}");
+        }
         // Forwarded headers are not trusted here.
         let forwarded = [
             ("host", "gw.example"),
@@ -767,10 +774,7 @@ mod tests {
             ("x-forwarded-host", "evil.example"),
             ("forwarded", "proto=https;host=evil.example"),
         ];
-        assert_eq!(
-            url(&forwarded).as_deref(),
-            Some("http://gw.example/agents/billing/a2a/jsonrpc")
-        );
+        assert_eq!(url(&forwarded).as_deref(), Some(local));
         for bad in [
             "user@evil.example",
             "evil.example/path",
@@ -783,10 +787,6 @@ mod tests {
             assert_eq!(url(&[("host", bad)]), None, "{bad:?}");
         }
         assert_eq!(url(&[]), None);
-        assert_eq!(
-            url(&[("host", "[::1]:8080")]).as_deref(),
-            Some("http://[::1]:8080/agents/billing/a2a/jsonrpc")
-        );
     }
 
     /// The rows of every header form are `origin`'s; here, that the interface URL follows.
@@ -807,7 +807,7 @@ mod tests {
                 ("host", "internal:8080"),
                 ("x-forwarded-host", "gw.example/x")
             ]),
-            Origin::Named(format!("http://internal:8080{path}"))
+            Origin::Named(format!("http://10.1.2.3:8080{path}"))
         );
     }
 

@@ -302,6 +302,7 @@ mod tests {
         for (name, value) in headers {
             request = request.header(*name, *value);
         }
+        let request = request.extension(crate::telemetry::ConnectionAddrs::example());
         store.respond("r", rewriter, &request.body(()).unwrap().into_parts().0)
     }
 

@@ -27,7 +27,7 @@ pub mod sink;
 
 use super::trace::{self, ServerSpan, TraceContext};
 use super::untrusted::ClippedField;
-use super::ClientAddr;
+use super::ConnectionAddrs;
 use crate::proto::StreamResponse;
 use crate::protocol::binding::Binding;
 use crate::protocol::error::{A2aError, ErrorKind, Profile};
@@ -103,7 +103,10 @@ impl Line {
         self.method = "";
         (self.bytes_in, self.bytes_out, self.frames) = (bytes_in, 0, 0);
         self.backend = None;
-        self.client = request.extensions.get::<ClientAddr>().map(|c| c.0);
+        self.client = request
+            .extensions
+            .get::<ConnectionAddrs>()
+            .map(|c| c.client);
         let request_id = request.headers.get(X_REQUEST_ID);
         set(
             &mut self.request_id,

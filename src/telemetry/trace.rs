@@ -468,9 +468,15 @@ impl ServerSpan {
             KeyValue::new("http.request.method", request.method.as_str().to_owned()),
             KeyValue::new("url.path", clipped(request.uri.path()).into_owned()),
         ]);
-        if let Some(client) = request.extensions.get::<super::ClientAddr>() {
-            attributes.push(KeyValue::new("client.address", client.0.ip().to_string()));
-            attributes.push(KeyValue::new("client.port", i64::from(client.0.port())));
+        if let Some(client) = request.extensions.get::<super::ConnectionAddrs>() {
+            attributes.push(KeyValue::new(
+                "client.address",
+                client.client.ip().to_string(),
+            ));
+            attributes.push(KeyValue::new(
+                "client.port",
+                i64::from(client.client.port()),
+            ));
         }
         if let Some(id) = id {
             attributes.push(KeyValue::new(

@@ -483,7 +483,8 @@ type Headers<'a> = &'a [(&'a str, &'a str)];
 
 /// With `--trust-forwarded` the origin is what the trusted proxies appended (the last
 /// element, or `--trusted-proxy-hops` from the end), never the client's forged first one;
-/// a malformed trusted element leaves the `Host`.
+/// without a valid trusted element the card names the address the client reached (`LOCAL`
+/// below), never the `Host`.
 #[tokio::test]
 async fn forwarded_origins_come_from_the_trusted_end() {
     let file = TempFile::new("json", &agent_card("forwarded").to_string());
@@ -530,12 +531,12 @@ async fn forwarded_origins_come_from_the_trusted_end() {
         (
             &one,
             &[host, ("forwarded", "host=evil.example, host=\"a@b\"")],
-            "http://pod.internal:8080",
+            LOCAL,
         ),
         (
             &one,
             &[host, ("x-forwarded-host", "evil.example, gw.example/x")],
-            "http://pod.internal:8080",
+            LOCAL,
         ),
         (
             &two,
@@ -554,14 +555,11 @@ async fn forwarded_origins_come_from_the_trusted_end() {
             "http://gw.example",
         ),
         // Fewer elements than trusted hops: none is the proxies'.
-        (
-            &two,
-            &[host, ("forwarded", "host=evil.example")],
-            "http://pod.internal:8080",
-        ),
+        (&two, &[host, ("forwarded", "host=evil.example")], LOCAL),
     ];
     for (gateway, headers, expected) in rows {
         let origin = gateway.1.trim_end_matches("/a2a/jsonrpc");
+        let expected = if *expected == LOCAL { origin } else { expected };
         let (status, card) = get(origin, CARD, headers).await;
         assert_eq!(status, 200, "{headers:?}");
         assert_eq!(
@@ -572,8 +570,13 @@ async fn forwarded_origins_come_from_the_trusted_end() {
     }
 }
 
-/// Cards for hosts only the request names are rendered for that request and not kept:
-/// 1000 distinct `Host`s leave the kept renders as they were (`/metrics`).
+/// Marks the expected origin "the address the client reached" (the gateway's own).
+const LOCAL: &str = "local";
+
+/// Without `--public-url` or `--allowed-hosts` the card names the address the client
+/// reached, whatever `Host` the request gives (`evil.example` included: design principle 8),
+/// and renders for origins the configuration does not vouch for are not kept: 1000
+/// distinct `Host`s leave the kept renders as they were (`/metrics`).
 #[tokio::test]
 async fn distinct_hosts_do_not_grow_the_card_cache() {
     let file = TempFile::new("json", &agent_card("hosts").to_string());
@@ -585,7 +588,7 @@ async fn distinct_hosts_do_not_grow_the_card_cache() {
         assert_eq!(status, 200);
         assert_eq!(
             card["supportedInterfaces"][0]["url"],
-            format!("http://{host}/a2a/jsonrpc")
+            format!("{origin}/a2a/jsonrpc")
         );
     }
     let metrics = client()

@@ -11,7 +11,7 @@ use crate::front::call::{Answer, Exchange, Layer};
 use crate::front::limits::{CallKind, ClientKey, Permit};
 use crate::protocol::error::A2aError;
 use crate::protocol::ops::Request;
-use crate::telemetry::ClientAddr;
+use crate::telemetry::ConnectionAddrs;
 
 /// Admits the call under the limits before the layer inside.
 pub struct Admit<L>(pub L);
@@ -35,7 +35,11 @@ impl<L: Layer<Box<Request>> + Sync> Layer<Box<Request>> for Admit<L> {
         };
         // The client, for per-client limits: its principal, or its address.
         let who = || {
-            let peer = x.head.extensions.get::<ClientAddr>().map(|a| a.0.ip());
+            let peer = x
+                .head
+                .extensions
+                .get::<ConnectionAddrs>()
+                .map(|a| a.client.ip());
             ClientKey::of(x.principal.as_ref(), peer)
         };
         let permit = match x.limits.map(|l| l.admit(kind, width, who)).transpose() {
