@@ -267,20 +267,24 @@ pub(crate) fn check_allowed_host(text: &str) -> Result<String, String> {
     }
 }
 
-/// `text` as a URI authority `host[:port]` (no user info, a numeric port), lowercased; none
+/// `text` as a URI authority `host[:port]` (no user info, a numeric port), lowercased and
+/// without the trailing dot of a fully qualified name (`gw.example.` is `gw.example`); none
 /// if it is not one.
-fn valid_authority(text: &str) -> Option<String> {
+pub(crate) fn valid_authority(text: &str) -> Option<String> {
     let authority: http::uri::Authority = text.trim().parse().ok()?;
     let text = authority.as_str();
-    if text.contains('@') || authority.host().is_empty() {
+    let host = authority.host();
+    if text.contains('@') || host.is_empty() || host == "." {
         return None;
     }
     // `Authority` accepts any characters after the host's colon.
-    match &text[authority.host().len()..] {
+    let port = &text[host.len()..];
+    match port {
         "" => {}
         port => port.strip_prefix(':')?.parse::<u16>().ok().map(drop)?,
     }
-    Some(text.to_ascii_lowercase())
+    let host = host.strip_suffix('.').unwrap_or(host);
+    Some(format!("{host}{port}").to_ascii_lowercase())
 }
 
 /// `http` or `https`, in any case.

@@ -41,6 +41,7 @@ use crate::front::{grpc, jsonrpc, Gateway};
 use crate::lifecycle::Lifecycle;
 use crate::push::sign::JWKS_PATH;
 use crate::server::readiness::{Readiness, ReadinessMode};
+use crate::telemetry::ConnectionAddrs;
 use crate::telemetry::{DeliveryMetrics, Metrics};
 
 /// The path of a route's agent card below its prefix (spec 8.2).
@@ -484,17 +485,42 @@ pub fn router(gateway: Arc<Gateway>, jsonrpc_path: &str) -> Frontend {
 }
 
 /// The request's host without port: the URI's authority (HTTP/2, absolute form), else the
-/// `Host` header.
+/// `Host` header; without the trailing dot of a fully qualified name (`billing.example.` is
+/// `billing.example`).
 fn request_host<B>(request: &http::Request<B>) -> Option<&str> {
-    if let Some(host) = request.uri().host() {
-        return Some(host);
+    let host = match request.uri().host() {
+        Some(host) => host,
+        None => {
+            let host = request.headers().get(http::header::HOST)?.to_str().ok()?;
+            // `[v6]:port`, `name:port` or `name`.
+            match host.rfind(':') {
+                Some(colon) if !host[colon..].contains(']') => &host[..colon],
+                _ => host,
+            }
+        }
+    };
+    Some(host.strip_suffix('.').unwrap_or(host))
+}
+
+/// Why a request off the wire names no one valid host, which RFC 9112 section 3.2 answers
+/// with 400: more than one `Host` field (which one a proxy in front judged by is unknown), a
+/// `Host` that is not a `host[:port]`, or an HTTP/1.1 request without one. In-process
+/// requests (no connection: tests, benchmarks) need none.
+fn host_refusal<B>(request: &http::Request<B>) -> Option<&'static str> {
+    let mut hosts = request.headers().get_all(http::header::HOST).iter();
+    match (hosts.next(), hosts.next()) {
+        (Some(_), Some(_)) => Some("the request has more than one Host header field"),
+        (Some(host), None) => host
+            .to_str()
+            .ok()
+            .and_then(crate::card::origin::valid_authority)
+            .is_none()
+            .then_some("the request's Host is not a valid host[:port]"),
+        (None, _) => (request.version() == http::Version::HTTP_11
+            && request.uri().authority().is_none()
+            && request.extensions().get::<ConnectionAddrs>().is_some())
+        .then_some("an HTTP/1.1 request needs a Host header field"),
     }
-    let host = request.headers().get(http::header::HOST)?.to_str().ok()?;
-    // `[v6]:port`, `name:port` or `name`.
-    Some(match host.rfind(':') {
-        Some(colon) if !host[colon..].contains(']') => &host[..colon],
-        _ => host,
-    })
 }
 
 impl tower::Service<http::Request<Body>> for Frontend {
@@ -507,6 +533,12 @@ impl tower::Service<http::Request<Body>> for Frontend {
     }
 
     fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+        if let Some(why) = host_refusal(&request) {
+            if grpc::is_grpc(&request) {
+                return ready(tonic::Status::invalid_argument(why).into_http());
+            }
+            return ready(json_error(StatusCode::BAD_REQUEST, why));
+        }
         let path = request.uri().path();
         let own = match self.surface {
             Surface::All => true,

@@ -1,6 +1,6 @@
 //! The edge stack (`front::layers`) on real sockets: request ids generated or taken from
 //! the client, echoed and forwarded; a panicking handler answered with JSON-RPC -32603
-//! while the server goes on serving.
+//! while the server goes on serving; requests without one valid `Host` refused.
 
 use crate::harness;
 
@@ -128,4 +128,72 @@ async fn a_panicking_handler_gets_a_jsonrpc_internal_error_and_serving_goes_on()
     let (status, _, reply) = call(CARD_REQUEST.to_owned()).await;
     assert_eq!(status, 200);
     assert_eq!(reply["result"]["name"], "n", "{reply}");
+}
+
+/// RFC 9112 section 3.2: a request with two `Host` fields, an invalid one, or none over
+/// HTTP/1.1 gets 400 on every path (the JSON-RPC endpoint, the card, the probes) and never
+/// reaches the agent; HTTP/1.0 needs none, and a fully qualified name's trailing dot is valid.
+#[tokio::test]
+async fn requests_without_one_valid_host_are_refused() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (backend, url) = setup(|_| Answer::Reply(card())).await;
+    let url: http::Uri = url.parse().unwrap();
+    let authority = url.authority().unwrap().as_str().to_owned();
+    let rpc_path = url.path().to_owned();
+    let card_path = rpc_path.replace("/a2a/jsonrpc", "/.well-known/agent-card.json");
+    let status_of = |head: String| {
+        let authority = authority.clone();
+        async move {
+            let mut stream = tokio::net::TcpStream::connect(authority).await.unwrap();
+            stream.write_all(head.as_bytes()).await.unwrap();
+            let mut answer = Vec::new();
+            // `Connection: close` in every head: the answer ends with the connection.
+            stream.read_to_end(&mut answer).await.unwrap();
+            let answer = String::from_utf8_lossy(&answer).into_owned();
+            let status: u16 = answer.split(' ').nth(1).unwrap().parse().unwrap();
+            (status, answer)
+        }
+    };
+    let rpc = |hosts: &str, version: &str| {
+        format!(
+            "POST {rpc_path} HTTP/{version}\r\n{hosts}content-type: application/json\r\n\
+             a2a-version: 1.0\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{CARD_REQUEST}",
+            CARD_REQUEST.len()
+        )
+    };
+    let get = |path: &str, hosts: &str| {
+        format!("GET {path} HTTP/1.1\r\n{hosts}connection: close\r\n\r\n")
+    };
+    let one = format!("host: {authority}\r\n");
+    for hosts in [
+        format!("{one}{one}"),
+        "host: a@b\r\n".to_owned(),
+        "host: gw.example:port\r\n".to_owned(),
+        "host: \r\n".to_owned(),
+        String::new(),
+    ] {
+        for head in [
+            rpc(&hosts, "1.1"),
+            get(&card_path, &hosts),
+            get("/healthz", &hosts),
+        ] {
+            let (status, answer) = status_of(head.clone()).await;
+            assert_eq!(status, 400, "{head:?}: {answer}");
+            assert!(answer.contains("Host"), "{answer}");
+        }
+    }
+    assert_eq!(
+        backend.calls(),
+        0,
+        "a refused request never reaches the agent"
+    );
+    for head in [
+        rpc(&one, "1.1"),
+        rpc("", "1.0"),
+        rpc("host: gw.example.\r\n", "1.1"),
+    ] {
+        let (status, answer) = status_of(head.clone()).await;
+        assert_eq!(status, 200, "{head:?}: {answer}");
+    }
+    assert_eq!(backend.calls(), 3);
 }

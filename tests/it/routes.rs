@@ -129,6 +129,11 @@ async fn each_route_leads_to_its_own_agent() {
     let reply: Value = response.json().await.unwrap();
     assert_eq!(id(&reply), "hosted::t6", "{reply}");
     assert_eq!(hosted.calls(), 1);
+    // A fully qualified name's trailing dot names the same host.
+    let response = hosted_call("billing.example.:8080").await.unwrap();
+    let reply: Value = response.json().await.unwrap();
+    assert_eq!(id(&reply), "hosted::t6", "{reply}");
+    assert_eq!(hosted.calls(), 2);
     let response = hosted_call("other.example").await.unwrap();
     assert_eq!(response.status(), 404);
 
