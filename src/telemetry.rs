@@ -292,6 +292,11 @@ impl RouteMetrics {
         self.calls().v03[method as usize][outcome.index()].fetch_add(1, Relaxed);
     }
 
+    /// The route's configured name: its `route` label, and its access-log lines' field.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
     /// A request refused before its method was known.
     pub fn rejected(&self, kind: ErrorKind) {
         self.calls().rejected[Outcome::Error(kind).index()].fetch_add(1, Relaxed);

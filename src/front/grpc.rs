@@ -135,7 +135,7 @@ pub async fn handle(
 /// rejected and logged.
 fn rejected(gateway: &Gateway, head: &Parts, err: &A2aError) -> Response {
     gateway.route_metrics.rejected(err.kind);
-    let mut record = CallRecord::start(head, 0, None);
+    let mut record = CallRecord::start(gateway.route_metrics.name(), head, 0, None);
     record.failed(err.kind);
     status::of_error(err, gateway.profile).into_http()
 }
@@ -167,7 +167,7 @@ impl<'a> Call<'a> {
             deadline: self.deadline,
             principal: None,
             owner: None,
-            record: CallRecord::start(self.head, bytes_in, None),
+            record: CallRecord::start(self.gateway.route_metrics.name(), self.head, bytes_in, None),
         }
     }
 

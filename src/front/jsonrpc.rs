@@ -195,7 +195,12 @@ fn handle_one<'a>(
     bytes_in: usize,
 ) -> Either<impl Future<Output = Handled> + Send + 'a, Ready<Handled>> {
     let started = Instant::now();
-    let mut record = CallRecord::start(ctx.request, bytes_in, envelope.id.as_deref());
+    let mut record = CallRecord::start(
+        gateway.route_metrics.name(),
+        ctx.request,
+        bytes_in,
+        envelope.id.as_deref(),
+    );
     // Before the method is known, failures count as rejected requests.
     let mut reject = |id: Option<&str>, err: A2aError| {
         gateway.route_metrics.rejected(err.kind);
@@ -402,7 +407,7 @@ fn refused_request(
     refusal: &Refusal,
 ) -> Response {
     gateway.route_metrics.rejected(refusal.error.kind);
-    let mut record = CallRecord::start(request, bytes_in, None);
+    let mut record = CallRecord::start(gateway.route_metrics.name(), request, bytes_in, None);
     record.failed(refusal.error.kind);
     let out = refusal.body(None);
     record.sent(out.len());
@@ -418,7 +423,7 @@ fn rejected_response(
     err: &A2aError,
 ) -> Response {
     gateway.route_metrics.rejected(err.kind);
-    let mut record = CallRecord::start(request, bytes_in, None);
+    let mut record = CallRecord::start(gateway.route_metrics.name(), request, bytes_in, None);
     record.failed(err.kind);
     let out = error_bytes(None, err);
     record.sent(out.len());

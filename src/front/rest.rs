@@ -148,7 +148,7 @@ pub async fn handle(
         deadline: None,
         principal: principal.map(|principal| *principal),
         owner: None,
-        record: CallRecord::start(&parts, bytes.len(), None),
+        record: CallRecord::start(gateway.route_metrics.name(), &parts, bytes.len(), None),
     };
     run(exchange, params).await
 }
@@ -233,7 +233,7 @@ fn rejected(
     status: StatusCode,
 ) -> Response {
     gateway.route_metrics.rejected(err.kind);
-    let mut record = CallRecord::start(request, bytes_in, None);
+    let mut record = CallRecord::start(gateway.route_metrics.name(), request, bytes_in, None);
     record.failed(err.kind);
     let out = status::body(err, status, gateway.profile);
     record.sent(out.len());
@@ -244,7 +244,7 @@ fn rejected(
 /// stack, counted as rejected and logged.
 fn refused(gateway: &Gateway, request: &http::request::Parts, refusal: &Refusal) -> Response {
     gateway.route_metrics.rejected(refusal.error.kind);
-    let mut record = CallRecord::start(request, 0, None);
+    let mut record = CallRecord::start(gateway.route_metrics.name(), request, 0, None);
     record.failed(refusal.error.kind);
     let out = status::body(&refusal.error, refusal.status, gateway.profile);
     record.sent(out.len());

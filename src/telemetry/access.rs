@@ -6,7 +6,8 @@
 //!
 //! The line has the shape of an INFO event of target `a2a_gateway::access`, written by
 //! `sink` off the request path (the log filter still decides whether there is one), with
-//! fixed fields: route
+//! fixed fields: route (the
+//! configured name of the route that served the call, as the metrics' `route` label), path
 //! (the request path), method, JSON-RPC id, result code (0: success), backend status (gRPC
 //! status code or HTTP status, `-` when the backend was not reached), duration, bytes in and
 //! out, SSE frames, client address, request id, principal and its scheme (`auth`), and trace
@@ -53,6 +54,7 @@ thread_local! {
 /// The access log line of a call, filled in as it goes (kept only when the log is on).
 struct Line {
     started: Instant,
+    route: ClippedField,
     path: ClippedField,
     id: Option<ClippedField>,
     method: &'static str,
@@ -73,6 +75,7 @@ impl Line {
     fn new() -> Line {
         Line {
             started: Instant::now(),
+            route: ClippedField::of(""),
             path: ClippedField::of(""),
             id: None,
             method: "",
@@ -90,7 +93,13 @@ impl Line {
 
     /// Starts the line of a new call, in place (a reused box keeps its old bytes, which
     /// are overwritten, not cleared).
-    fn fill(&mut self, request: &http::request::Parts, bytes_in: usize, id: Option<&str>) {
+    fn fill(
+        &mut self,
+        route: &str,
+        request: &http::request::Parts,
+        bytes_in: usize,
+        id: Option<&str>,
+    ) {
         fn set(field: &mut Option<ClippedField>, text: Option<&str>) {
             match text {
                 Some(text) => field.get_or_insert_with(|| ClippedField::of("")).set(text),
@@ -98,6 +107,7 @@ impl Line {
             }
         }
         self.started = Instant::now();
+        self.route.set(route);
         self.path.set(request.uri.path());
         set(&mut self.id, id);
         self.method = "";
@@ -130,7 +140,12 @@ pub(crate) struct CallRecord {
 impl CallRecord {
     /// A call of `bytes_in` bytes (the whole body, or the batch element) with JSON-RPC
     /// `id`, on `request`.
-    pub(crate) fn start(request: &http::request::Parts, bytes_in: usize, id: Option<&str>) -> Self {
+    pub(crate) fn start(
+        route: &str,
+        request: &http::request::Parts,
+        bytes_in: usize,
+        id: Option<&str>,
+    ) -> Self {
         let on = sink::installed() && tracing::enabled!(target: TARGET, tracing::Level::INFO);
         let line = on.then(|| {
             let spare = SPARE_LINES.try_with(|spare| spare.borrow_mut().pop());
@@ -138,7 +153,7 @@ impl CallRecord {
                 .ok()
                 .flatten()
                 .unwrap_or_else(|| Box::new(Line::new()));
-            line.fill(request, bytes_in, id);
+            line.fill(route, request, bytes_in, id);
             line
         });
         CallRecord {
@@ -282,7 +297,8 @@ impl Line {
         let client = self.client.map_or("-", |addr| client.of(addr));
         sink::append(|out, format| {
             sink::open_line(out, format, TARGET);
-            sink::text_field(out, format, field_name!("route"), self.path.as_str());
+            sink::text_field(out, format, field_name!("route"), self.route.as_str());
+            sink::text_field(out, format, field_name!("path"), self.path.as_str());
             sink::text_field(out, format, field_name!("method"), self.method);
             sink::bare_field(out, format, field_name!("id"), text(&self.id));
             sink::number_field(out, format, field_name!("code"), i64::from(code));

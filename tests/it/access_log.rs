@@ -125,7 +125,9 @@ async fn one_line_per_call_with_its_facts() {
 
     let unary = &lines[0];
     assert_eq!(unary["message"], "access");
-    assert_eq!(unary["route"], "/a2a/jsonrpc");
+    // The route's name (as the metrics label it), and the path apart.
+    assert_eq!(unary["route"], "default");
+    assert_eq!(unary["path"], "/a2a/jsonrpc");
     assert_eq!(unary["method"], "SendMessage");
     assert_eq!(unary["id"], "1");
     assert_eq!(unary["code"], 0);

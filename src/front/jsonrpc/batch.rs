@@ -168,7 +168,12 @@ async fn batch_member(
     // A member answered with an error without a call: counted, logged, and its bytes.
     let answered = |id: Option<&str>, kind: ErrorKind, out: Vec<u8>| {
         gateway.route_metrics.rejected(kind);
-        let mut record = CallRecord::start(ctx.request, raw.get().len(), id);
+        let mut record = CallRecord::start(
+            gateway.route_metrics.name(),
+            ctx.request,
+            raw.get().len(),
+            id,
+        );
         record.failed(kind);
         record.sent(out.len());
         Handled::Json(out, None)
