@@ -41,8 +41,18 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             "{text:?} is longer than any setting takes (366 days at most)"
         ));
     }
+    if !duration.is_zero() && duration < MIN_DURATION {
+        return Err(format!(
+            "{text:?} is shorter than any setting takes (1ms at least, or 0 where the setting \
+             turns off with it)"
+        ));
+    }
     Ok(duration)
 }
+
+/// The shortest duration other than 0 a setting takes: the runtime's timers tick in
+/// milliseconds, so a `1ns` deadline is a typo that would fail every call at once.
+const MIN_DURATION: Duration = Duration::from_millis(1);
 
 /// The longest duration a setting takes: deadlines and timers are instants this far ahead,
 /// and a typo such as `18446744073709551615s` must be refused at load, not overflow an
@@ -121,7 +131,13 @@ mod tests {
         ok("0s", 0);
         ok("0.25", 250);
         ok("1d", 86_400_000);
-        assert_eq!(parse_duration("1ns"), Ok(Duration::from_nanos(1)));
+        // The shortest, and just below it.
+        ok("1ms", 1);
+        ok("0.001", 1);
+        for short in ["1ns", "999us", "999999ns", "0.0009"] {
+            let err = parse_duration(short).unwrap_err();
+            assert!(err.contains("1ms at least"), "{short}: {err}");
+        }
         for bad in [
             "",
             "s",

@@ -96,6 +96,9 @@ fn bad_flags_give_one_line_and_exit_code_2() {
             "18446744073709551615s",
         ],
         vec!["--backend", "http://x:1", "--client-idle-timeout", "367d"],
+        // Below the shortest (1ms): a typo that would fail every call at once.
+        vec!["--backend", "http://x:1", "--timeout", "1ns"],
+        vec!["--backend", "http://x:1", "--stream-timeout", "999us"],
         // Below the lowest rate (1e-6 calls per second): refused, not a panic at start.
         vec!["--backend", "http://x:1", "--client-rate-limit", "1e-20"],
         vec!["--backend", "http://x:1", "--rate-limit", "0.0000009"],
