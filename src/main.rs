@@ -187,11 +187,23 @@ async fn run(
     let drain_delay = cli.drain_delay;
     let stop = async move {
         let signal = server::shutdown_signal().await;
+        // Listening before the drain shows on /readyz: a Ctrl-C from then on is seen.
+        let mut interrupts = server::Interrupts::listen();
         lifecycle.drain();
         if signal == server::StopSignal::Terminate && !drain_delay.is_zero() {
             tracing::info!(?drain_delay, "stopping: /readyz answers 503, still serving");
-            tokio::time::sleep(drain_delay).await;
+            // Someone at a terminal is not kept waiting by the orchestrator's delay.
+            tokio::select! {
+                () = tokio::time::sleep(drain_delay) => {}
+                () = interrupts.next() => tracing::info!("Ctrl-C: drain delay cut short"),
+            }
         }
+        // From here on in-flight calls have the grace period; a Ctrl-C ends it at once.
+        tokio::spawn(async move {
+            interrupts.next().await;
+            tracing::warn!("Ctrl-C while draining: exiting without waiting for calls in flight");
+            std::process::exit(130);
+        });
     };
     workers.serve(listener, grpc_listener, stop).await;
     // No more relayed posts can arrive: what is held for webhooks gets its own grace.

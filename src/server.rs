@@ -298,6 +298,38 @@ pub enum StopSignal {
     Interrupt,
 }
 
+/// The Ctrl-Cs that come after it is made (on Unix, SIGINT is listened for from `listen` on; a
+/// `tokio::signal::ctrl_c` future would only listen from its first poll).
+pub struct Interrupts {
+    #[cfg(unix)]
+    signal: Option<tokio::signal::unix::Signal>,
+}
+
+impl Interrupts {
+    /// Listens from now on.
+    pub fn listen() -> Interrupts {
+        Interrupts {
+            #[cfg(unix)]
+            signal: tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok(),
+        }
+    }
+
+    /// Resolves at the next Ctrl-C; never if none can be listened for.
+    pub async fn next(&mut self) {
+        #[cfg(unix)]
+        if let Some(signal) = &mut self.signal {
+            if signal.recv().await.is_some() {
+                return;
+            }
+        }
+        #[cfg(not(unix))]
+        if tokio::signal::ctrl_c().await.is_ok() {
+            return;
+        }
+        std::future::pending().await
+    }
+}
+
 /// Resolves on SIGTERM or Ctrl-C, saying which.
 pub async fn shutdown_signal() -> StopSignal {
     let ctrl_c = async {

@@ -289,6 +289,61 @@ async fn sigterm_drains_then_ends_open_streams_with_a_final_frame() {
     assert!(status.success(), "{status:?}");
 }
 
+/// Someone at a terminal is not kept waiting: a Ctrl-C during the drain delay after SIGTERM
+/// cuts it short, and one during the grace period (a 30 s stream in flight, 60 s of grace)
+/// ends the process at once, with the exit code of an interrupt (130).
+#[tokio::test]
+async fn ctrl_c_cuts_the_drain_delay_and_the_grace_period() {
+    // The drain shows once the gateway listens for the Ctrl-C that may follow: /readyz
+    // answers 503 in the drain delay; after it, new connections are refused.
+    let draining = |origin: String| async move {
+        let started = Instant::now();
+        loop {
+            let ready = client().get(format!("{origin}/readyz")).send().await;
+            if ready.map_or(true, |r| r.status() == 503) {
+                break;
+            }
+            assert!(started.elapsed() < Duration::from_secs(5), "no drain");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    let mut gateway = start(&["--demo", "--drain-delay", "60s"]).await;
+    gateway.terminate();
+    draining(gateway.origin().to_owned()).await;
+    gateway.interrupt();
+    let status = gateway
+        .exit_within(
+            Duration::from_secs(5),
+            "Ctrl-C did not cut the 60 s drain delay",
+        )
+        .await;
+    assert!(status.success(), "{status:?}");
+
+    let mut gateway = start(&["--demo", "--drain-delay", "0", "--shutdown-grace", "60s"]).await;
+    let (_, mut sse) = SseReader::open(
+        &gateway.1,
+        request(json!(1), "SendStreamingMessage", message_params("slow")),
+    )
+    .await;
+    assert!(sse.data().await.is_some(), "first frame");
+    gateway.interrupt();
+    draining(gateway.origin().to_owned()).await;
+    // The stream goes on (its next frame comes), the process with it.
+    assert!(
+        sse.data().await.is_some(),
+        "the stream goes on in the grace period"
+    );
+    assert!(gateway.running(), "the grace period holds the process");
+    gateway.interrupt();
+    let status = gateway
+        .exit_within(
+            Duration::from_secs(5),
+            "a second Ctrl-C did not end the grace period",
+        )
+        .await;
+    assert_eq!(status.code(), Some(130), "{status:?}");
+}
+
 #[tokio::test]
 async fn sigterm_lets_an_open_stream_finish_and_refuses_new_connections() {
     let mut gateway = start(&["--demo", "--workers", "2", "--drain-delay", "0"]).await;

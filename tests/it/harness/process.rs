@@ -46,9 +46,17 @@ impl Running {
 
     /// Sends SIGTERM, as Kubernetes does to stop a pod.
     pub fn terminate(&self) {
+        self.signal(rustix::process::Signal::TERM);
+    }
+
+    /// Sends SIGINT, as Ctrl-C at a terminal does.
+    pub fn interrupt(&self) {
+        self.signal(rustix::process::Signal::INT);
+    }
+
+    fn signal(&self, signal: rustix::process::Signal) {
         let pid = rustix::process::Pid::from_raw(self.0.id() as i32).expect("a child's pid is > 0");
-        rustix::process::kill_process(pid, rustix::process::Signal::TERM)
-            .expect("SIGTERM to the gateway");
+        rustix::process::kill_process(pid, signal).expect("a signal to the gateway");
     }
 
     /// The exit status, which must come within `limit`.
