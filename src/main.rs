@@ -94,15 +94,30 @@ async fn check(settings: &Settings, file: &std::path::Path) -> ExitCode {
 }
 
 async fn run(
-    settings: Settings,
+    mut settings: Settings,
     args: Vec<std::ffi::OsString>,
     files: Vec<std::path::PathBuf>,
 ) -> ExitCode {
-    let cli = &settings.process;
-    let listener = match tokio::net::TcpListener::bind(cli.listen).await {
+    let listener = match tokio::net::TcpListener::bind(settings.process.listen).await {
         Ok(listener) => listener,
-        Err(e) => return fail(&format!("cannot listen on {}: {e}", cli.listen)),
+        Err(e) => {
+            return fail(&format!(
+                "cannot listen on {}: {e}",
+                settings.process.listen
+            ))
+        }
     };
+    let grpc_listener = match settings.process.grpc_listen {
+        None => None,
+        Some(addr) => match tokio::net::TcpListener::bind(addr).await {
+            Ok(listener) => Some(listener),
+            Err(e) => return fail(&format!("cannot listen on {addr} (--grpc-listen): {e}")),
+        },
+    };
+    // Cards name the port the gRPC listener has (`:0` picks one), now and after reloads.
+    let grpc_listen = grpc_listener.as_ref().and_then(|l| l.local_addr().ok());
+    settings.process.grpc_listen = grpc_listen;
+    let cli = &settings.process;
     let demo_backend = if cli.demo {
         match demo::spawn().await {
             Ok(addr) => Some(format!("http://{addr}")),
@@ -129,13 +144,6 @@ async fn run(
         },
         None => None,
     };
-    let grpc_listener = match cli.grpc_listen {
-        None => None,
-        Some(addr) => match tokio::net::TcpListener::bind(addr).await {
-            Ok(listener) => Some(listener),
-            Err(e) => return fail(&format!("cannot listen on {addr} (--grpc-listen): {e}")),
-        },
-    };
     let workers =
         match server::workers::Workers::start(&template, &metrics, count, cli.shutdown_grace) {
             Ok(workers) => workers,
@@ -144,7 +152,7 @@ async fn run(
     let local = listener.local_addr().map_or(cli.listen, |a| a);
     let tls = cli.tls.is_some();
     tracing::info!(listen = %local, workers = count, demo = cli.demo, tls, "a2a-gateway serving");
-    if let Some(grpc) = grpc_listener.as_ref().and_then(|l| l.local_addr().ok()) {
+    if let Some(grpc) = grpc_listen {
         tracing::info!(grpc_listen = %grpc, "serving gRPC clients");
     }
     for route in &settings.routes {
@@ -178,6 +186,7 @@ async fn run(
         running: running.clone(),
         push_grace: cli.shutdown_grace,
         fixed: cli.fixed.clone(),
+        grpc_listen,
         files,
         rebuilds: workers.rebuilds(),
         admin,

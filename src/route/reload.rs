@@ -40,6 +40,9 @@ pub struct Reloader {
     pub push_grace: Duration,
     /// The running values of the settings a reload cannot change.
     pub fixed: FixedAtStart,
+    /// The gRPC listener's address: the cards of reloaded routes name its port, whatever
+    /// `grpc-listen` the new file says (the socket stays).
+    pub grpc_listen: Option<std::net::SocketAddr>,
     /// The files the running configuration was read from.
     pub files: Vec<PathBuf>,
     /// The workers, which swap to new routes together.
@@ -84,14 +87,19 @@ impl Reloader {
         let started = Instant::now();
         let before = Fingerprint::of(&self.files);
         let (args, demo) = (self.args.clone(), self.demo_backend.clone());
+        let grpc_listen = self.grpc_listen;
         // Loading reads files and may take seconds for thousands of routes: not on the
         // thread that accepts connections.
         let loaded = tokio::task::spawn_blocking(move || {
             let (settings, files) = watched::collect(|| Settings::load(args));
-            let built = settings.map_err(|e| e.to_string()).and_then(|settings| {
-                let routes = Routes::new(&settings, demo.as_deref()).map_err(|e| e.to_string())?;
-                Ok((settings, routes))
-            });
+            let built = settings
+                .map_err(|e| e.to_string())
+                .and_then(|mut settings| {
+                    settings.process.grpc_listen = grpc_listen;
+                    let routes =
+                        Routes::new(&settings, demo.as_deref()).map_err(|e| e.to_string())?;
+                    Ok((settings, routes))
+                });
             (built, files)
         })
         .await;

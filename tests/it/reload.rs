@@ -214,19 +214,33 @@ async fn a_rotated_backend_ca_bundle_is_taken_up() {
 }
 
 /// A reload holds for the gRPC front too, on `--grpc-listen` and on a connection opened
-/// before it: its calls go through the same per-worker routes.
+/// before it: its calls go through the same per-worker routes. A `grpc-listen` that the
+/// new file changes takes effect at a restart only: the socket stays, and so does the port
+/// the card names.
 #[tokio::test]
 async fn a_reload_applies_to_grpc_front_calls() {
     use a2a_gateway::proto::a2a_service_client::A2aServiceClient;
     let (_one, one) = naming_backend("one").await;
     let (_two, two) = naming_backend("two").await;
     let grpc_listen = free_listen_address();
-    let text = |backend: &str| {
+    let card = json!({
+        "name": "r", "description": "d", "version": "1.0.0",
+        "supportedInterfaces": [
+            {"url": "http://10.0.0.7:50051", "protocolBinding": "GRPC", "protocolVersion": "1.0"}
+        ],
+        "capabilities": {}, "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"], "skills": []
+    });
+    let card = TempFile::new("json", &card.to_string());
+    let text_on = |backend: &str, listen: &str| {
         format!(
-            "grpc-listen = \"{grpc_listen}\"\n{}fronts = [\"JSONRPC\", \"GRPC\"]\n",
-            config(&[("r", backend, "")])
+            "grpc-listen = \"{listen}\"\n{}fronts = [\"JSONRPC\", \"GRPC\"]\n\
+             [route.card]\nsource = \"{}\"\n",
+            config(&[("r", backend, "")]),
+            card.path()
         )
     };
+    let text = |backend: &str| text_on(backend, &grpc_listen);
     let file = TempFile::new("toml", &text(&one));
     let gateway = start(&["--config", file.path()]).await;
     let origin = gateway.origin().to_owned();
@@ -246,5 +260,37 @@ async fn a_reload_applies_to_grpc_front_calls() {
     assert_eq!(
         grpc.get_task(get()).await.unwrap().into_inner().id,
         "two::a"
+    );
+
+    let grpc_port = |card: Value| {
+        let interfaces = card["supportedInterfaces"].as_array().unwrap().clone();
+        let grpc = interfaces.iter().find(|i| i["protocolBinding"] == "GRPC");
+        let url = grpc.unwrap_or_else(|| panic!("{card}"))["url"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        url.rsplit(':').next().unwrap().to_owned()
+    };
+    let card_url = format!("{origin}/agents/r/.well-known/agent-card.json");
+    let port = grpc_listen.rsplit(':').next().unwrap();
+    let served = || async {
+        reqwest::get(&card_url)
+            .await
+            .unwrap()
+            .json::<Value>()
+            .await
+            .unwrap()
+    };
+    assert_eq!(grpc_port(served().await), port);
+    replace(file.path(), &text_on(&one, &free_listen_address()));
+    await_reloads(&origin, "applied", 2).await;
+    assert_eq!(
+        grpc_port(served().await),
+        port,
+        "the card names the socket's port"
+    );
+    assert_eq!(
+        grpc.get_task(get()).await.unwrap().into_inner().id,
+        "one::a"
     );
 }
