@@ -260,6 +260,13 @@ impl Reader<'_> {
         let at = value.span().start;
         let many = matches!(arg.get_action(), ArgAction::Append);
         let values = texts(value.get_ref(), many).map_err(|why| self.fail(place, name, at, why))?;
+        // A route's list takes the top level's when it has no values, so `[]` cannot mean
+        // "none here": refused rather than read as the opposite of what it says.
+        if values.is_empty() && matches!(place, Place::Route(_)) {
+            let why = "an empty list in a route means the top level's list, not none: leave \
+                       the key out for that, or set the list per route where it must differ";
+            return Err(self.fail(place, name, at, why));
+        }
         for text in &values {
             check(arg, text).map_err(|why| self.fail(place, name, at, why))?;
         }

@@ -204,9 +204,19 @@ fn check_config_validates_without_serving() {
         "[[route]]\nname = \"billing\"\npath = \"/b\"\nbackend = \"http://b:1\"\ntimeot = \"1s\"\n",
     );
     let missing = format!("{}.absent", bad.path());
+    // A route's empty list would take the top level's: `[]` cannot say "none here".
+    let empty = TempFile::new(
+        "toml",
+        "push-allow = [\"10.0.0.0/8\"]\n[[route]]\nname = \"billing\"\npath = \"/b\"\n\
+         backend = \"http://b:1\"\npush-allow = []\n",
+    );
     for (file, expected) in [
         (bad.path(), "line 5: key `route[0].timeot`"),
         (&missing, "No such file"),
+        (
+            empty.path(),
+            "line 6: key `route[0].push-allow`: an empty list in a route means the top level's",
+        ),
     ] {
         let out = Command::new(BIN)
             .args(["check-config", file])
