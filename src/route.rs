@@ -499,13 +499,16 @@ impl Routes {
     /// The push relay's callback for one serving thread: every relaying route's outbox.
     fn push_callback(&self, metrics: &Arc<Metrics>) -> Option<Arc<Callback>> {
         let relay = self.push_relay.as_ref()?;
-        let routes = (self.outboxes.iter())
-            .map(|(name, outbox)| {
+        // The limits are in the routes' order (`Limits::new`).
+        let routes = (self.routes.iter().enumerate())
+            .filter_map(|(index, route)| {
+                let (name, outbox) = self.outboxes.get_key_value(route.settings.name.as_str())?;
                 let route = RouteOutbox {
                     outbox: outbox.clone(),
                     metrics: metrics.route(name),
+                    limits: self.limits.as_ref().and_then(|l| l.route(index)).cloned(),
                 };
-                (name.clone(), route)
+                Some((name.clone(), route))
             })
             .collect();
         Some(Arc::new(Callback::new(

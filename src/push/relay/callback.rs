@@ -2,13 +2,15 @@
 //! A post is authenticated by the token the relay sealed (`X-A2A-Notification-Token`,
 //! the header the reference SDK sends a config's token in), which names its route; its
 //! body, read up to `push-max-body` (and, as every request body, within
-//! `client-body-timeout`), must be an A2A `StreamResponse` of the sealed task. Then it
+//! `client-body-timeout` and charged to `global-max-body-bytes-in-flight` while it is
+//! read), must be an A2A `StreamResponse` of the sealed task. Then it
 //! goes to the route's `Outbox` for delivery to the client's webhook. Any replica with the
 //! key accepts any token; nothing is kept between posts.
 //!
 //! Answers: 204 accepted, 401 no token or one that does not open, 400 a body that is not
 //! a `StreamResponse` of the token's task, 413 a body past the bound, 503 delivery's
-//! queues full or closing, 405 anything but POST.
+//! queues full or closing, or the gateway's body bytes in flight at their limit (with
+//! `Retry-After`), 405 anything but POST.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,6 +21,7 @@ use bytes::Bytes;
 use http::{HeaderValue, Method, StatusCode};
 use http_body_util::BodyExt;
 
+use crate::front::limits::RouteLimits;
 use crate::proto::stream_response::Payload;
 use crate::proto::StreamResponse;
 use crate::push::outbox::{Delivery, Outbox, Refused};
@@ -37,6 +40,8 @@ const MAX_TRACEPARENT: usize = 64;
 pub(crate) struct RouteOutbox {
     pub(crate) outbox: Arc<dyn Outbox>,
     pub(crate) metrics: Arc<RouteMetrics>,
+    /// The route's limits, whose gateway-wide body budget a post's body is charged to.
+    pub(crate) limits: Option<Arc<RouteLimits>>,
 }
 
 /// The callback endpoint: the relay's settings and each relaying route's outbox.
@@ -48,6 +53,9 @@ pub(crate) struct Callback {
 
 /// Why a post was refused: its status, what the agent reads, and the count it goes to.
 struct Refusal(StatusCode, &'static str, PushCallback);
+
+/// The wait a post refused for the gateway's body budget is told (`Retry-After`).
+const BUDGET_RETRY_AFTER: &str = "1";
 
 impl Callback {
     pub(crate) fn new(
@@ -94,6 +102,12 @@ impl Callback {
                     let allow = HeaderValue::from_static("POST");
                     response.headers_mut().insert(http::header::ALLOW, allow);
                 }
+                if why == BUDGET {
+                    let wait = HeaderValue::from_static(BUDGET_RETRY_AFTER);
+                    response
+                        .headers_mut()
+                        .insert(http::header::RETRY_AFTER, wait);
+                }
                 response
             }
         }
@@ -133,6 +147,18 @@ impl Callback {
             .and_then(|v| v.to_str().ok())
             .filter(|v| v.len() <= MAX_TRACEPARENT)
             .map(str::to_owned);
+        // What the body may hold is charged before it is read, and given back once it is
+        // written anew: the gateway's bodies in flight stay within their budget.
+        let mut charge = route.limits.as_ref().map(|limits| limits.body_charge());
+        let hint = hyper::body::Body::size_hint(request.body());
+        let most = hint.exact().map_or(self.settings.max_body, |declared| {
+            usize::try_from(declared)
+                .map_or(self.settings.max_body, |n| n.min(self.settings.max_body))
+        });
+        if let Some(Err(_)) = charge.as_mut().map(|charge| charge.grow_to(most)) {
+            let refusal = Refusal(StatusCode::SERVICE_UNAVAILABLE, BUDGET, Outcome::Full);
+            return (Some(named), Err(refusal));
+        }
         let body = match self.read(request.into_body()).await {
             Ok(body) => body,
             Err(refusal) => return (Some(named), Err(refusal)),
@@ -144,6 +170,7 @@ impl Callback {
                 return (Some(named), Err(refusal));
             }
         };
+        drop(charge);
         if !sealed.task_id.is_empty() && sealed.task_id != task_id {
             let refusal = Refusal(
                 StatusCode::BAD_REQUEST,
@@ -207,6 +234,9 @@ impl Callback {
         }
     }
 }
+
+/// What a post refused for the gateway's body budget is told.
+const BUDGET: &str = "the gateway's request body bytes in flight are at their limit";
 
 /// The task id of the A2A `StreamResponse` in `body`, and the event written anew from
 /// what was read, or why it is none. Delivered as written anew: what is unknown to A2A

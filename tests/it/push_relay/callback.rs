@@ -4,6 +4,8 @@
 
 use super::*;
 
+use std::time::Duration;
+
 #[tokio::test]
 async fn a_post_with_the_token_reaches_delivery_from_any_replica() {
     let (agent, _store, agent_url) = started_agent().await;
@@ -209,4 +211,88 @@ async fn forged_and_malformed_posts_are_refused_and_counted() {
         );
         assert!(metrics.contains(&line), "{line}{metrics}");
     }
+}
+
+/// A post's body is charged to `global-max-body-bytes-in-flight` while it is read: its
+/// declared length, or `push-max-body` when it declares none. Past the budget a post gets
+/// 503 with `Retry-After` (counted as a global body-bytes refusal); at the budget it is
+/// taken; once the held post is done, its bytes are given back.
+#[tokio::test]
+async fn posts_are_charged_to_the_gateways_body_budget() {
+    let (agent, _store, agent_url) = started_agent().await;
+    let key = key_file();
+    let flags = [
+        "--push-max-body",
+        "1000",
+        "--global-max-body-bytes-in-flight",
+        "1500",
+    ];
+    let gateway = Gateway::start(&agent_url, &key, &flags).await;
+    let token = registered(&gateway, &agent, "t-1").await;
+    let callback = gateway.callback.clone();
+    let padded = |len: usize| {
+        let mut body = event("t-1");
+        body.resize(len, b' ');
+        body
+    };
+    let in_use = |origin: String| async move {
+        let text = metrics_text(&origin).await;
+        let series = "a2a_gateway_limit_in_use{limit=\"global-max-body-bytes-in-flight\"} ";
+        text.lines()
+            .find_map(|line| line.strip_prefix(series))
+            .map_or(0, |n| n.parse::<u64>().unwrap())
+    };
+
+    // A chunked post that declares no length holds push-max-body until it is read whole.
+    let (chunks, held) = futures::channel::mpsc::unbounded::<Result<Vec<u8>, std::io::Error>>();
+    chunks.unbounded_send(Ok(padded(400))).unwrap();
+    let held_post = {
+        let (callback, token) = (callback.clone(), token.clone());
+        tokio::spawn(async move {
+            post_event(&callback, Some(&token), reqwest::Body::wrap_stream(held)).await
+        })
+    };
+    let started = std::time::Instant::now();
+    while in_use(gateway.origin.clone()).await != 1000 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the held post is not charged"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // 1000 + 501 is past the budget; 1000 + 500 is at it.
+    let past = client()
+        .post(&callback)
+        .header("content-type", "application/json")
+        .header("x-a2a-notification-token", &token)
+        .body(padded(501))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(past.status(), 503);
+    assert_eq!(past.headers()["retry-after"], "1");
+    let text = past.text().await.unwrap();
+    assert!(text.contains("body bytes in flight"), "{text}");
+    assert_eq!(
+        post_event(&callback, Some(&token), padded(500)).await.0,
+        204
+    );
+
+    chunks.unbounded_send(Ok(vec![b' '; 100])).unwrap();
+    drop(chunks);
+    assert_eq!(held_post.await.unwrap().0, 204, "the held post is taken");
+    assert_eq!(
+        in_use(gateway.origin.clone()).await,
+        0,
+        "every byte given back"
+    );
+    assert_eq!(
+        post_event(&callback, Some(&token), padded(501)).await.0,
+        204
+    );
+    let metrics = metrics_text(&gateway.origin).await;
+    let refused = "a2a_gateway_limit_rejections_total{route=\"default\",limit=\"global-max-body-bytes-in-flight\"} 1\n";
+    assert!(metrics.contains(refused), "{metrics}");
+    assert_eq!(gateway.outbox.taken().len(), 3);
 }
