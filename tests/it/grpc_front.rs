@@ -351,32 +351,51 @@ async fn a_client_that_cancels_a_stream_cancels_the_agent_s() {
 }
 
 /// `max-body` bounds a message: one of exactly that size is served, one byte more is
-/// refused with RESOURCE_EXHAUSTED before the agent is called.
+/// refused before the agent is called, as a JSON-RPC body one byte past it is: the
+/// INVALID_REQUEST row (INVALID_ARGUMENT in both profiles), counted as a rejected request
+/// of the route.
 #[tokio::test]
 async fn a_message_at_max_body_is_served_and_one_byte_more_is_not() {
     let max = 1024;
-    let (backend, mut client) = setup(
-        |_| Answer::Reply(Reply::GetTask(task("t-1", TaskState::Completed))),
-        &["--max-body", "1024"],
-    )
-    .await;
-    // Ids are bounded on their own (`MAX_ID_BYTES`), so the tenant carries the size.
-    let sized = |len: usize| {
-        let mut request = GetTaskRequest {
-            id: "t-1".into(),
-            ..Default::default()
+    let (backend, url) = harness::task_backend().await;
+    for profile in ["1.0.0", "1.0.1"] {
+        let args = [
+            "--backend",
+            &url,
+            "--fronts",
+            "GRPC",
+            "--max-body",
+            "1024",
+            "--spec-profile",
+            profile,
+        ];
+        let origin = harness::serve_on_workers(&args, None).await;
+        let mut client = client(&origin).await;
+        // Ids are bounded on their own (`MAX_ID_BYTES`), so the tenant carries the size.
+        let sized = |len: usize| {
+            let mut request = get_task("t-1");
+            let base = request.encoded_len() + 3;
+            request.tenant = "x".repeat(len - base);
+            assert_eq!(request.encoded_len(), len);
+            request
         };
-        let base = request.encoded_len() + 3;
-        request.tenant = "x".repeat(len - base);
-        assert_eq!(request.encoded_len(), len);
-        request
-    };
-    let reply = client.get_task(sized(max)).await;
-    assert!(reply.is_ok(), "{reply:?}");
-    let status = client.get_task(sized(max + 1)).await.unwrap_err();
-    // tonic's code for a message past its bound.
-    assert_eq!(status.code(), Code::OutOfRange, "{status:?}");
-    assert_eq!(backend.calls(), 1);
+        let calls = backend.calls();
+        let reply = client.get_task(sized(max)).await;
+        assert!(reply.is_ok(), "{profile}: {reply:?}");
+        let status = client.get_task(sized(max + 1)).await.unwrap_err();
+        assert_eq!(
+            status.code(),
+            Code::InvalidArgument,
+            "{profile}: {status:?}"
+        );
+        let why = "request body exceeds the limit of 1024 bytes (max-body)";
+        assert!(status.message().ends_with(why), "{status:?}");
+        assert_eq!(error_infos(&status)[0].reason, "INVALID_REQUEST");
+        assert_eq!(backend.calls(), calls + 1, "{profile}");
+        let metrics = harness::metrics_text(&origin).await;
+        let line = "a2a_gateway_requests_total{route=\"default\",method=\"\",code=\"-32600\"} 1\n";
+        assert!(metrics.contains(line), "{profile}: {metrics}");
+    }
 }
 
 #[tokio::test]

@@ -1,10 +1,12 @@
-//! The gRPC front's codec for tonic: a call's message decoded straight into the operation
-//! table's typed request (`Op::decode_request`), its answer encoded as protobuf: a unary
-//! reply arrives encoded already (`invoke` wrote it), a stream's events are encoded here.
+//! The gRPC front's message coding for tonic's framing (`tonic::codec::Streaming` reads a
+//! call's message, `tonic::codec::EncodeBody` writes the answer): a call's message decoded
+//! straight from tonic's buffer into the operation table's typed request
+//! (`Op::decode_request`), its answer encoded as protobuf: a unary reply arrives encoded
+//! already (`invoke` wrote it), a stream's events are encoded here.
 
-use bytes::{Buf, BufMut};
+use bytes::BufMut;
 use prost::Message as _;
-use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::codec::{BufferSettings, DecodeBuf, Decoder, EncodeBuf, Encoder, HEADER_SIZE};
 use tonic::Status;
 
 use crate::front::grpc::status;
@@ -12,12 +14,9 @@ use crate::proto::StreamResponse;
 use crate::protocol::error::{A2aError, Profile};
 use crate::protocol::ops::{Op, Request};
 
-/// The buffers tonic starts each call's reading and writing with: most A2A messages are a
-/// few hundred bytes, and tonic's default (8 KiB each way) was most of a call's allocated
-/// bytes (tests/it/cost_budget.rs); a larger message grows its buffer.
-fn buffer() -> BufferSettings {
-    BufferSettings::new(1024, 32 << 10)
-}
+/// Where tonic's write buffer for a stream's events starts: most events are a few hundred
+/// bytes (a larger one grows it).
+const EVENT_BUFFER: usize = 1024;
 
 /// What the front sends: a unary reply's message, or one event of a stream.
 pub(crate) enum Out {
@@ -25,38 +24,26 @@ pub(crate) enum Out {
     Event(Box<StreamResponse>),
 }
 
-/// The codec of one call of `op`, whose decoding errors are statuses in `profile`.
-pub(crate) struct TypedCodec {
-    op: Op,
-    profile: Profile,
+/// Writes `Out`s, into a buffer of `capacity` bytes to start with.
+pub(crate) struct OutEncoder {
+    capacity: usize,
 }
 
-impl TypedCodec {
-    pub(crate) fn new(op: Op, profile: Profile) -> Self {
-        TypedCodec { op, profile }
-    }
-}
-
-impl Codec for TypedCodec {
-    type Encode = Out;
-    type Decode = Box<Request>;
-    type Encoder = OutEncoder;
-    type Decoder = RequestDecoder;
-
-    fn encoder(&mut self) -> OutEncoder {
-        OutEncoder
+impl OutEncoder {
+    /// The encoder of a unary reply: its buffer holds exactly the framed reply.
+    pub(crate) fn reply(reply: &[u8]) -> Self {
+        OutEncoder {
+            capacity: HEADER_SIZE + reply.len(),
+        }
     }
 
-    fn decoder(&mut self) -> RequestDecoder {
-        RequestDecoder {
-            op: self.op,
-            profile: self.profile,
+    /// The encoder of a stream's events.
+    pub(crate) fn events() -> Self {
+        OutEncoder {
+            capacity: EVENT_BUFFER,
         }
     }
 }
-
-/// Writes `Out`s.
-pub(crate) struct OutEncoder;
 
 impl Encoder for OutEncoder {
     type Item = Out;
@@ -73,14 +60,21 @@ impl Encoder for OutEncoder {
     }
 
     fn buffer_settings(&self) -> BufferSettings {
-        buffer()
+        BufferSettings::new(self.capacity, 32 << 10)
     }
 }
 
-/// Reads the call's one message into its typed request.
+/// Reads the call's one message into its typed request; a message that is not one is
+/// INVALID_PARAMS in `profile`.
 pub(crate) struct RequestDecoder {
     op: Op,
     profile: Profile,
+}
+
+impl RequestDecoder {
+    pub(crate) fn new(op: Op, profile: Profile) -> Self {
+        RequestDecoder { op, profile }
+    }
 }
 
 impl Decoder for RequestDecoder {
@@ -88,8 +82,7 @@ impl Decoder for RequestDecoder {
     type Error = Status;
 
     fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Box<Request>>, Status> {
-        let message = src.copy_to_bytes(src.remaining());
-        match self.op.decode_request(message) {
+        match self.op.decode_request(src) {
             Ok(request) => Ok(Some(Box::new(request))),
             Err(e) => {
                 let why = format!("the message is not a {} request: {e}", self.op.name());
@@ -101,7 +94,10 @@ impl Decoder for RequestDecoder {
         }
     }
 
+    /// No buffer before the first bytes arrive: the first frame sizes it, and a message's
+    /// length prefix reserves the rest (most A2A messages are a few hundred bytes; tonic's
+    /// default of 8 KiB was most of a call's allocated bytes, tests/it/cost_budget.rs).
     fn buffer_settings(&self) -> BufferSettings {
-        buffer()
+        BufferSettings::new(0, 32 << 10)
     }
 }
