@@ -376,6 +376,18 @@ impl Rewriter {
         }
     }
 
+    /// The gateway's interfaces at `origin` (empty: unknown, the URLs are then relative
+    /// references, and the gRPC front, which has no path, is left out): one per front in
+    /// the route's order, as the card lists them and the catalog links them.
+    pub(super) fn front_urls(&self, origin: &str) -> Vec<(Binding, String)> {
+        (self.fronts.iter())
+            .filter_map(|(binding, path)| match path {
+                Some(path) => Some((*binding, format!("{origin}{path}"))),
+                None => grpc_url(origin, self.grpc_port).map(|url| (*binding, url)),
+            })
+            .collect()
+    }
+
     /// The card served at `origin` (empty: unknown, the URLs are then relative
     /// references): the gateway's interfaces first, one per front in the route's order,
     /// then the kept ones.
@@ -384,12 +396,7 @@ impl Rewriter {
         if matches!(self.treatment, Treatment::Preserve) {
             return Value::Object(card);
         }
-        let fronts: Vec<(Binding, String)> = (self.fronts.iter())
-            .filter_map(|(binding, path)| match path {
-                Some(path) => Some((*binding, format!("{origin}{path}"))),
-                None => grpc_url(origin, self.grpc_port).map(|url| (*binding, url)),
-            })
-            .collect();
+        let fronts = self.front_urls(origin);
         let mut interfaces: Vec<Value> = (fronts.iter())
             .map(|(binding, url)| {
                 let mut gateway = json!({
