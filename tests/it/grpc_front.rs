@@ -398,6 +398,42 @@ async fn a_message_at_max_body_is_served_and_one_byte_more_is_not() {
     }
 }
 
+/// The gateway accepts no gRPC compression: a message sent with `grpc-encoding: gzip` is
+/// UNIMPLEMENTED naming `identity`, before the agent; `identity` is served.
+#[tokio::test]
+async fn a_compressed_message_is_unimplemented() {
+    let (backend, url) = harness::task_backend().await;
+    let base = gateway(&["--backend", &url]).await;
+    let http = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .unwrap();
+    // One length-prefixed message (gRPC over HTTP/2), its compressed flag as `encoding` says.
+    let call = |encoding: &'static str| {
+        let message = get_task("t-1").encode_to_vec();
+        let mut framed = vec![u8::from(encoding != "identity")];
+        framed.extend_from_slice(&(message.len() as u32).to_be_bytes());
+        framed.extend_from_slice(&message);
+        http.post(format!("{base}/lf.a2a.v1.A2AService/GetTask"))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .header("grpc-encoding", encoding)
+            .body(framed)
+            .send()
+    };
+    let refused = call("gzip").await.unwrap();
+    assert_eq!(refused.headers()["grpc-status"], "12", "UNIMPLEMENTED");
+    assert_eq!(refused.headers()["grpc-accept-encoding"], "identity");
+    assert_eq!(backend.calls(), 0);
+    let served = call("identity").await.unwrap();
+    assert!(
+        served.headers().get("grpc-status").is_none(),
+        "not trailers-only"
+    );
+    served.bytes().await.unwrap();
+    assert_eq!(backend.calls(), 1);
+}
+
 #[tokio::test]
 async fn an_unknown_method_is_unimplemented() {
     let backend = TestBackend::new(|_| panic!("the agent is not called"));
