@@ -20,6 +20,7 @@ pub(crate) mod health;
 pub(crate) mod reflection;
 pub(crate) mod status;
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -76,72 +77,76 @@ pub(crate) fn is_grpc<B>(request: &http::Request<B>) -> bool {
 /// path's last segment, the message read by tonic's framing (`Streaming`), the call
 /// through its stack, the answer written by tonic's framing (`EncodeBody`).
 ///
+/// Not an `async fn`: the request is taken apart before the future exists, which then
+/// holds its head once, not the request too (bytes per call, tests/it/cost_budget.rs).
 /// tonic's `server::Grpc` is not used: it copies the head into a request of its own, and
 /// boxes the response body once more; it also answers a message past `max-body` itself,
 /// where the gateway's own refusal is wanted (counted and logged as the other fronts').
-pub async fn handle(
+pub fn handle(
     gateway: Arc<Gateway>,
     limits: Option<Arc<RouteLimits>>,
     request: http::Request<Body>,
-) -> Response {
+) -> impl Future<Output = Response> + Send {
     let started = Instant::now();
     let (mut parts, body) = request.into_parts();
-    let method = parts.uri.path().rsplit_once(SERVICE_PATH).map(|(_, m)| m);
-    let Some(op) = method.and_then(Op::from_name) else {
-        let why = "no such method in lf.a2a.v1.A2AService";
-        let err = A2aError::a2a(ErrorKind::MethodNotFound, why);
-        return rejected(&gateway, &parts, &err);
-    };
-    if let Some(status) = parts
-        .headers
-        .get(GRPC_ENCODING)
-        .and_then(unsupported_encoding)
-    {
-        return status.into_http();
-    }
-    // A call of `lf.a2a.v1` is a v1.0 call; an explicit other version is still refused.
-    if !parts.headers.contains_key(A2A_VERSION) {
-        (parts.headers).insert(A2A_VERSION, HeaderValue::from_static("1.0"));
-    }
-    let deadline = match parts.headers.get(GRPC_TIMEOUT).map(grpc_timeout) {
-        None => None,
-        Some(Some(timeout)) => Some(tokio::time::Instant::now() + timeout),
-        Some(None) => {
-            let why =
-                "grpc-timeout is not a gRPC timeout (1 to 8 digits and a unit of H, M, S, m, u, n)";
-            return rejected(&gateway, &parts, &A2aError::invalid_request(why));
+    async move {
+        let method = parts.uri.path().rsplit_once(SERVICE_PATH).map(|(_, m)| m);
+        let Some(op) = method.and_then(Op::from_name) else {
+            let why = "no such method in lf.a2a.v1.A2AService";
+            let err = A2aError::a2a(ErrorKind::MethodNotFound, why);
+            return rejected(&gateway, &parts, &err);
+        };
+        if let Some(status) = parts
+            .headers
+            .get(GRPC_ENCODING)
+            .and_then(unsupported_encoding)
+        {
+            return status.into_http();
         }
-    };
-    let request = match message(op, &gateway, body).await {
-        Ok(request) => request,
-        // tonic's `Streaming` gives OUT_OF_RANGE only for a message longer than the bound
-        // (read from its length prefix, before the message is buffered).
-        Err(status) if status.code() == tonic::Code::OutOfRange => {
-            return rejected(&gateway, &parts, &over_max_body(gateway.max_body));
+        // A call of `lf.a2a.v1` is a v1.0 call; an explicit other version is still refused.
+        if !parts.headers.contains_key(A2A_VERSION) {
+            (parts.headers).insert(A2A_VERSION, HeaderValue::from_static("1.0"));
         }
-        Err(status) => return status.into_http(),
-    };
-    let call = Call {
-        gateway: &gateway,
-        limits: limits.as_ref(),
-        head: &parts,
-        op,
-        started,
-        deadline,
-    };
-    match op.is_streaming() {
-        false => match call.unary(request).await {
-            Ok((reply, extensions)) => {
-                let encoder = OutEncoder::reply(&reply);
-                let messages = futures::stream::iter([Ok(Out::Reply(reply))]);
-                answer(encoder, messages, extensions)
+        let deadline = match parts.headers.get(GRPC_TIMEOUT).map(grpc_timeout) {
+            None => None,
+            Some(Some(timeout)) => Some(tokio::time::Instant::now() + timeout),
+            Some(None) => {
+                let why =
+                    "grpc-timeout is not a gRPC timeout (1 to 8 digits and a unit of H, M, S, m, u, n)";
+                return rejected(&gateway, &parts, &A2aError::invalid_request(why));
             }
-            Err(status) => status.into_http(),
-        },
-        true => match call.stream(request).await {
-            Ok((events, extensions)) => answer(OutEncoder::events(), events, extensions),
-            Err(status) => status.into_http(),
-        },
+        };
+        let request = match message(op, &gateway, body).await {
+            Ok(request) => request,
+            // tonic's `Streaming` gives OUT_OF_RANGE only for a message longer than the bound
+            // (read from its length prefix, before the message is buffered).
+            Err(status) if status.code() == tonic::Code::OutOfRange => {
+                return rejected(&gateway, &parts, &over_max_body(gateway.max_body));
+            }
+            Err(status) => return status.into_http(),
+        };
+        let call = Call {
+            gateway: &gateway,
+            limits: limits.as_ref(),
+            head: &parts,
+            op,
+            started,
+            deadline,
+        };
+        match op.is_streaming() {
+            false => match call.unary(request).await {
+                Ok((reply, extensions)) => {
+                    let encoder = OutEncoder::reply(&reply);
+                    let messages = futures::stream::iter([Ok(Out::Reply(reply))]);
+                    answer(encoder, messages, extensions)
+                }
+                Err(status) => status.into_http(),
+            },
+            true => match call.stream(request).await {
+                Ok((events, extensions)) => answer(OutEncoder::events(), events, extensions),
+                Err(status) => status.into_http(),
+            },
+        }
     }
 }
 
