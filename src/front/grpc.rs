@@ -32,7 +32,7 @@ use futures::{Stream, StreamExt};
 use http::request::Parts;
 use http::{HeaderName, HeaderValue};
 use prost::Message as _;
-use tonic::codec::{EncodeBody, SingleMessageCompressionOverride, Streaming};
+use tonic::codec::{EncodeBody, SingleMessageCompressionOverride};
 use tonic::metadata::MetadataValue;
 
 use crate::card::CardService;
@@ -49,7 +49,7 @@ use crate::protocol::ops::{Op, Reply, Request, TypedRequest};
 use crate::protocol::params::EXTENSIONS;
 use crate::telemetry::access::CallRecord;
 
-use codec::{Out, OutEncoder, RequestDecoder};
+use codec::{Out, OutEncoder};
 
 /// The service's path prefix: a call's path ends with it and the method's name.
 pub(crate) const SERVICE_PATH: &str = "/lf.a2a.v1.A2AService/";
@@ -118,12 +118,14 @@ pub fn handle(
         };
         let request = match message(op, &gateway, body).await {
             Ok(request) => request,
-            // tonic's `Streaming` gives OUT_OF_RANGE only for a message longer than the bound
-            // (read from its length prefix, before the message is buffered).
-            Err(status) if status.code() == tonic::Code::OutOfRange => {
+            Err(Unread::OverLimit) => {
                 return rejected(&gateway, &parts, &over_max_body(gateway.max_body));
             }
-            Err(status) => return status.into_http(),
+            Err(Unread::NotRequest(why)) => {
+                let err = A2aError::invalid_params("", &why);
+                return rejected(&gateway, &parts, &err);
+            }
+            Err(Unread::Framing(status)) => return status.into_http(),
         };
         let call = Call {
             gateway: &gateway,
@@ -150,16 +152,32 @@ pub fn handle(
     }
 }
 
+/// Why a call's message was not read.
+enum Unread {
+    /// Longer than `max-body`.
+    OverLimit,
+    /// Not a request of the call's operation: why.
+    NotRequest(String),
+    /// tonic's framing refused the body (a bad prefix, the stream reset): its status.
+    Framing(tonic::Status),
+}
+
 /// The call's one message, within `max-body`; a unary call's request body is read to its
 /// end (as tonic's server reads it), so a second message is decoded and bounded too.
-async fn message(op: Op, gateway: &Gateway, body: Body) -> Result<Box<Request>, tonic::Status> {
-    let decoder = RequestDecoder::new(op, gateway.profile);
-    let mut messages = Streaming::new_request(decoder, body, None, Some(gateway.max_body));
-    let request = messages
-        .message()
-        .await?
-        .ok_or_else(|| tonic::Status::internal("Missing request message."))?;
-    messages.trailers().await?;
+async fn message(op: Op, gateway: &Gateway, body: Body) -> Result<Box<Request>, Unread> {
+    let unread = |status: tonic::Status| match status.code() {
+        // tonic's `Streaming` gives OUT_OF_RANGE only for a message longer than the bound
+        // (read from its length prefix, before the message is buffered).
+        tonic::Code::OutOfRange => Unread::OverLimit,
+        // Only the decoder gives INVALID_ARGUMENT (`codec`).
+        tonic::Code::InvalidArgument => Unread::NotRequest(status.message().to_owned()),
+        _ => Unread::Framing(status),
+    };
+    let mut messages = codec::requests(op, body, gateway.max_body);
+    let request = messages.message().await.map_err(unread)?;
+    let request = request
+        .ok_or_else(|| Unread::Framing(tonic::Status::internal("Missing request message.")))?;
+    messages.trailers().await.map_err(unread)?;
     Ok(request)
 }
 

@@ -434,6 +434,36 @@ async fn a_compressed_message_is_unimplemented() {
     assert_eq!(backend.calls(), 1);
 }
 
+/// A message that is not the method's request is INVALID_ARGUMENT (`INVALID_PARAMS`, its
+/// reason in the message) before the agent, counted as a rejected request.
+#[tokio::test]
+async fn a_message_that_is_no_request_is_invalid_params() {
+    let (backend, url) = harness::task_backend().await;
+    let base = gateway(&["--backend", &url]).await;
+    let http = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .unwrap();
+    // One length-prefixed message whose bytes are no protobuf (a field tag of 0).
+    let framed = [0, 0, 0, 0, 2, 0, 0];
+    let refused = http
+        .post(format!("{base}/lf.a2a.v1.A2AService/GetTask"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(framed.to_vec())
+        .send()
+        .await
+        .unwrap();
+    let headers = refused.headers();
+    assert_eq!(headers["grpc-status"], "3", "INVALID_ARGUMENT: {headers:?}");
+    let message = headers["grpc-message"].to_str().unwrap();
+    assert!(message.contains("GetTask"), "{message}");
+    assert_eq!(backend.calls(), 0);
+    let metrics = harness::metrics_text(&base).await;
+    let line = "a2a_gateway_requests_total{route=\"default\",method=\"\",code=\"-32602\"} 1\n";
+    assert!(metrics.contains(line), "{metrics}");
+}
+
 #[tokio::test]
 async fn an_unknown_method_is_unimplemented() {
     let backend = TestBackend::new(|_| panic!("the agent is not called"));

@@ -4,14 +4,15 @@
 //! (`Op::decode_request`), its answer encoded as protobuf: a unary reply arrives encoded
 //! already (`invoke` wrote it), a stream's events are encoded here.
 
+use axum::body::Body;
 use bytes::BufMut;
 use prost::Message as _;
-use tonic::codec::{BufferSettings, DecodeBuf, Decoder, EncodeBuf, Encoder, HEADER_SIZE};
+use tonic::codec::{
+    BufferSettings, DecodeBuf, Decoder, EncodeBuf, Encoder, Streaming, HEADER_SIZE,
+};
 use tonic::Status;
 
-use crate::front::grpc::status;
 use crate::proto::StreamResponse;
-use crate::protocol::error::{A2aError, Profile};
 use crate::protocol::ops::{Op, Request};
 
 /// Where tonic's write buffer for a stream's events starts: most events are a few hundred
@@ -64,33 +65,24 @@ impl Encoder for OutEncoder {
     }
 }
 
-/// Reads the call's one message into its typed request; a message that is not one is
-/// INVALID_PARAMS in `profile`.
-pub(crate) struct RequestDecoder {
-    op: Op,
-    profile: Profile,
-}
+/// Reads the call's messages into typed requests of the operation at `OP` in `Op::ALL`.
+/// Zero-sized: tonic boxes a call's decoder, and a box of nothing allocates nothing (bytes
+/// per call, tests/it/cost_budget.rs). A message that is not such a request is
+/// INVALID_ARGUMENT with the reason, which `tonic`'s framing never gives.
+struct RequestDecoder<const OP: usize>;
 
-impl RequestDecoder {
-    pub(crate) fn new(op: Op, profile: Profile) -> Self {
-        RequestDecoder { op, profile }
-    }
-}
-
-impl Decoder for RequestDecoder {
+impl<const OP: usize> Decoder for RequestDecoder<OP> {
     type Item = Box<Request>;
     type Error = Status;
 
     fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Box<Request>>, Status> {
-        match self.op.decode_request(src) {
+        let op = Op::ALL[OP];
+        match op.decode_request(src) {
             Ok(request) => Ok(Some(Box::new(request))),
-            Err(e) => {
-                let why = format!("the message is not a {} request: {e}", self.op.name());
-                Err(status::of_error(
-                    &A2aError::invalid_params("", &why),
-                    self.profile,
-                ))
-            }
+            Err(e) => Err(Status::invalid_argument(format!(
+                "the message is not a {} request: {e}",
+                op.name()
+            ))),
         }
     }
 
@@ -100,4 +92,20 @@ impl Decoder for RequestDecoder {
     fn buffer_settings(&self) -> BufferSettings {
         BufferSettings::new(0, 32 << 10)
     }
+}
+
+/// The messages of `body` as `op`'s requests, each at most `max` bytes (tonic's framing:
+/// one longer is OUT_OF_RANGE, from its length prefix).
+pub(crate) fn requests(op: Op, body: Body, max: usize) -> Streaming<Box<Request>> {
+    /// The decoder of the operation at the index `op as usize`, one arm per index.
+    macro_rules! by_index {
+        ($($index:literal)*) => {
+            match op as usize {
+                $($index => Streaming::new_request(RequestDecoder::<$index>, body, None, Some(max)),)*
+                _ => unreachable!("Op::ALL has 11 operations"),
+            }
+        };
+    }
+    const _: () = assert!(Op::ALL.len() == 11, "one arm per operation");
+    by_index!(0 1 2 3 4 5 6 7 8 9 10)
 }
