@@ -76,6 +76,7 @@ const SCENARIOS: &[&str] = &[
     "fan-in",
     "sdk",
     "jwt-32",
+    "grpc-front-32",
     "many-routes",
 ];
 
@@ -1280,6 +1281,7 @@ async fn run(opts: Options) {
             "fan-in" => rows.extend(fan_in(&setup, &opts).await),
             "sdk" => rows.extend(sdk(&opts).await),
             "jwt-32" => rows.extend(jwt(&setup, &opts).await),
+            "grpc-front-32" => rows.extend(grpc_front(&setup, &opts).await),
             "many-routes" => rows.extend(many_routes(&setup, &opts).await),
             _ => unreachable!(),
         }
@@ -1793,6 +1795,42 @@ async fn jwt(setup: &Setup, opts: &Options) -> Vec<Row> {
     vec![
         Row::from("jwt-32", "jwt", j, note),
         Row::from("jwt-32", "no auth", p, String::new()),
+    ]
+}
+
+/// The gRPC front against the JSON-RPC front (issue 24: a front adds no more per call than
+/// the JSON-RPC one): SendMessage 200 B from 32 tonic clients to a second gateway serving
+/// both fronts, A-B-A against the setup's gateway's JSON-RPC endpoint; the note gives the
+/// gRPC front's gateway CPU per call over the JSON-RPC front's.
+async fn grpc_front(setup: &Setup, opts: &Options) -> Vec<Row> {
+    let fronts = ["--fronts", "JSONRPC,GRPC"];
+    let (gateway, addr) = start_gateway(setup.backend_addr, &fronts).await;
+    let kind = Kind::Send(200);
+    let (w, win) = (opts.warmup(), opts.window());
+    let (grpc, jsonrpc) = (
+        Target::Grpc(addr),
+        Target::Http(setup.gateway_addr, "/a2a/jsonrpc"),
+    );
+    let pids = |gateway: u32| Pids {
+        gateway: Some(gateway),
+        backend: setup.backend.pid(),
+    };
+    let (grpc_pid, jsonrpc_pid) = (gateway.pid(), setup.gateway.pid());
+    let (with, without, ratios) = paired_windows(
+        opts.reps,
+        async || closed_loop(grpc, kind, 32, pids(grpc_pid), w, win).await,
+        async || closed_loop(jsonrpc, kind, 32, pids(jsonrpc_pid), w, win).await,
+    )
+    .await;
+    let (g, j) = (summarize(&with), summarize(&without));
+    let note = format!(
+        "{}; gw cpu {:.2}× the JSON-RPC front's",
+        paired_ratio(&ratios, g).replace("ratio", "ratio to JSON-RPC"),
+        g.cpu.gateway / j.cpu.gateway
+    );
+    vec![
+        Row::from("grpc-front-32", "grpc front", g, note),
+        Row::from("grpc-front-32", "jsonrpc", j, String::new()),
     ]
 }
 

@@ -68,6 +68,14 @@ pub(crate) const BACKEND_CARD_SOURCE: &str = "backend";
 /// The largest card accepted from a source (file, URL body).
 pub const MAX_CARD_SIZE: usize = 1 << 20;
 
+/// A route as the API catalog lists it (`CardService::listing`).
+pub(crate) struct Listing {
+    /// The card's public URL.
+    pub(crate) card: String,
+    /// Each front the route enables, in the card's order, and its URL.
+    pub(crate) fronts: Vec<(Binding, String)>,
+}
+
 const DEFAULT_REFRESH: Duration = Duration::from_secs(300);
 const DEFAULT_MAX_AGE: Duration = Duration::from_secs(300);
 const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(10);
@@ -154,6 +162,8 @@ pub struct RouteCard {
     pub allowed_hosts: Vec<String>,
     /// The listener serves TLS: interfaces taken from the request are `https://`.
     pub tls: bool,
+    /// The host the route selects by (`host`), if it does.
+    pub host: Option<String>,
     /// The tenant the route injects; then the gateway's interface carries no tenant.
     pub fixed_tenant: Option<String>,
     /// The backend's binding.
@@ -318,16 +328,15 @@ impl CardService {
         self.store.respond(&self.route, &self.rewriter, request)
     }
 
-    /// The public URL of this route's card for `request`, as the catalog lists it:
-    /// `public_url`, or the origin the request names with the route's own `host` (when it
-    /// selects by host) in place of the request's host.
-    pub(crate) fn card_url(
-        &self,
-        request: &http::request::Parts,
-        route_host: Option<&str>,
-    ) -> Option<String> {
-        let origin = self.rewriter.origin(request, route_host)?;
-        Some(format!("{origin}{}", self.card_path))
+    /// This route in the catalog for `request`: its card's public URL and the URLs of its
+    /// fronts, as the card served there lists them (`origin::Origins`: a host route's names
+    /// its host).
+    pub(crate) fn listing(&self, request: &http::request::Parts) -> Option<Listing> {
+        let origin = self.rewriter.origin(request)?;
+        Some(Listing {
+            card: format!("{origin}{}", self.card_path),
+            fronts: self.rewriter.front_urls(&origin),
+        })
     }
 
     /// Rewrites an extended card returned by GetExtendedAgentCard through this route: the
@@ -382,6 +391,7 @@ mod tests {
             trusted_proxy_hops: 1,
             allowed_hosts: Vec::new(),
             tls: false,
+            host: None,
             fixed_tenant: None,
             binding: Binding::Grpc,
             legacy: false,

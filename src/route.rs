@@ -327,6 +327,7 @@ fn route_card(route: &RouteSettings, grpc_port: Option<u16>) -> RouteCard {
         trusted_proxy_hops: origin.trusted_proxy_hops,
         allowed_hosts: origin.allowed_hosts.clone(),
         tls: origin.tls,
+        host: route.host.clone(),
         fixed_tenant: route.tenant.clone(),
         binding: route.binding,
         grpc_port,

@@ -247,6 +247,8 @@ impl ProcessSettings {
             trusted_proxy_hops: cli.trusted_proxy_hops,
             allowed_hosts: &cli.allowed_hosts,
             tls: cli.tls_cert.is_some(),
+            // The catalog is the gateway's, of no route.
+            route_host: None,
         });
         let tls = ServerTls::new(&ListenerTlsSettings {
             cert: cli.tls_cert.as_deref(),

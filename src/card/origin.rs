@@ -41,6 +41,9 @@ pub(crate) struct Origins {
     allowed: Vec<String>,
     /// The scheme without a forwarded one: the listener's.
     scheme: &'static str,
+    /// The host the route selects by, lowercased: without anything else configured, its
+    /// card names it (with the port the client reached), as its requests must.
+    route_host: Option<String>,
 }
 
 /// Any host, from `Host` only, over plain HTTP: what a bare frontend (tests) serves.
@@ -51,6 +54,7 @@ impl Default for Origins {
             forwarded_hops: None,
             allowed: Vec::new(),
             scheme: "http",
+            route_host: None,
         }
     }
 }
@@ -63,6 +67,8 @@ pub(crate) struct OriginSettings<'a> {
     pub allowed_hosts: &'a [String],
     /// The listener serves TLS.
     pub tls: bool,
+    /// The host the route selects by, if it does.
+    pub route_host: Option<&'a str>,
 }
 
 /// The origin of a request's card.
@@ -119,6 +125,7 @@ impl Origins {
                 .then_some(settings.trusted_proxy_hops),
             allowed,
             scheme: if settings.tls { "https" } else { "http" },
+            route_host: settings.route_host.map(str::to_ascii_lowercase),
         })
     }
 
@@ -203,12 +210,17 @@ impl Origins {
             let host = host.ok_or(Refusal::NoHost)?;
             return Ok(Origin::Vouched(format!("{scheme}://{host}")));
         }
-        // Nothing configured: a trusted proxy's forwarded host, else the address the client
-        // reached (the Host was still checked above: a request without a valid one is refused).
+        // Nothing configured: a trusted proxy's forwarded host, else the route's host or the
+        // address the client reached, at the port it reached (the Host was still checked
+        // above: a request without a valid one is refused).
         host.ok_or(Refusal::NoHost)?;
-        let host = match forwarded {
-            Some(host) => host,
-            None => authority_of(local.ok_or(Refusal::NoLocalAddress)?),
+        let host = match (forwarded, &self.route_host) {
+            (Some(host), _) => host,
+            (None, Some(route_host)) => {
+                let port = local.ok_or(Refusal::NoLocalAddress)?.port();
+                format!("{route_host}:{port}")
+            }
+            (None, None) => authority_of(local.ok_or(Refusal::NoLocalAddress)?),
         };
         Ok(Origin::Named(format!("{scheme}://{host}")))
     }
@@ -218,19 +230,6 @@ impl Origins {
 /// zone (a zone is not valid in a URL's authority).
 fn authority_of(addr: SocketAddr) -> String {
     SocketAddr::new(addr.ip().to_canonical(), addr.port()).to_string()
-}
-
-/// `origin` (`scheme://authority`) with `host` in place of its host, its port kept.
-pub(super) fn with_host(origin: &str, host: &str) -> String {
-    let (scheme, authority) = origin.split_once("://").unwrap_or(("http", origin));
-    match authority
-        .parse::<http::uri::Authority>()
-        .ok()
-        .and_then(|a| a.port_u16())
-    {
-        Some(port) => format!("{scheme}://{host}:{port}"),
-        None => format!("{scheme}://{host}"),
-    }
 }
 
 /// Checks and normalises the route's public URL: `http(s)://authority[/path]`.
@@ -382,6 +381,7 @@ mod tests {
             trusted_proxy_hops: hops,
             allowed_hosts: &allowed,
             tls,
+            route_host: None,
         })
         .unwrap()
     }
@@ -562,6 +562,22 @@ mod tests {
             let origin = open.origin(&parts).unwrap();
             assert_eq!(origin, Origin::Named(expected.to_owned()), "{local}");
         }
+        // A route that selects by host names its host, at the port the client reached.
+        let hosted = Origins::new(&OriginSettings {
+            public_url: None,
+            trust_forwarded: false,
+            trusted_proxy_hops: 1,
+            allowed_hosts: &[],
+            tls: true,
+            route_host: Some("Billing.Example"),
+        })
+        .unwrap();
+        let parts = request(&[("host", "billing.example:9443")]);
+        let origin = hosted.origin(&parts).unwrap();
+        assert_eq!(
+            origin,
+            Origin::Named("https://billing.example:8080".to_owned())
+        );
         // In-process, without a connection: no origin rather than the Host's.
         let mut parts = request(&[("host", "gw.example")]);
         parts.extensions.clear();
@@ -633,6 +649,7 @@ mod tests {
                 trusted_proxy_hops: hops,
                 allowed_hosts: &allowed,
                 tls: false,
+                route_host: None,
             })
             .err()
             .map(|e| e.to_string())

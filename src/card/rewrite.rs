@@ -172,6 +172,7 @@ impl Rewriter {
             trusted_proxy_hops: route.trusted_proxy_hops,
             allowed_hosts: &route.allowed_hosts,
             tls: route.tls,
+            route_host: route.host.as_deref(),
         })?;
         if !route.jsonrpc_path.starts_with('/') {
             return Err(CardConfigError::new(
@@ -308,17 +309,10 @@ impl Rewriter {
         self.origins.origin(request)
     }
 
-    /// The origin the route is public at for `request`: the public URL, or the origin the
-    /// request names, with `route_host` (keeping the request's port) in place of its host.
-    pub(super) fn origin(&self, request: &Parts, route_host: Option<&str>) -> Option<String> {
-        if let Some(url) = self.origins.public_url() {
-            return Some(url.to_owned());
-        }
+    /// The origin the route is public at for `request` (see `origin`).
+    pub(super) fn origin(&self, request: &Parts) -> Option<String> {
         let origin = self.origins.origin(request).ok()?;
-        Some(match route_host {
-            Some(host) => origin::with_host(origin.as_str(), host),
-            None => origin.as_str().to_owned(),
-        })
+        Some(origin.as_str().to_owned())
     }
 
     /// How the route finds its public origin.
@@ -376,6 +370,18 @@ impl Rewriter {
         }
     }
 
+    /// The gateway's interfaces at `origin` (empty: unknown, the URLs are then relative
+    /// references, and the gRPC front, which has no path, is left out): one per front in
+    /// the route's order, as the card lists them and the catalog links them.
+    pub(super) fn front_urls(&self, origin: &str) -> Vec<(Binding, String)> {
+        (self.fronts.iter())
+            .filter_map(|(binding, path)| match path {
+                Some(path) => Some((*binding, format!("{origin}{path}"))),
+                None => grpc_url(origin, self.grpc_port).map(|url| (*binding, url)),
+            })
+            .collect()
+    }
+
     /// The card served at `origin` (empty: unknown, the URLs are then relative
     /// references): the gateway's interfaces first, one per front in the route's order,
     /// then the kept ones.
@@ -384,12 +390,7 @@ impl Rewriter {
         if matches!(self.treatment, Treatment::Preserve) {
             return Value::Object(card);
         }
-        let fronts: Vec<(Binding, String)> = (self.fronts.iter())
-            .filter_map(|(binding, path)| match path {
-                Some(path) => Some((*binding, format!("{origin}{path}"))),
-                None => grpc_url(origin, self.grpc_port).map(|url| (*binding, url)),
-            })
-            .collect();
+        let fronts = self.front_urls(origin);
         let mut interfaces: Vec<Value> = (fronts.iter())
             .map(|(binding, url)| {
                 let mut gateway = json!({
@@ -537,6 +538,7 @@ mod tests {
             trusted_proxy_hops: 1,
             allowed_hosts: Vec::new(),
             tls: false,
+            host: None,
             fixed_tenant: fixed_tenant.then(|| "acme".to_owned()),
             binding: Binding::Grpc,
             legacy: false,

@@ -487,6 +487,7 @@ mod tests {
             trusted_proxy_hops: 1,
             allowed_hosts: Vec::new(),
             tls: false,
+            host: None,
             fixed_tenant: None,
             binding: crate::protocol::binding::Binding::Grpc,
             legacy: true,

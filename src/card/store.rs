@@ -273,6 +273,7 @@ mod tests {
             trusted_proxy_hops: 1,
             allowed_hosts: allowed.iter().map(|h| h.to_string()).collect(),
             tls: false,
+            host: None,
             fixed_tenant: None,
             binding: Binding::Grpc,
             legacy: true,

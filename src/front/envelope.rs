@@ -308,6 +308,13 @@ pub fn valid_id(text: &str) -> bool {
     }
 }
 
+/// The refusal of a request (or a gRPC message) past `max-body`, `limit` bytes.
+pub fn over_max_body(limit: usize) -> A2aError {
+    invalid_request(&format!(
+        "request body exceeds the limit of {limit} bytes (max-body)"
+    ))
+}
+
 /// Why a body was not read: an error to answer as JSON-RPC, or the gateway's limit of
 /// body bytes in flight.
 pub enum BodyError {
@@ -337,11 +344,7 @@ pub async fn read_body(
         Some(charge) => charge.grow_to(total.min(limit)).map_err(Box::new),
         None => Ok(()),
     };
-    let too_large = || {
-        invalid_request(&format!(
-            "request body exceeds the limit of {limit} bytes (max-body)"
-        ))
-    };
+    let too_large = || over_max_body(limit);
     let drained = limit.saturating_add(MAX_DRAIN);
     let refused_at_once = match expects_continue {
         true => limit,

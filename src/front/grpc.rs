@@ -2,7 +2,8 @@
 //! `lf.a2a.v1.A2AService` over HTTP/2, on a route's listener (requests whose content type
 //! is `application/grpc*`) when the route's `fronts` include `GRPC`. tonic frames the
 //! messages (`codec`: the operation table's typed requests in, protobuf replies and
-//! events out, bounded by `max-body`); each call then goes through the same stack as a
+//! events out); a message past `max-body` gets the refusal a JSON-RPC body past it gets
+//! (INVALID_REQUEST, in the route's profile), counted and logged as rejected; each call then goes through the same stack as a
 //! JSON-RPC call (`call::stack`: authentication from the metadata, tenant, rules, owner,
 //! push guard, limits, deadline, the backend), and its errors become gRPC statuses with
 //! `google.rpc.Status` details through the error table, in the route's profile (`status`).
@@ -19,6 +20,7 @@ pub(crate) mod health;
 pub(crate) mod reflection;
 pub(crate) mod status;
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -30,27 +32,32 @@ use futures::{Stream, StreamExt};
 use http::request::Parts;
 use http::{HeaderName, HeaderValue};
 use prost::Message as _;
+use tonic::codec::{EncodeBody, SingleMessageCompressionOverride};
+use tonic::metadata::MetadataValue;
 
 use crate::card::CardService;
 use crate::front::call::observe::Watched;
 use crate::front::call::{self, Answer, Exchange, Layer, Wire};
 use crate::front::dialect::Dialect;
-use crate::front::envelope::Params;
+use crate::front::envelope::{over_max_body, Params};
 use crate::front::limits::{BodyCharge, RouteLimits};
 use crate::front::sse::Watch;
 use crate::front::Gateway;
 use crate::proto::{AgentCard, StreamResponse};
 use crate::protocol::error::{A2aError, ErrorKind, Profile};
 use crate::protocol::ops::{Op, Reply, Request, TypedRequest};
+use crate::protocol::params::EXTENSIONS;
 use crate::telemetry::access::CallRecord;
 
-use codec::{Out, TypedCodec};
+use codec::{Out, OutEncoder};
 
 /// The service's path prefix: a call's path ends with it and the method's name.
 pub(crate) const SERVICE_PATH: &str = "/lf.a2a.v1.A2AService/";
 
 const A2A_VERSION: HeaderName = HeaderName::from_static("a2a-version");
 const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
+const GRPC_ENCODING: HeaderName = HeaderName::from_static("grpc-encoding");
+const GRPC_CONTENT_TYPE: HeaderValue = HeaderValue::from_static("application/grpc");
 
 /// Whether `request` is a gRPC call: HTTP/2 and a content type of `application/grpc` or
 /// `application/grpc+…` (gRPC over HTTP/2, "Requests").
@@ -67,72 +74,160 @@ pub(crate) fn is_grpc<B>(request: &http::Request<B>) -> bool {
 }
 
 /// One gRPC call on `gateway`'s route, under the route's `limits`: the method from the
-/// path's last segment, the message decoded by tonic, the call through its stack.
-pub async fn handle(
+/// path's last segment, the message read by tonic's framing (`Streaming`), the call
+/// through its stack, the answer written by tonic's framing (`EncodeBody`).
+///
+/// Not an `async fn`: the request is taken apart before the future exists, which then
+/// holds its head once, not the request too (bytes per call, tests/it/cost_budget.rs).
+/// tonic's `server::Grpc` is not used: it copies the head into a request of its own, and
+/// boxes the response body once more; it also answers a message past `max-body` itself,
+/// where the gateway's own refusal is wanted (counted and logged as the other fronts').
+pub fn handle(
     gateway: Arc<Gateway>,
     limits: Option<Arc<RouteLimits>>,
     request: http::Request<Body>,
-) -> Response {
+) -> impl Future<Output = Response> + Send {
     let started = Instant::now();
-    let profile = gateway.profile;
     let (mut parts, body) = request.into_parts();
-    let method = parts.uri.path().rsplit_once(SERVICE_PATH).map(|(_, m)| m);
-    let Some(op) = method.and_then(Op::from_name) else {
-        let why = "no such method in lf.a2a.v1.A2AService";
-        let err = A2aError::a2a(ErrorKind::MethodNotFound, why);
-        return rejected(&gateway, &parts, &err);
-    };
-    // tonic reads the message's framing and compression from these; the rest of the head
-    // stays with the call.
-    let mut framed = http::Request::new(body);
-    for name in ["grpc-encoding", "grpc-accept-encoding", "te"] {
-        if let Some(value) = parts.headers.get(name) {
-            framed.headers_mut().insert(name, value.clone());
+    async move {
+        let method = parts.uri.path().rsplit_once(SERVICE_PATH).map(|(_, m)| m);
+        let Some(op) = method.and_then(Op::from_name) else {
+            let why = "no such method in lf.a2a.v1.A2AService";
+            let err = A2aError::a2a(ErrorKind::MethodNotFound, why);
+            return rejected(&gateway, &parts, &err);
+        };
+        if let Some(status) = parts
+            .headers
+            .get(GRPC_ENCODING)
+            .and_then(unsupported_encoding)
+        {
+            return status.into_http();
+        }
+        // A call of `lf.a2a.v1` is a v1.0 call; an explicit other version is still refused.
+        if !parts.headers.contains_key(A2A_VERSION) {
+            (parts.headers).insert(A2A_VERSION, HeaderValue::from_static("1.0"));
+        }
+        let deadline = match parts.headers.get(GRPC_TIMEOUT).map(grpc_timeout) {
+            None => None,
+            Some(Some(timeout)) => Some(tokio::time::Instant::now() + timeout),
+            Some(None) => {
+                let why =
+                    "grpc-timeout is not a gRPC timeout (1 to 8 digits and a unit of H, M, S, m, u, n)";
+                return rejected(&gateway, &parts, &A2aError::invalid_request(why));
+            }
+        };
+        let request = match message(op, &gateway, body).await {
+            Ok(request) => request,
+            Err(Unread::OverLimit) => {
+                return rejected(&gateway, &parts, &over_max_body(gateway.max_body));
+            }
+            Err(Unread::NotRequest(why)) => {
+                let err = A2aError::invalid_params("", &why);
+                return rejected(&gateway, &parts, &err);
+            }
+            Err(Unread::Framing(status)) => return status.into_http(),
+        };
+        let call = Call {
+            gateway: &gateway,
+            limits: limits.as_ref(),
+            head: &parts,
+            op,
+            started,
+            deadline,
+        };
+        match op.is_streaming() {
+            false => match call.unary(request).await {
+                Ok((reply, extensions)) => {
+                    let encoder = OutEncoder::reply(&reply);
+                    let messages = futures::stream::iter([Ok(Out::Reply(reply))]);
+                    answer(encoder, messages, extensions)
+                }
+                Err(status) => status.into_http(),
+            },
+            true => match call.stream(request).await {
+                Ok((events, extensions)) => answer(OutEncoder::events(), events, extensions),
+                Err(status) => status.into_http(),
+            },
         }
     }
-    *framed.version_mut() = parts.version;
-    // A call of `lf.a2a.v1` is a v1.0 call; an explicit other version is still refused.
-    if !parts.headers.contains_key(A2A_VERSION) {
-        (parts.headers).insert(A2A_VERSION, HeaderValue::from_static("1.0"));
-    }
-    let deadline = match parts.headers.get(GRPC_TIMEOUT).map(grpc_timeout) {
-        None => None,
-        Some(Some(timeout)) => Some(tokio::time::Instant::now() + timeout),
-        Some(None) => {
-            let why =
-                "grpc-timeout is not a gRPC timeout (1 to 8 digits and a unit of H, M, S, m, u, n)";
-            return rejected(&gateway, &parts, &A2aError::invalid_request(why));
-        }
-    };
-    let call = Call {
-        gateway: &gateway,
-        limits: limits.as_ref(),
-        head: &parts,
-        op,
-        started,
-        deadline,
-    };
-    let mut grpc = tonic::server::Grpc::new(TypedCodec::new(op, profile))
-        .max_decoding_message_size(gateway.max_body);
-    let response = match op.is_streaming() {
-        false => {
-            let service = tower::service_fn(|request: tonic::Request<Box<Request>>| {
-                call.unary(request.into_inner())
-            });
-            grpc.unary(service, framed).await
-        }
-        true => {
-            let service = tower::service_fn(|request: tonic::Request<Box<Request>>| {
-                call.stream(request.into_inner())
-            });
-            grpc.server_streaming(service, framed).await
-        }
-    };
-    response.map(Body::new)
 }
 
-/// The status of a call refused before its method or deadline was known, counted as
-/// rejected and logged.
+/// Why a call's message was not read.
+enum Unread {
+    /// Longer than `max-body`.
+    OverLimit,
+    /// Not a request of the call's operation: why.
+    NotRequest(String),
+    /// tonic's framing refused the body (a bad prefix, the stream reset): its status.
+    Framing(tonic::Status),
+}
+
+/// The call's one message, within `max-body`; a unary call's request body is read to its
+/// end (as tonic's server reads it), so a second message is decoded and bounded too.
+async fn message(op: Op, gateway: &Gateway, body: Body) -> Result<Box<Request>, Unread> {
+    let unread = |status: tonic::Status| match status.code() {
+        // tonic's `Streaming` gives OUT_OF_RANGE only for a message longer than the bound
+        // (read from its length prefix, before the message is buffered).
+        tonic::Code::OutOfRange => Unread::OverLimit,
+        // Only the decoder gives INVALID_ARGUMENT (`codec`).
+        tonic::Code::InvalidArgument => Unread::NotRequest(status.message().to_owned()),
+        _ => Unread::Framing(status),
+    };
+    let mut messages = codec::requests(op, body, gateway.max_body);
+    let request = messages.message().await.map_err(unread)?;
+    let request = request
+        .ok_or_else(|| Unread::Framing(tonic::Status::internal("Missing request message.")))?;
+    messages.trailers().await.map_err(unread)?;
+    Ok(request)
+}
+
+/// The status of a message compressed with anything but `identity`: the gateway accepts
+/// no compression (gRPC's compression spec: UNIMPLEMENTED, naming what it accepts).
+fn unsupported_encoding(encoding: &HeaderValue) -> Option<tonic::Status> {
+    if encoding.as_bytes() == b"identity" {
+        return None;
+    }
+    let mut metadata = tonic::metadata::MetadataMap::new();
+    metadata.insert(
+        "grpc-accept-encoding",
+        MetadataValue::from_static("identity"),
+    );
+    let why = format!(
+        "Content is compressed with `{}` which isn't supported",
+        String::from_utf8_lossy(encoding.as_bytes())
+    );
+    Some(tonic::Status::with_metadata(
+        tonic::Code::Unimplemented,
+        why,
+        metadata,
+    ))
+}
+
+/// The gRPC response of `messages`, written by tonic's framing with `encoder`, with the
+/// agent's activated extensions as `a2a-extensions` metadata; an error among `messages`
+/// ends it with its status in the trailers.
+fn answer<S>(encoder: OutEncoder, messages: S, extensions: Option<HeaderValue>) -> Response
+where
+    S: Stream<Item = Result<Out, tonic::Status>> + Send + 'static,
+{
+    let framed = EncodeBody::new_server(
+        encoder,
+        messages,
+        None,
+        SingleMessageCompressionOverride::default(),
+        None,
+    );
+    let mut response = Response::new(Body::new(framed));
+    let headers = response.headers_mut();
+    headers.insert(http::header::CONTENT_TYPE, GRPC_CONTENT_TYPE);
+    if let Some(value) = extensions {
+        headers.insert(EXTENSIONS, value);
+    }
+    response
+}
+
+/// The status of a call refused before it entered its stack, counted as rejected and
+/// logged.
 fn rejected(gateway: &Gateway, head: &Parts, err: &A2aError) -> Response {
     gateway.route_metrics.rejected(err.kind);
     let mut record = CallRecord::start(gateway.route_metrics.name(), head, 0, None);
@@ -189,8 +284,9 @@ impl<'a> Call<'a> {
         }
     }
 
-    /// A unary call through the stack: its reply message, or its status.
-    async fn unary(self, request: Box<Request>) -> Result<tonic::Response<Out>, tonic::Status> {
+    /// A unary call through the stack: its reply message and the agent's extensions, or
+    /// its status.
+    async fn unary(self, request: Box<Request>) -> Result<Extended<Vec<u8>>, tonic::Status> {
         let profile = self.gateway.profile;
         let _charge = self.charge(encoded_len(&request))?;
         let mut x = self.exchange(encoded_len(&request));
@@ -200,10 +296,7 @@ impl<'a> Call<'a> {
         match answer {
             Ok(Answer::Json(out, extensions)) => {
                 x.record.sent(out.len());
-                Ok(with_extensions(
-                    tonic::Response::new(Out::Reply(out)),
-                    extensions,
-                ))
+                Ok((out, extensions))
             }
             Ok(Answer::Refused(refusal)) => Err(status::of_refusal(&refusal, profile)),
             Ok(Answer::Unstarted(err, _)) | Err(err) => Err(status::of_error(&err, profile)),
@@ -215,9 +308,9 @@ impl<'a> Call<'a> {
         }
     }
 
-    /// A streaming call through the stack: its events once the first arrived, or its
-    /// status.
-    async fn stream(self, request: Box<Request>) -> Result<tonic::Response<Events>, tonic::Status> {
+    /// A streaming call through the stack: its events once the first arrived and the
+    /// agent's extensions, or its status.
+    async fn stream(self, request: Box<Request>) -> Result<Extended<Events>, tonic::Status> {
         let profile = self.gateway.profile;
         let _charge = self.charge(encoded_len(&request))?;
         let mut x = self.exchange(encoded_len(&request));
@@ -234,10 +327,7 @@ impl<'a> Call<'a> {
                     profile,
                     ended: false,
                 };
-                Ok(with_extensions(
-                    tonic::Response::new(events),
-                    started.extensions,
-                ))
+                Ok((events, started.extensions))
             }
             Ok(Answer::Refused(refusal)) => Err(status::of_refusal(&refusal, profile)),
             Ok(Answer::Unstarted(err, _)) | Err(err) => Err(status::of_error(&err, profile)),
@@ -257,19 +347,8 @@ fn encoded_len(request: &Request) -> usize {
     }
 }
 
-/// `response` with the agent's activated extensions as `a2a-extensions` metadata.
-fn with_extensions<T>(
-    mut response: tonic::Response<T>,
-    extensions: Option<HeaderValue>,
-) -> tonic::Response<T> {
-    if let Some(value) = extensions {
-        let value = tonic::metadata::MetadataValue::try_from(value.as_bytes());
-        if let Ok(value) = value {
-            response.metadata_mut().insert("a2a-extensions", value);
-        }
-    }
-    response
-}
+/// An answer and the agent's activated extensions (`a2a-extensions`).
+type Extended<T> = (T, Option<HeaderValue>);
 
 /// A stream's events for tonic: the first, then the rest, each counted by the call's
 /// observer; an error ends the stream with its status.

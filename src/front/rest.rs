@@ -16,6 +16,7 @@ mod request;
 pub(crate) mod status;
 
 use std::borrow::Cow;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -61,96 +62,103 @@ fn is_a2a_json(headers: &http::HeaderMap) -> bool {
 }
 
 /// Serves the call `matched` names under the route's `limits`. Every failure is a
-/// `google.rpc.Status` body.
-pub async fn handle(
+/// `google.rpc.Status` body. Not an `async fn`: the request is taken apart before the
+/// future exists, which then holds its head once, not the request too (bytes per call,
+/// tests/it/cost_budget.rs).
+pub fn handle(
     gateway: Arc<Gateway>,
     limits: Option<Arc<RouteLimits>>,
     matched: Matched,
     request: http::Request<Body>,
-) -> Response {
+) -> impl Future<Output = Response> + Send {
     let started = Instant::now();
     let (parts, body) = request.into_parts();
-    let post = parts.method == Method::POST;
-    if post && !is_a2a_json(&parts.headers) {
-        let why = "the Content-Type must be application/a2a+json or application/json";
-        let err = A2aError::invalid_request(why);
-        return rejected(
-            &gateway,
-            &parts,
-            0,
-            &err,
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-        );
-    }
-    // As on the JSON-RPC front: credentials are checked from the head, before the body.
-    let principal = match &gateway.auth {
-        None => None,
-        Some(auth) => match Box::pin(auth.authenticate(&parts)).await {
-            // Boxed while the body is read: inline, every call's future would carry it.
-            Ok(principal) => Some(Box::new(principal)),
-            Err(failure) => {
-                let refusal = authenticate::refusal(auth, &failure);
-                return refused(&gateway, &parts, &refusal);
-            }
-        },
-    };
-    // Held until the call is answered: the body is kept that long.
-    let mut charge = limits.as_ref().map(|limits| limits.body_charge());
-    // A GET or DELETE carries its params in the path and query; a body is not read.
-    let bytes = match post {
-        true => {
-            let expects_continue = parts
-                .headers
-                .get(http::header::EXPECT)
-                .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
-            match read_body(body, gateway.max_body, expects_continue, charge.as_mut()).await {
-                Ok(bytes) => bytes,
-                Err(BodyError::Invalid(err)) => {
-                    return rejected(&gateway, &parts, 0, &err, StatusCode::BAD_REQUEST)
+    async move {
+        let post = parts.method == Method::POST;
+        if post && !is_a2a_json(&parts.headers) {
+            let why = "the Content-Type must be application/a2a+json or application/json";
+            let err = A2aError::invalid_request(why);
+            return rejected(
+                &gateway,
+                &parts,
+                0,
+                &err,
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            );
+        }
+        // As on the JSON-RPC front: credentials are checked from the head, before the body.
+        let principal = match &gateway.auth {
+            None => None,
+            Some(auth) => match Box::pin(auth.authenticate(&parts)).await {
+                // Boxed while the body is read: inline, every call's future would carry it.
+                Ok(principal) => Some(Box::new(principal)),
+                Err(failure) => {
+                    let refusal = authenticate::refusal(auth, &failure);
+                    return refused(&gateway, &parts, &refusal);
                 }
-                Err(BodyError::OverLimit(err)) => {
-                    return rejected(&gateway, &parts, 0, &err, StatusCode::PAYLOAD_TOO_LARGE)
-                }
-                Err(BodyError::TooLarge(err)) => {
-                    let mut response =
-                        rejected(&gateway, &parts, 0, &err, StatusCode::PAYLOAD_TOO_LARGE);
-                    // The rest of the body is not read, so the connection cannot carry
-                    // another request (HTTP/2 resets just the stream).
-                    if parts.version <= http::Version::HTTP_11 {
-                        let close = HeaderValue::from_static("close");
-                        response.headers_mut().insert(CONNECTION, close);
+            },
+        };
+        // Held until the call is answered: the body is kept that long.
+        let mut charge = limits.as_ref().map(|limits| limits.body_charge());
+        // A GET or DELETE carries its params in the path and query; a body is not read.
+        let bytes = match post {
+            true => {
+                let expects_continue = parts
+                    .headers
+                    .get(http::header::EXPECT)
+                    .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+                match read_body(body, gateway.max_body, expects_continue, charge.as_mut()).await {
+                    Ok(bytes) => bytes,
+                    Err(BodyError::Invalid(err)) => {
+                        return rejected(&gateway, &parts, 0, &err, StatusCode::BAD_REQUEST)
                     }
-                    return response;
+                    Err(BodyError::OverLimit(err)) => {
+                        return rejected(&gateway, &parts, 0, &err, StatusCode::PAYLOAD_TOO_LARGE)
+                    }
+                    Err(BodyError::TooLarge(err)) => {
+                        let mut response =
+                            rejected(&gateway, &parts, 0, &err, StatusCode::PAYLOAD_TOO_LARGE);
+                        // The rest of the body is not read, so the connection cannot carry
+                        // another request (HTTP/2 resets just the stream).
+                        if parts.version <= http::Version::HTTP_11 {
+                            let close = HeaderValue::from_static("close");
+                            response.headers_mut().insert(CONNECTION, close);
+                        }
+                        return response;
+                    }
+                    Err(BodyError::Refused(refusal)) => return refused(&gateway, &parts, &refusal),
                 }
-                Err(BodyError::Refused(refusal)) => return refused(&gateway, &parts, &refusal),
             }
-        }
-        false => Bytes::new(),
-    };
-    let params = match request::params(&matched, post, parts.uri.query(), &bytes) {
-        Ok(params) => params,
-        Err(err) => {
-            let status = status::http_status(err.kind, gateway.profile);
-            return rejected(&gateway, &parts, bytes.len(), &err, status);
-        }
-    };
-    let exchange = Exchange {
-        gateway: &gateway,
-        head: &parts,
-        limits: limits.as_ref(),
-        wire: Wire::Json,
-        // Not a notification: every call is answered.
-        id: Some(Cow::Borrowed("")),
-        op: matched.op,
-        dialect: Dialect::Rest(gateway.profile),
-        in_batch: false,
-        started,
-        deadline: None,
-        principal: principal.map(|principal| *principal),
-        owner: None,
-        record: CallRecord::start(gateway.route_metrics.name(), &parts, bytes.len(), None),
-    };
-    run(exchange, params).await
+            false => Bytes::new(),
+        };
+        let params = match request::params(&matched, post, parts.uri.query(), &bytes) {
+            Ok(params) => params,
+            Err(err) => {
+                let status = status::http_status(err.kind, gateway.profile);
+                return rejected(&gateway, &parts, bytes.len(), &err, status);
+            }
+        };
+        let op = matched.op;
+        // Not held while the call runs: its future would carry it.
+        drop(matched);
+        let exchange = Exchange {
+            gateway: &gateway,
+            head: &parts,
+            limits: limits.as_ref(),
+            wire: Wire::Json,
+            // Not a notification: every call is answered.
+            id: Some(Cow::Borrowed("")),
+            op,
+            dialect: Dialect::Rest(gateway.profile),
+            in_batch: false,
+            started,
+            deadline: None,
+            principal: principal.map(|principal| *principal),
+            owner: None,
+            record: CallRecord::start(gateway.route_metrics.name(), &parts, bytes.len(), None),
+        };
+        run(exchange, params).await
+    }
 }
 
 /// The call through its stack, and its reply.

@@ -122,6 +122,7 @@ pub fn card(data: &[u8]) {
             false => Vec::new(),
         },
         tls: false,
+        host: None,
         fixed_tenant: bit(4).then(|| "acme".to_owned()),
         enforced: Enforced {
             api_key_header: bit(4).then(|| "x-api-key".to_owned()),

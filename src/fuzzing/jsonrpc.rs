@@ -196,6 +196,7 @@ fn card_service(backend: Arc<dyn Backend>) -> CardService {
         trusted_proxy_hops: 1,
         allowed_hosts: Vec::new(),
         tls: false,
+        host: None,
         fixed_tenant: None,
         binding: Binding::Grpc,
         enforced: Default::default(),

@@ -143,11 +143,12 @@ macro_rules! declare_operations {
                 match self { $( Op::$u => false, )* $( Op::$s => true, )* }
             }
 
-            /// Decodes this operation's request from protobuf bytes (the gRPC front).
-            pub(crate) fn decode_request(self, message: bytes::Bytes) -> Result<Request, prost::DecodeError> {
+            /// Decodes this operation's request from protobuf bytes (the gRPC front: straight
+            /// from tonic's buffer).
+            pub(crate) fn decode_request(self, mut message: impl bytes::Buf) -> Result<Request, prost::DecodeError> {
                 Ok(match self {
-                    $( Op::$u => Request::Unary(UnaryRequest::$u(<$ureq as prost::Message>::decode(message)?)), )*
-                    $( Op::$s => Request::Stream(StreamRequest::$s(<$sreq as prost::Message>::decode(message)?)), )*
+                    $( Op::$u => Request::Unary(UnaryRequest::$u(<$ureq as prost::Message>::decode(&mut message)?)), )*
+                    $( Op::$s => Request::Stream(StreamRequest::$s(<$sreq as prost::Message>::decode(&mut message)?)), )*
                 })
             }
 
@@ -353,7 +354,7 @@ mod tests {
                 Request::Stream(r) => r.encode(&mut bytes),
             }
             .unwrap();
-            assert_eq!(op.decode_request(bytes.into()).unwrap(), request);
+            assert_eq!(op.decode_request(bytes.as_slice()).unwrap(), request);
             assert_eq!(matches!(request, Request::Stream(_)), op.is_streaming());
             assert!(crate::protocol::schema::message(op.request_message()).is_some());
         }

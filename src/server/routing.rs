@@ -1,7 +1,7 @@
 //! The gateway's HTTP surface as one service: each route's JSON-RPC endpoint, HTTP+JSON
 //! operations (`front::rest`: a path that names none falls through to the rest) and agent
 //! card, and the gateway's own endpoints (`/healthz`, `/readyz`, `/metrics`, and the API
-//! catalog, RFC 9727, listing every route's card), which no route may take
+//! catalog, RFC 9727, listing every route's card and fronts), which no route may take
 //! (`config::routes`). A request for anything else gets a 404 with a small
 //! JSON body; a known path with the wrong method a 405 with `Allow`. The push relay's
 //! callback (`push-callback-url`'s path) comes before the routes. An admin listener
@@ -234,14 +234,22 @@ impl Frontend {
         self
     }
 
-    /// RFC 9727's catalog: one linkset whose `item` links are the routes' card URLs.
+    /// RFC 9727's catalog, a linkset (RFC 9264): the catalog's `item` links are the routes'
+    /// card URLs; then each route's entry, anchored at its card, links the URL of every
+    /// front the route enables.
+    ///
+    /// Relation types: `item` (RFC 6573), as RFC 9727 lists a publisher's APIs; a route's
+    /// fronts are `describes` targets of its card (RFC 6892: the card is a description of
+    /// each of these endpoints, which A2A clients pick by the `title`, the card's
+    /// `protocolBinding`). RFC 8631's `service-desc` says the same from the other end, but
+    /// would anchor one entry per front, not one per route.
     fn catalog(&self, request: &http::request::Parts) -> Response {
         let origin = match self.origins.origin(request) {
             Ok(origin) => origin,
             Err(refusal) => return json_error(StatusCode::BAD_REQUEST, &refusal.to_string()),
         };
         let origin = origin.as_str();
-        let items: Vec<_> = self
+        let listed: Vec<_> = self
             .routes
             .iter()
             .filter_map(|route| {
@@ -252,20 +260,30 @@ impl Frontend {
                     .auth
                     .as_ref()
                     .is_none_or(|a| a.card_is_public());
-                let href = card
-                    .card_url(request, route.host.as_deref())
-                    .filter(|_| public)?;
-                Some(serde_json::json!({
-                    "href": href,
-                    "type": "application/json",
-                    "title": route.name,
-                }))
+                let listing = card.listing(request).filter(|_| public)?;
+                Some((route.name.as_str(), listing))
             })
             .collect();
-        let linkset = serde_json::json!({ "linkset": [{
+        let items: Vec<_> = (listed.iter())
+            .map(|(name, listing)| {
+                serde_json::json!({
+                    "href": listing.card,
+                    "type": "application/json",
+                    "title": name,
+                })
+            })
+            .collect();
+        let mut linkset = vec![serde_json::json!({
             "anchor": format!("{origin}{CATALOG_PATH}"),
             "item": items,
-        }]});
+        })];
+        linkset.extend(listed.iter().map(|(_, listing)| {
+            let fronts: Vec<_> = (listing.fronts.iter())
+                .map(|(binding, url)| serde_json::json!({ "href": url, "title": binding.name() }))
+                .collect();
+            serde_json::json!({ "anchor": listing.card, "describes": fronts })
+        }));
+        let linkset = serde_json::json!({ "linkset": linkset });
         let mut response = (
             [(CONTENT_TYPE, "application/linkset+json")],
             linkset.to_string(),

@@ -459,3 +459,52 @@ async fn lines_are_written_soon_and_a_stuck_stderr_stalls_no_call() {
         .unwrap();
     assert!(dropped > 0, "{metrics}");
 }
+
+/// A gRPC message past `max-body` is refused before any call and logged as the JSON-RPC
+/// front logs a body past it: no method, the INVALID_REQUEST row's code; one at the bound
+/// is a call.
+#[tokio::test]
+async fn a_grpc_message_past_max_body_is_logged_as_refused() {
+    use a2a_gateway::proto::a2a_service_client::A2aServiceClient;
+    use prost::Message as _;
+    let agent = backend();
+    let args = [
+        "--log-format",
+        "json",
+        "--fronts",
+        "JSONRPC,GRPC",
+        "--max-body",
+        "1024",
+    ];
+    let (gateway, log) = start(&agent, &args, &[]).await;
+    let origin = gateway.1.trim_end_matches("/a2a/jsonrpc").to_owned();
+    let mut client = A2aServiceClient::connect(origin).await.unwrap();
+    // The tenant carries the size (ids are bounded on their own).
+    let sized = |len: usize| {
+        let mut request = GetTaskRequest {
+            id: "t-1".into(),
+            ..Default::default()
+        };
+        request.tenant = "x".repeat(len - request.encoded_len() - 3);
+        assert_eq!(request.encoded_len(), len);
+        request
+    };
+    let at = client.get_task(sized(1024)).await.unwrap_err();
+    assert_eq!(
+        at.code(),
+        tonic::Code::NotFound,
+        "the agent answered: {at:?}"
+    );
+    let past = client.get_task(sized(1025)).await.unwrap_err();
+    assert_eq!(past.code(), tonic::Code::InvalidArgument, "{past:?}");
+    drop(client);
+
+    let lines = access_lines(&stop(gateway, &log).await);
+    assert_eq!(lines.len(), 2, "{lines:#?}");
+    assert_eq!(lines[0]["method"], "GetTask");
+    assert_eq!(lines[0]["bytes_in"], 1024);
+    let refused = &lines[1];
+    assert_eq!(refused["method"], "");
+    assert_eq!(refused["code"], -32600);
+    assert_eq!(refused["backend_status"], "-");
+}

@@ -165,6 +165,7 @@ fn route(binding: Binding) -> RouteCard {
         trusted_proxy_hops: 1,
         allowed_hosts: Vec::new(),
         tls: false,
+        host: None,
         fixed_tenant: None,
         binding,
         legacy: false,

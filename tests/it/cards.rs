@@ -123,6 +123,7 @@ async fn routes_serve_their_cards_and_the_catalog_lists_them() {
             host = "hosted.example"
             path = "/"
             backend = "http://127.0.0.1:9"
+            fronts = ["HTTP+JSON", "JSONRPC", "GRPC"]
             [route.card]
             source = "{file}"
 
@@ -206,7 +207,8 @@ async fn routes_serve_their_cards_and_the_catalog_lists_them() {
         .unwrap();
     assert_eq!(response.status(), 404);
 
-    // The catalog: every card, the host route's under its own host.
+    // The catalog: every card, the host route's under its own host; then each route's
+    // entry, anchored at its card, linking every front it enables in the card's order.
     let response = client()
         .get(format!("{origin}/.well-known/api-catalog"))
         .send()
@@ -219,18 +221,49 @@ async fn routes_serve_their_cards_and_the_catalog_lists_them() {
     );
     let catalog: Value = response.json().await.unwrap();
     let port = origin.rsplit(':').next().unwrap();
+    let hosted = format!("http://hosted.example:{port}");
+    let hosted_card = format!("{hosted}/.well-known/agent-card.json");
     assert_eq!(
         catalog,
-        json!({"linkset": [{
-            "anchor": format!("{origin}/.well-known/api-catalog"),
-            "item": [
-                {"href": billing, "type": "application/json", "title": "billing"},
-                {"href": search, "type": "application/json", "title": "search"},
-                {"href": format!("http://hosted.example:{port}/.well-known/agent-card.json"),
-                 "type": "application/json", "title": "hosted"},
-            ]
-        }]})
+        json!({"linkset": [
+            {
+                "anchor": format!("{origin}/.well-known/api-catalog"),
+                "item": [
+                    {"href": billing, "type": "application/json", "title": "billing"},
+                    {"href": search, "type": "application/json", "title": "search"},
+                    {"href": hosted_card, "type": "application/json", "title": "hosted"},
+                ]
+            },
+            {"anchor": billing, "describes": [
+                {"href": format!("{origin}/agents/billing/a2a/jsonrpc"), "title": "JSONRPC"},
+            ]},
+            {"anchor": search, "describes": [
+                {"href": format!("{origin}/agents/search/a2a/jsonrpc"), "title": "JSONRPC"},
+            ]},
+            {"anchor": hosted_card, "describes": [
+                {"href": format!("{hosted}/a2a/rest"), "title": "HTTP+JSON"},
+                {"href": format!("{hosted}/a2a/jsonrpc"), "title": "JSONRPC"},
+                {"href": hosted, "title": "GRPC"},
+            ]},
+        ]})
     );
+    // The host route's card lists the same URLs (its file source is read at the start).
+    let host = format!("hosted.example:{port}");
+    let mut card = Value::Null;
+    for _ in 0..100 {
+        let (status, body) = get(&origin, "/.well-known/agent-card.json", &[("host", &host)]).await;
+        if status == 200 {
+            card = body;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let urls: Vec<_> = (card["supportedInterfaces"].as_array().unwrap().iter())
+        .map(|interface| interface["url"].clone())
+        .collect();
+    let listed = catalog["linkset"][3]["describes"].as_array().unwrap();
+    let listed: Vec<_> = listed.iter().map(|link| link["href"].clone()).collect();
+    assert_eq!(urls, listed);
 }
 
 /// The shorthand without a file: `--card URL --public-url … --card-sign-key` re-signs the

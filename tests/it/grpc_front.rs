@@ -351,32 +351,117 @@ async fn a_client_that_cancels_a_stream_cancels_the_agent_s() {
 }
 
 /// `max-body` bounds a message: one of exactly that size is served, one byte more is
-/// refused with RESOURCE_EXHAUSTED before the agent is called.
+/// refused before the agent is called, as a JSON-RPC body one byte past it is: the
+/// INVALID_REQUEST row (INVALID_ARGUMENT in both profiles), counted as a rejected request
+/// of the route.
 #[tokio::test]
 async fn a_message_at_max_body_is_served_and_one_byte_more_is_not() {
     let max = 1024;
-    let (backend, mut client) = setup(
-        |_| Answer::Reply(Reply::GetTask(task("t-1", TaskState::Completed))),
-        &["--max-body", "1024"],
-    )
-    .await;
-    // Ids are bounded on their own (`MAX_ID_BYTES`), so the tenant carries the size.
-    let sized = |len: usize| {
-        let mut request = GetTaskRequest {
-            id: "t-1".into(),
-            ..Default::default()
+    let (backend, url) = harness::task_backend().await;
+    for profile in ["1.0.0", "1.0.1"] {
+        let args = [
+            "--backend",
+            &url,
+            "--fronts",
+            "GRPC",
+            "--max-body",
+            "1024",
+            "--spec-profile",
+            profile,
+        ];
+        let origin = harness::serve_on_workers(&args, None).await;
+        let mut client = client(&origin).await;
+        // Ids are bounded on their own (`MAX_ID_BYTES`), so the tenant carries the size.
+        let sized = |len: usize| {
+            let mut request = get_task("t-1");
+            let base = request.encoded_len() + 3;
+            request.tenant = "x".repeat(len - base);
+            assert_eq!(request.encoded_len(), len);
+            request
         };
-        let base = request.encoded_len() + 3;
-        request.tenant = "x".repeat(len - base);
-        assert_eq!(request.encoded_len(), len);
-        request
+        let calls = backend.calls();
+        let reply = client.get_task(sized(max)).await;
+        assert!(reply.is_ok(), "{profile}: {reply:?}");
+        let status = client.get_task(sized(max + 1)).await.unwrap_err();
+        assert_eq!(
+            status.code(),
+            Code::InvalidArgument,
+            "{profile}: {status:?}"
+        );
+        let why = "request body exceeds the limit of 1024 bytes (max-body)";
+        assert!(status.message().ends_with(why), "{status:?}");
+        assert_eq!(error_infos(&status)[0].reason, "INVALID_REQUEST");
+        assert_eq!(backend.calls(), calls + 1, "{profile}");
+        let metrics = harness::metrics_text(&origin).await;
+        let line = "a2a_gateway_requests_total{route=\"default\",method=\"\",code=\"-32600\"} 1\n";
+        assert!(metrics.contains(line), "{profile}: {metrics}");
+    }
+}
+
+/// The gateway accepts no gRPC compression: a message sent with `grpc-encoding: gzip` is
+/// UNIMPLEMENTED naming `identity`, before the agent; `identity` is served.
+#[tokio::test]
+async fn a_compressed_message_is_unimplemented() {
+    let (backend, url) = harness::task_backend().await;
+    let base = gateway(&["--backend", &url]).await;
+    let http = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .unwrap();
+    // One length-prefixed message (gRPC over HTTP/2), its compressed flag as `encoding` says.
+    let call = |encoding: &'static str| {
+        let message = get_task("t-1").encode_to_vec();
+        let mut framed = vec![u8::from(encoding != "identity")];
+        framed.extend_from_slice(&(message.len() as u32).to_be_bytes());
+        framed.extend_from_slice(&message);
+        http.post(format!("{base}/lf.a2a.v1.A2AService/GetTask"))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .header("grpc-encoding", encoding)
+            .body(framed)
+            .send()
     };
-    let reply = client.get_task(sized(max)).await;
-    assert!(reply.is_ok(), "{reply:?}");
-    let status = client.get_task(sized(max + 1)).await.unwrap_err();
-    // tonic's code for a message past its bound.
-    assert_eq!(status.code(), Code::OutOfRange, "{status:?}");
+    let refused = call("gzip").await.unwrap();
+    assert_eq!(refused.headers()["grpc-status"], "12", "UNIMPLEMENTED");
+    assert_eq!(refused.headers()["grpc-accept-encoding"], "identity");
+    assert_eq!(backend.calls(), 0);
+    let served = call("identity").await.unwrap();
+    assert!(
+        served.headers().get("grpc-status").is_none(),
+        "not trailers-only"
+    );
+    served.bytes().await.unwrap();
     assert_eq!(backend.calls(), 1);
+}
+
+/// A message that is not the method's request is INVALID_ARGUMENT (`INVALID_PARAMS`, its
+/// reason in the message) before the agent, counted as a rejected request.
+#[tokio::test]
+async fn a_message_that_is_no_request_is_invalid_params() {
+    let (backend, url) = harness::task_backend().await;
+    let base = gateway(&["--backend", &url]).await;
+    let http = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .unwrap();
+    // One length-prefixed message whose bytes are no protobuf (a field tag of 0).
+    let framed = [0, 0, 0, 0, 2, 0, 0];
+    let refused = http
+        .post(format!("{base}/lf.a2a.v1.A2AService/GetTask"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(framed.to_vec())
+        .send()
+        .await
+        .unwrap();
+    let headers = refused.headers();
+    assert_eq!(headers["grpc-status"], "3", "INVALID_ARGUMENT: {headers:?}");
+    let message = headers["grpc-message"].to_str().unwrap();
+    assert!(message.contains("GetTask"), "{message}");
+    assert_eq!(backend.calls(), 0);
+    let metrics = harness::metrics_text(&base).await;
+    let line = "a2a_gateway_requests_total{route=\"default\",method=\"\",code=\"-32602\"} 1\n";
+    assert!(metrics.contains(line), "{metrics}");
 }
 
 #[tokio::test]

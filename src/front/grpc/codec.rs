@@ -1,23 +1,23 @@
-//! The gRPC front's codec for tonic: a call's message decoded straight into the operation
-//! table's typed request (`Op::decode_request`), its answer encoded as protobuf: a unary
-//! reply arrives encoded already (`invoke` wrote it), a stream's events are encoded here.
+//! The gRPC front's message coding for tonic's framing (`tonic::codec::Streaming` reads a
+//! call's message, `tonic::codec::EncodeBody` writes the answer): a call's message decoded
+//! straight from tonic's buffer into the operation table's typed request
+//! (`Op::decode_request`), its answer encoded as protobuf: a unary reply arrives encoded
+//! already (`invoke` wrote it), a stream's events are encoded here.
 
-use bytes::{Buf, BufMut};
+use axum::body::Body;
+use bytes::BufMut;
 use prost::Message as _;
-use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::codec::{
+    BufferSettings, DecodeBuf, Decoder, EncodeBuf, Encoder, Streaming, HEADER_SIZE,
+};
 use tonic::Status;
 
-use crate::front::grpc::status;
 use crate::proto::StreamResponse;
-use crate::protocol::error::{A2aError, Profile};
 use crate::protocol::ops::{Op, Request};
 
-/// The buffers tonic starts each call's reading and writing with: most A2A messages are a
-/// few hundred bytes, and tonic's default (8 KiB each way) was most of a call's allocated
-/// bytes (tests/it/cost_budget.rs); a larger message grows its buffer.
-fn buffer() -> BufferSettings {
-    BufferSettings::new(1024, 32 << 10)
-}
+/// Where tonic's write buffer for a stream's events starts: most events are a few hundred
+/// bytes (a larger one grows it).
+const EVENT_BUFFER: usize = 1024;
 
 /// What the front sends: a unary reply's message, or one event of a stream.
 pub(crate) enum Out {
@@ -25,38 +25,26 @@ pub(crate) enum Out {
     Event(Box<StreamResponse>),
 }
 
-/// The codec of one call of `op`, whose decoding errors are statuses in `profile`.
-pub(crate) struct TypedCodec {
-    op: Op,
-    profile: Profile,
+/// Writes `Out`s, into a buffer of `capacity` bytes to start with.
+pub(crate) struct OutEncoder {
+    capacity: usize,
 }
 
-impl TypedCodec {
-    pub(crate) fn new(op: Op, profile: Profile) -> Self {
-        TypedCodec { op, profile }
-    }
-}
-
-impl Codec for TypedCodec {
-    type Encode = Out;
-    type Decode = Box<Request>;
-    type Encoder = OutEncoder;
-    type Decoder = RequestDecoder;
-
-    fn encoder(&mut self) -> OutEncoder {
-        OutEncoder
+impl OutEncoder {
+    /// The encoder of a unary reply: its buffer holds exactly the framed reply.
+    pub(crate) fn reply(reply: &[u8]) -> Self {
+        OutEncoder {
+            capacity: HEADER_SIZE + reply.len(),
+        }
     }
 
-    fn decoder(&mut self) -> RequestDecoder {
-        RequestDecoder {
-            op: self.op,
-            profile: self.profile,
+    /// The encoder of a stream's events.
+    pub(crate) fn events() -> Self {
+        OutEncoder {
+            capacity: EVENT_BUFFER,
         }
     }
 }
-
-/// Writes `Out`s.
-pub(crate) struct OutEncoder;
 
 impl Encoder for OutEncoder {
     type Item = Out;
@@ -73,35 +61,51 @@ impl Encoder for OutEncoder {
     }
 
     fn buffer_settings(&self) -> BufferSettings {
-        buffer()
+        BufferSettings::new(self.capacity, 32 << 10)
     }
 }
 
-/// Reads the call's one message into its typed request.
-pub(crate) struct RequestDecoder {
-    op: Op,
-    profile: Profile,
-}
+/// Reads the call's messages into typed requests of the operation at `OP` in `Op::ALL`.
+/// Zero-sized: tonic boxes a call's decoder, and a box of nothing allocates nothing (bytes
+/// per call, tests/it/cost_budget.rs). A message that is not such a request is
+/// INVALID_ARGUMENT with the reason, which `tonic`'s framing never gives.
+struct RequestDecoder<const OP: usize>;
 
-impl Decoder for RequestDecoder {
+impl<const OP: usize> Decoder for RequestDecoder<OP> {
     type Item = Box<Request>;
     type Error = Status;
 
     fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Box<Request>>, Status> {
-        let message = src.copy_to_bytes(src.remaining());
-        match self.op.decode_request(message) {
+        let op = Op::ALL[OP];
+        match op.decode_request(src) {
             Ok(request) => Ok(Some(Box::new(request))),
-            Err(e) => {
-                let why = format!("the message is not a {} request: {e}", self.op.name());
-                Err(status::of_error(
-                    &A2aError::invalid_params("", &why),
-                    self.profile,
-                ))
-            }
+            Err(e) => Err(Status::invalid_argument(format!(
+                "the message is not a {} request: {e}",
+                op.name()
+            ))),
         }
     }
 
+    /// No buffer before the first bytes arrive: the first frame sizes it, and a message's
+    /// length prefix reserves the rest (most A2A messages are a few hundred bytes; tonic's
+    /// default of 8 KiB was most of a call's allocated bytes, tests/it/cost_budget.rs).
     fn buffer_settings(&self) -> BufferSettings {
-        buffer()
+        BufferSettings::new(0, 32 << 10)
     }
+}
+
+/// The messages of `body` as `op`'s requests, each at most `max` bytes (tonic's framing:
+/// one longer is OUT_OF_RANGE, from its length prefix).
+pub(crate) fn requests(op: Op, body: Body, max: usize) -> Streaming<Box<Request>> {
+    /// The decoder of the operation at the index `op as usize`, one arm per index.
+    macro_rules! by_index {
+        ($($index:literal)*) => {
+            match op as usize {
+                $($index => Streaming::new_request(RequestDecoder::<$index>, body, None, Some(max)),)*
+                _ => unreachable!("Op::ALL has 11 operations"),
+            }
+        };
+    }
+    const _: () = assert!(Op::ALL.len() == 11, "one arm per operation");
+    by_index!(0 1 2 3 4 5 6 7 8 9 10)
 }

@@ -82,8 +82,10 @@ fn route_at(method: &Method, path: &str) -> Routed {
     };
     let candidates = || matching().filter(move |op| literal_len(op.http_rule().path) == best);
     if let Some(op) = candidates().find(|op| methods(*op).contains(method)) {
-        let mut fields = Fields::with_capacity(2);
-        visit(op.http_rule().path, path, |field, value| {
+        // Room for the rule's parameters, none for most calls (SendMessage has none).
+        let template = op.http_rule().path;
+        let mut fields = Fields::with_capacity(template.matches('{').count());
+        visit(template, path, |field, value| {
             fields.push((field, value.into_owned()))
         });
         return Routed::Call(Matched {
