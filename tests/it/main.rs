@@ -32,6 +32,7 @@ mod errors;
 mod examples;
 mod fuzz_smoke;
 mod grpc_front;
+mod grpc_interop;
 mod grpc_wire;
 mod hostile_backend;
 mod interop;
