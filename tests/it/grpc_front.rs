@@ -51,7 +51,7 @@ async fn client(base: &str) -> A2aServiceClient<Channel> {
 }
 
 /// One unary call of `request`'s operation through the generated client.
-async fn call(
+pub(crate) async fn call(
     client: &mut A2aServiceClient<Channel>,
     request: UnaryRequest,
 ) -> Result<Reply, Status> {

@@ -24,6 +24,7 @@ mod cards;
 mod cli;
 mod cors;
 mod cost_budget;
+mod cross_front;
 mod discovery;
 mod docs;
 mod edge;

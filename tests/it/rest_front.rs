@@ -20,7 +20,7 @@ use tonic::Status;
 use tonic_types::pb;
 
 /// The front's base path (`rest-path`'s default).
-const REST: &str = "/a2a/rest";
+pub(crate) const REST: &str = "/a2a/rest";
 
 /// Each operation's method and path below the front's base, as spec 11.3 lists them
 /// (restated here as the oracle the front is held to).
@@ -64,7 +64,7 @@ fn camel(name: &str) -> String {
 /// The HTTP+JSON request of `op` with JSON-RPC `params`: the tenant as first segment, path
 /// fields in the path, a POST's params as its body, a GET's or DELETE's other fields as
 /// query parameters. Returns method, path (with query) below the base, and body.
-fn layout(op: Op, params: &Value) -> (Method, String, Option<Value>) {
+pub(crate) fn layout(op: Op, params: &Value) -> (Method, String, Option<Value>) {
     let (method, template) = rule(op);
     let mut fields: serde_json::Map<String, Value> = match params {
         Value::Object(members) => members.iter().map(|(k, v)| (camel(k), v.clone())).collect(),

@@ -65,21 +65,23 @@ pub fn replace_uuids(text: &str, ids: &mut BTreeMap<String, String>) -> String {
     out
 }
 
-/// Runs `scenario` down every one of `paths` (the first is the reference) and asserts the
-/// transcripts, normalised and then passed through `known` (differences that are the
-/// reference SDK's own), are equal step by step.
-pub async fn differential<F, Fut>(
+/// Runs `scenario` down every one of `paths` (the first is the reference; each a URL, or
+/// whatever else tells the scenario where to go) and asserts the transcripts, normalised
+/// and then passed through `known` (differences that are the reference SDK's own), are
+/// equal step by step.
+pub async fn differential<P, F, Fut>(
     name: &str,
-    paths: &[(&'static str, String)],
+    paths: &[(&'static str, P)],
     known: fn(Value) -> Value,
     scenario: F,
 ) where
-    F: Fn(String) -> Fut,
+    P: Clone,
+    F: Fn(P) -> Fut,
     Fut: Future<Output = Vec<Value>>,
 {
     let mut transcripts = Vec::new();
-    for (path, url) in paths {
-        let raw = scenario(url.clone()).await;
+    for (path, target) in paths {
+        let raw = scenario(target.clone()).await;
         let mut ids = BTreeMap::new();
         let normalised: Vec<Value> = raw.iter().map(|v| known(normalise(v, &mut ids))).collect();
         transcripts.push((*path, raw, normalised));
