@@ -545,7 +545,7 @@ async fn refusals_and_tenant_paths() {
 }
 
 /// The card lists the gateway's interfaces first, one per front in the configured order
-/// (gRPC at the origin: it has no path), and the extended card through either front the
+/// (gRPC as the origin's host and port: it has no path), and the extended card through either front the
 /// same.
 #[tokio::test]
 async fn the_card_lists_every_front_in_order() {
@@ -571,7 +571,7 @@ async fn the_card_lists_every_front_in_order() {
     let expected = json!([
         {"url": "https://gw.example/base/rest", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
         {"url": "https://gw.example/base/a2a/jsonrpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
-        {"url": "https://gw.example", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
+        {"url": "gw.example:443", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
     ]);
     let served: Value = client()
         .get(format!("{origin}/.well-known/agent-card.json"))
