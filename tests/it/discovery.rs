@@ -11,8 +11,8 @@
 //! declares the gateway's scheme, and each client, given a key or a token, sends it where
 //! the card says (issue 22: the card tells the truth).
 //!
-//! The JS client also converses over a route's HTTP+JSON and gRPC fronts, picking the card's
-//! interface of its binding.
+//! Both clients also converse over a route's HTTP+JSON and gRPC fronts, each picking the
+//! card's interface of its binding.
 //!
 //! Both scripts first talk to agent.py directly (its own card names its own JSON-RPC
 //! endpoint), so a broken SDK install or script is told apart from a gateway failure.
@@ -414,13 +414,13 @@ async fn both_sdk_clients_discover_each_route_from_its_base_url() {
     );
 }
 
-/// The JS SDK's HTTP+JSON and gRPC clients (`client_from_card.mjs --binding`), given only
-/// a route's base URL: each resolves the card, picks the gateway's interface of its binding
-/// and holds the JSON-RPC client's conversation through it. The HTTP+JSON front is in front
+/// Both SDKs' HTTP+JSON and gRPC clients (`client_from_card.{py,mjs} --binding`), given
+/// only a route's base URL: each resolves the card, picks the gateway's interface of its
+/// binding and holds the JSON-RPC clients' conversation through it. The HTTP+JSON front is in front
 /// of the agent over gRPC, the gRPC front in front of it over HTTP+JSON: each client reaches
 /// an agent that does not speak its binding.
 #[tokio::test(flavor = "multi_thread")]
-async fn the_js_sdk_converses_over_the_http_json_and_grpc_fronts_from_the_card() {
+async fn both_sdk_clients_converse_over_the_http_json_and_grpc_fronts_from_the_card() {
     use harness::process::TempFile;
     let clients = tokio::task::spawn_blocking(Clients::provision)
         .await
@@ -459,14 +459,17 @@ async fn the_js_sdk_converses_over_the_http_json_and_grpc_fronts_from_the_card()
             interface,
             agent: agent_saw.to_owned(),
         };
-        let (clients, base) = (clients.clone(), origin.clone());
-        let run = tokio::task::spawn_blocking(move || {
-            clients.run(Sdk::Js, &base, &["--binding", binding])
-        })
-        .await
-        .unwrap();
-        if let Some(why) = run.mismatch(&want) {
-            failures.push(format!("{binding}: {why}\n{}\n{}", run.stdout, run.stderr));
+        for sdk in [Sdk::Python, Sdk::Js] {
+            let (clients, base) = (clients.clone(), origin.clone());
+            let run = tokio::task::spawn_blocking(move || {
+                clients.run(sdk, &base, &["--binding", binding])
+            })
+            .await
+            .unwrap();
+            if let Some(why) = run.mismatch(&want) {
+                let (stdout, stderr) = (run.stdout, run.stderr);
+                failures.push(format!("{sdk:?} over {binding}: {why}\n{stdout}\n{stderr}"));
+            }
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
