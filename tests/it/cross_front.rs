@@ -6,7 +6,8 @@
 //! and written as ProtoJSON, so the transcripts compare as messages, not as encodings;
 //! an error is its `ErrorInfo.reason` and message, once its front's code (JSON-RPC code,
 //! HTTP status and `status` name, gRPC code) has been checked against that reason's row
-//! of the error table in the route's profile. One expectation holds for every pair.
+//! of the error table in the route's profile (1.0.1 for the conversation, then 1.0.0 for
+//! the error rows). One expectation holds for every pair.
 
 use crate::grpc_front;
 use crate::harness;
@@ -28,9 +29,6 @@ use tonic::transport::Channel;
 use tonic::Streaming;
 use tonic_types::pb;
 
-/// The route's profile, named in its flags; every front's code is checked against it.
-const PROFILE: Profile = Profile::V1_0_1;
-
 /// The longest wait for one stream frame (the agent's slowest trigger here ticks every 0.2 s).
 const FRAME_WITHIN: Duration = Duration::from_secs(20);
 
@@ -43,11 +41,13 @@ enum Front {
 
 const FRONTS: [Front; 3] = [Front::JsonRpc, Front::HttpJson, Front::Grpc];
 
-/// One front of one gateway.
+/// One front of one gateway, and the route's profile, which every code it writes is
+/// checked against.
 #[derive(Clone)]
 struct Target {
     front: Front,
     origin: String,
+    profile: Profile,
 }
 
 /// `value` read as the message `T` and written back: ProtoJSON as the gateway's types
@@ -138,7 +138,7 @@ fn jsonrpc_error(error: &Value) -> Value {
 }
 
 /// An HTTP+JSON error (status and `google.rpc.Status` body), as every front means it.
-fn rest_error(status: u16, body: &Value) -> Value {
+fn rest_error(profile: Profile, status: u16, body: &Value) -> Value {
     let error = &body["error"];
     let said = json!([status, error["code"], error["status"]]);
     meaning(
@@ -147,8 +147,8 @@ fn rest_error(status: u16, body: &Value) -> Value {
         error["message"].as_str().unwrap(),
         json_reason(&error["details"]),
         |kind| {
-            let http = kind.http(PROFILE);
-            let name = format!("{:?}", kind.grpc(PROFILE));
+            let http = kind.http(profile);
+            let name = format!("{:?}", kind.grpc(profile));
             json!([http, http, screaming(&name)])
         },
     )
@@ -167,7 +167,7 @@ fn screaming(name: &str) -> String {
 }
 
 /// A gRPC status, as every front means it.
-fn grpc_error(status: &tonic::Status) -> Value {
+fn grpc_error(profile: Profile, status: &tonic::Status) -> Value {
     let details = pb::Status::decode(status.details()).unwrap_or_default();
     let reason = (details.details.iter())
         .find(|any| any.type_url == "type.googleapis.com/google.rpc.ErrorInfo")
@@ -177,15 +177,15 @@ fn grpc_error(status: &tonic::Status) -> Value {
         json!(format!("{:?}", status.code())),
         status.message(),
         reason.as_deref(),
-        |kind| json!(format!("{:?}", kind.grpc(PROFILE))),
+        |kind| json!(format!("{:?}", kind.grpc(profile))),
     )
 }
 
 /// A stream being read, on any front.
 enum Frames {
     /// JSON-RPC or HTTP+JSON: SSE.
-    Sse(Front, SseReader),
-    Grpc(Streaming<StreamResponse>),
+    Sse(Front, Profile, SseReader),
+    Grpc(Profile, Streaming<StreamResponse>),
     /// Refused before its first frame: the error.
     Refused(Option<Value>),
 }
@@ -201,11 +201,11 @@ impl Frames {
         };
         match self {
             Frames::Refused(error) => error.take().map(Err),
-            Frames::Grpc(stream) => match within(stream.message()).await {
+            Frames::Grpc(profile, stream) => match within(stream.message()).await {
                 Ok(frame) => frame.map(|f| Ok(serde_json::to_value(f).unwrap())),
-                Err(status) => Some(Err(grpc_error(&status))),
+                Err(status) => Some(Err(grpc_error(*profile, &status))),
             },
-            Frames::Sse(front, reader) => {
+            Frames::Sse(front, profile, reader) => {
                 let data = tokio::time::timeout(FRAME_WITHIN, reader.data())
                     .await
                     .expect("a stream stalled")?;
@@ -217,7 +217,7 @@ impl Frames {
                     // A status body ends an HTTP+JSON stream; its HTTP status is the row's.
                     _ if data.get("error").is_some() => {
                         let status = data["error"]["code"].as_u64().unwrap() as u16;
-                        Err(rest_error(status, &data))
+                        Err(rest_error(*profile, status, &data))
                     }
                     _ => Ok(message::<StreamResponse>(data)),
                 })
@@ -263,7 +263,7 @@ impl Target {
                 let body: Value = response.json().await.unwrap();
                 match status {
                     200 => json!({"reply": reply_message(op, body)}),
-                    _ => rest_error(status, &body),
+                    _ => rest_error(self.profile, status, &body),
                 }
             }
             Front::Grpc => {
@@ -273,7 +273,7 @@ impl Target {
                 let mut client = self.grpc().await;
                 match grpc_front::call(&mut client, request).await {
                     Ok(reply) => json!({"reply": reply_json(&reply)}),
-                    Err(status) => grpc_error(&status),
+                    Err(status) => grpc_error(self.profile, &status),
                 }
             }
         }
@@ -307,8 +307,8 @@ impl Target {
                     StreamRequest::SubscribeToTask(r) => client.subscribe_to_task(r).await,
                 };
                 return match opened {
-                    Ok(stream) => Frames::Grpc(stream.into_inner()),
-                    Err(status) => Frames::Refused(Some(grpc_error(&status))),
+                    Ok(stream) => Frames::Grpc(self.profile, stream.into_inner()),
+                    Err(status) => Frames::Refused(Some(grpc_error(self.profile, &status))),
                 };
             }
             Front::JsonRpc => (harness::client())
@@ -324,13 +324,13 @@ impl Target {
         let is_sse = (response.headers().get("content-type"))
             .is_some_and(|t| t.to_str().unwrap().starts_with("text/event-stream"));
         if is_sse {
-            return Frames::Sse(self.front, SseReader::new(response));
+            return Frames::Sse(self.front, self.profile, SseReader::new(response));
         }
         let status = response.status().as_u16();
         let body: Value = response.json().await.unwrap();
         Frames::Refused(Some(match self.front {
             Front::JsonRpc => jsonrpc_error(&body["error"]),
-            _ => rest_error(status, &body),
+            _ => rest_error(self.profile, status, &body),
         }))
     }
 
@@ -424,20 +424,31 @@ async fn conversation(target: Target) -> Vec<Value> {
     };
     out.push(json!({"last": last, "end": end}));
     out.push(t.stream(Op::SubscribeToTask, json!({"id": slow_id})).await);
+    out.extend(errors(target.clone()).await);
+    out
+}
 
+/// Every error row the agent raises, and a few it answers with.
+async fn errors(target: Target) -> Vec<Value> {
+    let t = &target;
+    let ctx = uuid::Uuid::new_v4().to_string();
+    let mut out = Vec::new();
     for name in ERRORS {
         let text = format!("error:{name}");
         out.push(t.unary(Op::SendMessage, send(&text, &ctx)).await);
     }
     out.push(t.unary(Op::SendMessage, send("boom", &ctx)).await);
     out.push(t.unary(Op::GetTask, json!({"id": "no-such-task"})).await);
+    out.push(t.unary(Op::CancelTask, json!({"id": "no-such-task"})).await);
     out.push(t.unary(Op::SendMessage, json!({})).await);
+    let error = send("error:UnsupportedOperation", &ctx);
+    out.push(t.stream(Op::SendStreamingMessage, error).await);
     out
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn every_front_means_the_same_over_every_backend() {
-    let agent = tokio::task::spawn_blocking(Peer::start).await.unwrap();
+/// Every front of a route in `profile` before `agent` over each binding, as differential
+/// paths.
+async fn targets(agent: &Peer, profile: Profile) -> Vec<(&'static str, Target)> {
     let mut paths = Vec::new();
     for (binding, backend) in [
         (
@@ -451,17 +462,35 @@ async fn every_front_means_the_same_over_every_backend() {
     ] {
         let fronts = ["--fronts", "JSONRPC,HTTP+JSON,GRPC"];
         let push = ["--push-allow-http", "--push-allow", "127.0.0.1"];
-        let profile = ["--spec-profile", PROFILE.name()];
-        let flags: Vec<&str> = [&backend[..], &fronts, &push, &profile].concat();
+        let profiled = ["--spec-profile", profile.name()];
+        let flags: Vec<&str> = [&backend[..], &fronts, &push, &profiled].concat();
         let origin = harness::serve_on_workers(&flags, None).await;
         for front in FRONTS {
             // A test's few names, for the life of the test process.
             let name: &'static str = format!("{front:?} front, {binding} backend").leak();
             let origin = origin.clone();
-            paths.push((name, Target { front, origin }));
+            paths.push((
+                name,
+                Target {
+                    front,
+                    origin,
+                    profile,
+                },
+            ));
         }
     }
+    paths
+}
+
+/// The whole conversation in the default profile (1.0.1, the reference SDK's), then the
+/// agent's error rows in 1.0.0, whose codes differ on the HTTP+JSON and gRPC fronts.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_front_means_the_same_over_every_backend() {
+    let agent = tokio::task::spawn_blocking(Peer::start).await.unwrap();
+    let paths = targets(&agent, Profile::V1_0_1).await;
     transcript::differential("cross-front", &paths, known_sdk_differences, conversation).await;
+    let paths = targets(&agent, Profile::V1_0_0).await;
+    transcript::differential("cross-front 1.0.0", &paths, known_sdk_differences, errors).await;
 }
 
 /// The reference SDK words an uncaught exception in agent code (`boom`) differently on
