@@ -411,9 +411,14 @@ async fn conversation(target: Target) -> Vec<Value> {
     let slow_id = started["reply"]["task"]["id"].as_str().unwrap().to_owned();
     out.push(started);
     let mut subscriber = t.open(Op::SubscribeToTask, json!({"id": slow_id})).await;
-    out.push(json!(subscriber.next().await));
+    // The task as it stands when the subscriber comes (its ticks so far), and ticks before
+    // the cancel, depend on timing; its id, the last frame and the end do not.
+    let first = subscriber
+        .next()
+        .await
+        .expect("the subscriber's first frame");
+    out.push(first.expect("a frame")["task"]["id"].clone());
     out.push(t.unary(Op::CancelTask, json!({"id": slow_id})).await);
-    // Ticks before the cancel depend on timing; the last frame and the end do not.
     let mut last = None;
     let end = loop {
         match subscriber.next().await {

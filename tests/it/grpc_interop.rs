@@ -158,10 +158,8 @@ async fn conversation(url: String) -> Vec<Value> {
         out.push(unary(c.send_message(call(send(text, &ctx))).await));
     }
     out.push(unary(c.get_task(call(json!({"id": id}))).await));
-    out.push(unary(
-        c.get_task(call(json!({"id": id, "historyLength": 1})))
-            .await,
-    ));
+    let recent = json!({"id": id, "historyLength": 1});
+    out.push(unary(c.get_task(call(recent)).await));
     let listed = json!({"contextId": ctx, "status": "TASK_STATE_COMPLETED"});
     out.push(unary(c.list_tasks(call(listed)).await));
     let page = json!({"contextId": ctx, "pageSize": 1, "includeArtifacts": true});
@@ -194,36 +192,32 @@ async fn conversation(url: String) -> Vec<Value> {
     // Push configs: create (with and without an id), get, list, delete, and the deleted one.
     let config = json!({"taskId": id, "id": "cfg-1", "url": "http://127.0.0.1:9/hook",
                         "token": "tok", "authentication": {"scheme": "Bearer", "credentials": "secret"}});
-    let config_ops = [
-        unary(c.create_task_push_notification_config(call(config)).await),
-        unary(
-            c.create_task_push_notification_config(call(
-                json!({"taskId": id, "url": "http://127.0.0.1:9/other"}),
-            ))
+    let other = json!({"taskId": id, "url": "http://127.0.0.1:9/other"});
+    let (named, of_task) = (json!({"taskId": id, "id": "cfg-1"}), json!({"taskId": id}));
+    out.push(unary(
+        c.create_task_push_notification_config(call(config)).await,
+    ));
+    out.push(unary(
+        c.create_task_push_notification_config(call(other)).await,
+    ));
+    out.push(unary(
+        c.get_task_push_notification_config(call(named.clone()))
             .await,
-        ),
-        unary(
-            c.get_task_push_notification_config(call(json!({"taskId": id, "id": "cfg-1"})))
-                .await,
-        ),
-        unary(
-            c.list_task_push_notification_configs(call(json!({"taskId": id})))
-                .await,
-        ),
-        unary(
-            c.delete_task_push_notification_config(call(json!({"taskId": id, "id": "cfg-1"})))
-                .await,
-        ),
-        unary(
-            c.list_task_push_notification_configs(call(json!({"taskId": id})))
-                .await,
-        ),
-        unary(
-            c.get_task_push_notification_config(call(json!({"taskId": id, "id": "cfg-1"})))
-                .await,
-        ),
-    ];
-    out.extend(config_ops);
+    ));
+    out.push(unary(
+        c.list_task_push_notification_configs(call(of_task.clone()))
+            .await,
+    ));
+    out.push(unary(
+        c.delete_task_push_notification_config(call(named.clone()))
+            .await,
+    ));
+    out.push(unary(
+        c.list_task_push_notification_configs(call(of_task)).await,
+    ));
+    out.push(unary(
+        c.get_task_push_notification_config(call(named)).await,
+    ));
 
     out.extend(cancel_seen_by_a_subscriber(&mut c, &ctx).await);
 
@@ -272,9 +266,11 @@ async fn cancel_seen_by_a_subscriber(c: &mut A2aServiceClient<Channel>, ctx: &st
         .await
         .unwrap()
         .expect("the subscriber's first frame");
-    out.push(serde_json::to_value(first).unwrap());
+    // The task as it stands when the subscriber comes (its ticks so far), and ticks before
+    // the cancel, depend on timing; its id, the last frame and the end do not.
+    let first = serde_json::to_value(first).unwrap();
+    out.push(first["task"]["id"].clone());
     out.push(unary(c.cancel_task(call(json!({"id": id}))).await));
-    // Ticks before the cancel depend on timing; the last frame and the end do not.
     let mut last = None;
     let end = loop {
         match next(&mut stream).await {
