@@ -93,22 +93,26 @@ async fn next(stream: &mut Streaming<StreamResponse>) -> Result<Option<StreamRes
         .expect("a stream stalled")
 }
 
-/// A streaming call's frames (ProtoJSON) and how it ended. A status in place of the
-/// response head and one after no frame are the same to a client: both read as no
-/// frames, then that status.
+/// A streaming call's frames (ProtoJSON), how it ended, and the extensions the agent
+/// reported back. A status in place of the response head and one after no frame are the
+/// same to a client: both read as no frames, then that status.
 async fn frames(result: Result<Response<Streaming<StreamResponse>>, Status>) -> Value {
-    let mut stream = match result {
-        Ok(response) => response.into_inner(),
+    let response = match result {
+        Ok(response) => response,
         Err(refused) => return json!({"frames": [], "end": status(&refused)}),
     };
+    let extensions =
+        (response.metadata().get("a2a-extensions")).map(|v| v.to_str().unwrap().to_owned());
+    let mut stream = response.into_inner();
     let mut frames = Vec::new();
-    loop {
+    let end = loop {
         match next(&mut stream).await {
             Ok(Some(frame)) => frames.push(serde_json::to_value(frame).unwrap()),
-            Ok(None) => return json!({"frames": frames, "end": "OK"}),
-            Err(ended) => return json!({"frames": frames, "end": status(&ended)}),
+            Ok(None) => break json!("OK"),
+            Err(ended) => break status(&ended),
         }
-    }
+    };
+    json!({"frames": frames, "end": end, "extensions": extensions})
 }
 
 /// A refusal's code, `ErrorInfo` reasons and `BadRequest` fields, without its wording.
@@ -174,6 +178,9 @@ async fn conversation(url: String) -> Vec<Value> {
     let extension = "https://a2a-gateway.test/ext/echo/v1";
     (asking.metadata_mut()).insert("a2a-extensions", extension.parse().unwrap());
     out.push(unary(c.send_message(asking).await));
+    let mut asking = call(send("stream", &ctx));
+    (asking.metadata_mut()).insert("a2a-extensions", extension.parse().unwrap());
+    out.push(frames(c.send_streaming_message(asking).await).await);
     // The interfaces are where a card differs by design: the gateway lists its own fronts
     // (`cards::`, `rest_front::the_card_lists_every_front_in_order`).
     let mut card = unary(c.get_extended_agent_card(call(json!({}))).await);
