@@ -1,8 +1,9 @@
 //! Differential transcripts: the same request sequence sent down several paths (a reference
 //! endpoint, then the gateway in front of each binding), each answer normalised for what
 //! legitimately differs (generated ids and timestamps, number formatting, default-valued
-//! members), then compared step by step. Used by `tests/it/interop.rs` (v1.0) and
-//! `tests/it/legacy.rs` (v0.3).
+//! members), then compared step by step. Used by `tests/it/interop.rs` (v1.0),
+//! `tests/it/legacy.rs` (v0.3), and per front by `tests/it/rest_front.rs`,
+//! `tests/it/grpc_interop.rs` and `tests/it/cross_front.rs`.
 
 use std::collections::BTreeMap;
 use std::future::Future;
