@@ -194,17 +194,17 @@ impl Frames {
     /// The next frame (`Ok`, as its message), the error that ends the stream (`Err`), or
     /// `None` at its end.
     async fn next(&mut self) -> Option<Result<Value, Value>> {
-        let within = |future| async move {
-            tokio::time::timeout(FRAME_WITHIN, future)
-                .await
-                .expect("a stream stalled")
-        };
         match self {
             Frames::Refused(error) => error.take().map(Err),
-            Frames::Grpc(profile, stream) => match within(stream.message()).await {
-                Ok(frame) => frame.map(|f| Ok(serde_json::to_value(f).unwrap())),
-                Err(status) => Some(Err(grpc_error(*profile, &status))),
-            },
+            Frames::Grpc(profile, stream) => {
+                match tokio::time::timeout(FRAME_WITHIN, stream.message())
+                    .await
+                    .expect("a stream stalled")
+                {
+                    Ok(frame) => frame.map(|f| Ok(serde_json::to_value(f).unwrap())),
+                    Err(status) => Some(Err(grpc_error(*profile, &status))),
+                }
+            }
             Frames::Sse(front, profile, reader) => {
                 let data = tokio::time::timeout(FRAME_WITHIN, reader.data())
                     .await
