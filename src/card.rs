@@ -333,9 +333,20 @@ impl CardService {
     /// its host).
     pub(crate) fn listing(&self, request: &http::request::Parts) -> Option<Listing> {
         let origin = self.rewriter.origin(request)?;
+        let scheme = origin
+            .split_once("://")
+            .map_or("http", |(scheme, _)| scheme);
+        let fronts = (self.rewriter.front_urls(&origin).into_iter())
+            .map(|(binding, url)| match binding {
+                // A link's target is a URI: the gRPC front's `host:port` (the card's form)
+                // as the origin it is served at.
+                Binding::Grpc => (binding, format!("{scheme}://{url}")),
+                _ => (binding, url),
+            })
+            .collect();
         Some(Listing {
             card: format!("{origin}{}", self.card_path),
-            fronts: self.rewriter.front_urls(&origin),
+            fronts,
         })
     }
 

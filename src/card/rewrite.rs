@@ -506,14 +506,15 @@ impl Rewriter {
 }
 
 /// The URL of the gRPC front of a route public at `origin` (`scheme://host[:port][/path]`):
-/// its scheme and authority, since gRPC has no path prefix; with `port` (the gRPC front's
-/// own listener) that port instead. `None` when the origin is unknown (empty) or no URL.
+/// `host:port`, the form the A2A schema gives a gRPC interface's address and a gRPC client
+/// dials as its target (the JS SDK hands it to grpc-js as it stands, which cannot resolve a
+/// `scheme://` one); the port is the origin's (its scheme's default when it names none), or
+/// `port` (the gRPC front's own listener). `None` when the origin is unknown (empty) or no
+/// URL.
 pub(crate) fn grpc_url(origin: &str, port: Option<u16>) -> Option<String> {
-    let mut url = url::Url::parse(origin).ok()?;
-    if port.is_some() {
-        url.set_port(port).ok()?;
-    }
-    Some(url.origin().ascii_serialization()).filter(|o| o != "null")
+    let url = url::Url::parse(origin).ok()?;
+    let port = port.or(url.port_or_known_default())?;
+    Some(format!("{}:{port}", url.host_str()?))
 }
 
 /// The agent's interfaces of a card.
@@ -594,8 +595,8 @@ mod tests {
         rewriter.render(&rewriter.prepare(card), origin.as_str())
     }
 
-    /// One interface per front, in the route's order, each with the agent's tenant; gRPC at
-    /// the origin's scheme and authority; an agent interface naming one of them once.
+    /// One interface per front, in the route's order, each with the agent's tenant; gRPC as
+    /// the origin's host and port; an agent interface naming one of them once.
     #[test]
     fn every_front_is_listed_in_the_configured_order() {
         let mut route = route(Some("https://gw.example/x"), false, false);
@@ -623,7 +624,7 @@ mod tests {
             listed,
             [
                 ("HTTP+JSON", "https://gw.example/x/agents/billing/a2a/rest"),
-                ("GRPC", "https://gw.example"),
+                ("GRPC", "gw.example:443"),
                 ("JSONRPC", "https://gw.example/x/agents/billing/a2a/jsonrpc"),
                 ("GRPC", "billing.internal:50051"),
             ]
@@ -647,18 +648,22 @@ mod tests {
     }
 
     #[test]
-    fn grpc_urls_keep_scheme_and_authority() {
+    fn grpc_urls_are_host_and_port() {
         assert_eq!(
             grpc_url("https://gw.example/base", None).as_deref(),
-            Some("https://gw.example")
+            Some("gw.example:443")
         );
         assert_eq!(
             grpc_url("http://gw.example:8080", None).as_deref(),
-            Some("http://gw.example:8080")
+            Some("gw.example:8080")
         );
         assert_eq!(
             grpc_url("https://gw.example/base", Some(50051)).as_deref(),
-            Some("https://gw.example:50051")
+            Some("gw.example:50051")
+        );
+        assert_eq!(
+            grpc_url("http://[::1]:8080", None).as_deref(),
+            Some("[::1]:8080")
         );
         assert_eq!(grpc_url("", None), None);
         assert_eq!(grpc_url("/relative", Some(1)), None);
@@ -700,7 +705,7 @@ mod tests {
             card["supportedInterfaces"],
             json!([{"url": "https://gw.example/x/agents/billing/a2a/jsonrpc",
                     "protocolBinding": "JSONRPC", "protocolVersion": "1.0", "tenant": "t-7"},
-                   {"url": "https://gw.example:50051",
+                   {"url": "gw.example:50051",
                     "protocolBinding": "GRPC", "protocolVersion": "1.0", "tenant": "t-7"}])
         );
     }

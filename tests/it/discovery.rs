@@ -11,6 +11,9 @@
 //! declares the gateway's scheme, and each client, given a key or a token, sends it where
 //! the card says (issue 22: the card tells the truth).
 //!
+//! Both clients also converse over a route's HTTP+JSON and gRPC fronts, each picking the
+//! card's interface of its binding.
+//!
 //! Both scripts first talk to agent.py directly (its own card names its own JSON-RPC
 //! endpoint), so a broken SDK install or script is told apart from a gateway failure.
 //! Every client run is bounded (60 s) and killed when over; the agent and gateway are
@@ -179,7 +182,10 @@ impl Run {
         let checks = [
             ("OK", "6 steps".to_owned()),
             ("CARD", want.card.clone()),
-            ("INTERFACE", format!("JSONRPC 1.0 {}", want.interface)),
+            (
+                "INTERFACE",
+                format!("{} 1.0 {}", want.binding, want.interface),
+            ),
             ("AGENT", want.agent.clone()),
         ];
         let mut wrong: Vec<String> = checks
@@ -200,6 +206,8 @@ impl Run {
 /// What a run must report.
 struct Want {
     card: String,
+    /// The binding of the interface the client chose.
+    binding: &'static str,
     interface: String,
     agent: String,
 }
@@ -305,6 +313,7 @@ async fn both_sdk_clients_discover_each_route_from_its_base_url() {
     // Self-check: both clients against agent.py's own card and JSON-RPC endpoint.
     let direct = Want {
         card: card_source.clone(),
+        binding: "JSONRPC",
         interface: agent.jsonrpc.clone(),
         agent: "binding=jsonrpc tenant=-".to_owned(),
     };
@@ -350,6 +359,7 @@ async fn both_sdk_clients_discover_each_route_from_its_base_url() {
         let base = format!("{origin}/agents/{route}");
         let want = Want {
             card: format!("{base}/.well-known/agent-card.json"),
+            binding: "JSONRPC",
             interface: format!("{base}/a2a/jsonrpc"),
             agent: agent_saw.to_owned(),
         };
@@ -402,4 +412,65 @@ async fn both_sdk_clients_discover_each_route_from_its_base_url() {
         failures.join("\n"),
         tail.into_iter().rev().collect::<Vec<_>>().join("\n")
     );
+}
+
+/// Both SDKs' HTTP+JSON and gRPC clients (`client_from_card.{py,mjs} --binding`), given
+/// only a route's base URL: each resolves the card, picks the gateway's interface of its
+/// binding and holds the JSON-RPC clients' conversation through it. The HTTP+JSON front is in front
+/// of the agent over gRPC, the gRPC front in front of it over HTTP+JSON: each client reaches
+/// an agent that does not speak its binding.
+#[tokio::test(flavor = "multi_thread")]
+async fn both_sdk_clients_converse_over_the_http_json_and_grpc_fronts_from_the_card() {
+    use harness::process::TempFile;
+    let clients = tokio::task::spawn_blocking(Clients::provision)
+        .await
+        .unwrap();
+    let agent = tokio::task::spawn_blocking(Peer::start).await.unwrap();
+    // agent.py's own card, served by the gateway from a file (a URL source is fetched by
+    // the binary's refresh task, which this in-process gateway does not run).
+    let agent_http = agent.jsonrpc.trim_end_matches("/jsonrpc");
+    let card_url = format!("{agent_http}/.well-known/agent-card.json");
+    let card = reqwest::get(&card_url).await.unwrap().text().await.unwrap();
+    let card = TempFile::new("json", &card);
+    let fronts = ["--fronts", "JSONRPC,HTTP+JSON,GRPC", "--card", card.path()];
+    let mut failures = Vec::new();
+    for (binding, backend, agent_saw) in [
+        (
+            "HTTP+JSON",
+            ["--backend", &agent.grpc, "--binding", "GRPC"],
+            "binding=grpc tenant=-",
+        ),
+        (
+            "GRPC",
+            ["--backend", &agent.rest, "--binding", "HTTP+JSON"],
+            "binding=rest tenant=-",
+        ),
+    ] {
+        let flags: Vec<&str> = [&backend[..], &fronts, &["--timeout", "20s"]].concat();
+        let origin = harness::serve_on_workers(&flags, None).await;
+        let interface = match binding {
+            // gRPC's address is `host:port`, which grpc-js dials as it stands.
+            "GRPC" => origin.trim_start_matches("http://").to_owned(),
+            _ => format!("{origin}/a2a/rest"),
+        };
+        let want = Want {
+            card: format!("{origin}/.well-known/agent-card.json"),
+            binding,
+            interface,
+            agent: agent_saw.to_owned(),
+        };
+        for sdk in [Sdk::Python, Sdk::Js] {
+            let (clients, base) = (clients.clone(), origin.clone());
+            let run = tokio::task::spawn_blocking(move || {
+                clients.run(sdk, &base, &["--binding", binding])
+            })
+            .await
+            .unwrap();
+            if let Some(why) = run.mismatch(&want) {
+                let (stdout, stderr) = (run.stdout, run.stderr);
+                failures.push(format!("{sdk:?} over {binding}: {why}\n{stdout}\n{stderr}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

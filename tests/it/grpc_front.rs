@@ -51,7 +51,7 @@ async fn client(base: &str) -> A2aServiceClient<Channel> {
 }
 
 /// One unary call of `request`'s operation through the generated client.
-async fn call(
+pub(crate) async fn call(
     client: &mut A2aServiceClient<Channel>,
     request: UnaryRequest,
 ) -> Result<Reply, Status> {
@@ -575,7 +575,7 @@ async fn the_binary_serves_grpc_clients_on_grpc_listen() {
     let port = grpc_listen.rsplit(':').next().unwrap();
     assert_eq!(
         served["supportedInterfaces"][0],
-        serde_json::json!({"url": format!("http://127.0.0.1:{port}"),
+        serde_json::json!({"url": format!("127.0.0.1:{port}"),
                            "protocolBinding": "GRPC", "protocolVersion": "1.0"}),
         "{served}"
     );

@@ -20,7 +20,7 @@ use tonic::Status;
 use tonic_types::pb;
 
 /// The front's base path (`rest-path`'s default).
-const REST: &str = "/a2a/rest";
+pub(crate) const REST: &str = "/a2a/rest";
 
 /// Each operation's method and path below the front's base, as spec 11.3 lists them
 /// (restated here as the oracle the front is held to).
@@ -64,7 +64,7 @@ fn camel(name: &str) -> String {
 /// The HTTP+JSON request of `op` with JSON-RPC `params`: the tenant as first segment, path
 /// fields in the path, a POST's params as its body, a GET's or DELETE's other fields as
 /// query parameters. Returns method, path (with query) below the base, and body.
-fn layout(op: Op, params: &Value) -> (Method, String, Option<Value>) {
+pub(crate) fn layout(op: Op, params: &Value) -> (Method, String, Option<Value>) {
     let (method, template) = rule(op);
     let mut fields: serde_json::Map<String, Value> = match params {
         Value::Object(members) => members.iter().map(|(k, v)| (camel(k), v.clone())).collect(),
@@ -545,7 +545,7 @@ async fn refusals_and_tenant_paths() {
 }
 
 /// The card lists the gateway's interfaces first, one per front in the configured order
-/// (gRPC at the origin: it has no path), and the extended card through either front the
+/// (gRPC as the origin's host and port: it has no path), and the extended card through either front the
 /// same.
 #[tokio::test]
 async fn the_card_lists_every_front_in_order() {
@@ -571,7 +571,7 @@ async fn the_card_lists_every_front_in_order() {
     let expected = json!([
         {"url": "https://gw.example/base/rest", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
         {"url": "https://gw.example/base/a2a/jsonrpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
-        {"url": "https://gw.example", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
+        {"url": "gw.example:443", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
     ]);
     let served: Value = client()
         .get(format!("{origin}/.well-known/agent-card.json"))

@@ -1,12 +1,14 @@
 """Discovery + conversation with the a2a-sdk 1.3.0 client, starting from a base URL only.
 
     python client_from_card.py BASE_URL [--tenant T] [--credential KIND=VALUE ...]
-                               [--binding JSONRPC|HTTP+JSON]
+                               [--binding JSONRPC|HTTP+JSON|GRPC]
 
 1. The SDK's `A2ACardResolver` fetches `BASE_URL/.well-known/agent-card.json`.
 2. The SDK's `ClientFactory` (config: JSONRPC, or the `--binding` given, is the only
    transport it may use) picks the card's interface of that binding (spec 8.3.2; a 1.0
    interface is preferred) and sets the interface's `tenant`, if any, on every request.
+   For gRPC the SDK asks the caller for a channel to the interface's URL: here a
+   plaintext one, with the URL as its target (`host:port`).
 3. Conversation: send `hello` (-> Message), send `task` (-> COMPLETED Task), stream
    `stream` (-> the six events), get the task, send `slow` and cancel it (-> CANCELED),
    send `headers` (-> what the agent saw: binding and tenant).
@@ -23,7 +25,7 @@ stdout (for the caller to assert on):
     step <n>: <name>: ok
     AGENT binding=<jsonrpc|rest|grpc> tenant=<tenant seen by the agent, '-' if none>
     CALLS <n> <url>        # every conversation request went to this one URL (HTTP+JSON:
-                           # to operation paths below it)
+                           # to operation paths below it; gRPC: calls on channels to it)
     OK <n> steps
 At the first failure: `FAIL step <n> (<name>): <reason>` on stderr, exit 1.
 
@@ -37,6 +39,7 @@ import asyncio
 import json
 import sys
 
+import grpc
 import httpx
 
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
@@ -127,16 +130,46 @@ def security_line(card):
     return 'SECURITY ' + (' '.join(names) or '-')
 
 
+class CountingUnary(grpc.aio.UnaryUnaryClientInterceptor):
+    """Counts the unary gRPC calls made on the channels it is given to, in `calls`."""
+
+    def __init__(self, calls):
+        self.calls = calls
+
+    async def intercept_unary_unary(self, continuation, details, request):
+        self.calls.append(details.method)
+        return await continuation(details, request)
+
+
+class CountingStreams(grpc.aio.UnaryStreamClientInterceptor):
+    """Counts the streaming gRPC calls (grpc.aio gives an interceptor one kind only)."""
+
+    def __init__(self, calls):
+        self.calls = calls
+
+    async def intercept_unary_stream(self, continuation, details, request):
+        self.calls.append(details.method)
+        return await continuation(details, request)
+
+
 async def main(base_url, tenant, credentials, binding):
     sent = []
+    grpc_calls = []
+    counting = [CountingUnary(grpc_calls), CountingStreams(grpc_calls)]
+    channels = []  # the URL of every gRPC channel the SDK asked for
 
     async def record(req):
         sent.append(str(req.url))
 
+    def channel(url):
+        channels.append(url)
+        return grpc.aio.insecure_channel(url, interceptors=counting)
+
     async with httpx.AsyncClient(timeout=30, event_hooks={'request': [record]}) as http:
         try:
             card = await asyncio.wait_for(A2ACardResolver(http, base_url).get_agent_card(), 60)
-            config = dict(httpx_client=http, supported_protocol_bindings=[binding])
+            config = dict(httpx_client=http, supported_protocol_bindings=[binding],
+                          grpc_channel_factory=channel)
             interceptors = [AuthInterceptor(CardCredentials(card, credentials))]
             unary = ClientFactory(ClientConfig(streaming=False, **config)).create(card, interceptors)
             streaming = ClientFactory(ClientConfig(streaming=True, **config)).create(
@@ -162,11 +195,15 @@ async def main(base_url, tenant, credentials, binding):
             # Each operation has its own path below the interface's URL.
             below = [u for u in urls if u.startswith(chosen.url.rstrip('/') + '/')]
             urls = [chosen.url] if urls and below == urls else urls
+        if binding == 'GRPC' and not urls and grpc_calls:
+            # No HTTP request at all: every call went over the channels to these URLs.
+            urls = sorted(set(channels))
         if urls != [chosen.url]:
             print(f'FAIL step {len(all_steps) + 1} (calls went to the chosen interface): {urls}',
                   file=sys.stderr)
             return 1
-        print(f'CALLS {len(sent)} {urls[0]}', flush=True)
+        calls = len(grpc_calls) if binding == 'GRPC' else len(sent)
+        print(f'CALLS {calls} {urls[0]}', flush=True)
     print(f'OK {len(all_steps)} steps', flush=True)
     return 0
 
@@ -178,7 +215,7 @@ if __name__ == '__main__':
     parser.add_argument('--credential', action='append', default=[], metavar='KIND=VALUE',
                         help='bearer=TOKEN or api-key=KEY, sent where the card says')
     parser.add_argument('--binding', default='JSONRPC',
-                        help='the one binding the client may use: JSONRPC or HTTP+JSON')
+                        help='the one binding the client may use: JSONRPC, HTTP+JSON or GRPC')
     args = parser.parse_args()
     credentials = dict(c.split('=', 1) for c in args.credential)
     sys.exit(asyncio.run(main(args.base_url, args.tenant, credentials, args.binding)))

@@ -50,8 +50,8 @@ if ! is_ready; then
   cp "$src/package.json" "$src/package-lock.json" "$dir/"
   (cd "$dir" && timeout 600 npm ci --no-audit --no-fund --loglevel=error >&2) \
     || die "'npm ci' in $dir failed (is the npm registry reachable?)"
-  (cd "$dir" && node --input-type=module -e "import '@a2a-js/sdk/client'") >&2 \
-    || die "@a2a-js/sdk/client cannot be imported after npm ci"
+  (cd "$dir" && node --input-type=module -e "import '@a2a-js/sdk/client'; import '@a2a-js/sdk/client/grpc'") >&2 \
+    || die "@a2a-js/sdk/client or its gRPC transport (@grpc/grpc-js, @bufbuild/protobuf) cannot be imported after npm ci"
   echo "$want" > "$stamp"
   log "ready"
 fi

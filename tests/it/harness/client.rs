@@ -80,13 +80,15 @@ impl SseReader {
             .await
             .unwrap();
         assert_eq!(response.status(), 200);
-        (
-            response.headers().clone(),
-            SseReader {
-                response,
-                buffer: String::new(),
-            },
-        )
+        (response.headers().clone(), SseReader::new(response))
+    }
+
+    /// Reads the body of `response`, an event stream.
+    pub fn new(response: reqwest::Response) -> SseReader {
+        SseReader {
+            response,
+            buffer: String::new(),
+        }
     }
 
     /// The next frame, or `None` at the end of the stream.

@@ -1,8 +1,9 @@
 //! Differential transcripts: the same request sequence sent down several paths (a reference
 //! endpoint, then the gateway in front of each binding), each answer normalised for what
 //! legitimately differs (generated ids and timestamps, number formatting, default-valued
-//! members), then compared step by step. Used by `tests/it/interop.rs` (v1.0) and
-//! `tests/it/legacy.rs` (v0.3).
+//! members), then compared step by step. Used by `tests/it/interop.rs` (v1.0),
+//! `tests/it/legacy.rs` (v0.3), and per front by `tests/it/rest_front.rs`,
+//! `tests/it/grpc_interop.rs` and `tests/it/cross_front.rs`.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -65,21 +66,23 @@ pub fn replace_uuids(text: &str, ids: &mut BTreeMap<String, String>) -> String {
     out
 }
 
-/// Runs `scenario` down every one of `paths` (the first is the reference) and asserts the
-/// transcripts, normalised and then passed through `known` (differences that are the
-/// reference SDK's own), are equal step by step.
-pub async fn differential<F, Fut>(
+/// Runs `scenario` down every one of `paths` (the first is the reference; each a URL, or
+/// whatever else tells the scenario where to go) and asserts the transcripts, normalised
+/// and then passed through `known` (differences that are the reference SDK's own), are
+/// equal step by step.
+pub async fn differential<P, F, Fut>(
     name: &str,
-    paths: &[(&'static str, String)],
+    paths: &[(&'static str, P)],
     known: fn(Value) -> Value,
     scenario: F,
 ) where
-    F: Fn(String) -> Fut,
+    P: Clone,
+    F: Fn(P) -> Fut,
     Fut: Future<Output = Vec<Value>>,
 {
     let mut transcripts = Vec::new();
-    for (path, url) in paths {
-        let raw = scenario(url.clone()).await;
+    for (path, target) in paths {
+        let raw = scenario(target.clone()).await;
         let mut ids = BTreeMap::new();
         let normalised: Vec<Value> = raw.iter().map(|v| known(normalise(v, &mut ids))).collect();
         transcripts.push((*path, raw, normalised));

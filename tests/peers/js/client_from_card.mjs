@@ -2,15 +2,18 @@
 // package.json), starting from a base URL only. The twin of ../client_from_card.py.
 //
 //   node "$(tests/peers/provision_js.sh)" BASE_URL [--tenant T] [--credential KIND=VALUE ...]
+//                                             [--binding JSONRPC|HTTP+JSON|GRPC]
 //
 // 1. The SDK's DefaultAgentCardResolver fetches BASE_URL/.well-known/agent-card.json.
 //    It resolves the card path *relative* to the base URL (new URL('.well-known/…', base)),
 //    so a base without a trailing slash loses its last segment
 //    (http://gw/agents/grpc -> http://gw/agents/.well-known/agent-card.json): the slash is
 //    added here, as any caller of this SDK with a path-prefixed agent must.
-// 2. The SDK's ClientFactory, given only the JSON-RPC transport, picks the card's JSONRPC
-//    interface (a 1.0 one is preferred) and sets the interface's tenant, if any, on every
-//    request.
+// 2. The SDK's ClientFactory, given only the transport of `--binding` (default JSONRPC;
+//    the gRPC one needs the optional peers @grpc/grpc-js and @bufbuild/protobuf), picks the
+//    card's interface of that binding (a 1.0 one is preferred) and sets the interface's
+//    tenant, if any, on every request. The gRPC transport dials the interface's URL as
+//    given, as a grpc-js target (`host:port`), without TLS.
 // 3. Conversation: send `hello` (-> Message), send `task` (-> COMPLETED Task), stream
 //    `stream` (-> the six events), get the task, send `slow` and cancel it (-> CANCELED),
 //    send `headers` (-> what the agent saw: A2A-Version, binding and tenant).
@@ -27,7 +30,8 @@
 //   INTERFACE <protocolBinding> <protocolVersion> <url>      (what the factory chose)
 //   step <n>: <name>: ok
 //   AGENT binding=<jsonrpc|rest|grpc> tenant=<tenant seen by the agent, '-' if none>
-//   CALLS <n> <url>        (every conversation request went to this one URL)
+//   CALLS <n> <url>        (every conversation request went to this one URL; HTTP+JSON:
+//                           to operation paths below it; gRPC: calls on the channel to it)
 //   OK <n> steps
 // At the first failure: `FAIL step <n> (<name>): <reason>` on stderr, exit 1.
 // `--tenant T`: the agent must see tenant T; without it, the chosen interface's tenant.
@@ -48,6 +52,7 @@ import {
   createAuthenticatingFetchWithRetry,
   DefaultAgentCardResolver,
   JsonRpcTransportFactory,
+  RestTransportFactory,
 } from '@a2a-js/sdk/client';
 
 const STEP_LIMIT_MS = 60_000;
@@ -168,17 +173,55 @@ function credentialHeaders(card, credentials) {
 
 const oneLine = (e) => `${e?.name ?? 'Error'}: ${String(e?.message ?? e).split('\n').join(' | ')}`;
 
+// The one transport factory of `binding`, and the calls it makes counted in `grpcCalls`
+// (HTTP ones are seen by `fetchImpl`).
+async function transportFactory(binding, fetchImpl, grpcCalls) {
+  switch (binding) {
+    case 'JSONRPC': return new JsonRpcTransportFactory({ fetchImpl });
+    case 'HTTP+JSON': return new RestTransportFactory({ fetchImpl });
+    case 'GRPC': {
+      // Optional peers of the SDK: loaded only when asked for.
+      const grpc = await import('@grpc/grpc-js');
+      const { GrpcTransportFactory } = await import('@a2a-js/sdk/client/grpc');
+      const counting = (options, nextCall) => {
+        grpcCalls.push(options.method_definition.path);
+        return new grpc.InterceptingCall(nextCall(options));
+      };
+      return new GrpcTransportFactory({ grpcCallOptions: { interceptors: [counting] } });
+    }
+    default: throw new Error(`unknown binding ${binding}`);
+  }
+}
+
+// `factory`, remembering the URL of each transport it creates: the interface the client
+// factory chose.
+function recordingCreates(factory, created) {
+  return {
+    get protocolName() { return factory.protocolName; },
+    create: (url, card) => {
+      created.push(url);
+      return factory.create(url, card);
+    },
+  };
+}
+
 async function main() {
   const { positionals, values } = parseArgs({
     allowPositionals: true,
-    options: { tenant: { type: 'string' }, credential: { type: 'string', multiple: true } },
+    options: {
+      tenant: { type: 'string' },
+      credential: { type: 'string', multiple: true },
+      binding: { type: 'string', default: 'JSONRPC' },
+    },
   });
+  const binding = values.binding;
   const credentials = Object.fromEntries((values.credential ?? []).map((c) => {
     const at = c.indexOf('=');
     return [c.slice(0, at), c.slice(at + 1)];
   }));
   if (positionals.length !== 1) {
-    console.error('usage: client_from_card.mjs BASE_URL [--tenant T] [--credential KIND=VALUE ...]');
+    console.error('usage: client_from_card.mjs BASE_URL [--tenant T] [--credential KIND=VALUE ...] '
+      + '[--binding JSONRPC|HTTP+JSON|GRPC]');
     return 2;
   }
   const base = positionals[0].endsWith('/') ? positionals[0] : `${positionals[0]}/`;
@@ -195,9 +238,11 @@ async function main() {
     shouldRetryWithHeaders: async () => undefined,
   });
   let client;
+  const [created, grpcCalls] = [[], []];
   try {
+    const transport = await transportFactory(binding, fetchImpl, grpcCalls);
     const factory = new ClientFactory({
-      transports: [new JsonRpcTransportFactory({ fetchImpl })],
+      transports: [recordingCreates(transport, created)],
       cardResolver: new DefaultAgentCardResolver({ fetchImpl }),
     });
     client = await withLimit(factory.createFromUrl(base), STEP_LIMIT_MS, 'card');
@@ -210,13 +255,11 @@ async function main() {
     `${name}:${kind}${header ? `:${header}` : ''}`);
   console.log(`SECURITY ${security.join(' ') || '-'}`);
   authHeaders = credentialHeaders(client.agentCard, credentials);
-  // The transport the factory built (wrapped in a TenantTransportDecorator when the
-  // interface has a tenant) and the card's interface it was built from.
-  const transport = client.transport.base ?? client.transport;
+  // The card's interface the factory built its one transport for.
   const chosen = client.agentCard.supportedInterfaces
-    .find((i) => i.protocolBinding === 'JSONRPC' && i.url === transport.endpoint);
-  if (!chosen) {
-    console.error(`FAIL step 0 (chosen interface in card): ${transport.endpoint} is no JSONRPC interface of the card`);
+    .find((i) => i.protocolBinding === binding && i.url === created[0]);
+  if (created.length !== 1 || !chosen) {
+    console.error(`FAIL step 0 (chosen interface in card): ${created} is no ${binding} interface of the card`);
     return 1;
   }
   console.log(`INTERFACE ${chosen.protocolBinding} ${chosen.protocolVersion} ${chosen.url}`);
@@ -234,12 +277,21 @@ async function main() {
     console.log(`step ${n + 1}: ${name}: ok`);
   }
   // The interface URL is what the client really used, not only what it announced.
-  const urls = [...new Set(sent)];
+  let urls = [...new Set(sent)];
+  if (binding === 'HTTP+JSON' && urls.length && urls.every((u) => u.startsWith(`${chosen.url.replace(/\/+$/, '')}/`))) {
+    // Each operation has its own path below the interface's URL.
+    urls = [chosen.url];
+  }
+  if (binding === 'GRPC' && !urls.length) {
+    // No HTTP request at all: every call went over the channel the transport opened to
+    // the chosen URL.
+    urls = grpcCalls.length ? [chosen.url] : [];
+  }
   if (urls.length !== 1 || urls[0] !== chosen.url) {
     console.error(`FAIL step ${all.length + 1} (calls went to the chosen interface): ${urls}`);
     return 1;
   }
-  console.log(`CALLS ${sent.length} ${urls[0]}`);
+  console.log(`CALLS ${binding === 'GRPC' ? grpcCalls.length : sent.length} ${urls[0]}`);
   console.log(`OK ${all.length} steps`);
   return 0;
 }
