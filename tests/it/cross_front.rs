@@ -19,7 +19,7 @@ use a2a_gateway::proto::a2a_service_client::A2aServiceClient;
 use a2a_gateway::proto::*;
 use a2a_gateway::protocol::error::{ErrorKind, Profile};
 use a2a_gateway::protocol::ops::{Op, Reply, Request, StreamRequest};
-use harness::peer::Peer;
+use harness::peer::{self, Peer};
 use harness::{transcript, SseReader};
 use prost::Message as _;
 use serde::de::{DeserializeOwned, DeserializeSeed};
@@ -343,21 +343,6 @@ fn send(text: &str, context: &str) -> Value {
     harness::message_in(text, Some(context), None)
 }
 
-/// The errors agent.py raises on request (`error:<name>`).
-const ERRORS: &[&str] = &[
-    "TaskNotFound",
-    "TaskNotCancelable",
-    "PushNotificationNotSupported",
-    "UnsupportedOperation",
-    "ContentTypeNotSupported",
-    "InvalidAgentResponse",
-    "ExtendedAgentCardNotConfigured",
-    "ExtensionSupportRequired",
-    "VersionNotSupported",
-    "InvalidParams",
-    "InternalError",
-];
-
 /// The conversation through `target`: every operation, streams, a cancel seen by a
 /// subscriber, and the errors.
 async fn conversation(target: Target) -> Vec<Value> {
@@ -438,7 +423,7 @@ async fn errors(target: Target) -> Vec<Value> {
     let t = &target;
     let ctx = uuid::Uuid::new_v4().to_string();
     let mut out = Vec::new();
-    for name in ERRORS {
+    for name in peer::AGENT_ERRORS {
         let text = format!("error:{name}");
         out.push(t.unary(Op::SendMessage, send(&text, &ctx)).await);
     }

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use a2a_gateway::proto::a2a_service_client::A2aServiceClient;
 use a2a_gateway::proto::StreamResponse;
-use harness::peer::Peer;
+use harness::peer::{self, Peer};
 use harness::transcript;
 use prost::Message as _;
 use serde::de::DeserializeOwned;
@@ -134,21 +134,6 @@ fn task_id(outcome: &Value) -> String {
         .to_owned()
 }
 
-/// The errors agent.py raises on request (`error:<name>`).
-const ERRORS: &[&str] = &[
-    "TaskNotFound",
-    "TaskNotCancelable",
-    "PushNotificationNotSupported",
-    "UnsupportedOperation",
-    "ContentTypeNotSupported",
-    "InvalidAgentResponse",
-    "ExtendedAgentCardNotConfigured",
-    "ExtensionSupportRequired",
-    "VersionNotSupported",
-    "InvalidParams",
-    "InternalError",
-];
-
 /// The conversation, against the gRPC server at `url`: every operation, streams, a
 /// cancel seen by a subscriber, and every error row.
 async fn conversation(url: String) -> Vec<Value> {
@@ -228,7 +213,7 @@ async fn conversation(url: String) -> Vec<Value> {
 
     out.extend(cancel_seen_by_a_subscriber(&mut c, &ctx).await);
 
-    for name in ERRORS {
+    for name in peer::AGENT_ERRORS {
         let text = format!("error:{name}");
         out.push(unary(c.send_message(call(send(&text, &ctx))).await));
     }

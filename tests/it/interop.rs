@@ -254,26 +254,12 @@ async fn cancel_and_subscribe_match() {
     .await;
 }
 
-const ERRORS: &[&str] = &[
-    "TaskNotFound",
-    "TaskNotCancelable",
-    "PushNotificationNotSupported",
-    "UnsupportedOperation",
-    "ContentTypeNotSupported",
-    "InvalidAgentResponse",
-    "ExtendedAgentCardNotConfigured",
-    "ExtensionSupportRequired",
-    "VersionNotSupported",
-    "InvalidParams",
-    "InternalError",
-];
-
 #[tokio::test]
 async fn errors_match() {
     differential("errors", |url| async move {
         let ctx = uuid::Uuid::new_v4().to_string();
         let mut out = Vec::new();
-        for name in ERRORS {
+        for name in peer::AGENT_ERRORS {
             out.push(call(&url, "SendMessage", message(&format!("error:{name}"), &ctx)).await);
         }
         out.push(call(&url, "SendMessage", message("boom", &ctx)).await);

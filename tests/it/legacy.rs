@@ -254,27 +254,13 @@ async fn v03_cancel_and_resubscribe_match() {
     .await;
 }
 
-const ERRORS: &[&str] = &[
-    "TaskNotFound",
-    "TaskNotCancelable",
-    "PushNotificationNotSupported",
-    "UnsupportedOperation",
-    "ContentTypeNotSupported",
-    "InvalidAgentResponse",
-    "ExtendedAgentCardNotConfigured",
-    "ExtensionSupportRequired",
-    "VersionNotSupported",
-    "InvalidParams",
-    "InternalError",
-];
-
 #[tokio::test]
 async fn v03_errors_match() {
     differential("errors", |url| async move {
         let ctx = uuid::Uuid::new_v4().to_string();
         let mut out = Vec::new();
         // v1.0's -32008 and -32009 have no v0.3 code: -32603.
-        for name in ERRORS {
+        for name in peer::AGENT_ERRORS {
             out.push(
                 call(
                     &url,

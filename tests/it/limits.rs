@@ -275,6 +275,7 @@ async fn header_fields_are_bounded_by_default() {
     let big = "b".repeat(70_000);
     let body = get_task(1);
     let headers = [
+        ("host", "gateway.test".to_owned()),
         ("content-type", "application/json".to_owned()),
         ("content-length", body.len().to_string()),
         ("connection", "close".to_owned()),
@@ -326,7 +327,11 @@ async fn header_fields_are_bounded_at(limit: usize, flags: &[&str]) {
     // Far above every route's limit, the listener refuses the head itself, over HTTP/1.1
     // and HTTP/2 alike.
     let huge = "h".repeat(limit + 16 * 1024);
-    let (status, _) = raw_post(&origin, &[("x-huge", huge.clone())], &body).await;
+    let huge_head = [
+        ("host", "gateway.test".to_owned()),
+        ("x-huge", huge.clone()),
+    ];
+    let (status, _) = raw_post(&origin, &huge_head, &body).await;
     assert_eq!(status, 431);
     let h2 = reqwest::Client::builder()
         .http2_prior_knowledge()

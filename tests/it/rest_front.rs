@@ -871,7 +871,11 @@ async fn the_front_answers_as_the_reference_sdks_own_http_json_server() {
                 ),
                 (Method::POST, "/message:send".to_owned(), Some(json!({}))),
             ]);
-            calls.extend(ERRORS.iter().map(|name| send(&format!("error:{name}"))));
+            calls.extend(
+                peer::AGENT_ERRORS
+                    .iter()
+                    .map(|name| send(&format!("error:{name}"))),
+            );
             let mut out = vec![task];
             for (method, path, body) in calls {
                 out.push(transcribed(&base, method, &path, body).await);
@@ -894,21 +898,6 @@ fn known_sdk_differences(mut value: Value) -> Value {
     }
     value
 }
-
-/// The errors agent.py raises on request (`error:<name>`).
-const ERRORS: &[&str] = &[
-    "TaskNotFound",
-    "TaskNotCancelable",
-    "PushNotificationNotSupported",
-    "UnsupportedOperation",
-    "ContentTypeNotSupported",
-    "InvalidAgentResponse",
-    "ExtendedAgentCardNotConfigured",
-    "ExtensionSupportRequired",
-    "VersionNotSupported",
-    "InvalidParams",
-    "InternalError",
-];
 
 /// `rest-path = "/"` serves the operations at the route's prefix itself, beside the card
 /// and the gateway's own endpoints, which keep their paths.

@@ -10,6 +10,22 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+/// The errors agent.py raises on request (`error:<name>`), one per A2A error it can be
+/// made to raise.
+pub const AGENT_ERRORS: &[&str] = &[
+    "TaskNotFound",
+    "TaskNotCancelable",
+    "PushNotificationNotSupported",
+    "UnsupportedOperation",
+    "ContentTypeNotSupported",
+    "InvalidAgentResponse",
+    "ExtendedAgentCardNotConfigured",
+    "ExtensionSupportRequired",
+    "VersionNotSupported",
+    "InvalidParams",
+    "InternalError",
+];
+
 /// A running reference agent.
 pub struct Peer {
     child: Child,
