@@ -535,8 +535,54 @@ fn tls_connector(
     ca_pem: Option<&[u8]>,
     identity_pem: Option<&[u8]>,
 ) -> Result<Tls, String> {
+    let config = shared_client_config(ca_pem, identity_pem)?;
+    let name =
+        rustls::pki_types::ServerName::try_from(host.to_owned()).map_err(|e| e.to_string())?;
+    Ok((tokio_rustls::TlsConnector::from(config), name))
+}
+
+/// The rustls configuration of `ca_pem` and `identity_pem`, one for every backend made of
+/// the same bytes: each holds the system's roots, about 100 KiB, which per route made
+/// 2,000 `https://` routes take 200 MiB (benches/README.md, many routes). Held weakly, so
+/// a reload's rotated files make a new one and the old one goes with its last route.
+fn shared_client_config(
+    ca_pem: Option<&[u8]>,
+    identity_pem: Option<&[u8]>,
+) -> Result<Arc<rustls::ClientConfig>, String> {
+    type Shared = std::collections::HashMap<Vec<u8>, std::sync::Weak<rustls::ClientConfig>>;
+    static SHARED: std::sync::LazyLock<std::sync::Mutex<Shared>> =
+        std::sync::LazyLock::new(Default::default);
+    // The key: a digest of both inputs, each told apart from its absence and its length.
+    let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
+    for part in [ca_pem, identity_pem] {
+        match part {
+            None => digest.update(&[0]),
+            Some(bytes) => {
+                digest.update(&[1]);
+                digest.update(&(bytes.len() as u64).to_le_bytes());
+                digest.update(bytes);
+            }
+        }
+    }
+    let key = digest.finish().as_ref().to_vec();
+    let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(config) = shared.get(&key).and_then(std::sync::Weak::upgrade) {
+        return Ok(config);
+    }
+    let config = Arc::new(client_config(ca_pem, identity_pem)?);
+    shared.retain(|_, config| config.strong_count() > 0);
+    shared.insert(key, Arc::downgrade(&config));
+    Ok(config)
+}
+
+/// A rustls configuration trusting the system roots plus `ca_pem`, offering ALPN `h2`,
+/// presenting the client certificate of `identity_pem` when given.
+fn client_config(
+    ca_pem: Option<&[u8]>,
+    identity_pem: Option<&[u8]>,
+) -> Result<rustls::ClientConfig, String> {
     use rustls::pki_types::pem::PemObject as _;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let mut roots = rustls::RootCertStore::empty();
     // Unreadable system certificates are skipped, as a browser would; a private CA is
     // what `--backend-ca` is for.
@@ -571,13 +617,32 @@ fn tls_connector(
         }
     };
     config.alpn_protocols = vec![b"h2".to_vec()];
-    let name = ServerName::try_from(host.to_owned()).map_err(|e| e.to_string())?;
-    Ok((tokio_rustls::TlsConnector::from(Arc::new(config)), name))
+    Ok(config)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn backends_of_the_same_tls_files_share_one_rustls_configuration() {
+        let ca = |name: &str| {
+            let made = rcgen::generate_simple_self_signed(vec![name.to_owned()]).unwrap();
+            made.cert.pem()
+        };
+        let (one, other) = (ca("one.test"), ca("other.test"));
+        let first = shared_client_config(Some(one.as_bytes()), None).unwrap();
+        let again = shared_client_config(Some(one.as_bytes()), None).unwrap();
+        assert!(Arc::ptr_eq(&first, &again));
+        let rotated = shared_client_config(Some(other.as_bytes()), None).unwrap();
+        assert!(!Arc::ptr_eq(&first, &rotated));
+        let without = shared_client_config(None, None).unwrap();
+        assert!(!Arc::ptr_eq(&first, &without));
+        assert!(Arc::ptr_eq(
+            &without,
+            &shared_client_config(None, None).unwrap()
+        ));
+    }
 
     #[test]
     fn timeouts_fit_eight_digits() {
