@@ -1839,6 +1839,11 @@ async fn grpc_front(setup: &Setup, opts: &Options) -> Vec<Row> {
 /// Routes of the many-routes scenario's configuration.
 const MANY_ROUTES: usize = 10_000;
 
+/// The most RSS a route may add, in KiB: measured 10.3 to 11.3 with two workers
+/// (benches/README.md, many routes), plus about 10 %. The figure depends on what is allocated, not on the
+/// machine's speed or load, so it is checked, as `tests/it/cost_budget.rs` checks a call.
+const ROUTE_BUDGET_KIB: f64 = 12.3;
+
 /// A config file of `routes` routes (`/r0` … ), all to the agent at `backend`, with
 /// `timeout` as every route's deadline (a reload changes it).
 fn routes_file(routes: usize, backend: SocketAddr, timeout: &str) -> std::path::PathBuf {
@@ -1891,7 +1896,9 @@ async fn until(addr: SocketAddr, path: &str, done: impl Fn(&str, &str) -> bool) 
 /// one client's calls on the last route against the first, paired A-B-A.
 async fn many_routes(setup: &Setup, opts: &Options) -> Vec<Row> {
     let one = routes_file(1, setup.backend_addr, "30s");
-    let (small, small_addr) = launch_gateway(&["--config", one.to_str().unwrap()]).await;
+    // Two workers whatever the machine: each holds its own handler of every route.
+    let (small, small_addr) =
+        launch_gateway(&["--config", one.to_str().unwrap(), "--workers", "2"]).await;
     until(small_addr, "/healthz", |status, _| status.contains(" 200")).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let small_rss = rss_mib(small.pid());
@@ -1899,7 +1906,8 @@ async fn many_routes(setup: &Setup, opts: &Options) -> Vec<Row> {
 
     let many = routes_file(MANY_ROUTES, setup.backend_addr, "30s");
     let started = Instant::now();
-    let (gateway, addr) = launch_gateway(&["--config", many.to_str().unwrap()]).await;
+    let (gateway, addr) =
+        launch_gateway(&["--config", many.to_str().unwrap(), "--workers", "2"]).await;
     // The listener accepts before the routes are built: serving is a route's answer.
     let last_path: &'static str =
         Box::leak(format!("/r{}/a2a/jsonrpc", MANY_ROUTES - 1).into_boxed_str());
@@ -1916,6 +1924,10 @@ async fn many_routes(setup: &Setup, opts: &Options) -> Vec<Row> {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let rss = rss_mib(gateway.pid());
     let per_route_kib = (rss - small_rss) * 1024.0 / (MANY_ROUTES - 1) as f64;
+    assert!(
+        per_route_kib <= ROUTE_BUDGET_KIB,
+        "a route costs {per_route_kib:.1} KiB of RSS, over the budget of {ROUTE_BUDGET_KIB} KiB"
+    );
 
     // Every route changed (another deadline), applied on SIGHUP.
     routes_file(MANY_ROUTES, setup.backend_addr, "29s");

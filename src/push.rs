@@ -25,6 +25,7 @@ pub(crate) mod seal;
 pub mod sign;
 
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use hickory_resolver::TokioResolver;
@@ -258,13 +259,13 @@ impl PushPolicy {
 /// One worker's guard: the route's policy and a resolver on the worker's runtime.
 pub(crate) struct PushGuard {
     policy: PushPolicy,
-    resolver: TokioResolver,
+    resolver: Arc<TokioResolver>,
 }
 
 impl PushGuard {
     /// A guard of `policy` resolving names with `resolver` (the thread's, shared by its
     /// routes).
-    pub(crate) fn new(policy: PushPolicy, resolver: TokioResolver) -> PushGuard {
+    pub(crate) fn new(policy: PushPolicy, resolver: Arc<TokioResolver>) -> PushGuard {
         PushGuard { policy, resolver }
     }
 

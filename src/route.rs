@@ -305,7 +305,7 @@ fn deliverer(settings: &Settings) -> Result<(Arc<Deliverer>, Arc<DeliveryMetrics
         routes.push(DeliveryRoute {
             name: route.name.clone(),
             policy: route.push.clone().unwrap_or_default(),
-            lookup: crate::push::deliver::connect::Lookup::Dns(Box::new(resolver)),
+            lookup: crate::push::deliver::connect::Lookup::Dns(resolver),
         });
     }
     let deliverer = Deliverer::new(settings.process.push_delivery.clone(), routes, &metrics)

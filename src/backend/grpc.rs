@@ -28,7 +28,7 @@ use super::{Answer, Backend, Call, Error, EventStream, Status};
 use crate::backend::observed::BackendCall;
 use crate::proto::StreamResponse;
 use crate::protocol::error::{A2aError, ErrorKind};
-use crate::protocol::ops::{Op, Reply, StreamRequest, TypedRequest, UnaryRequest};
+use crate::protocol::ops::{Reply, StreamRequest, TypedRequest, UnaryRequest};
 use crate::protocol::params::{
     never_index_per_call, response_extensions, SUPPORTED_VERSION, VERSION,
 };
@@ -68,8 +68,11 @@ pub struct GrpcBackend(Arc<Client>);
 
 struct Client {
     pool: Pool,
-    /// Request URIs (`scheme://authority/path`), indexed by `Op as usize`.
-    uris: Vec<Uri>,
+    /// The request URIs' scheme and authority; each call's URI is made of them and the
+    /// operation's static path, without allocating (a table of the eleven URIs was 1 KiB a
+    /// route and worker).
+    scheme: http::uri::Scheme,
+    authority: http::uri::Authority,
     max_message: usize,
 }
 
@@ -140,20 +143,10 @@ impl GrpcBackend {
         );
         let connector = Connector::new(address, tls, settings.connect_timeout, keepalive);
         let scheme = parsed.scheme().cloned().unwrap_or(http::uri::Scheme::HTTP);
-        let uris = Op::ALL
-            .iter()
-            .map(|op| {
-                Uri::builder()
-                    .scheme(scheme.clone())
-                    .authority(authority.clone())
-                    .path_and_query(op.grpc_path())
-                    .build()
-                    .map_err(|e| err(e.to_string()))
-            })
-            .collect::<Result<_, _>>()?;
         Ok(GrpcBackend(Arc::new(Client {
             pool: Pool::new(Arc::new(connector)),
-            uris,
+            scheme,
+            authority,
             max_message: settings.max_message,
         })))
     }
@@ -166,7 +159,8 @@ impl GrpcBackend {
     pub(crate) fn for_worker(&self) -> GrpcBackend {
         GrpcBackend(Arc::new(Client {
             pool: self.0.pool.sibling(),
-            uris: self.0.uris.clone(),
+            scheme: self.0.scheme.clone(),
+            authority: self.0.authority.clone(),
             max_message: self.0.max_message,
         }))
     }
@@ -178,20 +172,31 @@ impl GrpcBackend {
     pub(crate) fn at(&self, address: std::net::SocketAddr) -> GrpcBackend {
         GrpcBackend(Arc::new(Client {
             pool: self.0.pool.at(address.to_string()),
-            uris: self.0.uris.clone(),
+            scheme: self.0.scheme.clone(),
+            authority: self.0.authority.clone(),
             max_message: self.0.max_message,
         }))
     }
 }
 
 impl Client {
+    /// The URI of a request to `path` (`Op::grpc_path`, or the health service's).
+    fn uri(&self, path: &'static str) -> Uri {
+        let mut parts = http::uri::Parts::default();
+        parts.scheme = Some(self.scheme.clone());
+        parts.authority = Some(self.authority.clone());
+        parts.path_and_query = Some(http::uri::PathAndQuery::from_static(path));
+        // Scheme, authority and an absolute path: `from_parts` has nothing to refuse.
+        Uri::from_parts(parts).unwrap_or_default()
+    }
+
     /// The request head: path, fixed metadata, the deadline, forwarded headers, the trace
     /// context.
     fn head<R: TypedRequest>(&self, call: &Call<R>) -> http::Request<()> {
         let op = call.request.op();
         let mut request = http::Request::new(());
         *request.method_mut() = Method::POST;
-        *request.uri_mut() = self.uris[op as usize].clone();
+        *request.uri_mut() = self.uri(op.grpc_path());
         let headers = request.headers_mut();
         headers.reserve(6 + call.forwarded.len());
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
@@ -322,9 +327,7 @@ impl Client {
     /// The call's client span and status (`backend::observed::BackendCall`).
     fn observe<R: TypedRequest>(&self, call: &mut Call<R>) -> BackendCall {
         let op = call.request.op();
-        let authority = self.uris[op as usize]
-            .authority()
-            .map_or("", |a| a.as_str());
+        let authority = self.authority.as_str();
         BackendCall::start(op, Hop::Grpc { authority }, &mut call.trace)
     }
 }
@@ -532,8 +535,54 @@ fn tls_connector(
     ca_pem: Option<&[u8]>,
     identity_pem: Option<&[u8]>,
 ) -> Result<Tls, String> {
+    let config = shared_client_config(ca_pem, identity_pem)?;
+    let name =
+        rustls::pki_types::ServerName::try_from(host.to_owned()).map_err(|e| e.to_string())?;
+    Ok((tokio_rustls::TlsConnector::from(config), name))
+}
+
+/// The rustls configuration of `ca_pem` and `identity_pem`, one for every backend made of
+/// the same bytes: each holds the system's roots, about 100 KiB, which per route made
+/// 2,000 `https://` routes take 200 MiB (benches/README.md, many routes). Held weakly, so
+/// a reload's rotated files make a new one and the old one goes with its last route.
+fn shared_client_config(
+    ca_pem: Option<&[u8]>,
+    identity_pem: Option<&[u8]>,
+) -> Result<Arc<rustls::ClientConfig>, String> {
+    type Shared = std::collections::HashMap<Vec<u8>, std::sync::Weak<rustls::ClientConfig>>;
+    static SHARED: std::sync::LazyLock<std::sync::Mutex<Shared>> =
+        std::sync::LazyLock::new(Default::default);
+    // The key: a digest of both inputs, each told apart from its absence and its length.
+    let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
+    for part in [ca_pem, identity_pem] {
+        match part {
+            None => digest.update(&[0]),
+            Some(bytes) => {
+                digest.update(&[1]);
+                digest.update(&(bytes.len() as u64).to_le_bytes());
+                digest.update(bytes);
+            }
+        }
+    }
+    let key = digest.finish().as_ref().to_vec();
+    let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(config) = shared.get(&key).and_then(std::sync::Weak::upgrade) {
+        return Ok(config);
+    }
+    let config = Arc::new(client_config(ca_pem, identity_pem)?);
+    shared.retain(|_, config| config.strong_count() > 0);
+    shared.insert(key, Arc::downgrade(&config));
+    Ok(config)
+}
+
+/// A rustls configuration trusting the system roots plus `ca_pem`, offering ALPN `h2`,
+/// presenting the client certificate of `identity_pem` when given.
+fn client_config(
+    ca_pem: Option<&[u8]>,
+    identity_pem: Option<&[u8]>,
+) -> Result<rustls::ClientConfig, String> {
     use rustls::pki_types::pem::PemObject as _;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let mut roots = rustls::RootCertStore::empty();
     // Unreadable system certificates are skipped, as a browser would; a private CA is
     // what `--backend-ca` is for.
@@ -568,13 +617,32 @@ fn tls_connector(
         }
     };
     config.alpn_protocols = vec![b"h2".to_vec()];
-    let name = ServerName::try_from(host.to_owned()).map_err(|e| e.to_string())?;
-    Ok((tokio_rustls::TlsConnector::from(Arc::new(config)), name))
+    Ok(config)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn backends_of_the_same_tls_files_share_one_rustls_configuration() {
+        let ca = |name: &str| {
+            let made = rcgen::generate_simple_self_signed(vec![name.to_owned()]).unwrap();
+            made.cert.pem()
+        };
+        let (one, other) = (ca("one.test"), ca("other.test"));
+        let first = shared_client_config(Some(one.as_bytes()), None).unwrap();
+        let again = shared_client_config(Some(one.as_bytes()), None).unwrap();
+        assert!(Arc::ptr_eq(&first, &again));
+        let rotated = shared_client_config(Some(other.as_bytes()), None).unwrap();
+        assert!(!Arc::ptr_eq(&first, &rotated));
+        let without = shared_client_config(None, None).unwrap();
+        assert!(!Arc::ptr_eq(&first, &without));
+        assert!(Arc::ptr_eq(
+            &without,
+            &shared_client_config(None, None).unwrap()
+        ));
+    }
 
     #[test]
     fn timeouts_fit_eight_digits() {
@@ -604,7 +672,8 @@ mod tests {
             GrpcBackend::new(&format!("http://{addr}"), &GrpcSettings::default(), None).unwrap();
         let client = Client {
             pool: backend.0.pool.with_max_streams(3),
-            uris: backend.0.uris.clone(),
+            scheme: backend.0.scheme.clone(),
+            authority: backend.0.authority.clone(),
             max_message: backend.0.max_message,
         };
         let mut connections = Vec::new();

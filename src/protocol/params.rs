@@ -220,14 +220,15 @@ pub struct HeaderRules<'a> {
     pub consumed: &'a [HeaderName],
 }
 
-/// Which request headers go to the backend, and which the route sets itself.
+/// Which request headers go to the backend, and which the route sets itself. Clones share
+/// the lists: every worker's handler of a route has one.
 #[derive(Clone, Debug)]
 pub struct ForwardPolicy {
     /// Each forwarded name, and whether its value is sent never-indexed (new on every call,
     /// or a credential; decided once).
-    names: Vec<(HeaderName, bool)>,
+    names: std::sync::Arc<[(HeaderName, bool)]>,
     /// `set-header` values, sent on every call instead of the client's.
-    set: Vec<(HeaderName, HeaderValue)>,
+    set: std::sync::Arc<[(HeaderName, HeaderValue)]>,
 }
 
 /// A configured header that may not be used; each names its setting.
@@ -318,14 +319,17 @@ impl ForwardPolicy {
                 (name, never_indexed)
             })
             .collect();
-        Ok(Self { names, set })
+        Ok(Self {
+            names,
+            set: set.into(),
+        })
     }
 
     /// The forwarded headers of one request, in policy order, all values kept, then the
     /// route's own (`set-header`).
     pub(crate) fn select(&self, headers: &HeaderMap) -> Vec<(HeaderName, HeaderValue)> {
         let mut out = Vec::with_capacity(self.set.len());
-        for (name, never_indexed) in &self.names {
+        for (name, never_indexed) in self.names.iter() {
             for value in headers.get_all(name) {
                 let mut value = value.clone();
                 if *never_indexed {

@@ -19,7 +19,7 @@ use super::RouteError;
 #[derive(Clone)]
 pub enum Connector {
     /// gRPC: the shared part of the client (TLS, the keepalive policy every worker's
-    /// connections follow).
+    /// connections follow); its own connections are the readiness probe's.
     Grpc(Arc<GrpcBackend>),
     /// HTTP+JSON: what each worker's client is made of.
     Rest(Arc<RestTarget>),

@@ -294,3 +294,299 @@ async fn a_reload_applies_to_grpc_front_calls() {
         "one::a"
     );
 }
+
+/// A gRPC agent over TLS whose server certificate and trusted client CAs the test changes
+/// while it serves (`serve`): each handshake takes the configuration of its accept, and
+/// the client certificate of each accepted handshake is recorded. Open connections keep
+/// the session they made.
+struct RotatingAgent {
+    config: Arc<std::sync::Mutex<Arc<rustls::ServerConfig>>>,
+    /// The client certificate (DER) of each accepted handshake, in order.
+    presented: Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
+    addr: std::net::SocketAddr,
+}
+
+impl RotatingAgent {
+    /// Serves `backend` presenting `server` and accepting clients of `clients`.
+    async fn start(
+        backend: &TestBackend,
+        server: &tls_pki::Leaf,
+        clients: &[&tls_pki::Ca],
+    ) -> Self {
+        use a2a_gateway::proto::a2a_service_server::A2aServiceServer;
+        let config = Arc::new(std::sync::Mutex::new(agent_config(server, clients)));
+        let presented = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (sessions, incoming) = tokio::sync::mpsc::channel(16);
+        let (accepting, recording) = (config.clone(), presented.clone());
+        tokio::spawn(async move {
+            loop {
+                let (tcp, _) = listener.accept().await.unwrap();
+                let config = accepting.lock().unwrap().clone();
+                let (sessions, recording) = (sessions.clone(), recording.clone());
+                tokio::spawn(async move {
+                    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+                    // A refused client certificate ends here: rustls sent the alert.
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    if let Some(chain) = tls.get_ref().1.peer_certificates() {
+                        recording.lock().unwrap().push(chain[0].to_vec());
+                    }
+                    let _ = sessions.send(Ok::<_, std::io::Error>(tls)).await;
+                });
+            }
+        });
+        let serving = tonic::transport::Server::builder()
+            .add_service(A2aServiceServer::new(backend.clone()))
+            .serve_with_incoming(tokio_stream::wrappers::ReceiverStream::new(incoming));
+        tokio::spawn(serving);
+        RotatingAgent {
+            config,
+            presented,
+            addr,
+        }
+    }
+
+    /// New handshakes get `server` and must present a certificate of `clients`.
+    fn rotate(&self, server: &tls_pki::Leaf, clients: &[&tls_pki::Ca]) {
+        *self.config.lock().unwrap() = agent_config(server, clients);
+    }
+
+    /// How many handshakes were accepted so far.
+    fn handshakes(&self) -> usize {
+        self.presented.lock().unwrap().len()
+    }
+}
+
+/// An agent's rustls configuration: `server`'s certificate, ALPN `h2`, client certificates
+/// required and verified against `clients`.
+fn agent_config(server: &tls_pki::Leaf, clients: &[&tls_pki::Ca]) -> Arc<rustls::ServerConfig> {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in clients {
+        roots
+            .add(CertificateDer::from_pem_slice(ca.pem.as_bytes()).unwrap())
+            .unwrap();
+    }
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .build()
+    .unwrap();
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(
+            vec![CertificateDer::from_pem_slice(server.cert_pem.as_bytes()).unwrap()],
+            PrivateKeyDer::from_pem_slice(server.key_pem.as_bytes()).unwrap(),
+        )
+        .unwrap();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Arc::new(config)
+}
+
+/// cert-manager's rotation of every certificate at once, under load: the agents' CA bundle
+/// (`backend-ca`, the new CA added beside the old), the gateway's client certificate to the
+/// agents (`backend-client-cert`/`-key`, replaced) and the listener's client CA bundle
+/// (`--tls-client-ca`, the new CA added), while a caller of the old client CA calls without
+/// pause over HTTPS and holds a stream open. No call fails, the stream stays open, and
+/// what the gateway connects with afterwards is the new material: an agent that then
+/// presents a certificate of the new CA only, and accepts only the new client certificate,
+/// is reached; a caller of the new client CA is admitted.
+#[tokio::test]
+async fn a_rotation_of_every_certificate_under_load_fails_no_call_and_cuts_no_stream() {
+    use tls_pki::{Ca, Dir};
+    let listener_ca = Ca::new("listener CA");
+    let (old_callers, new_callers) = (Ca::new("old callers CA"), Ca::new("new callers CA"));
+    let (old_caller, new_caller) = (
+        old_callers.client("old caller"),
+        new_callers.client("new caller"),
+    );
+    let (old_agents, new_agents) = (Ca::new("old agents CA"), Ca::new("new agents CA"));
+    let (old_identities, new_identities) = (Ca::new("old gateway CA"), Ca::new("new gateway CA"));
+    let (old_identity, new_identity) = (
+        old_identities.client("gateway"),
+        new_identities.client("gateway"),
+    );
+
+    let backend = TestBackend::new(|request| match request {
+        Request::Unary(UnaryRequest::GetTask(get)) => {
+            Answer::Reply(Reply::GetTask(task(&get.id, TaskState::Completed)))
+        }
+        Request::Stream(StreamRequest::SendStreamingMessage(_)) => Answer::Stream(vec![
+            Step::Event(status_update("streaming", TaskState::Working)),
+            Step::Hang,
+        ]),
+        _ => Answer::Error(tonic::Status::unimplemented("GetTask and streams only")),
+    });
+    let agent = RotatingAgent::start(
+        &backend,
+        &old_agents.server("agent", 1),
+        &[&old_identities, &new_identities],
+    )
+    .await;
+
+    let dir = Dir::new("reload-rotation");
+    let serving = listener_ca.server("gateway", 1);
+    let agents_ca = dir.write("agents-ca.pem", &old_agents.pem);
+    let client_cert = dir.write("client.crt", &old_identity.cert_pem);
+    let client_key = dir.write("client.key", &old_identity.key_pem);
+    let callers_ca = dir.write("callers-ca.pem", &old_callers.pem);
+    let route = |name: &str| {
+        format!(
+            "[[route]]\nname = \"{name}\"\npath = \"/agents/{name}\"\nbackend = \"https://localhost:{}\"\n",
+            agent.addr.port()
+        )
+    };
+    let file = TempFile::new(
+        "toml",
+        &format!(
+            "timeout = \"5s\"\nbackend-ca = \"{agents_ca}\"\nbackend-client-cert = \"{client_cert}\"\nbackend-client-key = \"{client_key}\"\n{}{}",
+            route("load"),
+            route("fresh")
+        ),
+    );
+    let (listen, admin) = (free_listen_address(), free_listen_address());
+    let args = [
+        "--config",
+        file.path(),
+        // SIGHUP applies every rotated file at once: a file watch could take them in two
+        // reloads, in either order.
+        "--watch-config=false",
+        "--admin-listen",
+        &admin,
+        "--tls-cert",
+        &dir.write("tls.crt", &serving.cert_pem),
+        "--tls-key",
+        &dir.write("tls.key", &serving.key_pem),
+        "--tls-client-ca",
+        &callers_ca,
+    ];
+    let gateway = spawn(&args, &listen, &[], std::process::Stdio::null());
+    await_serving(&admin).await;
+    let admin = format!("http://{admin}");
+    let url = |route: &str| format!("https://{listen}/agents/{route}/a2a/jsonrpc");
+    let caller = |identity: &tls_pki::Leaf| {
+        let root = reqwest::Certificate::from_pem(listener_ca.pem.as_bytes()).unwrap();
+        let pem = format!("{}{}", identity.cert_pem, identity.key_pem);
+        reqwest::Client::builder()
+            .add_root_certificate(root)
+            .identity(reqwest::Identity::from_pem(pem.as_bytes()).unwrap())
+            .build()
+            .unwrap()
+    };
+    let get_task = |client: reqwest::Client, url: String, id: &'static str| async move {
+        let body = request(json!(1), "GetTask", json!({ "id": id }));
+        let sent = client
+            .post(url)
+            .header("content-type", "application/json")
+            .header("a2a-version", "1.0")
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| format!("{e:?}"))?;
+        let reply: Value = sent.json().await.map_err(|e| e.to_string())?;
+        match reply["result"]["id"].as_str() {
+            Some(id) => Ok(id.to_owned()),
+            None => Err(reply.to_string()),
+        }
+    };
+    let old = caller(&old_caller);
+    assert_eq!(get_task(old.clone(), url("load"), "k").await.unwrap(), "k");
+    let refused = get_task(caller(&new_caller), url("load"), "n").await;
+    assert!(
+        refused.unwrap_err().contains("UnknownCA"),
+        "a caller of the new CA, before"
+    );
+
+    // Calls without a pause on kept-alive connections, and a stream, from the old caller.
+    let stop = Arc::new(AtomicBool::new(false));
+    let (done, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let failures = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let load = {
+        let (stop, done, failed, failures) =
+            (stop.clone(), done.clone(), failed.clone(), failures.clone());
+        let (client, load) = (old.clone(), url("load"));
+        tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                match get_task(client.clone(), load.clone(), "k").await {
+                    Ok(id) if id == "k" => done.fetch_add(1, Ordering::Relaxed),
+                    other => {
+                        failures.lock().unwrap().push(format!("{other:?}"));
+                        failed.fetch_add(1, Ordering::Relaxed)
+                    }
+                };
+            }
+        })
+    };
+    let body = request(json!(2), "SendStreamingMessage", message_params("hi"));
+    let (_, mut stream) = SseReader::open_with(&old, &url("load"), body).await;
+    assert!(stream.data().await.is_some(), "the stream's first event");
+    let before = done.load(Ordering::Relaxed);
+
+    // Rotated in place, as a Secret volume is; then applied at once.
+    dir.write(
+        "agents-ca.pem",
+        &format!("{}{}", old_agents.pem, new_agents.pem),
+    );
+    dir.write("client.crt", &new_identity.cert_pem);
+    dir.write("client.key", &new_identity.key_pem);
+    dir.write(
+        "callers-ca.pem",
+        &format!("{}{}", old_callers.pem, new_callers.pem),
+    );
+    let pid = rustix::process::Pid::from_raw(gateway.pid() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::HUP).unwrap();
+    await_reloads(&admin, "applied", 1).await;
+
+    // The agent now presents a certificate of the new CA only and admits the new client
+    // certificate only: the route no call has used yet connects now, with the new material.
+    let handshakes = agent.handshakes();
+    agent.rotate(&new_agents.server("agent", 2), &[&new_identities]);
+    assert_eq!(get_task(old.clone(), url("fresh"), "f").await.unwrap(), "f");
+    let presented = agent.presented.lock().unwrap()[handshakes..].to_vec();
+    let new_der = new_identity.der.clone();
+    assert!(!presented.is_empty(), "the fresh route made no connection");
+    assert!(
+        presented.iter().all(|der| *der == new_der),
+        "a connection after the rotation presented the old certificate"
+    );
+
+    // The listener's client CA reloads on its own poll: a caller of the new CA gets in.
+    let started = Instant::now();
+    while get_task(caller(&new_caller), url("load"), "n")
+        .await
+        .is_err()
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the new callers' CA was not taken up"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // Calls went on through all of it; the stream opened before is still open (a cut one
+    // ends at once).
+    let after = done.load(Ordering::Relaxed);
+    let next = tokio::time::timeout(Duration::from_millis(500), stream.frame()).await;
+    assert!(next.is_err(), "the stream ended: {next:?}");
+    stop.store(true, Ordering::Relaxed);
+    load.await.unwrap();
+    let failed = failed.load(Ordering::Relaxed);
+    assert_eq!(
+        failed,
+        0,
+        "{failed} calls failed: {:?}",
+        failures.lock().unwrap()
+    );
+    assert!(
+        after > before,
+        "no call during the rotation ({before} before, {after} after)"
+    );
+}

@@ -47,18 +47,19 @@ pub fn resolver(server: Option<SocketAddr>) -> Result<TokioResolver, String> {
 
 /// One serving thread's resolvers, one per DNS server, shared by its routes' push guards:
 /// a resolver (its cache, its connections) takes about 40 KiB, which per route and thread
-/// made 10,000 routes take 800 MiB on two threads. Clones share the resolvers.
+/// made 10,000 routes take 800 MiB on two threads. Clones share the resolvers; each is
+/// handed out behind an `Arc`, as a resolver's clone copies its search domains.
 #[derive(Clone, Default)]
-pub struct Resolvers(Arc<std::sync::Mutex<HashMap<Option<SocketAddr>, TokioResolver>>>);
+pub struct Resolvers(Arc<std::sync::Mutex<HashMap<Option<SocketAddr>, Arc<TokioResolver>>>>);
 
 impl Resolvers {
     /// The resolver asking `server` (or the system's), made at its first use.
-    pub fn get(&self, server: Option<SocketAddr>) -> Result<TokioResolver, String> {
+    pub fn get(&self, server: Option<SocketAddr>) -> Result<Arc<TokioResolver>, String> {
         let mut resolvers = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(resolver) = resolvers.get(&server) {
             return Ok(resolver.clone());
         }
-        let made = resolver(server)?;
+        let made = Arc::new(resolver(server)?);
         resolvers.insert(server, made.clone());
         Ok(made)
     }

@@ -536,7 +536,9 @@ const MAX_CONNECTIONS: usize = 4;
 /// the others are spares, which close themselves once idle (`SPARE_IDLE`).
 pub struct Pool {
     connector: Arc<Connector>,
-    slots: [Slot; MAX_CONNECTIONS],
+    /// Made at the first call: most of 10,000 routes are never called on most workers,
+    /// and the slots took 0.25 KiB a route and worker.
+    slots: std::sync::OnceLock<Box<[Slot; MAX_CONNECTIONS]>>,
 }
 
 /// One connection of a pool, replaced when it ends.
@@ -551,8 +553,12 @@ impl Pool {
     pub fn new(connector: Arc<Connector>) -> Self {
         Pool {
             connector,
-            slots: Default::default(),
+            slots: std::sync::OnceLock::new(),
         }
+    }
+
+    fn slots(&self) -> &[Slot; MAX_CONNECTIONS] {
+        self.slots.get_or_init(Box::default)
     }
 
     /// A pool of its own to the same backend, sharing the connector.
@@ -578,7 +584,7 @@ impl Pool {
     /// in flight, else a new one in the first free slot, else the least busy.
     pub async fn connection(&self) -> Result<Connection, Fault> {
         let mut least_busy = None::<Connection>;
-        for (index, slot) in self.slots.iter().enumerate() {
+        for (index, slot) in self.slots().iter().enumerate() {
             match self.live(slot) {
                 Some(live) if live.in_flight() < SPILL_AT => return Ok(live),
                 Some(live) => {
@@ -603,7 +609,7 @@ impl Pool {
     /// call's future carried although only a call that connects runs it (10,000 streams
     /// opened at once: 256 -> 242 MiB).
     async fn connect(&self, index: usize) -> Result<Connection, Fault> {
-        let slot = &self.slots[index];
+        let slot = &self.slots()[index];
         let _connecting = slot.connecting.lock().await;
         if let Some(live) = self.live(slot) {
             return Ok(live);
@@ -618,7 +624,7 @@ impl Pool {
     /// Without handles and streams, h2 closes it.
     pub fn retire(&self, connection: &Connection) {
         connection.state.closed.store(true, Ordering::Release);
-        for slot in &self.slots {
+        for slot in self.slots.get().map_or(&[][..], |slots| &slots[..]) {
             let mut current = slot.current.lock().unwrap_or_else(|e| e.into_inner());
             if current
                 .as_ref()
@@ -652,7 +658,7 @@ impl Pool {
 
     /// The identity of the first connection (the address of its shared state).
     pub fn current_state(&self) -> Option<usize> {
-        let current = self.slots[0]
+        let current = self.slots()[0]
             .current
             .lock()
             .unwrap_or_else(|e| e.into_inner());

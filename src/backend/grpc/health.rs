@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use http::header::{CONTENT_TYPE, TE, USER_AGENT};
-use http::{HeaderMap, HeaderValue, Method, Uri};
+use http::{HeaderMap, HeaderValue, Method};
 use prost::Message as _;
 use tonic::Code;
 use tonic_health::pb::health_check_response::ServingStatus;
@@ -47,16 +47,9 @@ impl GrpcBackend {
 
     async fn health_call(&self, service: &str, deadline: Duration) -> Result<HealthAnswer, String> {
         let client = &self.0;
-        let base = &client.uris[0];
-        let uri = Uri::builder()
-            .scheme(base.scheme_str().unwrap_or("http"))
-            .authority(base.authority().map_or("", |a| a.as_str()))
-            .path_and_query(PATH)
-            .build()
-            .map_err(|e| e.to_string())?;
         let mut request = http::Request::new(());
         *request.method_mut() = Method::POST;
-        *request.uri_mut() = uri;
+        *request.uri_mut() = client.uri(PATH);
         let headers = request.headers_mut();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
         headers.insert(TE, HeaderValue::from_static("trailers"));

@@ -33,7 +33,7 @@ pub(crate) struct Timeouts {
 #[derive(Clone)]
 pub(crate) enum Lookup {
     /// The system's resolver, or the DNS server of the route's `--dns-server`.
-    Dns(Box<TokioResolver>),
+    Dns(Arc<TokioResolver>),
     /// Names and their addresses, fixed.
     #[cfg(test)]
     Fixed(Arc<std::collections::HashMap<String, Vec<IpAddr>>>),

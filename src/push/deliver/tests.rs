@@ -533,7 +533,7 @@ async fn names_are_resolved_by_dns_within_its_deadline() {
     let route = DeliveryRoute {
         name: ROUTE.to_owned(),
         policy: PushPolicy::new(true, &[]).unwrap(),
-        lookup: Lookup::Dns(Box::new(resolver)),
+        lookup: Lookup::Dns(Arc::new(resolver)),
     };
     let metrics = Arc::new(DeliveryMetrics::new([ROUTE]));
     let deliverer = Deliverer::new(settings, vec![route], &metrics).unwrap();

@@ -71,7 +71,16 @@ pub struct SseReader {
 
 impl SseReader {
     pub async fn open(url: &str, body: String) -> (reqwest::header::HeaderMap, SseReader) {
-        let response = client()
+        SseReader::open_with(&client(), url, body).await
+    }
+
+    /// As `open`, over `client` (one with its own TLS settings).
+    pub async fn open_with(
+        client: &reqwest::Client,
+        url: &str,
+        body: String,
+    ) -> (reqwest::header::HeaderMap, SseReader) {
+        let response = client
             .post(url)
             .header("content-type", "application/json")
             .header("a2a-version", "1.0")
