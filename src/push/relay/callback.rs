@@ -2,8 +2,8 @@
 //! A post is authenticated by the token the relay sealed (`X-A2A-Notification-Token`,
 //! the header the reference SDK sends a config's token in), which names its route; its
 //! body, read up to `push-max-body` (and, as every request body, within
-//! `client-body-timeout` and charged to `global-max-body-bytes-in-flight` while it is
-//! read), must be an A2A `StreamResponse` of the sealed task. Then it
+//! `client-body-timeout` and charged to `global-max-body-bytes-in-flight` as it arrives),
+//! must be an A2A `StreamResponse` of the sealed task. Then it
 //! goes to the route's `Outbox` for delivery to the client's webhook. Any replica with the
 //! key accepts any token; nothing is kept between posts.
 //!
@@ -21,7 +21,7 @@ use bytes::Bytes;
 use http::{HeaderValue, Method, StatusCode};
 use http_body_util::BodyExt;
 
-use crate::front::limits::RouteLimits;
+use crate::front::limits::{BodyCharge, RouteLimits};
 use crate::proto::stream_response::Payload;
 use crate::proto::StreamResponse;
 use crate::push::outbox::{Delivery, Outbox, Refused};
@@ -147,19 +147,10 @@ impl Callback {
             .and_then(|v| v.to_str().ok())
             .filter(|v| v.len() <= MAX_TRACEPARENT)
             .map(str::to_owned);
-        // What the body may hold is charged before it is read, and given back once it is
-        // written anew: the gateway's bodies in flight stay within their budget.
+        // The bytes read are charged as they arrive (as a client's body is), and given back
+        // once the event is written anew: a slow post holds only what it sent.
         let mut charge = route.limits.as_ref().map(|limits| limits.body_charge());
-        let hint = hyper::body::Body::size_hint(request.body());
-        let most = hint.exact().map_or(self.settings.max_body, |declared| {
-            usize::try_from(declared)
-                .map_or(self.settings.max_body, |n| n.min(self.settings.max_body))
-        });
-        if let Some(Err(_)) = charge.as_mut().map(|charge| charge.grow_to(most)) {
-            let refusal = Refusal(StatusCode::SERVICE_UNAVAILABLE, BUDGET, Outcome::Full);
-            return (Some(named), Err(refusal));
-        }
-        let body = match self.read(request.into_body()).await {
+        let body = match self.read(request.into_body(), charge.as_mut()).await {
             Ok(body) => body,
             Err(refusal) => return (Some(named), Err(refusal)),
         };
@@ -207,8 +198,12 @@ impl Callback {
         (Some(named), answer)
     }
 
-    /// The body, up to `push-max-body` bytes.
-    async fn read(&self, body: Body) -> Result<Bytes, Refusal> {
+    /// The body, up to `push-max-body` bytes, each frame charged to `charge` as it comes.
+    async fn read(
+        &self,
+        body: Body,
+        mut charge: Option<&mut BodyCharge>,
+    ) -> Result<Bytes, Refusal> {
         let limit = self.settings.max_body;
         let too_large = || {
             Refusal(
@@ -223,15 +218,31 @@ impl Callback {
         {
             return Err(too_large());
         }
-        match http_body_util::Limited::new(body, limit).collect().await {
-            Ok(collected) => Ok(collected.to_bytes()),
-            Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
-            Err(_) => Err(Refusal(
-                StatusCode::BAD_REQUEST,
-                "the body could not be read",
-                PushCallback::BadRequest,
-            )),
+        let mut body = std::pin::pin!(body);
+        let mut read = bytes::BytesMut::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|_| {
+                Refusal(
+                    StatusCode::BAD_REQUEST,
+                    "the body could not be read",
+                    PushCallback::BadRequest,
+                )
+            })?;
+            // Trailers carry no bytes of the event.
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            if read.len() + data.len() > limit {
+                return Err(too_large());
+            }
+            if let Some(charge) = charge.as_deref_mut() {
+                charge.grow_to(read.len() + data.len()).map_err(|_| {
+                    Refusal(StatusCode::SERVICE_UNAVAILABLE, BUDGET, PushCallback::Full)
+                })?;
+            }
+            read.extend_from_slice(&data);
         }
+        Ok(read.freeze())
     }
 }
 

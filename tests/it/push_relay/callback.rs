@@ -213,10 +213,10 @@ async fn forged_and_malformed_posts_are_refused_and_counted() {
     }
 }
 
-/// A post's body is charged to `global-max-body-bytes-in-flight` while it is read: its
-/// declared length, or `push-max-body` when it declares none. Past the budget a post gets
-/// 503 with `Retry-After` (counted as a global body-bytes refusal); at the budget it is
-/// taken; once the held post is done, its bytes are given back.
+/// A post's body is charged to `global-max-body-bytes-in-flight` as its bytes arrive (a
+/// slow post holds only what it sent, so it cannot pin the budget). Past the budget a post
+/// gets 503 with `Retry-After` (counted as a global body-bytes refusal); at the budget it
+/// is taken; once the held post is done, its bytes are given back.
 #[tokio::test]
 async fn posts_are_charged_to_the_gateways_body_budget() {
     let (agent, _store, agent_url) = started_agent().await;
@@ -225,7 +225,7 @@ async fn posts_are_charged_to_the_gateways_body_budget() {
         "--push-max-body",
         "1000",
         "--global-max-body-bytes-in-flight",
-        "1500",
+        "1200",
     ];
     let gateway = Gateway::start(&agent_url, &key, &flags).await;
     let token = registered(&gateway, &agent, "t-1").await;
@@ -243,7 +243,7 @@ async fn posts_are_charged_to_the_gateways_body_budget() {
             .map_or(0, |n| n.parse::<u64>().unwrap())
     };
 
-    // A chunked post that declares no length holds push-max-body until it is read whole.
+    // A chunked post holds the 400 bytes it sent until it is read whole.
     let (chunks, held) = futures::channel::mpsc::unbounded::<Result<Vec<u8>, std::io::Error>>();
     chunks.unbounded_send(Ok(padded(400))).unwrap();
     let held_post = {
@@ -253,7 +253,7 @@ async fn posts_are_charged_to_the_gateways_body_budget() {
         })
     };
     let started = std::time::Instant::now();
-    while in_use(gateway.origin.clone()).await != 1000 {
+    while in_use(gateway.origin.clone()).await != 400 {
         assert!(
             started.elapsed() < Duration::from_secs(10),
             "the held post is not charged"
@@ -261,12 +261,12 @@ async fn posts_are_charged_to_the_gateways_body_budget() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 
-    // 1000 + 501 is past the budget; 1000 + 500 is at it.
+    // 400 + 801 is past the budget; 400 + 800 is at it.
     let past = client()
         .post(&callback)
         .header("content-type", "application/json")
         .header("x-a2a-notification-token", &token)
-        .body(padded(501))
+        .body(padded(801))
         .send()
         .await
         .unwrap();
@@ -275,7 +275,7 @@ async fn posts_are_charged_to_the_gateways_body_budget() {
     let text = past.text().await.unwrap();
     assert!(text.contains("body bytes in flight"), "{text}");
     assert_eq!(
-        post_event(&callback, Some(&token), padded(500)).await.0,
+        post_event(&callback, Some(&token), padded(800)).await.0,
         204
     );
 
@@ -288,7 +288,7 @@ async fn posts_are_charged_to_the_gateways_body_budget() {
         "every byte given back"
     );
     assert_eq!(
-        post_event(&callback, Some(&token), padded(501)).await.0,
+        post_event(&callback, Some(&token), padded(801)).await.0,
         204
     );
     let metrics = metrics_text(&gateway.origin).await;
