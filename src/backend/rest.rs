@@ -548,8 +548,12 @@ fn transport_error(error: &reqwest::Error) -> Error {
     match Fault::reqwest(error) {
         Some(fault) => fault.into(),
         None => {
+            // The error names the agent's URL, with what the client put in it: logged
+            // bounded, never told the client.
+            let error = error.to_string();
+            let error = crate::telemetry::untrusted::clip_message(&error);
             tracing::error!(%error, "cannot build the backend request");
-            let message = format!("cannot build the backend request: {error}");
+            let message = "the gateway could not build the request to the agent";
             Error::unsent(A2aError::with_message(ErrorKind::Internal, message))
         }
     }

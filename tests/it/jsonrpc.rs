@@ -493,7 +493,7 @@ async fn a_post_that_is_not_json_gets_415_and_reaches_no_agent() {
 
 /// Task and context ids are bounded (an agent repeats them in its errors, in a header): an
 /// id of 1024 bytes reaches the agent, one of 1025 gets -32602 and does not, wherever the
-/// request carries it.
+/// request carries it; so are the tenant and a page token.
 #[tokio::test]
 async fn ids_past_their_bound_are_refused_before_the_agent() {
     let (backend, url) = harness::setup(|_| {
@@ -526,4 +526,36 @@ async fn ids_past_their_bound_are_refused_before_the_agent() {
         );
     }
     assert_eq!(backend.calls(), 1);
+
+    // The tenant (1024 bytes, as ids) and a ListTasks page token (4096) are bounded too:
+    // both become part of an agent's URL or metadata.
+    let tenant = |len: usize| json!({"id": "t-1", "tenant": "t".repeat(len)});
+    let token = |len: usize| json!({"pageToken": "p".repeat(len)});
+    for (method, at, over, past) in [
+        (
+            "GetTask",
+            tenant(1024),
+            tenant(1025),
+            "tenant: a tenant of 1025 bytes",
+        ),
+        (
+            "ListTasks",
+            token(4096),
+            token(4097),
+            "pageToken: a page token of 4097 bytes",
+        ),
+    ] {
+        let calls = backend.calls();
+        rpc(&url, &request(json!(6), method, at)).await;
+        assert_eq!(
+            backend.calls(),
+            calls + 1,
+            "{method} at the bound reaches the agent"
+        );
+        let reply = rpc(&url, &request(json!(7), method, over)).await;
+        assert_eq!(code(&reply), -32602, "{reply}");
+        let message = reply["error"]["message"].as_str().unwrap();
+        assert!(message.contains(past), "{message}");
+        assert_eq!(backend.calls(), calls + 1, "{method} past the bound");
+    }
 }

@@ -1,12 +1,18 @@
 //! Decode: the call's params, in its dialect, into the typed request every layer inside
-//! works on; ids past the bound and a version the gateway does not serve are refused with
-//! it (the reference SDK's order: method, then params, then version).
+//! works on; ids, the tenant and a page token past their bounds and a version the gateway
+//! does not serve are refused with it (the reference SDK's order: method, then params,
+//! then version). The tenant and the page token become parts of an agent's URL and of
+//! gRPC metadata, whose size the agent and its clients bound.
 
 use crate::backend::affinity::ids::{overlong, MAX_ID_BYTES};
 use crate::front::call::{Answer, Exchange, Layer};
 use crate::front::envelope::Params;
 use crate::protocol::error::A2aError;
-use crate::protocol::ops::Request;
+use crate::protocol::ops::{Request, UnaryRequest};
+
+/// The longest `pageToken` a ListTasks call may send: an agent's tokens are opaque but
+/// short; 64 KiB of one made an agent URL no HTTP client builds.
+pub const MAX_PAGE_TOKEN_BYTES: usize = 4096;
 
 /// Decodes the params for the layer inside.
 pub struct Decode<L>(pub L);
@@ -33,6 +39,21 @@ impl<'p, L: Layer<Box<Request>> + Sync> Layer<Option<Params<'p>>> for Decode<L> 
         } {
             let why = format!("an id of {length} bytes is longer than the {MAX_ID_BYTES} allowed");
             return Err(A2aError::invalid_params("", &why));
+        }
+        let tenant = request.tenant().len();
+        if tenant > MAX_ID_BYTES {
+            let why =
+                format!("a tenant of {tenant} bytes is longer than the {MAX_ID_BYTES} allowed");
+            return Err(A2aError::invalid_params("tenant", &why));
+        }
+        if let Request::Unary(UnaryRequest::ListTasks(list)) = &*request {
+            let token = list.page_token.len();
+            if token > MAX_PAGE_TOKEN_BYTES {
+                let why = format!(
+                    "a page token of {token} bytes is longer than the {MAX_PAGE_TOKEN_BYTES} allowed"
+                );
+                return Err(A2aError::invalid_params("pageToken", &why));
+            }
         }
         x.dialect.negotiate(x.head)?;
         self.0.call(x, request).await
