@@ -519,6 +519,14 @@ impl Routes {
         )))
     }
 
+    /// After a reload swapped these routes in for `running`: the push deliveries waiting in
+    /// `running`'s deliverer move to this one, so a reload loses none.
+    pub fn adopt_push(&self, running: &Routes) {
+        if !Arc::ptr_eq(&self.push, &running.push) {
+            self.push.adopt(&running.push);
+        }
+    }
+
     /// After serving has stopped: sends the push deliveries still held, for up to
     /// `grace`, then drops (and counts) the rest.
     pub async fn flush_push(&self, grace: std::time::Duration) {

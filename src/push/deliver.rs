@@ -266,6 +266,67 @@ impl Deliverer {
 
 impl Outbox for Deliverer {
     fn enqueue(&self, delivery: Delivery) -> Result<(), Refused> {
+        self.queue(delivery, true)
+    }
+}
+
+impl Deliverer {
+    /// Takes over the deliveries `old` (the deliverer a reload replaced) holds waiting, in
+    /// their order: each of a route this deliverer has is queued here (not a duplicate of
+    /// itself: `old` had accepted it); one of a route that no longer relays is dropped and
+    /// counted. What `old` is sending stays with it, to finish within its grace.
+    pub(crate) fn adopt(&self, old: &Deliverer) {
+        let (mut waiting, recent): (Vec<Held>, Vec<[u8; 32]>) = {
+            let mut state = old.shared.lock();
+            let recent = state.recent_order.iter().copied().collect();
+            let mut waiting = Vec::new();
+            for destination in state.destinations.values_mut() {
+                waiting.extend(destination.waiting.drain(..));
+            }
+            state.held -= waiting.len();
+            if state.held == 0 {
+                old.shared.idle.notify_waiters();
+            }
+            (waiting, recent)
+        };
+        // What `old` accepted is known here too: an agent's repeat after the reload is
+        // still a duplicate.
+        {
+            let mut state = self.shared.lock();
+            for key in recent {
+                if state.recent_order.len() < RECENT && state.recent.insert(key) {
+                    state.recent_order.push_back(key);
+                }
+            }
+        }
+        if waiting.is_empty() {
+            return;
+        }
+        waiting.sort_by_key(|held| held.seq);
+        let (mut adopted, mut dropped) = (0, 0);
+        for held in waiting {
+            let old_counters = old.shared.counters(&held.delivery.route);
+            old_counters.queued(-1);
+            if !self.shared.routes.contains_key(&*held.delivery.route) {
+                old_counters.dropped(DropReason::Shutdown, 1);
+                dropped += 1;
+                continue;
+            }
+            match self.queue(held.delivery, false) {
+                Ok(()) => adopted += 1,
+                Err(_) => dropped += 1,
+            }
+        }
+        tracing::info!(
+            adopted,
+            dropped,
+            "push deliveries waiting at a reload taken over by the new configuration"
+        );
+    }
+
+    /// Queues `delivery` for its destination, within the queues' bounds; with `dedupe`, an
+    /// event already accepted for the same webhook is dropped as a duplicate.
+    fn queue(&self, delivery: Delivery, dedupe: bool) -> Result<(), Refused> {
         let shared = &self.shared;
         let counters = shared.counters(&delivery.route);
         let key = dedupe_key(&delivery);
@@ -275,7 +336,8 @@ impl Outbox for Deliverer {
             counters.dropped(DropReason::Shutdown, 1);
             return Err(Refused::Closed);
         }
-        if state.recent.contains(&key) {
+        let known = state.recent.contains(&key);
+        if dedupe && known {
             counters.dropped(DropReason::Duplicate, 1);
             return Ok(());
         }
@@ -302,13 +364,15 @@ impl Outbox for Deliverer {
             victim_counters.queued(-1);
             victim_counters.dropped(DropReason::QueueFull, 1);
         }
-        if state.recent_order.len() == RECENT {
-            if let Some(old) = state.recent_order.pop_front() {
-                state.recent.remove(&old);
+        if !known {
+            if state.recent_order.len() == RECENT {
+                if let Some(old) = state.recent_order.pop_front() {
+                    state.recent.remove(&old);
+                }
             }
+            state.recent.insert(key);
+            state.recent_order.push_back(key);
         }
-        state.recent.insert(key);
-        state.recent_order.push_back(key);
         let seq = state.next_seq;
         state.next_seq += 1;
         state.held += 1;

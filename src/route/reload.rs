@@ -147,7 +147,9 @@ impl Reloader {
         }
         *self.running.lock().unwrap_or_else(|e| e.into_inner()) = routes.clone();
         let (added, removed) = differences(&running, &routes);
-        // The replaced routes' deliverer takes no more, sends what it holds, then goes.
+        // What waits for webhooks goes on in the new deliverer; the replaced one finishes
+        // what it is sending, takes no more, then goes.
+        routes.adopt_push(&running);
         let grace = self.push_grace;
         tokio::spawn(async move { running.flush_push(grace).await });
         self.metrics.config_loaded(Some(ReloadOutcome::Applied));

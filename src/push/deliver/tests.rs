@@ -838,3 +838,51 @@ fn backoff_is_capped_and_retry_after_is_read_as_seconds() {
     );
     assert_eq!(retry_after(&headers), None);
 }
+
+/// A reload's new deliverer takes over what the replaced one holds waiting, in order, and
+/// knows what it accepted (a repeat is still a duplicate); what the replaced one is sending
+/// stays with it and is delivered once.
+#[tokio::test]
+async fn a_reload_hands_the_waiting_deliveries_to_the_new_deliverer() {
+    let permit = Arc::new(Semaphore::new(0));
+    let held = permit.clone();
+    let mut hook = Webhook::start(move |n| match n {
+        0 => Reply::HoldUntil(held.clone()),
+        _ => ok(),
+    })
+    .await;
+    let (old, old_metrics) = deliverer(settings());
+    let url = hook.url("/hook");
+    for n in 0..6 {
+        old.enqueue(delivery(&url, "t-1", n)).unwrap();
+    }
+    // The first is being sent (held by the webhook); five wait.
+    assert_eq!(hook.next().await.body, delivery(&url, "t-1", 0).body);
+    assert_eq!(series(&old_metrics, DEPTH), 5);
+
+    let (new, new_metrics) = deliverer(settings());
+    new.adopt(&old);
+    assert_eq!(series(&old_metrics, DEPTH), 0, "nothing waits in the replaced one");
+    let bodies: Vec<Bytes> = [
+        hook.next().await,
+        hook.next().await,
+        hook.next().await,
+        hook.next().await,
+        hook.next().await,
+    ]
+    .into_iter()
+    .map(|seen| seen.body)
+    .collect();
+    let expected: Vec<Bytes> = (1..6).map(|n| delivery(&url, "t-1", n).body).collect();
+    assert_eq!(bodies, expected);
+    reaches(&new_metrics, &outcome("delivered"), 5).await;
+    // The replaced deliverer finishes what it was sending.
+    permit.add_permits(1);
+    old.shutdown(Duration::from_secs(10)).await;
+    reaches(&old_metrics, &outcome("delivered"), 1).await;
+    assert_eq!(series(&old_metrics, &dropped("shutdown")), 0);
+    // An agent's repeat of an event the replaced deliverer accepted is a duplicate here.
+    new.enqueue(delivery(&url, "t-1", 3)).unwrap();
+    assert_eq!(series(&new_metrics, &dropped("duplicate")), 1);
+    hook.nothing_more();
+}
