@@ -873,6 +873,45 @@ async fn a_message_counts_against_the_bytes_in_flight() {
     assert_eq!(backend.calls(), 1);
 }
 
+/// A client deadline that has passed, or passes while the agent is asked, always ends the
+/// call as the gateway's deadline (DEADLINE_EXCEEDED, `BACKEND_DEADLINE_EXCEEDED`), however
+/// short: not as whatever the agent, told the same deadline, made of it first. (Sent
+/// without a client of its own: tonic's would give up before any answer.)
+#[tokio::test]
+async fn a_passed_client_deadline_is_always_deadline_exceeded() {
+    // The demo agent (a tonic server) gives up at the deadline it is told, as agents do.
+    let gateway = crate::harness::process::start(&["--demo", "--fronts", "JSONRPC,GRPC"]).await;
+    let base = gateway.origin().to_owned();
+    let http = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .unwrap();
+    let message = get_task("t-1").encode_to_vec();
+    let mut framed = vec![0u8];
+    framed.extend_from_slice(&(message.len() as u32).to_be_bytes());
+    framed.extend_from_slice(&message);
+    for timeout in ["0S", "1n", "1u"] {
+        let response = http
+            .post(format!("{base}/lf.a2a.v1.A2AService/GetTask"))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .header("grpc-timeout", timeout)
+            .body(framed.clone())
+            .send()
+            .await
+            .unwrap();
+        let status = tonic::Status::from_header_map(response.headers())
+            .unwrap_or_else(|| panic!("{timeout}: trailers-only"));
+        assert_eq!(
+            status.code(),
+            Code::DeadlineExceeded,
+            "{timeout}: {status:?}"
+        );
+        let reason = &error_infos(&status)[0].reason;
+        assert_eq!(reason, "BACKEND_DEADLINE_EXCEEDED", "{timeout}: {status:?}");
+    }
+}
+
 /// A `grpc-timeout` that is not one is refused (INVALID_ARGUMENT) before the agent.
 #[tokio::test]
 async fn a_malformed_grpc_timeout_is_refused() {

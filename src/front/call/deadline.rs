@@ -55,9 +55,16 @@ impl<L: Layer<Box<Request>> + Sync> Layer<Box<Request>> for Deadline<L> {
             }
         };
         x.deadline = whole.map(|whole| Instant::now() + whole);
+        // Already passed (a client's `grpc-timeout` of 0, or shorter than the call took to
+        // get here): the agent is not asked.
+        if limit.is_some_and(|limit| limit.is_zero()) {
+            return Err(Fault::deadline(Duration::ZERO).into());
+        }
         let answer = match limit {
             Some(limit) => match timeout(limit, self.0.call(x, request)).await {
-                Ok(answer) => answer?,
+                Ok(answer) => {
+                    answer.map_err(|e| deadline_passed(x.deadline, limit).unwrap_or(e))?
+                }
                 Err(_) if streams => Answer::Unstarted(Fault::deadline(limit).into(), None),
                 Err(_) => return Err(Fault::deadline(limit).into()),
             },
@@ -67,6 +74,15 @@ impl<L: Layer<Box<Request>> + Sync> Layer<Box<Request>> for Deadline<L> {
         let closing = gateway.lifecycle.closing();
         Ok(answer.map_events(|events| Bounded::new(events, whole, idle, closing)))
     }
+}
+
+/// The deadline's error, when `deadline` has passed: the agent, told the same deadline, may
+/// give up first, and a call whose deadline passed fails as the deadline's, whoever
+/// noticed it.
+fn deadline_passed(deadline: Option<Instant>, limit: Duration) -> Option<A2aError> {
+    deadline
+        .filter(|at| Instant::now() >= *at)
+        .map(|_| Fault::deadline(limit).into())
 }
 
 /// A stream's events within its bounds: past one, a final error event, then the end.

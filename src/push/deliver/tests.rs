@@ -862,7 +862,11 @@ async fn a_reload_hands_the_waiting_deliveries_to_the_new_deliverer() {
 
     let (new, new_metrics) = deliverer(settings());
     new.adopt(&old);
-    assert_eq!(series(&old_metrics, DEPTH), 0, "nothing waits in the replaced one");
+    assert_eq!(
+        series(&old_metrics, DEPTH),
+        0,
+        "nothing waits in the replaced one"
+    );
     let bodies: Vec<Bytes> = [
         hook.next().await,
         hook.next().await,
