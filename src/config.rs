@@ -582,6 +582,11 @@ pub struct Cli {
     #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_PUSH_QUEUE_PER_DESTINATION", default_value_t = 1000)]
     pub push_queue_per_destination: usize,
 
+    /// The bytes of the push notifications the gateway holds at once, across all webhooks:
+    /// the queues' memory, whatever the notifications' sizes.
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_PUSH_QUEUE_BYTES", default_value = "64MiB", value_parser = parse_size)]
+    pub push_queue_bytes: usize,
+
     /// Past a push queue bound: drop the `oldest` waiting delivery, or refuse the
     /// `newest`; counted either way.
     #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_PUSH_DROP", value_enum, default_value = "oldest")]

@@ -339,6 +339,7 @@ fn push_delivery(cli: &Cli) -> Result<DeliverySettings, ConfigError> {
     for (flag, n) in [
         ("push-queue", cli.push_queue),
         ("push-queue-per-destination", cli.push_queue_per_destination),
+        ("push-queue-bytes", cli.push_queue_bytes),
         ("push-max-attempts", cli.push_max_attempts as usize),
     ] {
         if n == 0 {
@@ -373,6 +374,7 @@ fn push_delivery(cli: &Cli) -> Result<DeliverySettings, ConfigError> {
     Ok(DeliverySettings {
         queue: cli.push_queue,
         per_destination: cli.push_queue_per_destination,
+        queue_bytes: cli.push_queue_bytes,
         drop: cli.push_drop,
         max_attempts: cli.push_max_attempts,
         max_age: cli.push_max_age,

@@ -1,10 +1,10 @@
 //! Sends relayed push notifications to the clients' webhooks (issue 23; spec 4.3.3 and
 //! 13.2): `Deliverer` is the relay's `Outbox`. Every bound is the operator's:
 //!
-//! - Queues: the deliveries held at once, waiting or being sent, are bounded overall
-//!   (`--push-queue`) and per destination `host:port` (`--push-queue-per-destination`);
-//!   past a bound `--push-drop` drops the oldest waiting delivery or refuses the newest,
-//!   and counts it.
+//! - Queues: the deliveries held at once, waiting or being sent, are bounded overall, in
+//!   number (`--push-queue`) and in bytes (`--push-queue-bytes`), and per destination
+//!   `host:port` (`--push-queue-per-destination`); past a bound `--push-drop` drops the
+//!   oldest waiting deliveries or refuses the newest, and counts it.
 //! - Order: one worker per destination sends one delivery at a time, oldest first, so the
 //!   events of a task (one webhook, one destination) arrive in the order they came.
 //! - Retries: connection failures, timeouts, 5xx and 429 are retried with exponential
@@ -105,6 +105,8 @@ pub struct DeliverySettings {
     pub(crate) queue: usize,
     /// Of those, for one destination `host:port` (at least 1).
     pub(crate) per_destination: usize,
+    /// The bytes of the notifications held at once (at least 1).
+    pub(crate) queue_bytes: usize,
     pub(crate) drop: PushDrop,
     /// Attempts of one delivery, the first included (at least 1).
     pub(crate) max_attempts: u32,
@@ -156,6 +158,8 @@ struct State {
     destinations: HashMap<String, Destination>,
     /// Deliveries held: waiting, or being sent.
     held: usize,
+    /// Their notifications' bytes.
+    bytes: usize,
     next_seq: u64,
     /// The keys (event and webhook) of the last `RECENT` accepted deliveries.
     recent: HashSet<[u8; 32]>,
@@ -284,6 +288,7 @@ impl Deliverer {
                 waiting.extend(destination.waiting.drain(..));
             }
             state.held -= waiting.len();
+            state.bytes -= waiting.iter().map(|h| h.delivery.body.len()).sum::<usize>();
             if state.held == 0 {
                 old.shared.idle.notify_waiters();
             }
@@ -342,10 +347,19 @@ impl Deliverer {
             return Ok(());
         }
         let settings = &shared.settings;
-        let here = state.destinations.get(&destination);
-        let held_here = here.map_or(0, |d| d.waiting.len() + usize::from(d.sending.is_some()));
-        let full_here = held_here >= settings.per_destination;
-        if full_here || state.held >= settings.queue {
+        let size = delivery.body.len();
+        if size > settings.queue_bytes {
+            counters.dropped(DropReason::QueueFull, 1);
+            return Err(Refused::Full);
+        }
+        loop {
+            let here = state.destinations.get(&destination);
+            let held_here = here.map_or(0, |d| d.waiting.len() + usize::from(d.sending.is_some()));
+            let full_here = held_here >= settings.per_destination;
+            let full = state.held >= settings.queue || state.bytes + size > settings.queue_bytes;
+            if !full_here && !full {
+                break;
+            }
             let victim = match (settings.drop, full_here) {
                 (PushDrop::Newest, _) => None,
                 (PushDrop::Oldest, true) => state
@@ -360,6 +374,7 @@ impl Deliverer {
                 return Err(Refused::Full);
             };
             state.held -= 1;
+            state.bytes -= victim.delivery.body.len();
             let victim_counters = shared.counters(&victim.delivery.route);
             victim_counters.queued(-1);
             victim_counters.dropped(DropReason::QueueFull, 1);
@@ -376,6 +391,7 @@ impl Deliverer {
         let seq = state.next_seq;
         state.next_seq += 1;
         state.held += 1;
+        state.bytes += size;
         counters.queued(1);
         let entry = state.destinations.entry(destination.clone()).or_default();
         entry.waiting.push_back(Held {
@@ -490,6 +506,7 @@ async fn work(shared: Arc<Shared>, destination: String) {
         }
         let mut state = shared.lock();
         state.held -= 1;
+        state.bytes -= held.delivery.body.len();
         if let Some(place) = state.destinations.get_mut(&destination) {
             place.sending = None;
         }

@@ -141,6 +141,7 @@ fn settings() -> DeliverySettings {
     DeliverySettings {
         queue: 100,
         per_destination: 100,
+        queue_bytes: 1 << 20,
         drop: PushDrop::Oldest,
         max_attempts: 5,
         max_age: Duration::from_secs(60),
@@ -889,4 +890,54 @@ async fn a_reload_hands_the_waiting_deliveries_to_the_new_deliverer() {
     new.enqueue(delivery(&url, "t-1", 3)).unwrap();
     assert_eq!(series(&new_metrics, &dropped("duplicate")), 1);
     hook.nothing_more();
+}
+
+/// The notifications' bytes are bounded too (`--push-queue-bytes`): at the bound the
+/// deliveries are held; one byte past, the oldest waiting is dropped (or the newest refused);
+/// one notification larger than the whole bound is refused.
+#[tokio::test]
+async fn past_the_byte_bound_the_oldest_waiting_is_dropped_or_the_newest_refused() {
+    for drop in [PushDrop::Oldest, PushDrop::Newest] {
+        let release = Arc::new(Semaphore::new(0));
+        let hold = release.clone();
+        let mut hook = Webhook::start(move |n| match n {
+            0 => Reply::HoldUntil(hold.clone()),
+            _ => ok(),
+        })
+        .await;
+        let size = delivery("", "t", 0).body.len();
+        let mut settings = settings();
+        settings.queue_bytes = 3 * size;
+        settings.drop = drop;
+        let (deliverer, metrics) = deliverer(settings);
+        let url = hook.url("/");
+        deliverer.enqueue(delivery(&url, "t", 0)).unwrap();
+        let mut bodies = vec![hook.next().await.body];
+        // One being sent and two waiting: three notifications' bytes, the bound.
+        deliverer.enqueue(delivery(&url, "t", 1)).unwrap();
+        deliverer.enqueue(delivery(&url, "t", 2)).unwrap();
+        assert_eq!(series(&metrics, &dropped("queue_full")), 0, "{drop:?}");
+        let past = deliverer.enqueue(delivery(&url, "t", 3));
+        let mut huge = delivery(&url, "t", 4);
+        huge.body = vec![b' '; 3 * size + 1].into();
+        assert_eq!(deliverer.enqueue(huge), Err(Refused::Full), "{drop:?}");
+        release.add_permits(1);
+        for _ in 0..2 {
+            bodies.push(hook.next().await.body);
+        }
+        reaches(&metrics, &outcome("delivered"), 3).await;
+        hook.nothing_more();
+        let body = |n| delivery("", "t", n).body;
+        match drop {
+            PushDrop::Oldest => {
+                assert_eq!(past, Ok(()));
+                assert_eq!(bodies, [body(0), body(2), body(3)]);
+            }
+            PushDrop::Newest => {
+                assert_eq!(past, Err(Refused::Full));
+                assert_eq!(bodies, [body(0), body(1), body(2)]);
+            }
+        }
+        assert_eq!(series(&metrics, &dropped("queue_full")), 2, "{drop:?}");
+    }
 }
