@@ -969,6 +969,36 @@ async fn reflection_describes_the_a2a_service() {
         prost_types::FileDescriptorProto::decode(&files.file_descriptor_proto[0][..]).unwrap();
     assert_eq!(file.package(), "lf.a2a.v1");
     assert!(file.service.iter().any(|s| s.name() == "A2AService"));
+
+    // A request (a symbol's name) of 16 KiB is taken, whatever the routes' max-body.
+    let sized = |len: usize| {
+        let mut request = ask(MessageRequest::FileContainingSymbol(String::new()));
+        // The name's length takes two bytes of varint where the empty one took one.
+        let name = "s".repeat(len - request.encoded_len() - 1);
+        request.message_request = Some(MessageRequest::FileContainingSymbol(name));
+        assert_eq!(request.encoded_len(), len);
+        request
+    };
+    // At the bound the symbol is looked up (and not found).
+    let answer = reflection
+        .server_reflection_info(futures::stream::iter([sized(16 * 1024)]))
+        .await
+        .unwrap()
+        .into_inner()
+        .next()
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(answer.code(), Code::NotFound, "{answer:?}");
+    // One byte more is not read: no answer (tonic's reflection ends the stream).
+    let past = reflection
+        .server_reflection_info(futures::stream::iter([sized(16 * 1024 + 1)]))
+        .await
+        .unwrap()
+        .into_inner()
+        .next()
+        .await;
+    assert!(past.is_none(), "{past:?}");
 }
 
 /// A fault of the gateway's path takes the gRPC code clients act on: an agent that cannot

@@ -2,8 +2,11 @@
 //! (`""`) and `lf.a2a.v1.A2AService` are SERVING until the gateway drains, then
 //! NOT_SERVING, as `/readyz` says (with its default `process` mode); any other service is
 //! NOT_FOUND. The agents' own health is `/readyz`'s business (`--readiness`). `Watch`
-//! sends the status, and NOT_SERVING when the gateway closes its streams.
+//! sends the status, and NOT_SERVING when the gateway closes its streams; at most
+//! `MAX_WATCHES` are open at once in the process (each holds a stream for as long as its
+//! client likes), past which `Watch` is RESOURCE_EXHAUSTED.
 
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 
 use futures::stream::BoxStream;
@@ -14,6 +17,28 @@ use tonic_health::pb::health_server::{Health, HealthServer};
 use tonic_health::pb::{HealthCheckRequest, HealthCheckResponse};
 
 use crate::lifecycle::Lifecycle;
+
+/// The `Watch` streams open at once, across the process.
+const MAX_WATCHES: usize = 1024;
+static WATCHES: AtomicUsize = AtomicUsize::new(0);
+
+/// One open `Watch`, counted until its stream is dropped.
+struct Watching;
+
+impl Watching {
+    fn start() -> Option<Watching> {
+        let taken = WATCHES.fetch_update(Relaxed, Relaxed, |open| {
+            (open < MAX_WATCHES).then_some(open + 1)
+        });
+        taken.ok().map(|_| Watching)
+    }
+}
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        WATCHES.fetch_sub(1, Relaxed);
+    }
+}
 
 /// The path prefix of the health service's methods.
 pub(crate) const HEALTH_PATH: &str = "/grpc.health.v1.Health/";
@@ -68,12 +93,42 @@ impl Health for GatewayHealth {
         let now = self
             .status(&request.get_ref().service)
             .unwrap_or(ServingStatus::ServiceUnknown);
+        let Some(watching) = Watching::start() else {
+            let why = format!("{MAX_WATCHES} health watches are open: use Check");
+            return Err(Status::resource_exhausted(why));
+        };
         let closing = self.lifecycle.closing();
         let closed = futures::stream::once(async move {
             closing.await;
+            drop(watching);
             Ok(response(ServingStatus::NotServing))
         });
         let events = futures::stream::once(async move { Ok(response(now)) }).chain(closed);
         Ok(Response::new(events.boxed()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `MAX_WATCHES` watches are served at once; one more is refused until one ends.
+    #[tokio::test]
+    async fn watches_are_bounded() {
+        let health = GatewayHealth {
+            lifecycle: Arc::default(),
+        };
+        let watch = || health.watch(Request::new(HealthCheckRequest::default()));
+        let mut open = Vec::new();
+        for _ in 0..MAX_WATCHES {
+            open.push(watch().await.unwrap());
+        }
+        let refused = watch().await.err().unwrap();
+        assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
+        open.pop();
+        let again = watch().await.unwrap();
+        drop(again);
+        drop(open);
+        assert!(watch().await.is_ok());
     }
 }
