@@ -17,7 +17,7 @@
 
 mod codec;
 pub(crate) mod ids;
-mod list;
+pub(crate) mod list;
 
 use std::sync::Arc;
 

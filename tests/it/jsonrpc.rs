@@ -527,7 +527,7 @@ async fn ids_past_their_bound_are_refused_before_the_agent() {
     }
     assert_eq!(backend.calls(), 1);
 
-    // The tenant (1024 bytes, as ids) and a ListTasks page token (4096) are bounded too:
+    // The tenant (1024 bytes, as ids) and a ListTasks page token (16384) are bounded too:
     // both become part of an agent's URL or metadata.
     let tenant = |len: usize| json!({"id": "t-1", "tenant": "t".repeat(len)});
     let token = |len: usize| json!({"pageToken": "p".repeat(len)});
@@ -540,9 +540,9 @@ async fn ids_past_their_bound_are_refused_before_the_agent() {
         ),
         (
             "ListTasks",
-            token(4096),
-            token(4097),
-            "pageToken: a page token of 4097 bytes",
+            token(16384),
+            token(16385),
+            "pageToken: the page token of 16385 bytes is longer than 16384 characters",
         ),
     ] {
         let calls = backend.calls();

@@ -5,14 +5,11 @@
 //! gRPC metadata, whose size the agent and its clients bound.
 
 use crate::backend::affinity::ids::{overlong, MAX_ID_BYTES};
+use crate::backend::affinity::list::MAX_TOKEN_CHARS;
 use crate::front::call::{Answer, Exchange, Layer};
 use crate::front::envelope::Params;
 use crate::protocol::error::A2aError;
 use crate::protocol::ops::{Request, UnaryRequest};
-
-/// The longest `pageToken` a ListTasks call may send: an agent's tokens are opaque but
-/// short; 64 KiB of one made an agent URL no HTTP client builds.
-pub const MAX_PAGE_TOKEN_BYTES: usize = 4096;
 
 /// Decodes the params for the layer inside.
 pub struct Decode<L>(pub L);
@@ -48,9 +45,11 @@ impl<'p, L: Layer<Box<Request>> + Sync> Layer<Option<Params<'p>>> for Decode<L> 
         }
         if let Request::Unary(UnaryRequest::ListTasks(list)) = &*request {
             let token = list.page_token.len();
-            if token > MAX_PAGE_TOKEN_BYTES {
+            // The bound of the tokens the gateway seals itself (affinity): 64 KiB of one made
+            // an agent URL no HTTP client builds.
+            if token > MAX_TOKEN_CHARS {
                 let why = format!(
-                    "a page token of {token} bytes is longer than the {MAX_PAGE_TOKEN_BYTES} allowed"
+                    "the page token of {token} bytes is longer than {MAX_TOKEN_CHARS} characters"
                 );
                 return Err(A2aError::invalid_params("pageToken", &why));
             }
