@@ -849,7 +849,8 @@ async fn fronts_are_what_the_route_serves() {
 }
 
 /// A gRPC message counts against `global-max-body-bytes-in-flight` as a JSON-RPC body
-/// does: one larger than the whole budget is refused (RESOURCE_EXHAUSTED) before the agent.
+/// does: one larger than the whole budget is refused (`GATEWAY_OVERLOADED`, UNAVAILABLE as
+/// HTTP's 503 and as docs/errors.md says) before the agent.
 #[tokio::test]
 async fn a_message_counts_against_the_bytes_in_flight() {
     let (backend, url) = harness::task_backend().await;
@@ -868,7 +869,7 @@ async fn a_message_counts_against_the_bytes_in_flight() {
         .get_task(get_task(&"t".repeat(200)))
         .await
         .unwrap_err();
-    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
     assert_eq!(error_infos(&status)[0].reason, "GATEWAY_OVERLOADED");
     assert_eq!(backend.calls(), 1);
 }

@@ -33,7 +33,9 @@ pub(crate) fn of_refusal(refusal: &Refusal, profile: Profile) -> Status {
         metadata.insert("retry-after", MetadataValue::from(seconds));
     }
     let code = match refusal.by {
-        RefusedBy::Limit(_) => Code::ResourceExhausted,
+        // As the same reason is coded where it is an error: an overloaded gateway is
+        // UNAVAILABLE (HTTP's 503), a rate or size limit RESOURCE_EXHAUSTED.
+        RefusedBy::Limit(_) => fault_code(&refusal.error.data).unwrap_or(Code::ResourceExhausted),
         RefusedBy::Authentication | RefusedBy::Authorization => refusal.error.kind.grpc(profile),
     };
     with_details(code, &refusal.error, metadata)
