@@ -283,7 +283,26 @@ pub(crate) fn valid_authority(text: &str) -> Option<String> {
         port => port.strip_prefix(':')?.parse::<u16>().ok().map(drop)?,
     }
     let host = host.strip_suffix('.').unwrap_or(host);
+    if !valid_host(host) {
+        return None;
+    }
     Some(format!("{host}{port}").to_ascii_lowercase())
+}
+
+/// A host as clients name one: an IPv6 literal in brackets, or dot-separated labels of
+/// letters, digits and hyphens (a name or an IPv4 address). The URI syntax allows more
+/// (`a,b`, `[zz]`, `a..b`), which no client reaches and a card must not name.
+fn valid_host(host: &str) -> bool {
+    if let Some(literal) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        return literal.parse::<std::net::Ipv6Addr>().is_ok();
+    }
+    host.split('.').all(|label| {
+        !label.is_empty()
+            && label.len() <= 63
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    })
 }
 
 /// `http` or `https`, in any case.
@@ -347,9 +366,11 @@ fn forwarded_element(element: &str) -> Option<(Option<&'static str>, Option<Stri
             Some(rest) => rest.strip_suffix('"')?,
             None => value,
         };
+        // A parameter named twice makes the element malformed (RFC 7239 section 4).
         match name.trim().to_ascii_lowercase().as_str() {
-            "proto" => proto = Some(scheme(value)?),
-            "host" => host = Some(valid_authority(value)?),
+            "proto" if proto.is_none() => proto = Some(scheme(value)?),
+            "host" if host.is_none() => host = Some(valid_authority(value)?),
+            "proto" | "host" => return None,
             _ => {}
         }
     }
@@ -668,5 +689,34 @@ mod tests {
             let e = error(1, &[bad]).unwrap();
             assert!(e.starts_with("card.allowed-hosts:"), "{bad}: {e}");
         }
+    }
+
+    /// Hosts are what clients can name: labels of letters, digits and hyphens, or an IPv6
+    /// literal; a trailing dot is the same host.
+    #[test]
+    fn hosts_are_names_or_addresses() {
+        for (text, valid) in [
+            ("gw.example", Some("gw.example")),
+            ("GW.Example.:8443", Some("gw.example:8443")),
+            ("10.0.0.1:80", Some("10.0.0.1:80")),
+            ("[2001:db8::1]:443", Some("[2001:db8::1]:443")),
+            ("[zz]", None),
+            ("[zz]:80", None),
+            ("a,b", None),
+            ("a..", None),
+            ("a..b", None),
+            (".", None),
+            ("a_b.example", None),
+            (&"x".repeat(64), None),
+        ] {
+            assert_eq!(valid_authority(text).as_deref(), valid, "{text:?}");
+        }
+        // A parameter named twice makes a Forwarded element malformed.
+        assert_eq!(forwarded_element("host=a;host=b"), None);
+        assert_eq!(forwarded_element("proto=https;proto=http"), None);
+        assert_eq!(
+            forwarded_element("host=a;proto=https"),
+            Some((Some("https"), Some("a".to_owned())))
+        );
     }
 }

@@ -197,3 +197,41 @@ async fn requests_without_one_valid_host_are_refused() {
     }
     assert_eq!(backend.calls(), 3);
 }
+
+/// Over HTTP/2 a request names its host in `:authority` and may send `Host` too: when they
+/// differ (which one a proxy in front judged by is unknown) it gets 400 (RFC 9113 8.3.1);
+/// when they agree, or `Host` is absent, it is served.
+#[tokio::test]
+async fn an_http2_authority_and_host_that_differ_are_refused() {
+    let (backend, url) = setup(|_| Answer::Reply(card())).await;
+    let url: http::Uri = url.parse().unwrap();
+    let authority = url.authority().unwrap().as_str().to_owned();
+    let tcp = tokio::net::TcpStream::connect(&authority).await.unwrap();
+    let (client, connection) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(connection);
+    let status = |host: Option<&str>| {
+        let mut client = client.clone();
+        let mut request = http::Request::post(url.to_string())
+            .header("content-type", "application/json")
+            .header("a2a-version", "1.0");
+        if let Some(host) = host {
+            request = request.header("host", host);
+        }
+        let request = request.body(()).unwrap();
+        async move {
+            client = client.ready().await.unwrap();
+            let (response, mut body) = client.send_request(request, false).unwrap();
+            body.send_data(CARD_REQUEST.into(), true).unwrap();
+            response.await.unwrap().status().as_u16()
+        }
+    };
+    assert_eq!(status(Some("other.example")).await, 400);
+    assert_eq!(
+        backend.calls(),
+        0,
+        "a refused request never reaches the agent"
+    );
+    assert_eq!(status(Some(&authority)).await, 200);
+    assert_eq!(status(None).await, 200);
+    assert_eq!(backend.calls(), 2);
+}
