@@ -92,7 +92,7 @@ impl Origin {
 /// Why a request has no origin.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum Refusal {
-    #[error("the request names no valid Host, so the card's interface URL is unknown")]
+    #[error("the request names no valid Host")]
     NoHost,
     /// Without a configured origin the connection's local address is used; a request that
     /// came through no socket (in-process) has none.

@@ -724,7 +724,10 @@ impl tower::Service<http::Request<Body>> for Frontend {
                 });
             }
             _ if grpc_at_root => {
-                let why = "no route of this gateway serves this gRPC call here (several routes serve gRPC for this host: call the route's path prefix, or grpc-listen)";
+                let why = match self.routes.iter().any(|r| r.grpc) {
+                    true => "no route of this gateway serves this gRPC call here (no route, or several, serve gRPC for this host: call the route's path prefix, or grpc-listen)",
+                    false => "no route of this gateway serves gRPC",
+                };
                 tonic::Status::unimplemented(why).into_http()
             }
             _ => not_found(),

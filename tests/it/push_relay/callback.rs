@@ -135,6 +135,17 @@ async fn forged_and_malformed_posts_are_refused_and_counted() {
             "{why}: {body}"
         );
     }
+    // Two tokens, each valid: no one sender.
+    let twice = client()
+        .post(callback)
+        .header("content-type", "application/json")
+        .header("x-a2a-notification-token", &token)
+        .header("x-a2a-notification-token", &token)
+        .body(event("t-1"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(twice.status(), 401);
     let (status, body) = post_event(callback, Some(&other_task), event("t-1")).await;
     assert_eq!(
         (status, body.as_str()),
@@ -198,7 +209,7 @@ async fn forged_and_malformed_posts_are_refused_and_counted() {
     );
     let metrics = metrics_text(&gateway.origin).await;
     for (route, outcome, n) in [
-        ("", "unauthorized", 5),
+        ("", "unauthorized", 6),
         ("default", "accepted", 1),
         ("default", "wrong_task", 1),
         ("default", "too_large", 2),
