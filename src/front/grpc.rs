@@ -125,6 +125,10 @@ pub fn handle(
                 let err = A2aError::invalid_params("", &why);
                 return rejected(&gateway, &parts, &err);
             }
+            Err(Unread::Malformed(why)) => {
+                let why = format!("the gRPC request is malformed: {why}");
+                return rejected(&gateway, &parts, &A2aError::invalid_request(&why));
+            }
             Err(Unread::Framing(status)) => return status.into_http(),
         };
         let call = Call {
@@ -158,7 +162,10 @@ enum Unread {
     OverLimit,
     /// Not a request of the call's operation: why.
     NotRequest(String),
-    /// tonic's framing refused the body (a bad prefix, the stream reset): its status.
+    /// Not one whole message: cut short, a bad flag, none, or more than one (every
+    /// operation takes one): why.
+    Malformed(String),
+    /// The body could not be read (the stream reset): tonic's status.
     Framing(tonic::Status),
 }
 
@@ -171,12 +178,18 @@ async fn message(op: Op, gateway: &Gateway, body: Body) -> Result<Box<Request>, 
         tonic::Code::OutOfRange => Unread::OverLimit,
         // Only the decoder gives INVALID_ARGUMENT (`codec`).
         tonic::Code::InvalidArgument => Unread::NotRequest(status.message().to_owned()),
+        // tonic's framing says INTERNAL for what the client sent wrong (an end inside a
+        // message, a compression flag other than 0 or 1); its words are its own, not the
+        // client's.
+        tonic::Code::Internal => Unread::Malformed(status.message().to_owned()),
         _ => Unread::Framing(status),
     };
     let mut messages = codec::requests(op, body, gateway.max_body);
     let request = messages.message().await.map_err(unread)?;
-    let request = request
-        .ok_or_else(|| Unread::Framing(tonic::Status::internal("Missing request message.")))?;
+    let request = request.ok_or_else(|| Unread::Malformed("no message".to_owned()))?;
+    if messages.message().await.map_err(unread)?.is_some() {
+        return Err(Unread::Malformed("more than one message".to_owned()));
+    }
     messages.trailers().await.map_err(unread)?;
     Ok(request)
 }

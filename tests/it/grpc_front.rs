@@ -434,6 +434,59 @@ async fn a_compressed_message_is_unimplemented() {
     assert_eq!(backend.calls(), 1);
 }
 
+/// A body that is not one whole message (cut short, a compression flag that is no flag, no
+/// message, two messages) is INVALID_ARGUMENT (`INVALID_REQUEST`, saying what is wrong)
+/// before the agent, counted as a rejected request; one whole message is served.
+#[tokio::test]
+async fn a_body_that_is_not_one_whole_message_is_invalid() {
+    let (backend, url) = harness::task_backend().await;
+    let origin = harness::serve_on_workers(&["--backend", &url, "--fronts", "GRPC"], None).await;
+    let http = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .unwrap();
+    let message = get_task("t-1").encode_to_vec();
+    let frame = |flag: u8, declared: usize, bytes: &[u8]| {
+        let mut framed = vec![flag];
+        framed.extend_from_slice(&(declared as u32).to_be_bytes());
+        framed.extend_from_slice(bytes);
+        framed
+    };
+    let whole = frame(0, message.len(), &message);
+    let call = |body: Vec<u8>| {
+        http.post(format!("{origin}/lf.a2a.v1.A2AService/GetTask"))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(body)
+            .send()
+    };
+    for (body, why) in [
+        (frame(0, message.len() + 10, &message), "cut short"),
+        (whole[..3].to_vec(), "a prefix cut short"),
+        (frame(2, message.len(), &message), "flag 2"),
+        (Vec::new(), "no message"),
+        ([whole.clone(), whole.clone()].concat(), "two messages"),
+    ] {
+        let response = call(body).await.unwrap();
+        let status = tonic::Status::from_header_map(response.headers())
+            .unwrap_or_else(|| panic!("{why}: trailers-only"));
+        assert_eq!(status.code(), Code::InvalidArgument, "{why}: {status:?}");
+        assert_eq!(error_infos(&status)[0].reason, "INVALID_REQUEST", "{why}");
+        assert!(status.message().contains("malformed"), "{why}: {status:?}");
+    }
+    assert_eq!(backend.calls(), 0);
+    let served = call(whole).await.unwrap();
+    assert!(
+        served.headers().get("grpc-status").is_none(),
+        "not trailers-only"
+    );
+    served.bytes().await.unwrap();
+    assert_eq!(backend.calls(), 1);
+    let metrics = harness::metrics_text(&origin).await;
+    let line = "a2a_gateway_requests_total{route=\"default\",method=\"\",code=\"-32600\"} 5\n";
+    assert!(metrics.contains(line), "{metrics}");
+}
+
 /// A message that is not the method's request is INVALID_ARGUMENT (`INVALID_PARAMS`, its
 /// reason in the message) before the agent, counted as a rejected request.
 #[tokio::test]
