@@ -31,6 +31,37 @@ async fn gateway(flags: &[&str]) -> String {
     harness::serve_frontend(frontend).await
 }
 
+/// One gRPC message as the wire frames it: the compression flag, the declared length, the
+/// bytes (either may lie, for the tests that send what a client must not).
+fn frame(flag: u8, declared: usize, bytes: &[u8]) -> Vec<u8> {
+    let mut framed = vec![flag];
+    framed.extend_from_slice(&(declared as u32).to_be_bytes());
+    framed.extend_from_slice(bytes);
+    framed
+}
+
+/// POSTs `body` as a gRPC call of `method` at `base` over HTTP/2, with `headers`, without a
+/// gRPC client (which would frame it right, and keep its own deadline).
+async fn post_grpc(
+    base: &str,
+    method: &str,
+    body: Vec<u8>,
+    headers: &[(&str, &str)],
+) -> reqwest::Response {
+    let http = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .unwrap();
+    let mut request = http
+        .post(format!("{base}/lf.a2a.v1.A2AService/{method}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.body(body).send().await.unwrap()
+}
+
 /// A gRPC test backend answering with `handler`, the gateway in front of it with `flags`,
 /// and a client of the gateway's gRPC front.
 async fn setup(
@@ -404,28 +435,18 @@ async fn a_message_at_max_body_is_served_and_one_byte_more_is_not() {
 async fn a_compressed_message_is_unimplemented() {
     let (backend, url) = harness::task_backend().await;
     let base = gateway(&["--backend", &url]).await;
-    let http = reqwest::Client::builder()
-        .http2_prior_knowledge()
-        .build()
-        .unwrap();
-    // One length-prefixed message (gRPC over HTTP/2), its compressed flag as `encoding` says.
+    // One message, its compressed flag as `encoding` says.
     let call = |encoding: &'static str| {
         let message = get_task("t-1").encode_to_vec();
-        let mut framed = vec![u8::from(encoding != "identity")];
-        framed.extend_from_slice(&(message.len() as u32).to_be_bytes());
-        framed.extend_from_slice(&message);
-        http.post(format!("{base}/lf.a2a.v1.A2AService/GetTask"))
-            .header("content-type", "application/grpc")
-            .header("te", "trailers")
-            .header("grpc-encoding", encoding)
-            .body(framed)
-            .send()
+        let framed = frame(u8::from(encoding != "identity"), message.len(), &message);
+        let base = base.clone();
+        async move { post_grpc(&base, "GetTask", framed, &[("grpc-encoding", encoding)]).await }
     };
-    let refused = call("gzip").await.unwrap();
+    let refused = call("gzip").await;
     assert_eq!(refused.headers()["grpc-status"], "12", "UNIMPLEMENTED");
     assert_eq!(refused.headers()["grpc-accept-encoding"], "identity");
     assert_eq!(backend.calls(), 0);
-    let served = call("identity").await.unwrap();
+    let served = call("identity").await;
     assert!(
         served.headers().get("grpc-status").is_none(),
         "not trailers-only"
@@ -441,25 +462,9 @@ async fn a_compressed_message_is_unimplemented() {
 async fn a_body_that_is_not_one_whole_message_is_invalid() {
     let (backend, url) = harness::task_backend().await;
     let origin = harness::serve_on_workers(&["--backend", &url, "--fronts", "GRPC"], None).await;
-    let http = reqwest::Client::builder()
-        .http2_prior_knowledge()
-        .build()
-        .unwrap();
     let message = get_task("t-1").encode_to_vec();
-    let frame = |flag: u8, declared: usize, bytes: &[u8]| {
-        let mut framed = vec![flag];
-        framed.extend_from_slice(&(declared as u32).to_be_bytes());
-        framed.extend_from_slice(bytes);
-        framed
-    };
     let whole = frame(0, message.len(), &message);
-    let call = |body: Vec<u8>| {
-        http.post(format!("{origin}/lf.a2a.v1.A2AService/GetTask"))
-            .header("content-type", "application/grpc")
-            .header("te", "trailers")
-            .body(body)
-            .send()
-    };
+    let call = |body: Vec<u8>| post_grpc(&origin, "GetTask", body, &[]);
     for (body, why) in [
         (frame(0, message.len() + 10, &message), "cut short"),
         (whole[..3].to_vec(), "a prefix cut short"),
@@ -467,7 +472,7 @@ async fn a_body_that_is_not_one_whole_message_is_invalid() {
         (Vec::new(), "no message"),
         ([whole.clone(), whole.clone()].concat(), "two messages"),
     ] {
-        let response = call(body).await.unwrap();
+        let response = call(body).await;
         let status = tonic::Status::from_header_map(response.headers())
             .unwrap_or_else(|| panic!("{why}: trailers-only"));
         assert_eq!(status.code(), Code::InvalidArgument, "{why}: {status:?}");
@@ -475,7 +480,7 @@ async fn a_body_that_is_not_one_whole_message_is_invalid() {
         assert!(status.message().contains("malformed"), "{why}: {status:?}");
     }
     assert_eq!(backend.calls(), 0);
-    let served = call(whole).await.unwrap();
+    let served = call(whole).await;
     assert!(
         served.headers().get("grpc-status").is_none(),
         "not trailers-only"
@@ -493,20 +498,8 @@ async fn a_body_that_is_not_one_whole_message_is_invalid() {
 async fn a_message_that_is_no_request_is_invalid_params() {
     let (backend, url) = harness::task_backend().await;
     let base = gateway(&["--backend", &url]).await;
-    let http = reqwest::Client::builder()
-        .http2_prior_knowledge()
-        .build()
-        .unwrap();
-    // One length-prefixed message whose bytes are no protobuf (a field tag of 0).
-    let framed = [0, 0, 0, 0, 2, 0, 0];
-    let refused = http
-        .post(format!("{base}/lf.a2a.v1.A2AService/GetTask"))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .body(framed.to_vec())
-        .send()
-        .await
-        .unwrap();
+    // One message whose bytes are no protobuf (a field tag of 0).
+    let refused = post_grpc(&base, "GetTask", frame(0, 2, &[0, 0]), &[]).await;
     let headers = refused.headers();
     assert_eq!(headers["grpc-status"], "3", "INVALID_ARGUMENT: {headers:?}");
     let message = headers["grpc-message"].to_str().unwrap();
@@ -929,31 +922,16 @@ async fn a_message_counts_against_the_bytes_in_flight() {
 
 /// A client deadline that has passed, or passes while the agent is asked, always ends the
 /// call as the gateway's deadline (DEADLINE_EXCEEDED, `BACKEND_DEADLINE_EXCEEDED`), however
-/// short: not as whatever the agent, told the same deadline, made of it first. (Sent
-/// without a client of its own: tonic's would give up before any answer.)
+/// short: not as whatever the agent, told the same deadline, made of it first.
 #[tokio::test]
 async fn a_passed_client_deadline_is_always_deadline_exceeded() {
     // The demo agent (a tonic server) gives up at the deadline it is told, as agents do.
     let gateway = crate::harness::process::start(&["--demo", "--fronts", "JSONRPC,GRPC"]).await;
-    let base = gateway.origin().to_owned();
-    let http = reqwest::Client::builder()
-        .http2_prior_knowledge()
-        .build()
-        .unwrap();
     let message = get_task("t-1").encode_to_vec();
-    let mut framed = vec![0u8];
-    framed.extend_from_slice(&(message.len() as u32).to_be_bytes());
-    framed.extend_from_slice(&message);
+    let framed = frame(0, message.len(), &message);
     for timeout in ["0S", "1n", "1u"] {
-        let response = http
-            .post(format!("{base}/lf.a2a.v1.A2AService/GetTask"))
-            .header("content-type", "application/grpc")
-            .header("te", "trailers")
-            .header("grpc-timeout", timeout)
-            .body(framed.clone())
-            .send()
-            .await
-            .unwrap();
+        let headers = [("grpc-timeout", timeout)];
+        let response = post_grpc(gateway.origin(), "GetTask", framed.clone(), &headers).await;
         let status = tonic::Status::from_header_map(response.headers())
             .unwrap_or_else(|| panic!("{timeout}: trailers-only"));
         assert_eq!(
