@@ -261,6 +261,21 @@ fn refused(gateway: &Gateway, request: &http::request::Parts, refusal: &Refusal)
 
 /// The answer to a path the front serves with a method it does not serve there, its body
 /// in the route's `profile`.
+/// The answer to a path longer than any operation's (414, naming the bound), counted and
+/// logged as a rejected request.
+pub(crate) fn path_too_long(
+    gateway: &Gateway,
+    request: &http::request::Parts,
+    length: usize,
+) -> Response {
+    let why = format!(
+        "the path below rest-path is {length} bytes, longer than the {} an operation's can be",
+        path::MAX_PATH_BYTES
+    );
+    let err = A2aError::invalid_request(&why);
+    rejected(gateway, request, 0, &err, StatusCode::URI_TOO_LONG)
+}
+
 pub(crate) fn wrong_method(allow: &str, profile: Profile) -> Response {
     let err = A2aError::a2a(
         ErrorKind::MethodNotFound,

@@ -663,6 +663,10 @@ impl tower::Service<http::Request<Body>> for Frontend {
                 Some(Routed::WrongMethod(allow)) => {
                     return ready(rest::wrong_method(&allow, route.gateway.profile))
                 }
+                Some(Routed::TooLong(length)) => {
+                    let parts = request.into_parts().0;
+                    return ready(rest::path_too_long(&route.gateway, &parts, length));
+                }
                 _ => {}
             }
             if jsonrpc {

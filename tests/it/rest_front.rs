@@ -472,6 +472,13 @@ async fn refusals_and_tenant_paths() {
 
     let (status, _, _) = send(Method::GET, &url("/nope"), None, &version).await;
     assert_eq!(status, 404);
+    // A path longer than any operation's (4 KiB below rest-path) is 414, naming the bound.
+    let long = format!("/{}", "x".repeat(4096));
+    let (status, _, text) = send(Method::GET, &url(&long), None, &version).await;
+    assert_eq!(status, 414, "{text}");
+    assert!(text.contains("longer than the 4096"), "{text}");
+    let (status, _, _) = send(Method::GET, &url(&long[..4096]), None, &version).await;
+    assert_eq!(status, 404);
     let (status, headers, text) = send(Method::PUT, &url("/tasks/t-1"), None, &version).await;
     assert_eq!(status, 405, "{text}");
     assert_eq!(headers["allow"], "GET");

@@ -22,6 +22,8 @@ pub(crate) enum Routed {
     WrongMethod(String),
     /// No operation's path.
     NotFound,
+    /// A path longer than any operation's can be (`MAX_PATH_BYTES`): its length.
+    TooLong(usize),
 }
 
 /// An operation a request names.
@@ -44,10 +46,10 @@ pub(crate) const MAX_PATH_BYTES: usize = 4 << 10;
 
 /// The operation `method` on `path` (below the front's base, starting with `/`) names.
 pub(crate) fn route(method: &Method, path: &str) -> Routed {
-    let Some(below) = path
-        .strip_prefix('/')
-        .filter(|_| path.len() <= MAX_PATH_BYTES)
-    else {
+    if path.len() > MAX_PATH_BYTES {
+        return Routed::TooLong(path.len());
+    }
+    let Some(below) = path.strip_prefix('/') else {
         return Routed::NotFound;
     };
     match route_at(method, below) {
@@ -232,7 +234,10 @@ mod tests {
         );
         assert_eq!(at.len(), MAX_PATH_BYTES);
         assert!(matches!(route(&Method::GET, &at), Routed::Call(_)));
-        assert_eq!(route(&Method::GET, &format!("/x{at}")), Routed::NotFound);
+        assert_eq!(
+            route(&Method::GET, &format!("/x{}", &at[1..])),
+            Routed::TooLong(MAX_PATH_BYTES + 1)
+        );
         for missing in [
             "/",
             "",
