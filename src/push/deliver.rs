@@ -263,7 +263,7 @@ impl Deliverer {
         tracing::warn!(
             dropped,
             ?grace,
-            "push deliveries dropped at shutdown: not sent within the grace"
+            "push deliveries dropped, not sent within the grace (at shutdown, or being sent by the deliverer a reload replaced)"
         );
     }
 }
