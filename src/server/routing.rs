@@ -22,7 +22,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use clap::ValueEnum;
-use futures::future::BoxFuture;
+use futures::future::{BoxFuture, FutureExt, Shared, WeakShared};
 use http::header::{ALLOW, CONTENT_TYPE};
 use http::{HeaderValue, Method, StatusCode};
 use tower_http::cors::CorsLayer;
@@ -107,6 +107,10 @@ pub struct Frontend {
     push_metrics: Option<Arc<DeliveryMetrics>>,
     /// The JWK Set of the push signing key (`push::sign::JWKS_PATH`).
     jwks: Option<bytes::Bytes>,
+    /// The `/metrics` render in progress on this frontend, which the requests that arrive
+    /// meanwhile share: with thousands of routes a render is megabytes, and concurrent
+    /// scrapes would each make their own.
+    metrics_render: Arc<std::sync::Mutex<Option<WeakShared<BoxFuture<'static, bytes::Bytes>>>>>,
 }
 
 /// What a listener serves. Every surface but `Admin` is public: whoever reaches it learns
@@ -151,6 +155,7 @@ impl Frontend {
             push_callback: None,
             push_metrics: None,
             jwks: None,
+            metrics_render: Arc::default(),
         }
     }
 
@@ -394,6 +399,20 @@ impl Frontend {
 
     /// Every metric: the shared counters, then each route's readiness, then the balanced
     /// routes' endpoints.
+    /// The `/metrics` render in progress, or a new one.
+    fn shared_render(&self) -> Shared<BoxFuture<'static, bytes::Bytes>> {
+        let mut slot = (self.metrics_render.lock()).unwrap_or_else(|e| e.into_inner());
+        let running = slot.as_ref().and_then(WeakShared::upgrade);
+        if let Some(running) = running.filter(|render| render.peek().is_none()) {
+            return running;
+        }
+        let this = self.clone();
+        let render = async move { bytes::Bytes::from(this.render_metrics().await) };
+        let render = render.boxed().shared();
+        *slot = render.downgrade();
+        render
+    }
+
     async fn render_metrics(self) -> String {
         let mut text = self.metrics.render();
         if let Some(limits) = &self.limits {
@@ -720,11 +739,11 @@ impl tower::Service<http::Request<Body>> for Frontend {
                 return Box::pin(async move { Ok(this.readiness(verbose).await) });
             }
             "/metrics" => {
-                let this = self.clone();
+                let render = self.shared_render();
                 return Box::pin(async move {
-                    let text = this.render_metrics().await;
+                    let text = render.await;
                     let kind = [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")];
-                    Ok((kind, text).into_response())
+                    Ok((kind, Body::from(text)).into_response())
                 });
             }
             _ if grpc_at_root => {
@@ -790,4 +809,31 @@ fn wrong_method(allow: &'static str) -> Response {
         .headers_mut()
         .insert(ALLOW, HeaderValue::from_static(allow));
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Requests for `/metrics` while a render runs share it; one after it has finished
+    /// starts another.
+    #[tokio::test]
+    async fn concurrent_scrapes_share_one_render() {
+        let args = ["a2a-gateway", "--backend", "http://127.0.0.1:9"];
+        let settings = crate::settings::Settings::load(args).unwrap();
+        let gateway = crate::route::gateway(&settings.routes[0], Default::default()).unwrap();
+        let frontend = router(gateway, "/a2a/jsonrpc");
+        let first = frontend.shared_render();
+        let second = frontend.clone().shared_render();
+        assert!(first.ptr_eq(&second), "a render in progress is shared");
+        let text = first.await;
+        assert!(!text.is_empty());
+        assert_eq!(second.await, text);
+        let third = frontend.shared_render();
+        assert!(
+            third.peek().is_none(),
+            "a finished render is not served again"
+        );
+        assert!(third.await.starts_with(b"#"));
+    }
 }
