@@ -270,23 +270,26 @@ pub(crate) fn check_allowed_host(text: &str) -> Result<String, String> {
 /// without the trailing dot of a fully qualified name (`gw.example.` is `gw.example`); none
 /// if it is not one.
 pub(crate) fn valid_authority(text: &str) -> Option<String> {
-    let authority: http::uri::Authority = text.trim().parse().ok()?;
-    let text = authority.as_str();
-    let host = authority.host();
-    if text.contains('@') || host.is_empty() || host == "." {
-        return None;
-    }
-    // `Authority` accepts any characters after the host's colon.
-    let port = &text[host.len()..];
-    match port {
-        "" => {}
-        port => port.strip_prefix(':')?.parse::<u16>().ok().map(drop)?,
+    let (host, port) = authority_parts(text)?;
+    Some(format!("{host}{port}").to_ascii_lowercase())
+}
+
+/// `text` as a URI authority, borrowed: its host (without a fully qualified name's trailing
+/// dot, its case as written) and its `:port` (empty without one); none if it is not a plain
+/// `host[:port]`. Allocates nothing: every request's `Host` is checked with it.
+pub(crate) fn authority_parts(text: &str) -> Option<(&str, &str)> {
+    let text = text.trim();
+    // The last colon starts the port, unless it is inside an IPv6 literal's brackets.
+    let (host, port) = match text.rfind(':') {
+        Some(colon) if !text[colon..].contains(']') => text.split_at(colon),
+        _ => (text, ""),
+    };
+    if let Some(digits) = port.strip_prefix(':') {
+        let numeric = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
+        digits.parse::<u16>().ok().filter(|_| numeric)?;
     }
     let host = host.strip_suffix('.').unwrap_or(host);
-    if !valid_host(host) {
-        return None;
-    }
-    Some(format!("{host}{port}").to_ascii_lowercase())
+    valid_host(host).then_some((host, port))
 }
 
 /// A host as clients name one: an IPv6 literal in brackets, or dot-separated labels of

@@ -544,23 +544,22 @@ fn request_host<B>(request: &http::Request<B>) -> Option<&str> {
 /// `Host` that is not a `host[:port]`, or an HTTP/1.1 request without one. In-process
 /// requests (no connection: tests, benchmarks) need none.
 fn host_refusal<B>(request: &http::Request<B>) -> Option<&'static str> {
-    use crate::card::origin::valid_authority;
+    use crate::card::origin::authority_parts;
     let mut hosts = request.headers().get_all(http::header::HOST).iter();
     match (hosts.next(), hosts.next()) {
         (Some(_), Some(_)) => Some("the request has more than one Host header field"),
         (Some(host), None) => {
-            let host = host.to_str().ok().and_then(valid_authority);
-            let Some(host) = host else {
+            let Some((host, port)) = host.to_str().ok().and_then(authority_parts) else {
                 return Some("the request's Host is not a valid host[:port]");
             };
             // HTTP/2 names the host twice when a client sends both; a proxy in front may
             // have judged by either (RFC 9113 section 8.3.1).
-            let authority = request
-                .uri()
-                .authority()
-                .map(|a| valid_authority(a.as_str()));
+            let same = |authority: &http::uri::Authority| {
+                authority_parts(authority.as_str())
+                    .is_some_and(|(h, p)| h.eq_ignore_ascii_case(host) && p == port)
+            };
             (request.version() == http::Version::HTTP_2
-                && authority.is_some_and(|authority| authority.as_deref() != Some(&host)))
+                && request.uri().authority().is_some_and(|a| !same(a)))
             .then_some("the request's :authority and Host name different hosts")
         }
         (None, _) => (request.version() == http::Version::HTTP_11
