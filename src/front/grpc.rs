@@ -301,8 +301,9 @@ impl<'a> Call<'a> {
     /// its status.
     async fn unary(self, request: Box<Request>) -> Result<Extended<Vec<u8>>, tonic::Status> {
         let profile = self.gateway.profile;
-        let _charge = self.charge(encoded_len(&request))?;
-        let mut x = self.exchange(encoded_len(&request));
+        let bytes_in = encoded_len(&request);
+        let _charge = self.charge(bytes_in)?;
+        let mut x = self.exchange(bytes_in);
         let answer = call::stack()
             .call(&mut x, Some(Params::Decoded(request)))
             .await;
@@ -325,8 +326,9 @@ impl<'a> Call<'a> {
     /// agent's extensions, or its status.
     async fn stream(self, request: Box<Request>) -> Result<Extended<Events>, tonic::Status> {
         let profile = self.gateway.profile;
-        let _charge = self.charge(encoded_len(&request))?;
-        let mut x = self.exchange(encoded_len(&request));
+        let bytes_in = encoded_len(&request);
+        let _charge = self.charge(bytes_in)?;
+        let mut x = self.exchange(bytes_in);
         let answer = call::stack()
             .call(&mut x, Some(Params::Decoded(request)))
             .await;
