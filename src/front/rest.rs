@@ -46,7 +46,8 @@ const A2A_JSON: &str = "application/a2a+json";
 
 /// Whether the request has one Content-Type and it is `application/a2a+json` or
 /// `application/json` (with any parameters). A browser's cross-site form post is neither.
-fn is_a2a_json(headers: &http::HeaderMap) -> bool {
+/// The push relay's callback takes the same types (what an agent's notification is sent as).
+pub(crate) fn is_a2a_json(headers: &http::HeaderMap) -> bool {
     let mut values = headers.get_all(CONTENT_TYPE).iter();
     let (Some(value), None) = (values.next(), values.next()) else {
         return false;

@@ -48,6 +48,8 @@ pub(crate) enum PushCallback {
     BadRequest,
     /// An event of another task than the token's (400).
     WrongTask,
+    /// A Content-Type other than `application/json` or `application/a2a+json` (415).
+    UnsupportedType,
     /// A body past `push-max-body` (413).
     TooLarge,
     /// Delivery's queues were full (503).
@@ -57,11 +59,12 @@ pub(crate) enum PushCallback {
 }
 
 impl PushCallback {
-    const ALL: [PushCallback; 7] = [
+    const ALL: [PushCallback; 8] = [
         PushCallback::Accepted,
         PushCallback::Unauthorized,
         PushCallback::BadRequest,
         PushCallback::WrongTask,
+        PushCallback::UnsupportedType,
         PushCallback::TooLarge,
         PushCallback::Full,
         PushCallback::Closed,
@@ -73,6 +76,7 @@ impl PushCallback {
             PushCallback::Unauthorized => "unauthorized",
             PushCallback::BadRequest => "bad_request",
             PushCallback::WrongTask => "wrong_task",
+            PushCallback::UnsupportedType => "unsupported_type",
             PushCallback::TooLarge => "too_large",
             PushCallback::Full => "queue_full",
             PushCallback::Closed => "closed",

@@ -7,8 +7,9 @@
 //! goes to the route's `Outbox` for delivery to the client's webhook. Any replica with the
 //! key accepts any token; nothing is kept between posts.
 //!
-//! Answers: 204 accepted, 401 no token or one that does not open, 400 a body that is not
-//! a `StreamResponse` of the token's task, 413 a body past the bound, 503 delivery's
+//! Answers: 204 accepted, 401 no token or one that does not open, 415 a Content-Type
+//! other than `application/json` or `application/a2a+json` (parameters allowed), 400 a
+//! body that is not a `StreamResponse` of the token's task, 413 a body past the bound, 503 delivery's
 //! queues full or closing, or the gateway's body bytes in flight at their limit (with
 //! `Retry-After`), 405 anything but POST.
 
@@ -147,6 +148,16 @@ impl Callback {
             return (None, Err(unauthorized));
         };
         let (route_name, route) = named;
+        // A notification is the JSON of a StreamResponse (spec §4.3.3): what is sent as
+        // anything else is not one, whatever its bytes.
+        if !crate::front::rest::is_a2a_json(headers) {
+            let refusal = Refusal(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "the Content-Type must be application/a2a+json or application/json",
+                Outcome::UnsupportedType,
+            );
+            return (Some(named), Err(refusal));
+        }
         let traceparent = headers
             .get("traceparent")
             .and_then(|v| v.to_str().ok())

@@ -307,3 +307,56 @@ async fn posts_are_charged_to_the_gateways_body_budget() {
     assert!(metrics.contains(refused), "{metrics}");
     assert_eq!(gateway.outbox.taken().len(), 3);
 }
+
+/// A notification is the JSON of a `StreamResponse`: a post sent as `application/json` or
+/// `application/a2a+json` (parameters allowed, the type in any case) is taken; any other
+/// Content-Type, none, or two, gets 415, is counted and never reaches delivery.
+#[tokio::test]
+async fn a_post_not_sent_as_json_is_refused_with_415() {
+    let (agent, _store, agent_url) = started_agent().await;
+    let key = key_file();
+    let gateway = Gateway::start(&agent_url, &key, &[]).await;
+    let token = registered(&gateway, &agent, "t-1").await;
+    let post = |types: &[&str]| {
+        let mut request = client()
+            .post(&gateway.callback)
+            .header("x-a2a-notification-token", &token)
+            .body(event("t-1"));
+        for content_type in types {
+            request = request.header("content-type", *content_type);
+        }
+        async move {
+            let response = request.send().await.unwrap();
+            (response.status().as_u16(), response.text().await.unwrap())
+        }
+    };
+    for taken in [
+        "application/json",
+        "application/a2a+json",
+        "application/json; charset=utf-8",
+        "Application/A2A+JSON ; charset=UTF-8",
+    ] {
+        assert_eq!(post(&[taken]).await, (204, String::new()), "{taken}");
+    }
+    let refused: [&[&str]; 6] = [
+        &["text/plain"],
+        &["application/x-www-form-urlencoded"],
+        &["application/jsonl"],
+        &["application/problem+json"],
+        &[],
+        &["application/json", "application/json"],
+    ];
+    for types in refused {
+        let (status, body) = post(types).await;
+        assert_eq!(status, 415, "{types:?}: {body}");
+        assert!(body.contains("application/a2a+json"), "{types:?}: {body}");
+    }
+    assert_eq!(gateway.outbox.taken().len(), 4, "only the JSON posts");
+    let metrics = metrics_text(&gateway.origin).await;
+    for (outcome, n) in [("accepted", 4), ("unsupported_type", 6)] {
+        let line = format!(
+            "a2a_gateway_push_callbacks_total{{route=\"default\",outcome=\"{outcome}\"}} {n}\n"
+        );
+        assert!(metrics.contains(&line), "{line}{metrics}");
+    }
+}
