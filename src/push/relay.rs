@@ -16,7 +16,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::auth::Principal;
-use crate::proto::{AuthenticationInfo, TaskPushNotificationConfig};
+use base64::Engine;
+
+use crate::proto::{AuthenticationInfo, Message, TaskPushNotificationConfig};
 use crate::protocol::error::{A2aError, ErrorKind};
 use crate::protocol::ops::{Reply, Request, StreamRequest, UnaryRequest};
 use crate::push::seal::{owner_digest, PushKeys, Registration, SealError};
@@ -83,28 +85,51 @@ pub(crate) struct Relay {
     pub(crate) settings: Arc<RelaySettings>,
 }
 
-/// A push config a request hands the agent, and the task it is for when the config does
-/// not say (a follow-up message's task).
-fn pushed_config(request: &mut Request) -> Option<(&mut TaskPushNotificationConfig, String)> {
+/// A push config a request hands the agent, and the message it comes in (a
+/// SendMessage's: its task, or its context when it starts one).
+fn pushed_config(
+    request: &mut Request,
+) -> Option<(&mut TaskPushNotificationConfig, Option<&mut Message>)> {
     match request {
         Request::Unary(UnaryRequest::CreateTaskPushNotificationConfig(config)) => {
-            Some((config, String::new()))
+            Some((config, None))
         }
         Request::Unary(UnaryRequest::SendMessage(send))
         | Request::Stream(StreamRequest::SendStreamingMessage(send)) => {
-            let task = send.message.as_ref().map(|m| m.task_id.clone());
             let config = send.configuration.as_mut()?;
             let config = config.task_push_notification_config.as_mut()?;
-            Some((config, task.unwrap_or_default()))
+            Some((config, send.message.as_mut()))
         }
         _ => None,
     }
 }
 
+/// The random bytes of a context the relay gives a message that starts a conversation.
+const CONTEXT_BYTES: usize = 16;
+
+/// The context a config sealed without a task is bound to: `message`'s, or, when it
+/// names none, a fresh random one put in it (spec §3.4.1: the agent keeps a client's
+/// `contextId` or refuses the message). Every event of the task the message starts
+/// carries it, so the callback can tell that task's events from another's.
+fn bound_context(message: Option<&mut Message>) -> Result<String, A2aError> {
+    let Some(message) = message else {
+        return Ok(String::new());
+    };
+    if message.context_id.is_empty() {
+        let mut random = [0; CONTEXT_BYTES];
+        // Only a broken host's random source fails; a guessable context must not result.
+        ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut random)
+            .map_err(|_| A2aError::new(ErrorKind::Internal))?;
+        message.context_id = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random);
+    }
+    Ok(message.context_id.clone())
+}
+
 impl Relay {
     /// Replaces the push config `request` hands the agent, if any, with the gateway's
     /// callback and a token sealing the client's: bound to this route, the config's task
-    /// (or the message's), the config's id and `owner`. A config too large to seal is
+    /// (or the message's; a message that starts a task: its context, `bound_context`),
+    /// the config's id and `owner`. A config too large to seal is
     /// refused, naming `field` (the URL's, as the client's dialect writes it).
     pub(crate) fn seal_in(
         &self,
@@ -112,11 +137,12 @@ impl Relay {
         owner: &[u8; 32],
         field: &str,
     ) -> Result<(), A2aError> {
-        let Some((config, message_task)) = pushed_config(request) else {
+        let Some((config, message)) = pushed_config(request) else {
             return Ok(());
         };
+        let message_task = message.as_ref().map(|m| m.task_id.clone());
         let task_id = match config.task_id.is_empty() {
-            true => message_task,
+            true => message_task.unwrap_or_default(),
             false => config.task_id.clone(),
         };
         // What delivery will send as headers must be sendable: refused now, not dropped
@@ -140,9 +166,14 @@ impl Relay {
             .authentication
             .take()
             .map(|auth| (auth.scheme, auth.credentials));
+        let context_id = match task_id.is_empty() {
+            true => bound_context(message)?,
+            false => String::new(),
+        };
         let registration = Registration {
             route: self.route.to_string(),
             task_id,
+            context_id,
             config_id: config.id.clone(),
             owner: *owner,
             url: std::mem::take(&mut config.url),

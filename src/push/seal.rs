@@ -6,8 +6,10 @@
 //! A token is base64url (no padding) of `version ‖ nonce ‖ AES-256-GCM(fields) ‖ tag`:
 //! a random 96-bit nonce per token, the key derived from the key file's with HKDF-SHA256,
 //! the version byte authenticated as associated data. The sealed fields bind the token to
-//! its route, task, push config id and caller, which `relay` checks after opening. The
-//! token is at most `MAX_TOKEN` characters: an agent sends it back in a header.
+//! its route, task (or, for a message's config sealed before its task exists, the
+//! message's context), push config id and caller, which `relay` and the callback check
+//! after opening. The token is at most `MAX_TOKEN` characters: an agent sends it back in a
+//! header.
 
 use std::path::Path;
 
@@ -29,8 +31,12 @@ pub(crate) const KEY_LEN: usize = 32;
 /// opened while the tokens it sealed live.
 pub(crate) const MAX_KEYS: usize = 2;
 
-/// The token format; a new format takes a new byte, and old tokens then fail to open.
-const VERSION: u8 = 1;
+/// The token format; a new format takes a new byte. Version 2 added the context
+/// (`Registration::context_id`); tokens of version 1, sealed before, still open, with none.
+const VERSION: u8 = 2;
+
+/// The format before the context was sealed, still opened.
+const VERSION_1: u8 = 1;
 
 /// What the file key is stretched with, so the sealing key is the relay's alone.
 const HKDF_SALT: &[u8] = b"a2a-gateway push relay";
@@ -61,6 +67,10 @@ pub(crate) struct Registration {
     pub(crate) route: String,
     /// The task, as the agent names it (empty: a message's config, before its task exists).
     pub(crate) task_id: String,
+    /// Without a task: the context of the message that starts it, the only id the gateway
+    /// knows before the agent names the task, and one every event of it carries (empty
+    /// with a task, and in a version 1 token).
+    pub(crate) context_id: String,
     /// The config's id as the client gave it (empty: the agent chooses one).
     pub(crate) config_id: String,
     /// The caller's digest (`owner_digest`).
@@ -89,6 +99,7 @@ impl std::fmt::Debug for Registration {
         f.debug_struct("Registration")
             .field("route", &self.route)
             .field("task_id", &self.task_id)
+            .field("context_id", &self.context_id)
             .field("config_id", &self.config_id)
             .finish_non_exhaustive()
     }
@@ -204,7 +215,7 @@ impl PushKeys {
         }
         let raw = URL_SAFE_NO_PAD.decode(token).ok()?;
         let (&version, rest) = raw.split_first()?;
-        if version != VERSION || rest.len() < NONCE_LEN + TAG_LEN {
+        if !matches!(version, VERSION | VERSION_1) || rest.len() < NONCE_LEN + TAG_LEN {
             return None;
         }
         let (nonce, sealed) = rest.split_at(NONCE_LEN);
@@ -214,11 +225,11 @@ impl PushKeys {
             let plain = key
                 .open_in_place(
                     Nonce::assume_unique_for_key(nonce),
-                    Aad::from([VERSION]),
+                    Aad::from([version]),
                     &mut sealed,
                 )
                 .ok()?;
-            decode(plain)
+            decode(plain, version)
         })
     }
 }
@@ -235,13 +246,21 @@ fn derive(key: &[u8; KEY_LEN]) -> LessSafeKey {
 
 /// The bytes `encode` writes for `r`, counted before anything is copied.
 fn encoded_len(r: &Registration) -> usize {
-    let strings = [&r.route, &r.task_id, &r.config_id, &r.url, &r.token];
+    let strings = [
+        &r.route,
+        &r.task_id,
+        &r.config_id,
+        &r.url,
+        &r.token,
+        &r.context_id,
+    ];
     let auth = (r.authentication.as_ref()).map_or(0, |(s, c)| 4 + s.len() + c.len());
     strings.iter().map(|s| 2 + s.len()).sum::<usize>() + 32 + 1 + auth
 }
 
 /// The fields, each string as its length (two bytes) and bytes; authentication after a
-/// presence byte. Only called under `MAX_TOKEN`, so every length fits two bytes.
+/// presence byte, then the context. Only called under `MAX_TOKEN`, so every length fits
+/// two bytes.
 fn encode(r: &Registration) -> Vec<u8> {
     let mut out = Vec::with_capacity(encoded_len(r));
     let field = |out: &mut Vec<u8>, text: &str| {
@@ -260,11 +279,12 @@ fn encode(r: &Registration) -> Vec<u8> {
             field(&mut out, credentials);
         }
     }
+    field(&mut out, &r.context_id);
     out
 }
 
-/// The fields `encode` wrote, all of them and nothing after.
-fn decode(mut bytes: &[u8]) -> Option<Registration> {
+/// The fields `encode` wrote in the format `version`, all of them and nothing after.
+fn decode(mut bytes: &[u8], version: u8) -> Option<Registration> {
     fn field(bytes: &mut &[u8]) -> Option<String> {
         let (len, rest) = bytes.split_first_chunk::<2>()?;
         let len = u16::from_be_bytes(*len) as usize;
@@ -284,9 +304,14 @@ fn decode(mut bytes: &[u8]) -> Option<Registration> {
         1 => Some((field(&mut rest)?, field(&mut rest)?)),
         _ => return None,
     };
+    let context_id = match version {
+        VERSION_1 => String::new(),
+        _ => field(&mut rest)?,
+    };
     rest.is_empty().then_some(Registration {
         route,
         task_id,
+        context_id,
         config_id,
         owner: *owner,
         url,
@@ -311,6 +336,7 @@ mod tests {
         Registration {
             route: "orders".into(),
             task_id: "task-1".into(),
+            context_id: String::new(),
             config_id: "cfg-1".into(),
             owner: owner_digest(None),
             url: "https://hooks.example/a2a?x=1".into(),
@@ -335,6 +361,38 @@ mod tests {
         assert_eq!(keys.open(&keys.seal(&bare).unwrap()), Some(bare));
         // A fresh nonce each time: the same registration never seals the same twice.
         assert_ne!(token, keys.seal(&registration()).unwrap());
+    }
+
+    /// A message's config seals its context; a token of the format before contexts (version
+    /// 1) still opens, with none, and a version it does not know does not.
+    #[test]
+    fn a_context_is_sealed_and_a_version_1_token_opens_without_one() {
+        let keys = PushKeys::new(&[[7; 32]]);
+        let unborn = Registration {
+            task_id: String::new(),
+            context_id: "ctx-1".into(),
+            ..registration()
+        };
+        assert_eq!(keys.open(&keys.seal(&unborn).unwrap()), Some(unborn));
+        // Version 1: the fields without the context, the version byte as associated data.
+        let seal_as = |version: u8| {
+            let mut plain = encode(&registration());
+            plain.truncate(plain.len() - 2);
+            let nonce = [9; NONCE_LEN];
+            keys.keys[0]
+                .seal_in_place_append_tag(
+                    Nonce::assume_unique_for_key(nonce),
+                    Aad::from([version]),
+                    &mut plain,
+                )
+                .unwrap();
+            let mut raw = vec![version];
+            raw.extend_from_slice(&nonce);
+            raw.extend_from_slice(&plain);
+            URL_SAFE_NO_PAD.encode(raw)
+        };
+        assert_eq!(keys.open(&seal_as(VERSION_1)), Some(registration()));
+        assert_eq!(keys.open(&seal_as(3)), None);
     }
 
     #[test]

@@ -46,7 +46,8 @@ pub(crate) enum PushCallback {
     Unauthorized,
     /// Not a POST, or a body that is not a `StreamResponse` naming a task (405, 400).
     BadRequest,
-    /// An event of another task than the token's (400).
+    /// An event of another task than the token's (400), or, for a message's config sealed
+    /// before its task existed, of another context than the message's (403).
     WrongTask,
     /// A Content-Type other than `application/json` or `application/a2a+json` (415).
     UnsupportedType,

@@ -3,7 +3,8 @@
 //! the header the reference SDK sends a config's token in), which names its route; its
 //! body, read up to `push-max-body` (and, as every request body, within
 //! `client-body-timeout` and charged to `global-max-body-bytes-in-flight` as it arrives),
-//! must be an A2A `StreamResponse` of the sealed task. Then it
+//! must be an A2A `StreamResponse` of the sealed task (a message's config, sealed before
+//! its task existed: of the message's context, else 403). Then it
 //! goes to the route's `Outbox` for delivery to the client's webhook. Any replica with the
 //! key accepts any token; nothing is kept between posts.
 //!
@@ -170,7 +171,7 @@ impl Callback {
             Ok(body) => body,
             Err(refusal) => return (Some(named), Err(refusal)),
         };
-        let (task_id, body) = match event_task(&body) {
+        let (ids, body) = match event_task(&body) {
             Ok(event) => event,
             Err(why) => {
                 let refusal = Refusal(StatusCode::BAD_REQUEST, why, Outcome::BadRequest);
@@ -178,10 +179,27 @@ impl Callback {
             }
         };
         drop(charge);
+        let EventIds {
+            task: task_id,
+            context,
+        } = ids;
         if !sealed.task_id.is_empty() && sealed.task_id != task_id {
             let refusal = Refusal(
                 StatusCode::BAD_REQUEST,
                 "the event is not of the token's task",
+                Outcome::WrongTask,
+            );
+            return (Some(named), Err(refusal));
+        }
+        // A message's config, sealed before its task existed, is bound to the message's
+        // context; one of a token from before contexts were sealed is bound to nothing the
+        // event can be checked against, and refused too.
+        if sealed.task_id.is_empty()
+            && (sealed.context_id.is_empty() || sealed.context_id != context)
+        {
+            let refusal = Refusal(
+                StatusCode::FORBIDDEN,
+                "the event is not of the conversation the token was given for",
                 Outcome::WrongTask,
             );
             return (Some(named), Err(refusal));
@@ -265,10 +283,16 @@ impl Callback {
 /// What a post refused for the gateway's body budget is told.
 const BUDGET: &str = "the gateway's request body bytes in flight are at their limit";
 
-/// The task id of the A2A `StreamResponse` in `body`, and the event written anew from
-/// what was read, or why it is none. Delivered as written anew: what is unknown to A2A
-/// (extra fields) is not passed on, nor signed.
-fn event_task(body: &[u8]) -> Result<(String, Bytes), &'static str> {
+/// The ids an event names.
+struct EventIds {
+    task: String,
+    context: String,
+}
+
+/// The task and context ids of the A2A `StreamResponse` in `body`, and the event written
+/// anew from what was read, or why it is none. Delivered as written anew: what is unknown
+/// to A2A (extra fields) is not passed on, nor signed.
+fn event_task(body: &[u8]) -> Result<(EventIds, Bytes), &'static str> {
     use crate::protocol::json::{nesting_exceeds, MAX_NESTING};
     if nesting_exceeds(body, MAX_NESTING) {
         return Err("the body nests too deep for an A2A StreamResponse");
@@ -276,16 +300,16 @@ fn event_task(body: &[u8]) -> Result<(String, Bytes), &'static str> {
     let event: StreamResponse =
         serde_json::from_slice(body).map_err(|_| "the body is not an A2A StreamResponse")?;
     let written = serde_json::to_vec(&event).map_err(|_| "the event cannot be written")?;
-    let task_id = match event.payload {
-        Some(Payload::Task(task)) => task.id,
-        Some(Payload::Message(message)) => message.task_id,
-        Some(Payload::StatusUpdate(update)) => update.task_id,
-        Some(Payload::ArtifactUpdate(update)) => update.task_id,
+    let (task, context) = match event.payload {
+        Some(Payload::Task(task)) => (task.id, task.context_id),
+        Some(Payload::Message(message)) => (message.task_id, message.context_id),
+        Some(Payload::StatusUpdate(update)) => (update.task_id, update.context_id),
+        Some(Payload::ArtifactUpdate(update)) => (update.task_id, update.context_id),
         None => return Err("the StreamResponse holds no event"),
     };
-    match task_id.is_empty() {
+    match task.is_empty() {
         true => Err("the event names no task"),
-        false => Ok((task_id, written.into())),
+        false => Ok((EventIds { task, context }, written.into())),
     }
 }
 

@@ -360,3 +360,81 @@ async fn a_post_not_sent_as_json_is_refused_with_415() {
         assert!(metrics.contains(&line), "{line}{metrics}");
     }
 }
+
+/// A message's config is sealed before the agent names its task, so its token is bound to
+/// the message's context: the one the client gave, or a fresh one the relay gives a message
+/// that names none. Events of that context are taken; an event of another task in another
+/// context, or naming no context, gets 403, is counted and never reaches delivery.
+#[tokio::test]
+async fn a_message_configs_token_takes_only_the_events_of_its_conversation() {
+    let (agent, _store, agent_url) = started_agent().await;
+    let key = key_file();
+    let gateway = Gateway::start(&agent_url, &key, &[]).await;
+    let callback = gateway.callback.as_str();
+    let sent = |context: Option<&str>| {
+        let mut params = message_params("report");
+        if let Some(context) = context {
+            params["message"]["contextId"] = json!(context);
+        }
+        params["configuration"] =
+            json!({"taskPushNotificationConfig": {"url": HOOK, "token": "client-token"}});
+        let url = gateway.url.clone();
+        let agent = &agent;
+        async move {
+            let sent = call(&url, "SendMessage", params).await;
+            assert_eq!(sent["result"]["task"]["id"], "task-new", "{sent}");
+            let Request::Unary(UnaryRequest::SendMessage(send)) = agent.last().request else {
+                panic!("not a message");
+            };
+            (send.message.unwrap().context_id, agent_saw(agent).token)
+        }
+    };
+    let of = |task: &str, context: &str| {
+        let mut event = status_update(task, TaskState::Working);
+        if let Some(stream_response::Payload::StatusUpdate(update)) = &mut event.payload {
+            update.context_id = context.to_owned();
+        }
+        serde_json::to_vec(&event).unwrap()
+    };
+
+    // The client names its context: the agent gets it as it is.
+    let (context, token) = sent(Some("ctx-client")).await;
+    assert_eq!(context, "ctx-client");
+    assert_eq!(
+        post_event(callback, Some(&token), of("task-new", "ctx-client")).await,
+        (204, String::new())
+    );
+    let (status, body) = post_event(callback, Some(&token), of("task-other", "ctx-other")).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("not of the conversation"), "{body}");
+    // The client names none: the relay gives the message a fresh one, each its own.
+    let (minted, token) = sent(None).await;
+    assert!(minted.len() >= 22, "{minted}");
+    assert_ne!(sent(None).await.0, minted);
+    assert_eq!(
+        post_event(callback, Some(&token), of("task-new", &minted))
+            .await
+            .0,
+        204
+    );
+    for (task, context) in [
+        ("task-other", "ctx-other"),
+        ("task-other", ""),
+        ("task-new", "ctx-client"),
+    ] {
+        let (status, body) = post_event(callback, Some(&token), of(task, context)).await;
+        assert_eq!(status, 403, "{task} in {context:?}: {body}");
+    }
+    let delivered = gateway.outbox.taken();
+    assert_eq!(delivered.len(), 2, "only the conversation's events");
+    assert!(delivered
+        .iter()
+        .all(|d| d.task_id == "task-new" && d.url == HOOK));
+    let metrics = metrics_text(&gateway.origin).await;
+    for (outcome, n) in [("accepted", 2), ("wrong_task", 4)] {
+        let line = format!(
+            "a2a_gateway_push_callbacks_total{{route=\"default\",outcome=\"{outcome}\"}} {n}\n"
+        );
+        assert!(metrics.contains(&line), "{line}{metrics}");
+    }
+}
