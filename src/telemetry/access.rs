@@ -11,7 +11,8 @@
 //! (the request path), method, JSON-RPC id, result code (0: success), backend status (gRPC
 //! status code or HTTP status, `-` when the backend was not reached), duration, bytes in and
 //! out, SSE frames, client address, request id, principal and its scheme (`auth`), and trace
-//! id. No header value and no param
+//! id; a post to the push relay's callback (`push/relay/callback.rs`) adds its HTTP
+//! `status` and, when refused, why (`refused`). No header value and no param
 //! other than the id is ever logged, so credentials cannot appear in it; the path, the ids,
 //! the request id and the principal are bounded and escaped (`untrusted::clip`).
 //! `--access-log false` turns the target off in the log filter; then `CallRecord::start`
@@ -69,6 +70,9 @@ struct Line {
     /// The caller's name (empty: anonymous) and scheme, once authenticated.
     principal: Option<ClippedField>,
     scheme: &'static str,
+    /// A callback post's answer, and why it was refused (other lines have neither).
+    status: Option<u16>,
+    refused: Option<&'static str>,
 }
 
 impl Line {
@@ -88,6 +92,8 @@ impl Line {
             traceparent: None,
             principal: None,
             scheme: "-",
+            status: None,
+            refused: None,
         }
     }
 
@@ -126,6 +132,7 @@ impl Line {
         set(&mut self.traceparent, traceparent);
         self.principal = None;
         self.scheme = "-";
+        (self.status, self.refused) = (None, None);
     }
 }
 
@@ -250,6 +257,23 @@ impl CallRecord {
         }
     }
 
+    /// A post to the push relay's callback was answered `status`: the route its token
+    /// named (empty: none), the body bytes read, and why it was `refused`.
+    pub(crate) fn push_callback(
+        &mut self,
+        route: &str,
+        bytes_in: usize,
+        status: u16,
+        refused: Option<&'static str>,
+    ) {
+        if let Some(line) = &mut self.line {
+            line.route.set(route);
+            line.method = "PushCallback";
+            line.bytes_in = bytes_in;
+            (line.status, line.refused) = (Some(status), refused);
+        }
+    }
+
     /// Bytes written to the client for this call.
     pub(crate) fn sent(&mut self, bytes: usize) {
         if let Some(line) = &mut self.line {
@@ -302,6 +326,12 @@ impl Line {
             sink::text_field(out, format, field_name!("method"), self.method);
             sink::bare_field(out, format, field_name!("id"), text(&self.id));
             sink::number_field(out, format, field_name!("code"), i64::from(code));
+            if let Some(status) = self.status {
+                sink::number_field(out, format, field_name!("status"), i64::from(status));
+            }
+            if let Some(refused) = self.refused {
+                sink::text_field(out, format, field_name!("refused"), refused);
+            }
             sink::bare_field(out, format, field_name!("backend_status"), backend_status);
             sink::number_field(out, format, field_name!("duration_us"), duration_us);
             sink::number_field(out, format, field_name!("bytes_in"), count(self.bytes_in));

@@ -508,3 +508,104 @@ async fn a_grpc_message_past_max_body_is_logged_as_refused() {
     assert_eq!(refused["code"], -32600);
     assert_eq!(refused["backend_status"], "-");
 }
+
+/// Every post to the push relay's callback gets one access line: the route its token named
+/// (none when it names none), the path, the HTTP status, why it was refused, duration and
+/// bytes; never its token, nor the client's webhook, token or credentials.
+#[tokio::test]
+async fn every_push_callback_post_gets_one_line_without_its_token() {
+    use base64::Engine;
+    let agent = backend();
+    let key = TempFile::new(
+        "key",
+        &base64::engine::general_purpose::STANDARD.encode([7u8; 32]),
+    );
+    let args = [
+        "--log-format",
+        "json",
+        "--push",
+        "relay",
+        "--push-callback-url",
+        "https://gateway.example/a2a/push",
+        "--push-key-file",
+        key.path(),
+        // The hook's name does not resolve here: one attempt, then the delivery is over.
+        "--push-max-attempts",
+        "1",
+    ];
+    let (gateway, log) = start(&agent, &args, &[]).await;
+    let config = json!({"taskId": "t-1", "id": "cfg-1", "url": "https://hooks.example/h",
+        "token": "client-token", "authentication": {"scheme": "Bearer", "credentials": "client-secret"}});
+    let created = harness::rpc(
+        &gateway.1,
+        &request(json!(1), "CreateTaskPushNotificationConfig", config),
+    )
+    .await;
+    assert!(created["result"].is_object(), "{created}");
+    let Request::Unary(UnaryRequest::CreateTaskPushNotificationConfig(sealed)) =
+        agent.last().request
+    else {
+        panic!("not a push config");
+    };
+    let callback = gateway.1.replace("/a2a/jsonrpc", "/a2a/push");
+    let event = serde_json::to_vec(&status_update("t-1", TaskState::Working)).unwrap();
+    let post = |token: &str, content_type: &str| {
+        harness::client()
+            .post(&callback)
+            .header("content-type", content_type)
+            .header("x-a2a-notification-token", token)
+            .body(event.clone())
+            .send()
+    };
+    assert_eq!(
+        post(&sealed.token, "application/json")
+            .await
+            .unwrap()
+            .status(),
+        204
+    );
+    assert_eq!(
+        post("forged", "application/json").await.unwrap().status(),
+        401
+    );
+    assert_eq!(
+        post(&sealed.token, "text/plain").await.unwrap().status(),
+        415
+    );
+
+    let log = stop(gateway, &log).await;
+    let lines: Vec<Value> = access_lines(&log)
+        .into_iter()
+        .filter(|line| line["path"] == "/a2a/push")
+        .collect();
+    assert_eq!(lines.len(), 3, "one line per post: {lines:#?}");
+    for (line, route, status, refused, bytes_in) in [
+        (&lines[0], "default", 204, None, event.len()),
+        (&lines[1], "", 401, Some("no valid notification token"), 0),
+        (
+            &lines[2],
+            "default",
+            415,
+            Some("the Content-Type must be application/a2a+json or application/json"),
+            0,
+        ),
+    ] {
+        assert_eq!(line["route"], route, "{line}");
+        assert_eq!(line["method"], "PushCallback", "{line}");
+        assert_eq!(line["status"], status, "{line}");
+        assert_eq!(line["refused"].as_str(), refused, "{line}");
+        assert_eq!(line["bytes_in"], bytes_in, "{line}");
+        assert!(line["duration_us"].as_i64().unwrap() >= 0, "{line}");
+        assert_ne!(line["client"], "-", "{line}");
+    }
+    assert_eq!(lines[0]["bytes_out"], 0);
+    assert!(lines[1]["bytes_out"].as_i64().unwrap() > 0);
+    for secret in [
+        sealed.token.as_str(),
+        "client-token",
+        "client-secret",
+        "hooks.example/h",
+    ] {
+        assert!(!log.contains(secret), "{secret} in the log");
+    }
+}

@@ -28,6 +28,7 @@ use crate::proto::stream_response::Payload;
 use crate::proto::StreamResponse;
 use crate::push::outbox::{Delivery, Outbox, Refused};
 use crate::push::relay::RelaySettings;
+use crate::telemetry::access::CallRecord;
 use crate::telemetry::{Metrics, PushCallback, RouteMetrics};
 
 /// The header a notification's token comes in (the reference SDK's; the spec names no
@@ -77,9 +78,13 @@ impl Callback {
         self.settings.callback_path()
     }
 
-    /// Answers one post.
+    /// Answers one post, and writes its access line (route, path, status, duration,
+    /// bytes, why it was refused: nothing of its token or headers).
     pub(crate) async fn handle(&self, request: http::Request<Body>) -> Response {
-        let (route, answer) = self.accept(request).await;
+        let (parts, body) = request.into_parts();
+        let mut record = CallRecord::start("", &parts, 0, None);
+        let mut bytes_in = 0;
+        let (route, answer) = self.accept(&parts, body, &mut bytes_in).await;
         let outcome = match &answer {
             Ok(()) => PushCallback::Accepted,
             Err(Refusal(_, _, outcome)) => *outcome,
@@ -88,40 +93,44 @@ impl Callback {
             Some((_, route)) => route.metrics.push_callback(outcome),
             None => self.metrics.push_callback_unrouted(outcome),
         }
-        match answer {
-            Ok(()) => StatusCode::NO_CONTENT.into_response(),
-            Err(Refusal(status, why, _)) => {
-                let route = route.map(|(name, _)| &**name);
-                tracing::debug!(?route, %status, "push notification refused: {why}");
-                let body = serde_json::json!({ "error": why }).to_string();
-                let mut response = (
-                    status,
-                    [(http::header::CONTENT_TYPE, "application/json")],
-                    body,
-                )
-                    .into_response();
-                if status == StatusCode::METHOD_NOT_ALLOWED {
-                    let allow = HeaderValue::from_static("POST");
-                    response.headers_mut().insert(http::header::ALLOW, allow);
-                }
-                if why == BUDGET {
-                    let wait = HeaderValue::from_static(BUDGET_RETRY_AFTER);
-                    response
-                        .headers_mut()
-                        .insert(http::header::RETRY_AFTER, wait);
-                }
-                response
-            }
+        let route = route.map_or("", |(name, _)| &**name);
+        let Err(Refusal(status, why, _)) = answer else {
+            record.push_callback(route, bytes_in, StatusCode::NO_CONTENT.as_u16(), None);
+            return StatusCode::NO_CONTENT.into_response();
+        };
+        tracing::debug!(route, %status, "push notification refused: {why}");
+        record.push_callback(route, bytes_in, status.as_u16(), Some(why));
+        let body = serde_json::json!({ "error": why }).to_string();
+        record.sent(body.len());
+        let mut response = (
+            status,
+            [(http::header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response();
+        if status == StatusCode::METHOD_NOT_ALLOWED {
+            let allow = HeaderValue::from_static("POST");
+            response.headers_mut().insert(http::header::ALLOW, allow);
         }
+        if why == BUDGET {
+            let wait = HeaderValue::from_static(BUDGET_RETRY_AFTER);
+            response
+                .headers_mut()
+                .insert(http::header::RETRY_AFTER, wait);
+        }
+        response
     }
 
-    /// The post's route, once its token named one, and whether it was handed to delivery.
+    /// The post's route, once its token named one, and whether it was handed to delivery;
+    /// the body's bytes read are counted in `bytes_in`.
     async fn accept(
         &self,
-        request: http::Request<Body>,
+        parts: &http::request::Parts,
+        body: Body,
+        bytes_in: &mut usize,
     ) -> (Option<(&Arc<str>, &RouteOutbox)>, Result<(), Refusal>) {
         use PushCallback as Outcome;
-        if request.method() != Method::POST {
+        if parts.method != Method::POST {
             let refusal = Refusal(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "method not allowed here",
@@ -134,7 +143,7 @@ impl Callback {
             "no valid notification token",
             Outcome::Unauthorized,
         );
-        let headers = request.headers();
+        let headers = &parts.headers;
         // Two tokens name no one sender.
         let mut tokens = headers.get_all(TOKEN_HEADER).iter();
         let token = match (tokens.next(), tokens.next()) {
@@ -167,7 +176,7 @@ impl Callback {
         // The bytes read are charged as they arrive (as a client's body is), and given back
         // once the event is written anew: a slow post holds only what it sent.
         let mut charge = route.limits.as_ref().map(|limits| limits.body_charge());
-        let body = match self.read(request.into_body(), charge.as_mut()).await {
+        let body = match self.read(body, charge.as_mut(), bytes_in).await {
             Ok(body) => body,
             Err(refusal) => return (Some(named), Err(refusal)),
         };
@@ -232,11 +241,13 @@ impl Callback {
         (Some(named), answer)
     }
 
-    /// The body, up to `push-max-body` bytes, each frame charged to `charge` as it comes.
+    /// The body, up to `push-max-body` bytes, each frame charged to `charge` as it comes
+    /// and counted in `bytes_in`.
     async fn read(
         &self,
         body: Body,
         mut charge: Option<&mut BodyCharge>,
+        bytes_in: &mut usize,
     ) -> Result<Bytes, Refusal> {
         let limit = self.settings.max_body;
         let too_large = || {
@@ -266,6 +277,7 @@ impl Callback {
             let Ok(data) = frame.into_data() else {
                 continue;
             };
+            *bytes_in += data.len();
             if read.len() + data.len() > limit {
                 return Err(too_large());
             }
