@@ -184,7 +184,6 @@ async fn run(
         args,
         demo_backend,
         running: running.clone(),
-        push_grace: cli.shutdown_grace,
         fixed: cli.fixed.clone(),
         grpc_listen,
         files,

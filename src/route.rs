@@ -287,14 +287,19 @@ pub fn handler_over(
 }
 
 /// The process's push deliverer, with each route's URL policy (the strict default where
-/// its guard is off) and resolver, and its counters.
-fn deliverer(settings: &Settings) -> Result<(Arc<Deliverer>, Arc<DeliveryMetrics>), RouteError> {
+/// its guard is off) and resolver, and its counters (going on from `running`'s, a reload's).
+fn deliverer(
+    settings: &Settings,
+    running: Option<&DeliveryMetrics>,
+) -> Result<(Arc<Deliverer>, Arc<DeliveryMetrics>), RouteError> {
     // Series for the relaying routes only: 10,000 routes that do not relay made 100,000
     // lines of zeros, most of a 13 MB /metrics.
     let relaying = (settings.routes.iter()).filter(|route| route.push_mode == PushMode::Relay);
-    let metrics = Arc::new(DeliveryMetrics::new(
-        relaying.map(|route| route.name.as_str()),
-    ));
+    let names = relaying.map(|route| route.name.as_str());
+    let metrics = Arc::new(match running {
+        Some(running) => DeliveryMetrics::carrying(names, running),
+        None => DeliveryMetrics::new(names),
+    });
     let mut routes = Vec::new();
     // One resolver per DNS server, whatever the number of relaying routes.
     let resolvers = Resolvers::default();
@@ -415,6 +420,29 @@ impl Routes {
     /// Runs on the runtime the card services will refresh on (`start_cards`) and the
     /// readiness checks run on.
     pub fn new(settings: &Settings, demo_backend: Option<&str>) -> Result<Routes, RouteError> {
+        Routes::build(settings, demo_backend, None)
+    }
+
+    /// The routes a reload builds to replace those whose push delivery counters are
+    /// `running`: the counters of the routes kept go on from there (`DeliveryMetrics::carrying`).
+    pub(crate) fn reloaded(
+        settings: &Settings,
+        demo_backend: Option<&str>,
+        running: &DeliveryMetrics,
+    ) -> Result<Routes, RouteError> {
+        Routes::build(settings, demo_backend, Some(running))
+    }
+
+    /// The push delivery counters, which a reload's routes go on from (`reloaded`).
+    pub(crate) fn push_counters(&self) -> Arc<DeliveryMetrics> {
+        self.push_metrics.clone()
+    }
+
+    fn build(
+        settings: &Settings,
+        demo_backend: Option<&str>,
+        running_push: Option<&DeliveryMetrics>,
+    ) -> Result<Routes, RouteError> {
         let mut routes = Vec::with_capacity(settings.routes.len());
         let mut checks: Vec<(String, Box<dyn AgentCheck>)> = Vec::new();
         for route in &settings.routes {
@@ -436,7 +464,7 @@ impl Routes {
             process.readiness_cache,
             process.readiness_timeout,
         );
-        let (push, push_metrics) = deliverer(settings)?;
+        let (push, push_metrics) = deliverer(settings, running_push)?;
         // Each relaying route's notifications go to the deliverer (tests put their own
         // outbox in its place, `with_outbox`).
         let outboxes: HashMap<Arc<str>, Arc<dyn Outbox>> = (settings.routes.iter())
@@ -525,6 +553,15 @@ impl Routes {
         if !Arc::ptr_eq(&self.push, &running.push) {
             self.push.adopt(&running.push);
         }
+    }
+
+    /// After `adopt_push` took what waits: the replaced deliverer takes no more and
+    /// finishes what it is sending (within its retries' bounds, `--push-max-attempts` and
+    /// `--push-max-age`, not a grace), then goes. Only the deliverer is kept meanwhile, not
+    /// these routes.
+    pub fn retire_push(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let push = self.push.clone();
+        async move { push.retire().await }
     }
 
     /// After serving has stopped: sends the push deliveries still held, for up to

@@ -15,6 +15,9 @@
 //!   accepted, is dropped (the agent retried a post the relay had already taken).
 //! - Shutdown (`shutdown`): nothing new is taken; what is held is sent within the grace,
 //!   then what is left is dropped, counted and logged.
+//! - Reload: the new deliverer takes over what waits (`adopt`); the replaced one finishes
+//!   what it is sending, within its retries' bounds, and then ends (`retire`); a shutdown
+//!   meanwhile gives it the same grace as the new one.
 //!
 //! Connections are made by `connect` (checked addresses only). The work runs on a thread
 //! of its own, started at the first delivery, so a slow webhook costs the serving threads
@@ -23,7 +26,7 @@
 pub(crate) mod connect;
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use http::{HeaderName, HeaderValue};
@@ -178,6 +181,9 @@ struct Shared {
     stop: CancellationToken,
     /// The delivery thread's runtime, started at the first delivery.
     runtime: OnceLock<tokio::runtime::Handle>,
+    /// The deliverers reloads replaced (`adopt`), while they finish what they send: a
+    /// shutdown gives them its grace too.
+    retired: Mutex<Vec<Weak<Shared>>>,
 }
 
 /// Queues, sends and retries push deliveries (the relay's `Outbox`).
@@ -225,25 +231,54 @@ impl Deliverer {
                 idle: tokio::sync::Notify::new(),
                 stop: CancellationToken::new(),
                 runtime: OnceLock::new(),
+                retired: Mutex::default(),
             }),
         })
     }
 
     /// Takes no more deliveries, sends what is held for up to `grace`, then drops what is
-    /// left, counting and logging it.
+    /// left, counting and logging it; the same for the deliverers reloads replaced that
+    /// are still sending.
     pub(crate) async fn shutdown(&self, grace: Duration) {
+        let retired: Vec<Arc<Shared>> = (self.shared.retired.lock())
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        let all = std::iter::once(&self.shared).chain(&retired);
+        futures::future::join_all(all.map(|shared| shared.shutdown(grace))).await;
+    }
+
+    /// A reload replaced this deliverer (after `adopt` took what waits): takes no more
+    /// deliveries and sends what it holds, each within its retries' bounds; returns when
+    /// nothing is held, or a shutdown stopped it.
+    pub(crate) async fn retire(&self) {
         let shared = &self.shared;
         shared.lock().closed = true;
-        let flushed = async {
-            loop {
-                let idle = shared.idle.notified();
-                if shared.lock().held == 0 {
-                    return;
-                }
-                idle.await;
+        tokio::select! {
+            () = shared.flushed() => {}
+            () = shared.stop.cancelled() => {}
+        }
+    }
+}
+
+impl Shared {
+    /// Returns once nothing is held.
+    async fn flushed(&self) {
+        loop {
+            let idle = self.idle.notified();
+            if self.lock().held == 0 {
+                return;
             }
-        };
-        if tokio::time::timeout(grace, flushed).await.is_ok() {
+            idle.await;
+        }
+    }
+
+    /// `Deliverer::shutdown` of this deliverer alone.
+    async fn shutdown(&self, grace: Duration) {
+        let shared = self;
+        shared.lock().closed = true;
+        if tokio::time::timeout(grace, shared.flushed()).await.is_ok() {
             return;
         }
         let mut state = shared.lock();
@@ -263,7 +298,7 @@ impl Deliverer {
         tracing::warn!(
             dropped,
             ?grace,
-            "push deliveries dropped, not sent within the grace (at shutdown, or being sent by the deliverer a reload replaced)"
+            "push deliveries dropped at shutdown, not sent within the grace"
         );
     }
 }
@@ -278,8 +313,17 @@ impl Deliverer {
     /// Takes over the deliveries `old` (the deliverer a reload replaced) holds waiting, in
     /// their order: each of a route this deliverer has is queued here (not a duplicate of
     /// itself: `old` had accepted it); one of a route that no longer relays is dropped and
-    /// counted. What `old` is sending stays with it, to finish within its grace.
+    /// counted. What `old` is sending stays with it, to finish (`retire`); a shutdown
+    /// before then gives it this deliverer's grace (as it does the ones `old` replaced).
     pub(crate) fn adopt(&self, old: &Deliverer) {
+        {
+            let mut retired = (self.shared.retired.lock()).unwrap_or_else(|e| e.into_inner());
+            let older = (old.shared.retired.lock()).unwrap_or_else(|e| e.into_inner());
+            // Those already gone need no grace.
+            retired.retain(|shared| shared.strong_count() > 0);
+            retired.extend(older.iter().filter(|s| s.strong_count() > 0).cloned());
+            retired.push(Arc::downgrade(&old.shared));
+        }
         let (mut waiting, recent): (Vec<Held>, Vec<[u8; 32]>) = {
             let mut state = old.shared.lock();
             let recent = state.recent_order.iter().copied().collect();

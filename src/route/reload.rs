@@ -36,8 +36,6 @@ pub struct Reloader {
     pub demo_backend: Option<String>,
     /// The routes serving now (the process flushes their push deliveries at its end).
     pub running: Arc<std::sync::Mutex<Arc<Routes>>>,
-    /// How long the routes a reload replaced may go on sending their push deliveries.
-    pub push_grace: Duration,
     /// The running values of the settings a reload cannot change.
     pub fixed: FixedAtStart,
     /// The gRPC listener's address: the cards of reloaded routes name its port, whatever
@@ -87,6 +85,8 @@ impl Reloader {
         let started = Instant::now();
         let before = Fingerprint::of(&self.files);
         let (args, demo) = (self.args.clone(), self.demo_backend.clone());
+        // The push delivery counters go on from the running routes' (never back at a reload).
+        let push_counters = self.running().push_counters();
         let grpc_listen = self.grpc_listen;
         // Loading reads files and may take seconds for thousands of routes: not on the
         // thread that accepts connections.
@@ -96,8 +96,8 @@ impl Reloader {
                 .map_err(|e| e.to_string())
                 .and_then(|mut settings| {
                     settings.process.grpc_listen = grpc_listen;
-                    let routes =
-                        Routes::new(&settings, demo.as_deref()).map_err(|e| e.to_string())?;
+                    let routes = Routes::reloaded(&settings, demo.as_deref(), &push_counters)
+                        .map_err(|e| e.to_string())?;
                     Ok((settings, routes))
                 });
             (built, files)
@@ -148,10 +148,10 @@ impl Reloader {
         *self.running.lock().unwrap_or_else(|e| e.into_inner()) = routes.clone();
         let (added, removed) = differences(&running, &routes);
         // What waits for webhooks goes on in the new deliverer; the replaced one finishes
-        // what it is sending, takes no more, then goes.
+        // what it is sending, takes no more, then goes (a shutdown meanwhile gives it the
+        // new one's grace: `Deliverer::adopt`).
         routes.adopt_push(&running);
-        let grace = self.push_grace;
-        tokio::spawn(async move { running.flush_push(grace).await });
+        tokio::spawn(running.retire_push());
         self.metrics.config_loaded(Some(ReloadOutcome::Applied));
         tracing::info!(
             %why,

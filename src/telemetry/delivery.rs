@@ -101,7 +101,9 @@ impl DeliveryCounters {
 }
 
 /// The push deliveries of every route, labelled with the configured names only: the
-/// table is fixed when the routes are built.
+/// table is fixed when the routes are built. A reload's table carries the counters of the
+/// routes it keeps (`carrying`), so they are counters in Prometheus' sense: they never go
+/// back at a reload.
 pub(crate) struct DeliveryMetrics {
     routes: Vec<(Box<str>, Arc<DeliveryCounters>)>,
 }
@@ -113,6 +115,21 @@ impl DeliveryMetrics {
             routes: routes
                 .into_iter()
                 .map(|name| (name.into(), Arc::default()))
+                .collect(),
+        }
+    }
+
+    /// Counters for each of `routes`: those of a route `running` counts (the table a
+    /// reload replaces) go on from where they are, shared with it (what its deliverer
+    /// still sends is counted here too); a new route's start at zero.
+    pub(crate) fn carrying<'a>(
+        routes: impl IntoIterator<Item = &'a str>,
+        running: &DeliveryMetrics,
+    ) -> DeliveryMetrics {
+        DeliveryMetrics {
+            routes: routes
+                .into_iter()
+                .map(|name| (name.into(), running.route(name).unwrap_or_default()))
                 .collect(),
         }
     }

@@ -219,3 +219,134 @@ fn unusable_push_files_stop_the_start_naming_the_flag() {
     );
     assert_eq!(refused(&["--push-sign-key", ed.path()]), None);
 }
+
+/// A reload (SIGHUP) loses neither a count nor a notification: the delivery counters go on
+/// from where they were, and the delivery being sent at the reload, held by the webhook
+/// well past `--shutdown-grace`, is still delivered and counted.
+#[tokio::test]
+async fn a_reload_keeps_the_delivery_counts_and_the_delivery_being_sent() {
+    use crate::harness::{client, metrics_text, request, rpc, status_update, Answer, TestBackend};
+    use a2a_gateway::protocol::ops::{Reply, Request, UnaryRequest};
+    use serde_json::json;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    let agent = TestBackend::new(|request| match request {
+        Request::Unary(UnaryRequest::CreateTaskPushNotificationConfig(config)) => {
+            Answer::Reply(Reply::CreateTaskPushNotificationConfig(config.clone()))
+        }
+        _ => Answer::Error(tonic::Status::unimplemented("push configs only")),
+    });
+    let agent_url = format!("http://{}", agent.spawn().await);
+    // The webhook answers at once, but its second request only once released.
+    let release = Arc::new(tokio::sync::Semaphore::new(0));
+    let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post({
+            let release = release.clone();
+            move || {
+                let (release, seen_tx, count) = (release.clone(), seen_tx.clone(), count.clone());
+                async move {
+                    let _ = seen_tx.send(());
+                    if count.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 1 {
+                        let _permit = release.acquire().await;
+                    }
+                    "ok"
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let key = TempFile::new(
+        "key",
+        &base64::engine::general_purpose::STANDARD.encode([7u8; 32]),
+    );
+    let gateway = start(&[
+        "--backend",
+        &agent_url,
+        "--push",
+        "relay",
+        "--push-allow-http",
+        "--push-allow",
+        "127.0.0.1",
+        "--push-callback-url",
+        "https://gateway.example/a2a/push",
+        "--push-key-file",
+        key.path(),
+        "--shutdown-grace",
+        "1s",
+    ])
+    .await;
+    let origin = gateway.origin().to_owned();
+    let config = json!({"taskId": "t-1", "id": "cfg-1", "url": hook});
+    let created = rpc(
+        &gateway.1,
+        &request(json!(1), "CreateTaskPushNotificationConfig", config),
+    )
+    .await;
+    assert!(created["result"].is_object(), "{created}");
+    let Request::Unary(UnaryRequest::CreateTaskPushNotificationConfig(sealed)) =
+        agent.last().request
+    else {
+        panic!("not a push config");
+    };
+    let post = |state| {
+        let event = serde_json::to_vec(&status_update("t-1", state)).unwrap();
+        client()
+            .post(format!("{origin}/a2a/push"))
+            .header("content-type", "application/json")
+            .header("x-a2a-notification-token", &sealed.token)
+            .body(event)
+            .send()
+    };
+    let delivered = |origin: String| async move {
+        let text = metrics_text(&origin).await;
+        let series = "a2a_gateway_push_deliveries_total{route=\"default\",outcome=\"delivered\"} ";
+        text.lines()
+            .find_map(|line| line.strip_prefix(series))
+            .map_or(0, |n| n.parse::<u64>().unwrap())
+    };
+    let until_delivered = |n: u64| {
+        let origin = origin.clone();
+        async move {
+            let started = Instant::now();
+            while delivered(origin.clone()).await != n {
+                assert!(
+                    started.elapsed() < Duration::from_secs(30),
+                    "not {n} delivered"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+
+    use a2a_gateway::proto::TaskState;
+    assert_eq!(post(TaskState::Working).await.unwrap().status(), 204);
+    seen.recv().await;
+    until_delivered(1).await;
+    // The second is being sent, held by the webhook, when the reload comes.
+    assert_eq!(post(TaskState::Completed).await.unwrap().status(), 204);
+    seen.recv().await;
+    let pid = rustix::process::Pid::from_raw(gateway.pid() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::HUP).unwrap();
+    let reloaded = "a2a_gateway_config_reloads_total{outcome=\"applied\"} 1\n";
+    let started = Instant::now();
+    while !metrics_text(&origin).await.contains(reloaded) {
+        assert!(started.elapsed() < Duration::from_secs(30), "no reload");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(delivered(origin.clone()).await, 1, "the count goes on");
+    // Past the grace (1 s) the replaced deliverer used to drop what it was sending.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    release.add_permits(1);
+    until_delivered(2).await;
+    let text = metrics_text(&origin).await;
+    let dropped =
+        "a2a_gateway_push_delivery_drops_total{route=\"default\",reason=\"shutdown\"} 0\n";
+    assert!(text.contains(dropped), "{text}");
+}

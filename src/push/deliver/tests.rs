@@ -191,6 +191,18 @@ fn deliverer_of(
     (deliverer, metrics)
 }
 
+/// A deliverer of the route `hooks` (loopback allowed) counting into `metrics`, as a
+/// reload's is built.
+fn deliverer_counting(settings: DeliverySettings, metrics: &DeliveryMetrics) -> Deliverer {
+    let allow = ["127.0.0.1".to_owned()];
+    let route = DeliveryRoute {
+        name: ROUTE.to_owned(),
+        policy: PushPolicy::new(true, &allow).unwrap(),
+        lookup: Lookup::Fixed(Arc::default()),
+    };
+    Deliverer::new(settings, vec![route], metrics).unwrap()
+}
+
 fn delivery(url: &str, task: &str, n: u8) -> Delivery {
     let body = format!(r#"{{"statusUpdate":{{"taskId":"{task}","n":{n}}}}}"#);
     let mut event_key = [0u8; 32];
@@ -940,4 +952,76 @@ async fn past_the_byte_bound_the_oldest_waiting_is_dropped_or_the_newest_refused
         }
         assert_eq!(series(&metrics, &dropped("queue_full")), 2, "{drop:?}");
     }
+}
+
+/// A reload loses no count and no delivery: the new table goes on from the replaced one's
+/// counts, and the delivery the replaced deliverer is sending at the reload is sent to the
+/// end (no grace cuts it) and counted in the new table.
+#[tokio::test]
+async fn a_reload_keeps_the_counts_and_finishes_the_delivery_being_sent() {
+    let permit = Arc::new(Semaphore::new(0));
+    let held = permit.clone();
+    let mut hook = Webhook::start(move |n| match n {
+        1 => Reply::HoldUntil(held.clone()),
+        _ => ok(),
+    })
+    .await;
+    let (old, old_metrics) = deliverer(settings());
+    let url = hook.url("/hook");
+    old.enqueue(delivery(&url, "t-1", 0)).unwrap();
+    hook.next().await;
+    reaches(&old_metrics, &outcome("delivered"), 1).await;
+    // The second is being sent (held by the webhook) at the reload; the third waits.
+    old.enqueue(delivery(&url, "t-1", 1)).unwrap();
+    old.enqueue(delivery(&url, "t-1", 2)).unwrap();
+    assert_eq!(hook.next().await.body, delivery(&url, "t-1", 1).body);
+
+    let new_metrics = DeliveryMetrics::carrying([ROUTE], &old_metrics);
+    let new = deliverer_counting(settings(), &new_metrics);
+    assert_eq!(
+        series(&new_metrics, &outcome("delivered")),
+        1,
+        "the count goes on"
+    );
+    new.adopt(&old);
+    let old = Arc::new(old);
+    let retiring = tokio::spawn({
+        let old = old.clone();
+        async move { old.retire().await }
+    });
+    assert_eq!(hook.next().await.body, delivery(&url, "t-1", 2).body);
+    reaches(&new_metrics, &outcome("delivered"), 2).await;
+    permit.add_permits(1);
+    retiring.await.unwrap();
+    assert_eq!(series(&new_metrics, &outcome("delivered")), 3);
+    assert_eq!(series(&new_metrics, &dropped("shutdown")), 0);
+    assert_eq!(series(&new_metrics, DEPTH), 0);
+    assert_eq!(
+        old.enqueue(delivery(&url, "t-1", 9)),
+        Err(Refused::Closed),
+        "the replaced deliverer takes no more"
+    );
+    hook.nothing_more();
+}
+
+/// A shutdown while a replaced deliverer still sends gives it the same grace, then drops
+/// what it holds and counts it where the routes' counts are.
+#[tokio::test]
+async fn a_shutdown_gives_a_replaced_deliverer_its_grace_and_counts_its_drop() {
+    let mut hook = Webhook::start(|_| Reply::Never).await;
+    let (old, old_metrics) = deliverer(settings());
+    old.enqueue(delivery(&hook.url("/"), "t", 0)).unwrap();
+    hook.next().await;
+    let new_metrics = DeliveryMetrics::carrying([ROUTE], &old_metrics);
+    let new = deliverer_counting(settings(), &new_metrics);
+    new.adopt(&old);
+    let old = Arc::new(old);
+    let retiring = tokio::spawn({
+        let old = old.clone();
+        async move { old.retire().await }
+    });
+    new.shutdown(Duration::from_millis(100)).await;
+    retiring.await.unwrap();
+    assert_eq!(series(&new_metrics, &dropped("shutdown")), 1);
+    assert_eq!(series(&new_metrics, &outcome("delivered")), 0);
 }
