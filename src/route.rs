@@ -438,6 +438,7 @@ impl Routes {
         self.push_metrics.clone()
     }
 
+    /// `new`, or `reloaded` when `running_push` is the replaced routes' counters.
     fn build(
         settings: &Settings,
         demo_backend: Option<&str>,

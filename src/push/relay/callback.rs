@@ -10,9 +10,10 @@
 //!
 //! Answers: 204 accepted, 401 no token or one that does not open, 415 a Content-Type
 //! other than `application/json` or `application/a2a+json` (parameters allowed), 400 a
-//! body that is not a `StreamResponse` of the token's task, 413 a body past the bound, 503 delivery's
+//! body that is not a `StreamResponse` of the token's task, 403 an event of another
+//! context than a message's token is bound to, 413 a body past the bound, 503 delivery's
 //! queues full or closing, or the gateway's body bytes in flight at their limit (with
-//! `Retry-After`), 405 anything but POST.
+//! `Retry-After`), 405 anything but POST. Each post gets one access line (`CallRecord`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
