@@ -15,9 +15,9 @@ pub(crate) mod callback;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::auth::Principal;
 use base64::Engine;
 
+use crate::auth::Principal;
 use crate::proto::{AuthenticationInfo, Message, TaskPushNotificationConfig};
 use crate::protocol::error::{A2aError, ErrorKind};
 use crate::protocol::ops::{Reply, Request, StreamRequest, UnaryRequest};
@@ -129,8 +129,8 @@ impl Relay {
     /// Replaces the push config `request` hands the agent, if any, with the gateway's
     /// callback and a token sealing the client's: bound to this route, the config's task
     /// (or the message's; a message that starts a task: its context, `bound_context`),
-    /// the config's id and `owner`. A config too large to seal is
-    /// refused, naming `field` (the URL's, as the client's dialect writes it).
+    /// the config's id and `owner`. A config too large to seal is refused, naming `field`
+    /// (the URL's, as the client's dialect writes it).
     pub(crate) fn seal_in(
         &self,
         request: &mut Request,
