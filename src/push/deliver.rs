@@ -45,6 +45,10 @@ pub(crate) use connect::Timeouts;
 /// 100 bytes each, under half a MiB.
 const RECENT: usize = 4096;
 
+/// Deliverers that reloads replaced and that still send (each a thread): past this, the
+/// oldest one's deliveries are dropped (`replaced`).
+const MAX_REPLACED_SENDING: usize = 4;
+
 /// The most of a webhook's answer that is read (to reuse its connection); the rest is
 /// not waited for.
 const MAX_ANSWER: usize = 64 << 10;
@@ -281,26 +285,43 @@ impl Shared {
         if tokio::time::timeout(grace, shared.flushed()).await.is_ok() {
             return;
         }
-        let mut state = shared.lock();
-        // The workers stop where they are (their runtime ends with them).
-        shared.stop.cancel();
-        let dropped = state.held;
-        for destination in state.destinations.values_mut() {
-            for held in destination.waiting.drain(..) {
-                let counters = shared.counters(&held.delivery.route);
-                counters.queued(-1);
-                counters.dropped(DropReason::Shutdown, 1);
-            }
-            if let Some(route) = destination.sending.take() {
-                shared.counters(&route).dropped(DropReason::Shutdown, 1);
-            }
-        }
+        let dropped = shared.drop_held(DropReason::Shutdown);
         tracing::warn!(
             dropped,
             ?grace,
             "push deliveries dropped at shutdown, not sent within the grace"
         );
     }
+
+    /// Whether a deliverer still holds deliveries it has not dropped.
+    fn sending(&self) -> bool {
+        !self.stop.is_cancelled() && self.lock().held > 0
+    }
+
+    /// Stops the workers where they are and drops what is held, counting it under `reason`;
+    /// returns how many were dropped.
+    fn drop_held(&self, reason: DropReason) -> usize {
+        let mut state = self.lock();
+        // The workers stop where they are (their runtime ends with them).
+        self.stop.cancel();
+        let dropped = state.held;
+        for destination in state.destinations.values_mut() {
+            for held in destination.waiting.drain(..) {
+                let counters = self.counters(&held.delivery.route);
+                counters.queued(-1);
+                counters.dropped(reason, 1);
+            }
+            if let Some(route) = destination.sending.take() {
+                self.counters(&route).dropped(reason, 1);
+            }
+        }
+        dropped
+    }
+}
+
+/// A replaced deliverer that is still there and still sends.
+fn still_sending(replaced: &Weak<Shared>) -> bool {
+    replaced.upgrade().is_some_and(|shared| shared.sending())
 }
 
 impl Outbox for Deliverer {
@@ -319,10 +340,20 @@ impl Deliverer {
         {
             let mut retired = (self.shared.retired.lock()).unwrap_or_else(|e| e.into_inner());
             let older = (old.shared.retired.lock()).unwrap_or_else(|e| e.into_inner());
-            // Those already gone need no grace.
-            retired.retain(|shared| shared.strong_count() > 0);
-            retired.extend(older.iter().filter(|s| s.strong_count() > 0).cloned());
+            // Those done sending need no grace.
+            retired.retain(still_sending);
+            retired.extend(older.iter().filter(|s| still_sending(s)).cloned());
             retired.push(Arc::downgrade(&old.shared));
+            // Each replaced deliverer keeps a thread while a webhook holds its delivery (up to
+            // `--push-max-age`): reloads in quick succession must not pile them up.
+            let excess = retired.len().saturating_sub(MAX_REPLACED_SENDING);
+            for shared in retired.drain(..excess).filter_map(|s| s.upgrade()) {
+                let dropped = shared.drop_held(DropReason::Replaced);
+                tracing::warn!(
+                    dropped,
+                    "push deliveries dropped: still being sent by a deliverer that {MAX_REPLACED_SENDING} later reloads replaced"
+                );
+            }
         }
         let (mut waiting, recent): (Vec<Held>, Vec<[u8; 32]>) = {
             let mut state = old.shared.lock();

@@ -54,13 +54,16 @@ pub(crate) enum DropReason {
     Duplicate,
     /// The gateway stopped before it was sent.
     Shutdown,
+    /// Being sent by a deliverer that too many reloads since replaced (`MAX_REPLACED_SENDING`).
+    Replaced,
 }
 
 impl DropReason {
-    const ALL: [DropReason; 3] = [
+    const ALL: [DropReason; 4] = [
         DropReason::QueueFull,
         DropReason::Duplicate,
         DropReason::Shutdown,
+        DropReason::Replaced,
     ];
 
     fn name(self) -> &'static str {
@@ -68,6 +71,7 @@ impl DropReason {
             DropReason::QueueFull => "queue_full",
             DropReason::Duplicate => "duplicate",
             DropReason::Shutdown => "shutdown",
+            DropReason::Replaced => "replaced",
         }
     }
 }

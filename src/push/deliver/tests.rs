@@ -1025,3 +1025,42 @@ async fn a_shutdown_gives_a_replaced_deliverer_its_grace_and_counts_its_drop() {
     assert_eq!(series(&new_metrics, &dropped("shutdown")), 1);
     assert_eq!(series(&new_metrics, &outcome("delivered")), 0);
 }
+
+/// Reloads while a webhook holds every delivery: four replaced deliverers go on sending,
+/// and the next reload drops what the oldest sends (counted as `replaced`), so reloads in
+/// quick succession cannot pile up threads.
+#[tokio::test]
+async fn at_most_four_replaced_deliverers_go_on_sending() {
+    let mut hook = Webhook::start(|_| Reply::Never).await;
+    let url = hook.url("/");
+    let (first, metrics) = deliverer(settings());
+    let mut running = Arc::new(first);
+    let mut replaced = Vec::new();
+    for reload in 0..=MAX_REPLACED_SENDING {
+        running
+            .enqueue(delivery(&url, &format!("t-{reload}"), 0))
+            .unwrap();
+        hook.next().await;
+        let next = Arc::new(deliverer_counting(
+            settings(),
+            &DeliveryMetrics::carrying([ROUTE], &metrics),
+        ));
+        next.adopt(&running);
+        let old = std::mem::replace(&mut running, next);
+        replaced.push(tokio::spawn(async move { old.retire().await }));
+        let expected = u64::from(reload == MAX_REPLACED_SENDING);
+        assert_eq!(
+            series(&metrics, &dropped("replaced")),
+            expected,
+            "reload {reload}"
+        );
+    }
+    // The oldest's retire ended with its drop; the other four still send.
+    replaced.remove(0).await.unwrap();
+    assert!(replaced.iter().all(|r| !r.is_finished()));
+    running.shutdown(Duration::from_millis(100)).await;
+    for retiring in replaced {
+        retiring.await.unwrap();
+    }
+    assert_eq!(series(&metrics, &dropped("shutdown")), 4);
+}
