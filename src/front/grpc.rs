@@ -26,11 +26,13 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
+use axum::body::{Body, HttpBody};
 use axum::response::Response;
+use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use http::request::Parts;
 use http::{HeaderName, HeaderValue};
+use hyper::body::{Frame, SizeHint};
 use prost::Message as _;
 use tonic::codec::{EncodeBody, SingleMessageCompressionOverride};
 use tonic::metadata::MetadataValue;
@@ -136,7 +138,7 @@ pub fn handle(
                 // A stream or connection the client broke leaves the record unanswered:
                 // the client's leaving is logged.
                 let source = std::error::Error::source(&status);
-                if !source.is_none_or(client_gone) {
+                if !source.is_some_and(|e| e.is::<ClientLeft>()) {
                     record.failed(ErrorKind::from_grpc(status.code()));
                 }
                 return status.into_http();
@@ -202,7 +204,7 @@ async fn message(op: Op, gateway: &Gateway, body: Body) -> Result<Box<Request>, 
         tonic::Code::Internal => Unread::Malformed(status.message().to_owned()),
         _ => Unread::Framing(status),
     };
-    let mut messages = codec::requests(op, body, gateway.max_body);
+    let mut messages = codec::requests(op, Arriving(body), gateway.max_body);
     let request = messages.message().await.map_err(unread)?;
     let request = request.ok_or_else(|| Unread::Malformed("no message".to_owned()))?;
     if messages.message().await.map_err(unread)?.is_some() {
@@ -210,6 +212,41 @@ async fn message(op: Op, gateway: &Gateway, body: Body) -> Result<Box<Request>, 
     }
     messages.trailers().await.map_err(unread)?;
     Ok(request)
+}
+
+/// The client's connection or stream broke while its message arrived.
+#[derive(Debug, thiserror::Error)]
+#[error("the client left before its message was whole")]
+struct ClientLeft;
+
+/// A call's request body whose errors say when the client left (`ClientLeft`): tonic's
+/// framing reads a CANCEL of the client's as the body's end, and an end inside a message
+/// as malformed, so the client's leaving is told apart before tonic sees it.
+struct Arriving(Body);
+
+impl HttpBody for Arriving {
+    type Data = Bytes;
+    type Error = axum::BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::BoxError>>> {
+        Pin::new(&mut self.0)
+            .poll_frame(cx)
+            .map_err(|e| match client_gone(&e) {
+                true => ClientLeft.into(),
+                false => e.into(),
+            })
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.0.size_hint()
+    }
 }
 
 /// The status of a message compressed with anything but `identity`: the gateway accepts

@@ -508,3 +508,255 @@ async fn a_grpc_message_past_max_body_is_logged_as_refused() {
     assert_eq!(refused["code"], -32600);
     assert_eq!(refused["backend_status"], "-");
 }
+
+/// How long each client below stays before it leaves: the line's duration is at least this.
+const STAYED: Duration = Duration::from_millis(300);
+
+/// An agent that never finishes: a unary call waits ten minutes, a stream sends one event
+/// and stays open.
+fn hanging_backend() -> TestBackend {
+    TestBackend::new(|request| match request {
+        Request::Stream(_) => Answer::Stream(vec![
+            Step::Event(status_update("t-h", TaskState::Working)),
+            Step::Hang,
+        ]),
+        _ => Answer::After(
+            Duration::from_secs(600),
+            Box::new(Answer::Error(tonic::Status::not_found("too late"))),
+        ),
+    })
+}
+
+/// Waits until the log holds `n` access lines (each is written within about 100 ms of its
+/// call's end) and returns them.
+async fn await_lines(log: &TempFile, n: usize) -> Vec<Value> {
+    let started = std::time::Instant::now();
+    loop {
+        let lines = access_lines(&std::fs::read_to_string(log.path()).unwrap());
+        if lines.len() >= n {
+            return lines;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{n} lines expected: {lines:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Asserts that `line` is of a call its client left after `STAYED`: code 499, nothing
+/// sent.
+fn assert_left(line: &Value, path: &str) {
+    assert_eq!(line["path"], path, "{line}");
+    assert_eq!(line["code"], 499, "{line}");
+    assert_eq!(line["bytes_out"], 0, "{line}");
+    assert_eq!(line["frames"], 0, "{line}");
+    let stayed = u64::try_from(STAYED.as_micros()).unwrap();
+    assert!(line["duration_us"].as_u64().unwrap() >= stayed, "{line}");
+}
+
+/// The host and port of a gateway URL.
+fn authority(url: &str) -> String {
+    let url: http::Uri = url.parse().unwrap();
+    url.authority().unwrap().as_str().to_owned()
+}
+
+/// An HTTP/1.1 POST to `path` announcing 10,000 bytes of body and sending `body`.
+async fn post_head(authority: &str, path: &str, body: &[u8]) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt;
+    let mut tcp = tokio::net::TcpStream::connect(authority).await.unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
+         A2A-Version: 1.0\r\nContent-Length: 10000\r\n\r\n"
+    );
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    tcp.write_all(body).await.unwrap();
+    tcp
+}
+
+/// A client that announces 10,000 bytes of body, sends 100 and leaves (its connection
+/// closed or reset, its HTTP/2 stream reset or its connection dropped) is logged once, when
+/// the gateway sees it go: code 499 (nginx's "client closed request"), the bytes it sent
+/// (over HTTP/1.1), nothing sent back, the time until it left; on every front.
+#[tokio::test]
+async fn a_client_that_leaves_mid_body_is_logged_as_gone_with_what_it_sent() {
+    let agent = backend();
+    let args = ["--log-format", "json", "--fronts", "JSONRPC,HTTP+JSON,GRPC"];
+    let (gateway, log) = start(&agent, &args, &[]).await;
+    let authority = authority(&gateway.1);
+    let mut n = 0;
+    for path in ["/a2a/jsonrpc", "/a2a/rest/message:send"] {
+        for reset in [false, true] {
+            let tcp = post_head(&authority, path, &[b' '; 100]).await;
+            tokio::time::sleep(STAYED).await;
+            if reset {
+                tcp.set_zero_linger().unwrap();
+            }
+            drop(tcp);
+            n += 1;
+            let line = &await_lines(&log, n).await[n - 1];
+            assert_left(line, path);
+            assert_eq!(line["bytes_in"], 100, "reset: {reset}: {line}");
+            assert_eq!(line["method"], "", "{line}");
+        }
+    }
+
+    let path = "/lf.a2a.v1.A2AService/SendMessage";
+    for reset in [false, true] {
+        let tcp = tokio::net::TcpStream::connect(&authority).await.unwrap();
+        let (client, connection) = h2::client::handshake(tcp).await.unwrap();
+        let connection = tokio::spawn(connection);
+        let request = http::Request::post(format!("http://{authority}{path}"))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(())
+            .unwrap();
+        let mut client = client.ready().await.unwrap();
+        let (_response, mut body) = client.send_request(request, false).unwrap();
+        // A gRPC message announcing 10,000 bytes, 100 of them sent.
+        let mut message = vec![0];
+        message.extend_from_slice(&10_000u32.to_be_bytes());
+        message.extend_from_slice(&[0x0a; 100]);
+        body.send_data(message.into(), false).unwrap();
+        tokio::time::sleep(STAYED).await;
+        match reset {
+            true => body.send_reset(h2::Reason::CANCEL),
+            false => connection.abort(),
+        }
+        n += 1;
+        let line = &await_lines(&log, n).await[n - 1];
+        assert_left(line, path);
+        drop(client);
+    }
+    assert_eq!(agent.calls(), 0);
+    let lines = access_lines(&stop(gateway, &log).await);
+    assert_eq!(lines.len(), n, "one line per call: {lines:#?}");
+}
+
+/// A client that leaves while its call waits for the agent (its connection closed, its
+/// gRPC call cancelled) is logged once, code 499, with what it sent and nothing sent back,
+/// on every front; the agent's call is not awaited for it.
+#[tokio::test]
+async fn a_client_that_leaves_a_call_in_flight_is_logged_as_gone() {
+    use a2a_gateway::proto::a2a_service_client::A2aServiceClient;
+    let agent = hanging_backend();
+    let args = ["--log-format", "json", "--fronts", "JSONRPC,HTTP+JSON,GRPC"];
+    let (gateway, log) = start(&agent, &args, &[]).await;
+    let authority = authority(&gateway.1);
+    let send = request(json!(1), "SendMessage", message_params("hi"));
+    let rest = message_params("hi").to_string();
+    let mut n = 0;
+    for (path, body) in [("/a2a/jsonrpc", &send), ("/a2a/rest/message:send", &rest)] {
+        use tokio::io::AsyncWriteExt;
+        let mut tcp = tokio::net::TcpStream::connect(&authority).await.unwrap();
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
+             A2A-Version: 1.0\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        tcp.write_all(head.as_bytes()).await.unwrap();
+        while agent.calls() == n {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(STAYED).await;
+        drop(tcp);
+        n += 1;
+        let line = &await_lines(&log, n).await[n - 1];
+        assert_left(line, path);
+        assert_eq!(line["method"], "SendMessage", "{line}");
+        assert_eq!(line["bytes_in"], body.len(), "{line}");
+    }
+
+    let origin = gateway.1.trim_end_matches("/a2a/jsonrpc").to_owned();
+    let mut client = A2aServiceClient::connect(origin).await.unwrap();
+    let request = SendMessageRequest {
+        message: Some(Message {
+            message_id: "m-1".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let call = tokio::spawn(async move { client.send_message(request).await });
+    while agent.calls() == n {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(STAYED).await;
+    // Dropping the call's future resets its stream (CANCEL).
+    call.abort();
+    n += 1;
+    let line = &await_lines(&log, n).await[n - 1];
+    assert_left(line, "/lf.a2a.v1.A2AService/SendMessage");
+    assert_eq!(line["method"], "SendMessage", "{line}");
+    assert!(line["bytes_in"].as_u64().unwrap() > 0, "{line}");
+
+    let lines = access_lines(&stop(gateway, &log).await);
+    assert_eq!(lines.len(), n, "one line per call: {lines:#?}");
+}
+
+/// A stream its client abandons (the SSE connection closed, the gRPC stream cancelled) is
+/// logged once, code 499, with the events and bytes sent until then, on every front.
+#[tokio::test]
+async fn a_stream_its_client_abandons_is_logged_as_gone_with_what_was_sent() {
+    use a2a_gateway::proto::a2a_service_client::A2aServiceClient;
+    use prost::Message as _;
+    let agent = hanging_backend();
+    let args = [
+        "--log-format",
+        "json",
+        "--fronts",
+        "JSONRPC,HTTP+JSON,GRPC",
+        "--keepalive",
+        "1h",
+    ];
+    let (gateway, log) = start(&agent, &args, &[]).await;
+    let origin = gateway.1.trim_end_matches("/a2a/jsonrpc").to_owned();
+    let stream = request(json!(3), "SendStreamingMessage", message_params("go"));
+    let rest_url = format!("{origin}/a2a/rest/message:stream");
+    let rest = message_params("go").to_string();
+    let mut n = 0;
+    for (url, body) in [(&gateway.1, stream), (&rest_url, rest)] {
+        let (_, mut reader) = SseReader::open(url, body).await;
+        let frame = reader.frame().await.unwrap();
+        tokio::time::sleep(STAYED).await;
+        drop(reader);
+        n += 1;
+        let line = &await_lines(&log, n).await[n - 1];
+        assert_eq!(line["method"], "SendStreamingMessage", "{line}");
+        assert_eq!(line["code"], 499, "{line}");
+        assert_eq!(
+            line["backend_status"], "0",
+            "the stream started well: {line}"
+        );
+        assert_eq!(line["frames"], 1, "{line}");
+        assert_eq!(line["bytes_out"], frame.len() + 2, "{line}");
+        let stayed = u64::try_from(STAYED.as_micros()).unwrap();
+        assert!(line["duration_us"].as_u64().unwrap() >= stayed, "{line}");
+    }
+
+    let mut client = A2aServiceClient::connect(origin).await.unwrap();
+    let request = SendMessageRequest {
+        message: Some(Message {
+            message_id: "m-1".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut events = client
+        .send_streaming_message(request)
+        .await
+        .unwrap()
+        .into_inner();
+    let first = events.message().await.unwrap().unwrap();
+    tokio::time::sleep(STAYED).await;
+    // Dropping the stream resets it (CANCEL).
+    drop(events);
+    n += 1;
+    let line = &await_lines(&log, n).await[n - 1];
+    assert_eq!(line["path"], "/lf.a2a.v1.A2AService/SendStreamingMessage");
+    assert_eq!(line["code"], 499, "{line}");
+    assert_eq!(line["frames"], 1, "{line}");
+    assert_eq!(line["bytes_out"], first.encoded_len(), "{line}");
+
+    let lines = access_lines(&stop(gateway, &log).await);
+    assert_eq!(lines.len(), n, "one line per call: {lines:#?}");
+}
