@@ -760,3 +760,178 @@ async fn a_stream_its_client_abandons_is_logged_as_gone_with_what_was_sent() {
     let lines = access_lines(&stop(gateway, &log).await);
     assert_eq!(lines.len(), n, "one line per call: {lines:#?}");
 }
+
+/// One SendMessage on each front (JSON-RPC, HTTP+JSON, gRPC) of the gateway at `url`: the
+/// JSON-RPC error code of the JSON-RPC reply (the other two must fail too).
+async fn send_on_every_front(url: &str) -> i64 {
+    use a2a_gateway::proto::a2a_service_client::A2aServiceClient;
+    let send = request(json!(1), "SendMessage", message_params("hi"));
+    let (_, _, reply) = harness::post(url, send).await;
+    let reply: Value = serde_json::from_str(&reply).unwrap();
+    let code = reply["error"]["code"].as_i64().expect("an error");
+    let origin = url.trim_end_matches("/a2a/jsonrpc").to_owned();
+    let rest = harness::client()
+        .post(format!("{origin}/a2a/rest/message:send"))
+        .header("content-type", "application/json")
+        .header("a2a-version", "1.0")
+        .body(message_params("hi").to_string())
+        .send()
+        .await
+        .unwrap();
+    assert!(!rest.status().is_success(), "{rest:?}");
+    let mut client = A2aServiceClient::connect(origin).await.unwrap();
+    let request = SendMessageRequest {
+        message: Some(Message {
+            message_id: "m-1".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    client.send_message(request).await.unwrap_err();
+    code
+}
+
+/// A call a limit refuses, and one whose deadline passes, each log one line on every front,
+/// with the code of the error the client got (a JSON-RPC client's, through the error table
+/// on the other fronts).
+#[tokio::test]
+async fn a_refused_call_and_a_passed_deadline_log_their_code_on_every_front() {
+    let fronts = ["--log-format", "json", "--fronts", "JSONRPC,HTTP+JSON,GRPC"];
+    // One call a thousand seconds: the first passes, the rest are refused.
+    let agent = backend();
+    let mut args = fronts.to_vec();
+    args.extend(["--rate-limit", "0.001", "--rate-burst", "1"]);
+    let (gateway, log) = start(&agent, &args, &[]).await;
+    let send = request(json!(1), "SendMessage", message_params("hi"));
+    harness::rpc(&gateway.1, &send).await;
+    let code = send_on_every_front(&gateway.1).await;
+    let lines = access_lines(&stop(gateway, &log).await);
+    assert_eq!(lines.len(), 4, "{lines:#?}");
+    assert_eq!(lines[0]["code"], 0);
+    for line in &lines[1..] {
+        assert_eq!(line["method"], "SendMessage", "{line}");
+        assert_eq!(line["code"], code, "{line}");
+        assert_eq!(line["backend_status"], "-", "{line}");
+    }
+    assert_eq!(agent.calls(), 1);
+
+    let agent = hanging_backend();
+    let mut args = fronts.to_vec();
+    args.extend(["--timeout", "1s"]);
+    let (gateway, log) = start(&agent, &args, &[]).await;
+    let code = send_on_every_front(&gateway.1).await;
+    let lines = access_lines(&stop(gateway, &log).await);
+    assert_eq!(lines.len(), 3, "{lines:#?}");
+    for line in &lines {
+        assert_eq!(line["method"], "SendMessage", "{line}");
+        assert_eq!(line["code"], code, "{line}");
+        assert!(line["duration_us"].as_u64().unwrap() >= 1_000_000, "{line}");
+    }
+}
+
+/// A gRPC agent that answers each stream with one event, then drops its connection when
+/// `die` is notified; its address.
+async fn dying_agent(die: std::sync::Arc<tokio::sync::Notify>) -> std::net::SocketAddr {
+    use prost::Message as _;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let mut connection = h2::server::handshake(tcp).await.unwrap();
+            while let Some(Ok((request, mut respond))) = connection.accept().await {
+                let response = http::Response::builder()
+                    .header("content-type", "application/grpc")
+                    .body(())
+                    .unwrap();
+                if !request.uri().path().ends_with("/SendStreamingMessage") {
+                    continue;
+                }
+                let mut stream = respond.send_response(response, false).unwrap();
+                let event = status_update("t-d", TaskState::Working).encode_to_vec();
+                let message = harness::hostile::frames::grpc_message(&event);
+                stream.send_data(message.into(), false).unwrap();
+                // The connection is driven while the agent waits to die.
+                tokio::select! {
+                    () = die.notified() => break,
+                    _ = connection.accept() => {}
+                }
+                break;
+            }
+            // Dropping the connection closes its socket: the agent is gone mid-stream.
+        }
+    });
+    addr
+}
+
+/// A stream whose agent dies after its first event ends with an error event (gRPC: status)
+/// and logs one line with that error's code and both frames, on every front.
+#[tokio::test]
+async fn a_stream_whose_agent_dies_logs_its_error_on_every_front() {
+    use a2a_gateway::proto::a2a_service_client::A2aServiceClient;
+    let die = std::sync::Arc::new(tokio::sync::Notify::new());
+    let addr = dying_agent(die.clone()).await;
+    let backend_url = format!("http://{addr}");
+    let log = TempFile::new("log", "");
+    let file = std::fs::File::create(log.path()).unwrap();
+    let args = [
+        "--backend",
+        &backend_url,
+        "--drain-delay",
+        "0",
+        "--log-format",
+        "json",
+        "--fronts",
+        "JSONRPC,HTTP+JSON,GRPC",
+        "--keepalive",
+        "1h",
+    ];
+    let gateway = start_with(&args, &[], Stdio::from(file)).await;
+    let origin = gateway.1.trim_end_matches("/a2a/jsonrpc").to_owned();
+    let stream = request(json!(3), "SendStreamingMessage", message_params("go"));
+    let rest_url = format!("{origin}/a2a/rest/message:stream");
+    let mut code = None;
+    for (url, body) in [
+        (&gateway.1, stream),
+        (&rest_url, message_params("go").to_string()),
+    ] {
+        let (_, mut reader) = SseReader::open(url, body).await;
+        reader.data().await.unwrap();
+        die.notify_one();
+        let error = reader.data().await.unwrap();
+        assert!(reader.frame().await.is_none(), "the error ends the stream");
+        if url == &gateway.1 {
+            code = error["error"]["code"].as_i64();
+        }
+    }
+    let mut client = A2aServiceClient::connect(origin).await.unwrap();
+    let request = SendMessageRequest {
+        message: Some(Message {
+            message_id: "m-1".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut events = client
+        .send_streaming_message(request)
+        .await
+        .unwrap()
+        .into_inner();
+    events.message().await.unwrap().unwrap();
+    die.notify_one();
+    events.message().await.unwrap_err();
+
+    let lines = access_lines(&stop(gateway, &log).await);
+    assert_eq!(lines.len(), 3, "{lines:#?}");
+    let code = code.expect("a JSON-RPC error event");
+    assert!(code < 0, "{code}");
+    for line in &lines {
+        assert_eq!(line["method"], "SendStreamingMessage", "{line}");
+        assert_eq!(line["code"], code, "{line}");
+        assert_eq!(line["frames"], 2, "the event and the error: {line}");
+        assert_eq!(
+            line["backend_status"], "0",
+            "the stream started well: {line}"
+        );
+    }
+}
