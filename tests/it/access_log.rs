@@ -693,8 +693,9 @@ async fn a_client_that_leaves_a_call_in_flight_is_logged_as_gone() {
     assert_eq!(lines.len(), n, "one line per call: {lines:#?}");
 }
 
-/// A stream its client abandons (the SSE connection closed, the gRPC stream cancelled) is
-/// logged once, code 499, with the events and bytes sent until then, on every front.
+/// A stream its client abandons (the SSE connection closed, the gRPC stream cancelled or its
+/// connection dropped) is logged once, code 499, with the events and bytes sent until then,
+/// on every front.
 #[tokio::test]
 async fn a_stream_its_client_abandons_is_logged_as_gone_with_what_was_sent() {
     use a2a_gateway::proto::a2a_service_client::A2aServiceClient;
@@ -742,7 +743,7 @@ async fn a_stream_its_client_abandons_is_logged_as_gone_with_what_was_sent() {
         ..Default::default()
     };
     let mut events = client
-        .send_streaming_message(request)
+        .send_streaming_message(request.clone())
         .await
         .unwrap()
         .into_inner();
@@ -756,6 +757,32 @@ async fn a_stream_its_client_abandons_is_logged_as_gone_with_what_was_sent() {
     assert_eq!(line["code"], 499, "{line}");
     assert_eq!(line["frames"], 1, "{line}");
     assert_eq!(line["bytes_out"], first.encoded_len(), "{line}");
+
+    // A gRPC stream whose connection drops after its first event.
+    let authority = authority(&gateway.1);
+    let tcp = tokio::net::TcpStream::connect(&authority).await.unwrap();
+    let (client, connection) = h2::client::handshake(tcp).await.unwrap();
+    let connection = tokio::spawn(connection);
+    let path = "/lf.a2a.v1.A2AService/SendStreamingMessage";
+    let head = http::Request::post(format!("http://{authority}{path}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .unwrap();
+    let mut client = client.ready().await.unwrap();
+    let (response, mut body) = client.send_request(head, false).unwrap();
+    let message = request.encode_to_vec();
+    let message = harness::hostile::frames::grpc_message(&message);
+    body.send_data(message.into(), true).unwrap();
+    let mut events = response.await.unwrap().into_body();
+    events.data().await.unwrap().unwrap();
+    tokio::time::sleep(STAYED).await;
+    connection.abort();
+    n += 1;
+    let line = &await_lines(&log, n).await[n - 1];
+    assert_eq!(line["path"], path);
+    assert_eq!(line["code"], 499, "{line}");
+    assert_eq!(line["frames"], 1, "{line}");
 
     let lines = access_lines(&stop(gateway, &log).await);
     assert_eq!(lines.len(), n, "one line per call: {lines:#?}");
