@@ -962,3 +962,71 @@ async fn a_stream_whose_agent_dies_logs_its_error_on_every_front() {
         );
     }
 }
+
+/// The gRPC front logs what it refuses before a call enters the stack as the JSON-RPC front
+/// logs the same: a message over the body bytes in flight (`GATEWAY_OVERLOADED`'s code, as a
+/// JSON-RPC body over them), and a compressed message (UNIMPLEMENTED, read through the
+/// error table as the JSON-RPC code of that status).
+#[tokio::test]
+async fn the_grpc_front_logs_its_refusals_before_the_stack() {
+    use a2a_gateway::proto::a2a_service_client::A2aServiceClient;
+    let agent = backend();
+    let args = [
+        "--log-format",
+        "json",
+        "--fronts",
+        "JSONRPC,GRPC",
+        "--global-max-body-bytes-in-flight",
+        "1000",
+    ];
+    let (gateway, log) = start(&agent, &args, &[]).await;
+    let send = request(json!(1), "SendMessage", message_params(&"x".repeat(2000)));
+    let (status, _, reply) = harness::post(&gateway.1, send).await;
+    assert_eq!(status, 503, "{reply}");
+    let reply: Value = serde_json::from_str(&reply).unwrap();
+    let over = reply["error"]["code"].as_i64().unwrap();
+
+    let origin = gateway.1.trim_end_matches("/a2a/jsonrpc").to_owned();
+    let mut client = A2aServiceClient::connect(origin).await.unwrap();
+    let request = SendMessageRequest {
+        message: Some(Message {
+            message_id: "x".repeat(1000),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let refused = client.send_message(request).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
+
+    let authority = authority(&gateway.1);
+    let tcp = tokio::net::TcpStream::connect(&authority).await.unwrap();
+    let (client, connection) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(connection);
+    let head = http::Request::post(format!("http://{authority}/lf.a2a.v1.A2AService/GetTask"))
+        .header("content-type", "application/grpc")
+        .header("grpc-encoding", "gzip")
+        .body(())
+        .unwrap();
+    let mut client = client.ready().await.unwrap();
+    let (response, _) = client.send_request(head, true).unwrap();
+    let response = response.await.unwrap();
+    assert_eq!(response.headers()["grpc-status"], "12", "UNIMPLEMENTED");
+
+    let lines = access_lines(&stop(gateway, &log).await);
+    assert_eq!(lines.len(), 3, "{lines:#?}");
+    assert_eq!(lines[0]["code"], over);
+    assert_eq!(lines[1]["path"], "/lf.a2a.v1.A2AService/SendMessage");
+    assert_eq!(
+        lines[1]["code"], over,
+        "as the JSON-RPC front: {}",
+        lines[1]
+    );
+    assert!(
+        lines[1]["bytes_in"].as_u64().unwrap() > 1000,
+        "{}",
+        lines[1]
+    );
+    assert_eq!(lines[2]["path"], "/lf.a2a.v1.A2AService/GetTask");
+    assert_eq!(lines[2]["code"], -32601, "{}", lines[2]);
+    assert_eq!(agent.calls(), 0);
+}
