@@ -23,7 +23,7 @@ pub(crate) mod status;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, HttpBody};
@@ -138,8 +138,9 @@ pub fn handle(
                 // A stream or connection the client broke leaves the record unanswered:
                 // the client's leaving is logged.
                 let source = std::error::Error::source(&status);
-                if !source.is_some_and(|e| e.is::<ClientLeft>()) {
-                    record.failed(ErrorKind::from_grpc(status.code()));
+                match source.and_then(|e| e.downcast_ref::<ClientLeft>()) {
+                    Some(left) => record.received(left.0),
+                    None => record.failed(ErrorKind::from_grpc(status.code())),
                 }
                 return status.into_http();
             }
@@ -204,7 +205,7 @@ async fn message(op: Op, gateway: &Gateway, body: Body) -> Result<Box<Request>, 
         tonic::Code::Internal => Unread::Malformed(status.message().to_owned()),
         _ => Unread::Framing(status),
     };
-    let mut messages = codec::requests(op, Arriving(body), gateway.max_body);
+    let mut messages = codec::requests(op, Arriving(body, 0), gateway.max_body);
     let request = messages.message().await.map_err(unread)?;
     let request = request.ok_or_else(|| Unread::Malformed("no message".to_owned()))?;
     if messages.message().await.map_err(unread)?.is_some() {
@@ -214,15 +215,17 @@ async fn message(op: Op, gateway: &Gateway, body: Body) -> Result<Box<Request>, 
     Ok(request)
 }
 
-/// The client's connection or stream broke while its message arrived.
+/// The client's connection or stream broke while its message arrived, after this many of
+/// the body's bytes.
 #[derive(Debug, thiserror::Error)]
 #[error("the client left before its message was whole")]
-struct ClientLeft;
+struct ClientLeft(usize);
 
-/// A call's request body whose errors say when the client left (`ClientLeft`): tonic's
-/// framing reads a CANCEL of the client's as the body's end, and an end inside a message
-/// as malformed, so the client's leaving is told apart before tonic sees it.
-struct Arriving(Body);
+/// A call's request body and its bytes so far, whose errors say when the client left
+/// (`ClientLeft`): tonic's framing reads a CANCEL of the client's as the body's end, and an
+/// end inside a message as malformed, so the client's leaving is told apart before tonic
+/// sees it.
+struct Arriving(Body, usize);
 
 impl HttpBody for Arriving {
     type Data = Bytes;
@@ -232,12 +235,16 @@ impl HttpBody for Arriving {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::BoxError>>> {
-        Pin::new(&mut self.0)
-            .poll_frame(cx)
-            .map_err(|e| match client_gone(&e) {
-                true => ClientLeft.into(),
+        let frame = ready!(Pin::new(&mut self.0).poll_frame(cx));
+        if let Some(Ok(data)) = frame.as_ref().map(|f| f.as_ref().map(Frame::data_ref)) {
+            self.1 += data.map_or(0, Bytes::len);
+        }
+        Poll::Ready(frame.map(|frame| {
+            frame.map_err(|e| match client_gone(&e) {
+                true => ClientLeft(self.1).into(),
                 false => e.into(),
             })
+        }))
     }
 
     fn is_end_stream(&self) -> bool {

@@ -576,8 +576,8 @@ async fn post_head(authority: &str, path: &str, body: &[u8]) -> tokio::net::TcpS
 
 /// A client that announces 10,000 bytes of body, sends 100 and leaves (its connection
 /// closed or reset, its HTTP/2 stream reset or its connection dropped) is logged once, when
-/// the gateway sees it go: code 499 (nginx's "client closed request"), the bytes it sent
-/// (over HTTP/1.1), nothing sent back, the time until it left; on every front.
+/// the gateway sees it go: code 499 (nginx's "client closed request"), the bytes it sent,
+/// nothing sent back, the time until it left; on every front.
 #[tokio::test]
 async fn a_client_that_leaves_mid_body_is_logged_as_gone_with_what_it_sent() {
     let agent = backend();
@@ -626,6 +626,7 @@ async fn a_client_that_leaves_mid_body_is_logged_as_gone_with_what_it_sent() {
         n += 1;
         let line = &await_lines(&log, n).await[n - 1];
         assert_left(line, path);
+        assert_eq!(line["bytes_in"], 105, "reset: {reset}: {line}");
         drop(client);
     }
     assert_eq!(agent.calls(), 0);
