@@ -561,15 +561,23 @@ fn authority(url: &str) -> String {
     url.authority().unwrap().as_str().to_owned()
 }
 
-/// An HTTP/1.1 POST to `path` announcing 10,000 bytes of body and sending `body`.
+/// An HTTP/1.1 POST to `path` announcing 10,000 bytes of body and sending `body` once the
+/// gateway asked for it (`100 Continue`: its handler, and the call's duration, have begun).
 async fn post_head(authority: &str, path: &str, body: &[u8]) -> tokio::net::TcpStream {
-    use tokio::io::AsyncWriteExt;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut tcp = tokio::net::TcpStream::connect(authority).await.unwrap();
     let head = format!(
         "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
-         A2A-Version: 1.0\r\nContent-Length: 10000\r\n\r\n"
+         A2A-Version: 1.0\r\nContent-Length: 10000\r\nExpect: 100-continue\r\n\r\n"
     );
     tcp.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    while !answer.ends_with(b"\r\n\r\n") {
+        let mut byte = [0];
+        tcp.read_exact(&mut byte).await.unwrap();
+        answer.push(byte[0]);
+    }
+    assert!(answer.starts_with(b"HTTP/1.1 100"), "{answer:?}");
     tcp.write_all(body).await.unwrap();
     tcp
 }
@@ -603,6 +611,7 @@ async fn a_client_that_leaves_mid_body_is_logged_as_gone_with_what_it_sent() {
 
     let path = "/lf.a2a.v1.A2AService/SendMessage";
     for reset in [false, true] {
+        let started = std::time::Instant::now();
         let tcp = tokio::net::TcpStream::connect(&authority).await.unwrap();
         let (client, connection) = h2::client::handshake(tcp).await.unwrap();
         let connection = tokio::spawn(connection);
@@ -625,8 +634,15 @@ async fn a_client_that_leaves_mid_body_is_logged_as_gone_with_what_it_sent() {
         }
         n += 1;
         let line = &await_lines(&log, n).await[n - 1];
-        assert_left(line, path);
+        assert_eq!(line["path"], path, "{line}");
+        assert_eq!(line["code"], 499, "{line}");
+        assert_eq!(line["bytes_out"], 0, "{line}");
         assert_eq!(line["bytes_in"], 105, "reset: {reset}: {line}");
+        // Nothing tells this client when the gateway's handler began: its duration is
+        // bounded by the client's own.
+        let duration = line["duration_us"].as_u64().unwrap();
+        let client_us = u64::try_from(started.elapsed().as_micros()).unwrap();
+        assert!(0 < duration && duration <= client_us, "{line}");
         drop(client);
     }
     assert_eq!(agent.calls(), 0);
@@ -1029,5 +1045,61 @@ async fn the_grpc_front_logs_its_refusals_before_the_stack() {
     );
     assert_eq!(lines[2]["path"], "/lf.a2a.v1.A2AService/GetTask");
     assert_eq!(lines[2]["code"], -32601, "{}", lines[2]);
+    assert_eq!(agent.calls(), 0);
+}
+
+/// A request whose header fields pass the route's `max-header-size` is refused from its head
+/// (431; gRPC: a status) and logged once, with the refusal's code, on every front.
+#[tokio::test]
+async fn a_head_over_max_header_size_is_logged_on_every_front() {
+    use a2a_gateway::proto::a2a_service_client::A2aServiceClient;
+    let agent = backend();
+    let args = [
+        "--log-format",
+        "json",
+        "--fronts",
+        "JSONRPC,HTTP+JSON,GRPC",
+        "--max-header-size",
+        "4KiB",
+    ];
+    let (gateway, log) = start(&agent, &args, &[]).await;
+    let filler = "f".repeat(6000);
+    let send = request(json!(1), "SendMessage", message_params("hi"));
+    let headers = [("a2a-version", "1.0"), ("x-filler", filler.as_str())];
+    let (status, _, reply) = harness::post_with(&gateway.1, send, &headers).await;
+    assert_eq!(status, 431, "{reply}");
+    let reply: Value = serde_json::from_str(&reply).unwrap();
+    let code = reply["error"]["code"].as_i64().unwrap();
+
+    let origin = gateway.1.trim_end_matches("/a2a/jsonrpc").to_owned();
+    let rest = harness::client()
+        .post(format!("{origin}/a2a/rest/message:send"))
+        .header("content-type", "application/json")
+        .header("x-filler", &filler)
+        .body(message_params("hi").to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rest.status(), 431);
+
+    let mut client = A2aServiceClient::connect(origin).await.unwrap();
+    let mut request = tonic::Request::new(SendMessageRequest::default());
+    request
+        .metadata_mut()
+        .insert("x-filler", filler.parse().unwrap());
+    client.send_message(request).await.unwrap_err();
+
+    let lines = access_lines(&stop(gateway, &log).await);
+    assert_eq!(lines.len(), 3, "{lines:#?}");
+    let paths = [
+        "/a2a/jsonrpc",
+        "/a2a/rest/message:send",
+        "/lf.a2a.v1.A2AService/SendMessage",
+    ];
+    for (line, path) in lines.iter().zip(paths) {
+        assert_eq!(line["path"], path, "{line}");
+        assert_eq!(line["code"], code, "{line}");
+        assert_eq!(line["method"], "", "refused from the head: {line}");
+    }
     assert_eq!(agent.calls(), 0);
 }
