@@ -236,8 +236,8 @@ impl HttpBody for Arriving {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::BoxError>>> {
         let frame = ready!(Pin::new(&mut self.0).poll_frame(cx));
-        if let Some(Ok(data)) = frame.as_ref().map(|f| f.as_ref().map(Frame::data_ref)) {
-            self.1 += data.map_or(0, Bytes::len);
+        if let Some(Ok(frame)) = &frame {
+            self.1 += frame.data_ref().map_or(0, Bytes::len);
         }
         Poll::Ready(frame.map(|frame| {
             frame.map_err(|e| match client_gone(&e) {
