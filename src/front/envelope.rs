@@ -22,6 +22,7 @@ use crate::protocol::error::{A2aError, ErrorKind};
 use crate::protocol::json::nesting_exceeds;
 use crate::protocol::ops::{Op, Request};
 use crate::protocol::params::EXTENSIONS;
+use crate::telemetry::access::CallRecord;
 use crate::telemetry::untrusted::clip_message;
 
 /// Past the limit, up to this much more body is read and discarded so the client gets its
@@ -315,10 +316,13 @@ pub fn over_max_body(limit: usize) -> A2aError {
     ))
 }
 
-/// Why a body was not read: an error to answer as JSON-RPC, or the gateway's limit of
-/// body bytes in flight.
+/// Why a body was not read: an error to answer as JSON-RPC, the gateway's limit of body
+/// bytes in flight, or the client gone.
 pub enum BodyError {
     Invalid(A2aError),
+    /// The client's connection or stream broke before the body's end (closed, reset): there
+    /// is nobody to answer.
+    ClientGone,
     /// Past the limit, drained: the connection stays usable.
     OverLimit(A2aError),
     /// Far past the limit: answered without reading on, and the connection is closed.
@@ -333,13 +337,17 @@ pub enum BodyError {
 /// JSON-RPC error naming the limit; one declared or found to be larger is refused at once
 /// (`TooLarge`), and so is a declared length past the limit when the client waits for
 /// `100 Continue` before it sends (`expects_continue`): it has sent nothing yet. A body that
-/// arrives in one piece is not copied.
+/// arrives in one piece is not copied. The bytes received so far are told to `record` as
+/// they arrive, so a request whose client leaves mid-body is logged with them; the record
+/// is handed back (moved, not borrowed: a borrowed record would keep its place in the
+/// handler's future after the call took it, tests/it/cost_budget.rs).
 pub async fn read_body(
     mut body: Body,
     limit: usize,
     expects_continue: bool,
     mut charge: Option<&mut BodyCharge>,
-) -> Result<Bytes, BodyError> {
+    mut record: CallRecord,
+) -> (Result<Bytes, BodyError>, CallRecord) {
     let mut grow = |total: usize| match charge.as_mut() {
         Some(charge) => charge.grow_to(total.min(limit)).map_err(Box::new),
         None => Ok(()),
@@ -355,23 +363,27 @@ pub async fn read_body(
         .exact()
         .is_some_and(|declared| declared > refused_at_once as u64)
     {
-        return Err(BodyError::TooLarge(too_large()));
+        return (Err(BodyError::TooLarge(too_large())), record);
     }
     let mut first = Bytes::new();
     let mut rest = BytesMut::new();
     let mut seen = 0usize;
     while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| {
-            BodyError::Invalid(invalid_request(&format!(
-                "request body could not be read: {e}"
-            )))
-        })?;
-        let Ok(data) = frame.into_data() else {
-            continue;
+        let data = match frame.map(|frame| frame.into_data()) {
+            Ok(Ok(data)) => data,
+            Ok(Err(_)) => continue,
+            Err(e) if client_gone(&e) => return (Err(BodyError::ClientGone), record),
+            Err(e) => {
+                let why = format!("request body could not be read: {e}");
+                return (Err(BodyError::Invalid(invalid_request(&why))), record);
+            }
         };
         seen = seen.saturating_add(data.len());
+        record.received(seen);
         if seen <= limit {
-            grow(seen).map_err(BodyError::Refused)?;
+            if let Err(refusal) = grow(seen) {
+                return (Err(BodyError::Refused(refusal)), record);
+            }
             if first.is_empty() {
                 first = data;
             } else {
@@ -381,17 +393,24 @@ pub async fn read_body(
                 rest.extend_from_slice(&data);
             }
         } else if seen > drained {
-            return Err(BodyError::TooLarge(too_large()));
+            return (Err(BodyError::TooLarge(too_large())), record);
         }
     }
     if seen > limit {
-        return Err(BodyError::OverLimit(too_large()));
+        return (Err(BodyError::OverLimit(too_large())), record);
     }
-    Ok(if rest.is_empty() {
-        first
-    } else {
-        rest.freeze()
-    })
+    let bytes = match rest.is_empty() {
+        true => first,
+        false => rest.freeze(),
+    };
+    (Ok(bytes), record)
+}
+
+/// Whether a request body's error is its client's connection or stream breaking (hyper's
+/// error: closed before the body's end, reset), not the gateway's own body deadline.
+pub fn client_gone(err: &(dyn std::error::Error + 'static)) -> bool {
+    std::iter::successors(Some(err), |e| e.source())
+        .any(|e| e.is::<hyper::Error>() || e.is::<h2::Error>())
 }
 
 /// HTTP 200 `application/json` carrying one response object (or a batch's array), with

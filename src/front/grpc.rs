@@ -23,14 +23,16 @@ pub(crate) mod status;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
+use axum::body::{Body, HttpBody};
 use axum::response::Response;
+use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use http::request::Parts;
 use http::{HeaderName, HeaderValue};
+use hyper::body::{Frame, SizeHint};
 use prost::Message as _;
 use tonic::codec::{EncodeBody, SingleMessageCompressionOverride};
 use tonic::metadata::MetadataValue;
@@ -39,7 +41,7 @@ use crate::card::CardService;
 use crate::front::call::observe::Watched;
 use crate::front::call::{self, Answer, Exchange, Layer, Wire};
 use crate::front::dialect::Dialect;
-use crate::front::envelope::{over_max_body, Params};
+use crate::front::envelope::{client_gone, over_max_body, Params};
 use crate::front::limits::{BodyCharge, RouteLimits};
 use crate::front::sse::Watch;
 use crate::front::Gateway;
@@ -90,17 +92,20 @@ pub fn handle(
     let started = Instant::now();
     let (mut parts, body) = request.into_parts();
     async move {
+        // From the head on: a client that leaves while its message arrives is logged too.
+        let mut record = CallRecord::start(gateway.route_metrics.name(), &parts, 0, None);
         let method = parts.uri.path().rsplit_once(SERVICE_PATH).map(|(_, m)| m);
         let Some(op) = method.and_then(Op::from_name) else {
             let why = "no such method in lf.a2a.v1.A2AService";
             let err = A2aError::a2a(ErrorKind::MethodNotFound, why);
-            return rejected(&gateway, &parts, &err);
+            return rejected(&gateway, record, &err);
         };
         if let Some(status) = parts
             .headers
             .get(GRPC_ENCODING)
             .and_then(unsupported_encoding)
         {
+            record.failed(ErrorKind::from_grpc(status.code()));
             return status.into_http();
         }
         // A call of `lf.a2a.v1` is a v1.0 call; an explicit other version is still refused.
@@ -113,34 +118,50 @@ pub fn handle(
             Some(None) => {
                 let why =
                     "grpc-timeout is not a gRPC timeout (1 to 8 digits and a unit of H, M, S, m, u, n)";
-                return rejected(&gateway, &parts, &A2aError::invalid_request(why));
+                return rejected(&gateway, record, &A2aError::invalid_request(why));
             }
         };
         let request = match message(op, &gateway, body).await {
             Ok(request) => request,
             Err(Unread::OverLimit) => {
-                return rejected(&gateway, &parts, &over_max_body(gateway.max_body));
+                return rejected(&gateway, record, &over_max_body(gateway.max_body));
             }
             Err(Unread::NotRequest(why)) => {
                 let err = A2aError::invalid_params("", &why);
-                return rejected(&gateway, &parts, &err);
+                return rejected(&gateway, record, &err);
             }
             Err(Unread::Malformed(why)) => {
                 let why = format!("the gRPC request is malformed: {why}");
-                return rejected(&gateway, &parts, &A2aError::invalid_request(&why));
+                return rejected(&gateway, record, &A2aError::invalid_request(&why));
             }
-            Err(Unread::Framing(status)) => return status.into_http(),
+            Err(Unread::Framing(status)) => {
+                // A stream or connection the client broke leaves the record unanswered:
+                // the client's leaving is logged.
+                let source = std::error::Error::source(&status);
+                match source.and_then(|e| e.downcast_ref::<ClientLeft>()) {
+                    Some(left) => record.received(left.0),
+                    None => record.failed(ErrorKind::from_grpc(status.code())),
+                }
+                return status.into_http();
+            }
         };
-        let call = Call {
+        let x = Exchange {
             gateway: &gateway,
-            limits: limits.as_ref(),
             head: &parts,
+            limits: limits.as_ref(),
+            wire: Wire::Grpc,
+            id: None,
             op,
+            dialect: Dialect::V1_0,
+            in_batch: false,
             started,
             deadline,
+            principal: None,
+            owner: None,
+            record,
         };
         match op.is_streaming() {
-            false => match call.unary(request).await {
+            false => match unary(x, request).await {
                 Ok((reply, extensions)) => {
                     let encoder = OutEncoder::reply(&reply);
                     let messages = futures::stream::iter([Ok(Out::Reply(reply))]);
@@ -148,7 +169,7 @@ pub fn handle(
                 }
                 Err(status) => status.into_http(),
             },
-            true => match call.stream(request).await {
+            true => match stream(x, request).await {
                 Ok((events, extensions)) => answer(OutEncoder::events(), events, extensions),
                 Err(status) => status.into_http(),
             },
@@ -184,7 +205,7 @@ async fn message(op: Op, gateway: &Gateway, body: Body) -> Result<Box<Request>, 
         tonic::Code::Internal => Unread::Malformed(status.message().to_owned()),
         _ => Unread::Framing(status),
     };
-    let mut messages = codec::requests(op, body, gateway.max_body);
+    let mut messages = codec::requests(op, Arriving(body, 0), gateway.max_body);
     let request = messages.message().await.map_err(unread)?;
     let request = request.ok_or_else(|| Unread::Malformed("no message".to_owned()))?;
     if messages.message().await.map_err(unread)?.is_some() {
@@ -192,6 +213,47 @@ async fn message(op: Op, gateway: &Gateway, body: Body) -> Result<Box<Request>, 
     }
     messages.trailers().await.map_err(unread)?;
     Ok(request)
+}
+
+/// The client's connection or stream broke while its message arrived, after this many of
+/// the body's bytes.
+#[derive(Debug, thiserror::Error)]
+#[error("the client left before its message was whole")]
+struct ClientLeft(usize);
+
+/// A call's request body and its bytes so far, whose errors say when the client left
+/// (`ClientLeft`): tonic's framing reads a CANCEL of the client's as the body's end, and an
+/// end inside a message as malformed, so the client's leaving is told apart before tonic
+/// sees it.
+struct Arriving(Body, usize);
+
+impl HttpBody for Arriving {
+    type Data = Bytes;
+    type Error = axum::BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::BoxError>>> {
+        let frame = ready!(Pin::new(&mut self.0).poll_frame(cx));
+        if let Some(Ok(frame)) = &frame {
+            self.1 += frame.data_ref().map_or(0, Bytes::len);
+        }
+        Poll::Ready(frame.map(|frame| {
+            frame.map_err(|e| match client_gone(&e) {
+                true => ClientLeft(self.1).into(),
+                false => e.into(),
+            })
+        }))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.0.size_hint()
+    }
 }
 
 /// The status of a message compressed with anything but `identity`: the gateway accepts
@@ -240,70 +302,44 @@ where
 }
 
 /// The status of a call refused before it entered its stack, counted as rejected and
-/// logged.
-fn rejected(gateway: &Gateway, head: &Parts, err: &A2aError) -> Response {
+/// logged in its `record`.
+fn rejected(gateway: &Gateway, mut record: CallRecord, err: &A2aError) -> Response {
     gateway.route_metrics.rejected(err.kind);
-    let mut record = CallRecord::start(gateway.route_metrics.name(), head, 0, None);
     record.failed(err.kind);
     status::of_error(err, gateway.profile).into_http()
 }
 
-/// What a call of the route needs besides its message.
-#[derive(Clone, Copy)]
-struct Call<'a> {
-    gateway: &'a Arc<Gateway>,
-    limits: Option<&'a Arc<RouteLimits>>,
-    head: &'a Parts,
-    op: Op,
-    started: Instant,
-    deadline: Option<tokio::time::Instant>,
+/// The message's bytes counted against the gateway's request bytes in flight
+/// (`global-max-body-bytes-in-flight`) until the call is answered, as a JSON-RPC body is;
+/// tonic has read the message already (within `max-body`), so this bounds what calls hold,
+/// not what one reads. A refusal is counted and logged.
+fn charge(x: &mut Exchange<'_>, bytes: usize) -> Result<Option<BodyCharge>, tonic::Status> {
+    let Some(limits) = x.limits else {
+        return Ok(None);
+    };
+    let mut charge = limits.body_charge();
+    match charge.grow_to(bytes) {
+        Ok(()) => Ok(Some(charge)),
+        Err(refusal) => {
+            x.gateway.route_metrics.rejected(refusal.error.kind);
+            x.record.failed(refusal.error.kind);
+            Err(status::of_refusal(&refusal, x.gateway.profile))
+        }
+    }
 }
 
-impl<'a> Call<'a> {
-    /// The call's exchange, as the stack's layers see it.
-    fn exchange(self, bytes_in: usize) -> Exchange<'a> {
-        Exchange {
-            gateway: self.gateway,
-            head: self.head,
-            limits: self.limits,
-            wire: Wire::Grpc,
-            id: None,
-            op: self.op,
-            dialect: Dialect::V1_0,
-            in_batch: false,
-            started: self.started,
-            deadline: self.deadline,
-            principal: None,
-            owner: None,
-            record: CallRecord::start(self.gateway.route_metrics.name(), self.head, bytes_in, None),
-        }
-    }
-
-    /// The message's bytes counted against the gateway's request bytes in flight
-    /// (`global-max-body-bytes-in-flight`) until the call is answered, as a JSON-RPC body
-    /// is; tonic has read the message already (within `max-body`), so this bounds what
-    /// calls hold, not what one reads.
-    fn charge(self, bytes: usize) -> Result<Option<BodyCharge>, tonic::Status> {
-        let Some(limits) = self.limits else {
-            return Ok(None);
-        };
-        let mut charge = limits.body_charge();
-        match charge.grow_to(bytes) {
-            Ok(()) => Ok(Some(charge)),
-            Err(refusal) => {
-                self.gateway.route_metrics.rejected(refusal.error.kind);
-                Err(status::of_refusal(&refusal, self.gateway.profile))
-            }
-        }
-    }
-
-    /// A unary call through the stack: its reply message and the agent's extensions, or
-    /// its status.
-    async fn unary(self, request: Box<Request>) -> Result<Extended<Vec<u8>>, tonic::Status> {
-        let profile = self.gateway.profile;
-        let bytes_in = encoded_len(&request);
-        let _charge = self.charge(bytes_in)?;
-        let mut x = self.exchange(bytes_in);
+/// A unary call through the stack: its reply message and the agent's extensions, or its
+/// status. Not an `async fn`: its future would hold the exchange twice, as its argument
+/// and as its variable (bytes per call, tests/it/cost_budget.rs).
+fn unary<'a>(
+    mut x: Exchange<'a>,
+    request: Box<Request>,
+) -> impl Future<Output = Result<Extended<Vec<u8>>, tonic::Status>> + Send + 'a {
+    let profile = x.gateway.profile;
+    let bytes_in = encoded_len(&request);
+    async move {
+        x.record.received(bytes_in);
+        let _charge = charge(&mut x, bytes_in)?;
         let answer = call::stack()
             .call(&mut x, Some(Params::Decoded(request)))
             .await;
@@ -315,26 +351,32 @@ impl<'a> Call<'a> {
             Ok(Answer::Refused(refusal)) => Err(status::of_refusal(&refusal, profile)),
             Ok(Answer::Unstarted(err, _)) | Err(err) => Err(status::of_error(&err, profile)),
             // Only a JSON-RPC notification is skipped, or answers with a stream.
-            Ok(Answer::Skipped | Answer::Stream(_)) => Err(status::of_error(
-                &A2aError::new(ErrorKind::Internal),
-                profile,
-            )),
+            Ok(Answer::Skipped | Answer::Stream(_)) => {
+                x.record.failed(ErrorKind::Internal);
+                let err = A2aError::new(ErrorKind::Internal);
+                Err(status::of_error(&err, profile))
+            }
         }
     }
+}
 
-    /// A streaming call through the stack: its events once the first arrived and the
-    /// agent's extensions, or its status.
-    async fn stream(self, request: Box<Request>) -> Result<Extended<Events>, tonic::Status> {
-        let profile = self.gateway.profile;
-        let bytes_in = encoded_len(&request);
-        let _charge = self.charge(bytes_in)?;
-        let mut x = self.exchange(bytes_in);
+/// A streaming call through the stack: its events once the first arrived and the agent's
+/// extensions, or its status. Not an `async fn`, as `unary`.
+fn stream<'a>(
+    mut x: Exchange<'a>,
+    request: Box<Request>,
+) -> impl Future<Output = Result<Extended<Events>, tonic::Status>> + Send + 'a {
+    let profile = x.gateway.profile;
+    let bytes_in = encoded_len(&request);
+    async move {
+        x.record.received(bytes_in);
+        let _charge = charge(&mut x, bytes_in)?;
         let answer = call::stack()
             .call(&mut x, Some(Params::Decoded(request)))
             .await;
         match answer {
             Ok(Answer::Stream(started)) => {
-                let watch = Watched::new(Some(x.record), &self.gateway.route_metrics);
+                let watch = Watched::new(Some(x.record), &x.gateway.route_metrics);
                 let events = Events {
                     first: Some(started.first),
                     events: started.events.boxed(),
@@ -346,10 +388,10 @@ impl<'a> Call<'a> {
             }
             Ok(Answer::Refused(refusal)) => Err(status::of_refusal(&refusal, profile)),
             Ok(Answer::Unstarted(err, _)) | Err(err) => Err(status::of_error(&err, profile)),
-            Ok(Answer::Skipped | Answer::Json(..)) => Err(status::of_error(
-                &A2aError::new(ErrorKind::Internal),
-                profile,
-            )),
+            Ok(Answer::Skipped | Answer::Json(..)) => {
+                let err = A2aError::new(ErrorKind::Internal);
+                Err(status::of_error(&err, profile))
+            }
         }
     }
 }
@@ -388,6 +430,7 @@ impl Stream for Events {
                 Some(Ok(event)) => Ok(Box::new(event)),
                 Some(Err(err)) => Err(err),
                 None => {
+                    self.watch.ended();
                     self.ended = true;
                     return Poll::Ready(None);
                 }

@@ -95,11 +95,13 @@ pub async fn handle(
 ) -> Response {
     // The request is taken whole: extracting `HeaderMap` and `Uri` would clone them.
     let (parts, body) = request.into_parts();
+    // From the head on: a client that leaves while its body arrives is logged too.
+    let record = CallRecord::start(gateway.route_metrics.name(), &parts, 0, None);
     // A browser sends a cross-site form post (text/plain, urlencoded, multipart) without a
     // CORS preflight; only JSON is a JSON-RPC request, so nothing else is read.
     if !is_json(&parts.headers) {
         let err = invalid_request("the Content-Type must be application/json");
-        let mut response = rejected_response(&gateway, &parts, 0, &err);
+        let mut response = rejected_response(&gateway, record, &err);
         *response.status_mut() = gateway
             .refusal_status
             .of(StatusCode::UNSUPPORTED_MEDIA_TYPE);
@@ -119,7 +121,7 @@ pub async fn handle(
             Ok(principal) => Some(Box::new(principal)),
             Err(failure) => {
                 let refusal = authenticate::refusal(auth, &failure);
-                return refused_request(&gateway, &parts, 0, &refusal);
+                return refused_request(&gateway, record, &refusal);
             }
         },
     };
@@ -129,13 +131,17 @@ pub async fn handle(
         .headers
         .get(http::header::EXPECT)
         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
-    let bytes = match read_body(body, gateway.max_body, expects_continue, charge.as_mut()).await {
-        Ok(bytes) => bytes,
-        Err(BodyError::Invalid(err) | BodyError::OverLimit(err)) => {
-            return rejected_response(&gateway, &parts, 0, &err)
+    let max = gateway.max_body;
+    let read = read_body(body, max, expects_continue, charge.as_mut(), record);
+    let (bytes, record) = match read.await {
+        (Ok(bytes), record) => (bytes, record),
+        (Err(BodyError::Invalid(err) | BodyError::OverLimit(err)), record) => {
+            return rejected_response(&gateway, record, &err)
         }
-        Err(BodyError::TooLarge(err)) => {
-            let mut response = rejected_response(&gateway, &parts, 0, &err);
+        // Nobody reads the answer; the record, unanswered, logs the client's leaving.
+        (Err(BodyError::ClientGone), _) => return StatusCode::BAD_REQUEST.into_response(),
+        (Err(BodyError::TooLarge(err)), record) => {
+            let mut response = rejected_response(&gateway, record, &err);
             // The rest of the body is not read, so the connection cannot carry another
             // request (HTTP/2 resets just the stream).
             if parts.version <= http::Version::HTTP_11 {
@@ -146,8 +152,8 @@ pub async fn handle(
             }
             return response;
         }
-        Err(BodyError::Refused(refusal)) => {
-            return refused_request(&gateway, &parts, 0, &refusal);
+        (Err(BodyError::Refused(refusal)), record) => {
+            return refused_request(&gateway, record, &refusal);
         }
     };
     let ctx = Context {
@@ -156,15 +162,13 @@ pub async fn handle(
         principal: principal.as_deref(),
     };
     match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
-        Some(b'[') => batch::handle(&gateway, &ctx, &bytes).await,
+        Some(b'[') => batch::handle(&gateway, &ctx, &bytes, record).await,
         Some(b'{') => {
             let envelope = match Envelope::parse(&bytes) {
                 Ok(envelope) => envelope,
-                Err(e) => {
-                    return rejected_response(&gateway, &parts, bytes.len(), &envelope_error(&e))
-                }
+                Err(e) => return rejected_response(&gateway, record, &envelope_error(&e)),
             };
-            match handle_one(&gateway, &ctx, envelope, false, bytes.len()).await {
+            match handle_one(&gateway, &ctx, envelope, false, record).await {
                 Handled::Json(body, ext) => json_response(body, ext),
                 Handled::Stream(events, ext) => sse_response(events, ext),
                 Handled::Refused(refusal, body) => {
@@ -178,12 +182,12 @@ pub async fn handle(
                 Ok(_) => invalid_request("the request must be a JSON object or array"),
                 Err(e) => parse_error(&e),
             };
-            rejected_response(&gateway, &parts, bytes.len(), &err)
+            rejected_response(&gateway, record, &err)
         }
     }
 }
 
-/// One call of `bytes_in` bytes: the envelope's checks, the call's stack (`call::stack`)
+/// One call, logged in `record`: the envelope's checks, the call's stack (`call::stack`)
 /// and its reply. Its `CallRecord` is finished when the reply is made, or taken over by a
 /// stream's body until the stream ends. Not an `async fn`: the envelope is consumed
 /// before the call's future exists, which then holds only the `Exchange`.
@@ -192,15 +196,10 @@ fn handle_one<'a>(
     ctx: &Context<'a>,
     envelope: Envelope<'a>,
     in_batch: bool,
-    bytes_in: usize,
+    mut record: CallRecord,
 ) -> Either<impl Future<Output = Handled> + Send + 'a, Ready<Handled>> {
     let started = Instant::now();
-    let mut record = CallRecord::start(
-        gateway.route_metrics.name(),
-        ctx.request,
-        bytes_in,
-        envelope.id.as_deref(),
-    );
+    record.id(envelope.id.as_deref());
     // Before the method is known, failures count as rejected requests.
     let mut reject = |id: Option<&str>, err: A2aError| {
         gateway.route_metrics.rejected(err.kind);
@@ -218,7 +217,10 @@ fn handle_one<'a>(
     let Some(op) = dialect.op(&name) else {
         return match envelope.id.as_deref() {
             Some(id) => reject(Some(id), A2aError::new(ErrorKind::MethodNotFound)),
-            None => Either::Right(ready(Handled::Nothing)),
+            None => {
+                record.answered();
+                Either::Right(ready(Handled::Nothing))
+            }
         };
     };
     let exchange = Exchange {
@@ -398,32 +400,20 @@ pub fn refused_response(refusal: &Refusal, body: Vec<u8>, policy: RefusalStatus)
     response
 }
 
-/// The reply to a request of `bytes_in` bytes refused as a whole before any call (its body
-/// over the bytes in flight, a batch's credentials), counted as rejected and logged.
-fn refused_request(
-    gateway: &Gateway,
-    request: &http::request::Parts,
-    bytes_in: usize,
-    refusal: &Refusal,
-) -> Response {
+/// The reply to a request refused as a whole before any call (its body over the bytes in
+/// flight, a batch's credentials), counted as rejected and logged in its `record`.
+fn refused_request(gateway: &Gateway, mut record: CallRecord, refusal: &Refusal) -> Response {
     gateway.route_metrics.rejected(refusal.error.kind);
-    let mut record = CallRecord::start(gateway.route_metrics.name(), request, bytes_in, None);
     record.failed(refusal.error.kind);
     let out = refusal.body(None);
     record.sent(out.len());
     refused_response(refusal, out, gateway.refusal_status)
 }
 
-/// The reply to a request of `bytes_in` bytes refused before any method was known,
-/// counted as rejected and logged.
-fn rejected_response(
-    gateway: &Gateway,
-    request: &http::request::Parts,
-    bytes_in: usize,
-    err: &A2aError,
-) -> Response {
+/// The reply to a request refused before any method was known, counted as rejected and
+/// logged in its `record`.
+fn rejected_response(gateway: &Gateway, mut record: CallRecord, err: &A2aError) -> Response {
     gateway.route_metrics.rejected(err.kind);
-    let mut record = CallRecord::start(gateway.route_metrics.name(), request, bytes_in, None);
     record.failed(err.kind);
     let out = error_bytes(None, err);
     record.sent(out.len());

@@ -75,17 +75,13 @@ pub fn handle(
     let started = Instant::now();
     let (parts, body) = request.into_parts();
     async move {
+        // From the head on: a client that leaves while its body arrives is logged too.
+        let record = CallRecord::start(gateway.route_metrics.name(), &parts, 0, None);
         let post = parts.method == Method::POST;
         if post && !is_a2a_json(&parts.headers) {
             let why = "the Content-Type must be application/a2a+json or application/json";
             let err = A2aError::invalid_request(why);
-            return rejected(
-                &gateway,
-                &parts,
-                0,
-                &err,
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            );
+            return rejected(&gateway, record, &err, StatusCode::UNSUPPORTED_MEDIA_TYPE);
         }
         // As on the JSON-RPC front: credentials are checked from the head, before the body.
         let principal = match &gateway.auth {
@@ -95,30 +91,37 @@ pub fn handle(
                 Ok(principal) => Some(Box::new(principal)),
                 Err(failure) => {
                     let refusal = authenticate::refusal(auth, &failure);
-                    return refused(&gateway, &parts, &refusal);
+                    return refused(&gateway, record, &refusal);
                 }
             },
         };
         // Held until the call is answered: the body is kept that long.
         let mut charge = limits.as_ref().map(|limits| limits.body_charge());
         // A GET or DELETE carries its params in the path and query; a body is not read.
-        let bytes = match post {
+        let (bytes, record) = match post {
             true => {
                 let expects_continue = parts
                     .headers
                     .get(http::header::EXPECT)
                     .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
-                match read_body(body, gateway.max_body, expects_continue, charge.as_mut()).await {
-                    Ok(bytes) => bytes,
-                    Err(BodyError::Invalid(err)) => {
-                        return rejected(&gateway, &parts, 0, &err, StatusCode::BAD_REQUEST)
+                let max = gateway.max_body;
+                let read = read_body(body, max, expects_continue, charge.as_mut(), record);
+                match read.await {
+                    (Ok(bytes), record) => (bytes, record),
+                    (Err(BodyError::Invalid(err)), record) => {
+                        return rejected(&gateway, record, &err, StatusCode::BAD_REQUEST)
                     }
-                    Err(BodyError::OverLimit(err)) => {
-                        return rejected(&gateway, &parts, 0, &err, StatusCode::PAYLOAD_TOO_LARGE)
+                    (Err(BodyError::OverLimit(err)), record) => {
+                        return rejected(&gateway, record, &err, StatusCode::PAYLOAD_TOO_LARGE)
                     }
-                    Err(BodyError::TooLarge(err)) => {
+                    // Nobody reads the answer; the record, unanswered, logs the client's
+                    // leaving.
+                    (Err(BodyError::ClientGone), _) => {
+                        return StatusCode::BAD_REQUEST.into_response()
+                    }
+                    (Err(BodyError::TooLarge(err)), record) => {
                         let mut response =
-                            rejected(&gateway, &parts, 0, &err, StatusCode::PAYLOAD_TOO_LARGE);
+                            rejected(&gateway, record, &err, StatusCode::PAYLOAD_TOO_LARGE);
                         // The rest of the body is not read, so the connection cannot carry
                         // another request (HTTP/2 resets just the stream).
                         if parts.version <= http::Version::HTTP_11 {
@@ -127,16 +130,18 @@ pub fn handle(
                         }
                         return response;
                     }
-                    Err(BodyError::Refused(refusal)) => return refused(&gateway, &parts, &refusal),
+                    (Err(BodyError::Refused(refusal)), record) => {
+                        return refused(&gateway, record, &refusal)
+                    }
                 }
             }
-            false => Bytes::new(),
+            false => (Bytes::new(), record),
         };
         let params = match request::params(&matched, post, parts.uri.query(), &bytes) {
             Ok(params) => params,
             Err(err) => {
                 let status = status::http_status(err.kind, gateway.profile);
-                return rejected(&gateway, &parts, bytes.len(), &err, status);
+                return rejected(&gateway, record, &err, status);
             }
         };
         let op = matched.op;
@@ -156,7 +161,7 @@ pub fn handle(
             deadline: None,
             principal: principal.map(|principal| *principal),
             owner: None,
-            record: CallRecord::start(gateway.route_metrics.name(), &parts, bytes.len(), None),
+            record,
         };
         run(exchange, params).await
     }
@@ -232,17 +237,15 @@ fn reply(
     response
 }
 
-/// The reply to a request of `bytes_in` bytes refused before its call entered the stack,
-/// answered with `status`, counted as rejected and logged.
+/// The reply to a request refused before its call entered the stack, answered with
+/// `status`, counted as rejected and logged in its `record`.
 fn rejected(
     gateway: &Gateway,
-    request: &http::request::Parts,
-    bytes_in: usize,
+    mut record: CallRecord,
     err: &A2aError,
     status: StatusCode,
 ) -> Response {
     gateway.route_metrics.rejected(err.kind);
-    let mut record = CallRecord::start(gateway.route_metrics.name(), request, bytes_in, None);
     record.failed(err.kind);
     let out = status::body(err, status, gateway.profile);
     record.sent(out.len());
@@ -250,10 +253,9 @@ fn rejected(
 }
 
 /// The reply to a request a limit or authentication refused before its call entered the
-/// stack, counted as rejected and logged.
-fn refused(gateway: &Gateway, request: &http::request::Parts, refusal: &Refusal) -> Response {
+/// stack, counted as rejected and logged in its `record`.
+fn refused(gateway: &Gateway, mut record: CallRecord, refusal: &Refusal) -> Response {
     gateway.route_metrics.rejected(refusal.error.kind);
-    let mut record = CallRecord::start(gateway.route_metrics.name(), request, 0, None);
     record.failed(refusal.error.kind);
     let out = status::body(&refusal.error, refusal.status, gateway.profile);
     record.sent(out.len());
@@ -274,7 +276,8 @@ pub(crate) fn path_too_long(
         path::MAX_PATH_BYTES
     );
     let err = A2aError::invalid_request(&why);
-    rejected(gateway, request, 0, &err, StatusCode::URI_TOO_LONG)
+    let record = CallRecord::start(gateway.route_metrics.name(), request, 0, None);
+    rejected(gateway, record, &err, StatusCode::URI_TOO_LONG)
 }
 
 pub(crate) fn wrong_method(allow: &str, profile: Profile) -> Response {

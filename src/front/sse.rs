@@ -32,6 +32,8 @@ pub trait Watch {
     fn event(&mut self, event: &StreamResponse);
     /// The final error event was written.
     fn error(&mut self, err: &A2aError);
+    /// The events ended without an error.
+    fn ended(&mut self);
     /// A chunk of `bytes` holding `events` SSE events (0: a keepalive comment) was sent.
     fn sent(&mut self, bytes: usize, events: u64);
 }
@@ -113,6 +115,7 @@ where
                 Poll::Ready(Some(Ok(event))) => this.push_event(&mut buf, &event),
                 Poll::Ready(Some(Err(err))) => this.push_error(&mut buf, &err),
                 Poll::Ready(None) => {
+                    this.watch.ended();
                     this.done = true;
                     break;
                 }

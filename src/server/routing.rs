@@ -41,6 +41,7 @@ use crate::front::{grpc, jsonrpc, Gateway};
 use crate::lifecycle::Lifecycle;
 use crate::push::sign::JWKS_PATH;
 use crate::server::readiness::{Readiness, ReadinessMode};
+use crate::telemetry::access::CallRecord;
 use crate::telemetry::ConnectionAddrs;
 use crate::telemetry::{DeliveryMetrics, Metrics};
 
@@ -625,12 +626,19 @@ impl tower::Service<http::Request<Body>> for Frontend {
         if let Some((index, route)) = at_root.or_else(|| self.route(&request)) {
             let limits = self.limits.as_ref().and_then(|l| l.route(index));
             if let Some(Err(refusal)) = limits.map(|l| l.check_headers(request.headers())) {
-                if grpc_at_root || grpc::is_grpc(&request) {
+                let grpc = grpc_at_root || grpc::is_grpc(&request);
+                // Logged as every front logs a refusal, from the head alone.
+                let head = request.into_parts().0;
+                let mut record = CallRecord::start(route.name.as_str(), &head, 0, None);
+                record.failed(refusal.error.kind);
+                if grpc {
                     let profile = route.gateway.profile;
                     return ready(grpc::status::of_refusal(&refusal, profile).into_http());
                 }
                 let policy = route.gateway.refusal_status;
-                return ready(refused_response(&refusal, refusal.body(None), policy));
+                let body = refusal.body(None);
+                record.sent(body.len());
+                return ready(refused_response(&refusal, body, policy));
             }
             let below = match at_root {
                 Some(_) => path,

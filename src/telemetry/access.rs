@@ -12,7 +12,10 @@
 //! status code or HTTP status, `-` when the backend was not reached), duration, bytes in and
 //! out, SSE frames, client address, request id, principal and its scheme (`auth`), and trace
 //! id; a post to the push relay's callback (`push/relay/callback.rs`) adds its HTTP
-//! `status` and, when refused, why (`refused`). No header value and no param
+//! `status` and, when refused, why (`refused`). A call its client left before it was
+//! answered (a body cut short, a connection closed or a stream reset while the call ran, a
+//! stream abandoned) is logged with `code` `CLIENT_CLOSED` when the gateway saw it go, with
+//! what was received and sent until then. No header value and no param
 //! other than the id is ever logged, so credentials cannot appear in it; the path, the ids,
 //! the request id and the principal are bounded and escaped (`untrusted::clip`).
 //! `--access-log false` turns the target off in the log filter; then `CallRecord::start`
@@ -38,6 +41,10 @@ use sink::field_name;
 
 /// The target of access log lines (`RUST_LOG=a2a_gateway::access=off` silences them too).
 pub const TARGET: &str = "a2a_gateway::access";
+
+/// The `code` of a call its client left before it was answered: nginx's "client closed
+/// request", which no JSON-RPC code (0 or negative) can be.
+pub const CLIENT_CLOSED: i32 = 499;
 
 /// The header of the client's (or the edge's generated) request id.
 const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -106,12 +113,6 @@ impl Line {
         bytes_in: usize,
         id: Option<&str>,
     ) {
-        fn set(field: &mut Option<ClippedField>, text: Option<&str>) {
-            match text {
-                Some(text) => field.get_or_insert_with(|| ClippedField::of("")).set(text),
-                None => *field = None,
-            }
-        }
         self.started = Instant::now();
         self.route.set(route);
         self.path.set(request.uri.path());
@@ -136,12 +137,15 @@ impl Line {
     }
 }
 
-/// One JSON-RPC call being handled: its server span and access log line. Both boxed, so
-/// a call with neither costs the handler's future three words.
+/// One call being handled: its server span and access log line. Both boxed, so a call
+/// with neither costs the handler's future three words.
 pub(crate) struct CallRecord {
     line: Option<Box<Line>>,
     span: Option<Box<ServerSpan>>,
     failure: Option<ErrorKind>,
+    /// Whether the call was answered (as `failure` says); a record dropped before is of a
+    /// call its client left (`CLIENT_CLOSED`).
+    answered: bool,
 }
 
 impl CallRecord {
@@ -167,6 +171,29 @@ impl CallRecord {
             line,
             span: None,
             failure: None,
+            answered: false,
+        }
+    }
+
+    /// The call's JSON-RPC id, once its envelope is read.
+    pub(crate) fn id(&mut self, id: Option<&str>) {
+        if let Some(line) = &mut self.line {
+            set(&mut line.id, id);
+        }
+    }
+
+    /// The request's bytes received so far (the whole body once it is read).
+    pub(crate) fn received(&mut self, bytes: usize) {
+        if let Some(line) = &mut self.line {
+            line.bytes_in = bytes;
+        }
+    }
+
+    /// The request is a batch: each member is a call with its own record, and this one
+    /// writes no line.
+    pub(crate) fn discard(mut self) {
+        if let Some(line) = self.line.take() {
+            spare(line);
         }
     }
 
@@ -227,6 +254,13 @@ impl CallRecord {
     /// The call failed with `kind` (the reply or the stream's last frame is this error).
     pub(crate) fn failed(&mut self, kind: ErrorKind) {
         self.failure = Some(kind);
+        self.answered = true;
+    }
+
+    /// The call was answered: its reply is made, or its stream ended (with the error
+    /// `failed` gave, if any).
+    pub(crate) fn answered(&mut self) {
+        self.answered = true;
     }
 
     /// The backend's status, as its answer or error gave it (`None`: not reached).
@@ -272,6 +306,7 @@ impl CallRecord {
             line.bytes_in = bytes_in;
             (line.status, line.refused) = (Some(status), refused);
         }
+        self.answered = true;
     }
 
     /// Bytes written to the client for this call.
@@ -285,7 +320,12 @@ impl CallRecord {
 impl Drop for CallRecord {
     /// The call is over: the span ends, the line is written.
     fn drop(&mut self) {
-        let code = self.failure.map_or(0, ErrorKind::code);
+        let code = match self.answered {
+            true => self.failure.map_or(0, ErrorKind::code),
+            // A panic is answered with an internal error (`front::layers`).
+            false if std::thread::panicking() => ErrorKind::Internal.code(),
+            false => CLIENT_CLOSED,
+        };
         if let (Some(span), Some(kind)) = (&mut self.span, self.failure) {
             span.failed(&A2aError::new(kind));
         }
@@ -294,14 +334,26 @@ impl Drop for CallRecord {
         };
         let span_trace = self.span.as_ref().map(|span| span.trace_id());
         line.write(code, span_trace);
-        // The box serves a later call on this thread (past the cap, or while the thread
-        // ends, it is freed).
-        let _ = SPARE_LINES.try_with(|spare| {
-            let mut spare = spare.borrow_mut();
-            if spare.len() < SPARE_LINES_MAX {
-                spare.push(line);
-            }
-        });
+        spare(line);
+    }
+}
+
+/// Keeps `line`'s box for a later call on this thread (past the cap, or while the thread
+/// ends, it is freed).
+fn spare(line: Box<Line>) {
+    let _ = SPARE_LINES.try_with(|spare| {
+        let mut spare = spare.borrow_mut();
+        if spare.len() < SPARE_LINES_MAX {
+            spare.push(line);
+        }
+    });
+}
+
+/// Sets an optional text field of a line, reusing its buffer.
+fn set(field: &mut Option<ClippedField>, text: Option<&str>) {
+    match text {
+        Some(text) => field.get_or_insert_with(|| ClippedField::of("")).set(text),
+        None => *field = None,
     }
 }
 

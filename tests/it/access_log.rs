@@ -593,6 +593,7 @@ async fn every_push_callback_post_gets_one_line_without_its_token() {
         assert_eq!(line["route"], route, "{line}");
         assert_eq!(line["method"], "PushCallback", "{line}");
         assert_eq!(line["status"], status, "{line}");
+        assert_eq!(line["code"], 0, "answered, not left: {line}");
         assert_eq!(line["refused"].as_str(), refused, "{line}");
         assert_eq!(line["bytes_in"], bytes_in, "{line}");
         assert!(line["duration_us"].as_i64().unwrap() >= 0, "{line}");
@@ -608,4 +609,599 @@ async fn every_push_callback_post_gets_one_line_without_its_token() {
     ] {
         assert!(!log.contains(secret), "{secret} in the log");
     }
+}
+
+/// How long each client below stays before it leaves: the line's duration is at least this.
+const STAYED: Duration = Duration::from_millis(300);
+
+/// An agent that never finishes: a unary call waits ten minutes, a stream sends one event
+/// and stays open.
+fn hanging_backend() -> TestBackend {
+    TestBackend::new(|request| match request {
+        Request::Stream(_) => Answer::Stream(vec![
+            Step::Event(status_update("t-h", TaskState::Working)),
+            Step::Hang,
+        ]),
+        _ => Answer::After(
+            Duration::from_secs(600),
+            Box::new(Answer::Error(tonic::Status::not_found("too late"))),
+        ),
+    })
+}
+
+/// Waits until the log holds `n` access lines (each is written within about 100 ms of its
+/// call's end) and returns them.
+async fn await_lines(log: &TempFile, n: usize) -> Vec<Value> {
+    let started = std::time::Instant::now();
+    loop {
+        let lines = access_lines(&std::fs::read_to_string(log.path()).unwrap());
+        if lines.len() >= n {
+            return lines;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{n} lines expected: {lines:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Asserts that `line` is of a call its client left after `STAYED`: code 499, nothing
+/// sent.
+fn assert_left(line: &Value, path: &str) {
+    assert_eq!(line["path"], path, "{line}");
+    assert_eq!(line["code"], 499, "{line}");
+    assert_eq!(line["bytes_out"], 0, "{line}");
+    assert_eq!(line["frames"], 0, "{line}");
+    let stayed = u64::try_from(STAYED.as_micros()).unwrap();
+    assert!(line["duration_us"].as_u64().unwrap() >= stayed, "{line}");
+}
+
+/// The host and port of a gateway URL.
+fn authority(url: &str) -> String {
+    let url: http::Uri = url.parse().unwrap();
+    url.authority().unwrap().as_str().to_owned()
+}
+
+/// An HTTP/1.1 POST to `path` announcing 10,000 bytes of body and sending `body` once the
+/// gateway asked for it (`100 Continue`: its handler, and the call's duration, have begun).
+async fn post_head(authority: &str, path: &str, body: &[u8]) -> tokio::net::TcpStream {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut tcp = tokio::net::TcpStream::connect(authority).await.unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
+         A2A-Version: 1.0\r\nContent-Length: 10000\r\nExpect: 100-continue\r\n\r\n"
+    );
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    while !answer.ends_with(b"\r\n\r\n") {
+        let mut byte = [0];
+        tcp.read_exact(&mut byte).await.unwrap();
+        answer.push(byte[0]);
+    }
+    assert!(answer.starts_with(b"HTTP/1.1 100"), "{answer:?}");
+    tcp.write_all(body).await.unwrap();
+    tcp
+}
+
+/// A client that announces 10,000 bytes of body, sends 100 and leaves (its connection
+/// closed or reset, its HTTP/2 stream reset or its connection dropped) is logged once, when
+/// the gateway sees it go: code 499 (nginx's "client closed request"), the bytes it sent,
+/// nothing sent back, the time until it left; on every front.
+#[tokio::test]
+async fn a_client_that_leaves_mid_body_is_logged_as_gone_with_what_it_sent() {
+    let agent = backend();
+    let args = ["--log-format", "json", "--fronts", "JSONRPC,HTTP+JSON,GRPC"];
+    let (gateway, log) = start(&agent, &args, &[]).await;
+    let authority = authority(&gateway.1);
+    let mut n = 0;
+    for path in ["/a2a/jsonrpc", "/a2a/rest/message:send"] {
+        for reset in [false, true] {
+            let tcp = post_head(&authority, path, &[b' '; 100]).await;
+            tokio::time::sleep(STAYED).await;
+            if reset {
+                tcp.set_zero_linger().unwrap();
+            }
+            drop(tcp);
+            n += 1;
+            let line = &await_lines(&log, n).await[n - 1];
+            assert_left(line, path);
+            assert_eq!(line["bytes_in"], 100, "reset: {reset}: {line}");
+            assert_eq!(line["method"], "", "{line}");
+        }
+    }
+
+    let path = "/lf.a2a.v1.A2AService/SendMessage";
+    for reset in [false, true] {
+        let started = std::time::Instant::now();
+        let tcp = tokio::net::TcpStream::connect(&authority).await.unwrap();
+        let (client, connection) = h2::client::handshake(tcp).await.unwrap();
+        let connection = tokio::spawn(connection);
+        let request = http::Request::post(format!("http://{authority}{path}"))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(())
+            .unwrap();
+        let mut client = client.ready().await.unwrap();
+        let (_response, mut body) = client.send_request(request, false).unwrap();
+        // A gRPC message announcing 10,000 bytes, 100 of them sent.
+        let mut message = vec![0];
+        message.extend_from_slice(&10_000u32.to_be_bytes());
+        message.extend_from_slice(&[0x0a; 100]);
+        body.send_data(message.into(), false).unwrap();
+        tokio::time::sleep(STAYED).await;
+        match reset {
+            true => body.send_reset(h2::Reason::CANCEL),
+            false => connection.abort(),
+        }
+        n += 1;
+        let line = &await_lines(&log, n).await[n - 1];
+        assert_eq!(line["path"], path, "{line}");
+        assert_eq!(line["code"], 499, "{line}");
+        assert_eq!(line["bytes_out"], 0, "{line}");
+        assert_eq!(line["bytes_in"], 105, "reset: {reset}: {line}");
+        // Nothing tells this client when the gateway's handler began: its duration is
+        // bounded by the client's own.
+        let duration = line["duration_us"].as_u64().unwrap();
+        let client_us = u64::try_from(started.elapsed().as_micros()).unwrap();
+        assert!(0 < duration && duration <= client_us, "{line}");
+        drop(client);
+    }
+    assert_eq!(agent.calls(), 0);
+    let lines = access_lines(&stop(gateway, &log).await);
+    assert_eq!(lines.len(), n, "one line per call: {lines:#?}");
+}
+
+/// A client that leaves while its call waits for the agent (its connection closed, its
+/// gRPC call cancelled) is logged once, code 499, with what it sent and nothing sent back,
+/// on every front; the agent's call is not awaited for it.
+#[tokio::test]
+async fn a_client_that_leaves_a_call_in_flight_is_logged_as_gone() {
+    use a2a_gateway::proto::a2a_service_client::A2aServiceClient;
+    let agent = hanging_backend();
+    let args = ["--log-format", "json", "--fronts", "JSONRPC,HTTP+JSON,GRPC"];
+    let (gateway, log) = start(&agent, &args, &[]).await;
+    let authority = authority(&gateway.1);
+    let send = request(json!(1), "SendMessage", message_params("hi"));
+    let rest = message_params("hi").to_string();
+    let mut n = 0;
+    for (path, body) in [("/a2a/jsonrpc", &send), ("/a2a/rest/message:send", &rest)] {
+        use tokio::io::AsyncWriteExt;
+        let mut tcp = tokio::net::TcpStream::connect(&authority).await.unwrap();
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
+             A2A-Version: 1.0\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        tcp.write_all(head.as_bytes()).await.unwrap();
+        while agent.calls() == n {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(STAYED).await;
+        drop(tcp);
+        n += 1;
+        let line = &await_lines(&log, n).await[n - 1];
+        assert_left(line, path);
+        assert_eq!(line["method"], "SendMessage", "{line}");
+        assert_eq!(line["bytes_in"], body.len(), "{line}");
+    }
+
+    let origin = gateway.1.trim_end_matches("/a2a/jsonrpc").to_owned();
+    let mut client = A2aServiceClient::connect(origin).await.unwrap();
+    let request = SendMessageRequest {
+        message: Some(Message {
+            message_id: "m-1".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let call = tokio::spawn(async move { client.send_message(request).await });
+    while agent.calls() == n {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(STAYED).await;
+    // Dropping the call's future resets its stream (CANCEL).
+    call.abort();
+    n += 1;
+    let line = &await_lines(&log, n).await[n - 1];
+    assert_left(line, "/lf.a2a.v1.A2AService/SendMessage");
+    assert_eq!(line["method"], "SendMessage", "{line}");
+    assert!(line["bytes_in"].as_u64().unwrap() > 0, "{line}");
+
+    let lines = access_lines(&stop(gateway, &log).await);
+    assert_eq!(lines.len(), n, "one line per call: {lines:#?}");
+}
+
+/// A stream its client abandons (the SSE connection closed, the gRPC stream cancelled or its
+/// connection dropped) is logged once, code 499, with the events and bytes sent until then,
+/// on every front.
+#[tokio::test]
+async fn a_stream_its_client_abandons_is_logged_as_gone_with_what_was_sent() {
+    use a2a_gateway::proto::a2a_service_client::A2aServiceClient;
+    use prost::Message as _;
+    let agent = hanging_backend();
+    let args = [
+        "--log-format",
+        "json",
+        "--fronts",
+        "JSONRPC,HTTP+JSON,GRPC",
+        "--keepalive",
+        "1h",
+    ];
+    let (gateway, log) = start(&agent, &args, &[]).await;
+    let origin = gateway.1.trim_end_matches("/a2a/jsonrpc").to_owned();
+    let stream = request(json!(3), "SendStreamingMessage", message_params("go"));
+    let rest_url = format!("{origin}/a2a/rest/message:stream");
+    let rest = message_params("go").to_string();
+    let mut n = 0;
+    for (url, body) in [(&gateway.1, stream), (&rest_url, rest)] {
+        let (_, mut reader) = SseReader::open(url, body).await;
+        let frame = reader.frame().await.unwrap();
+        tokio::time::sleep(STAYED).await;
+        drop(reader);
+        n += 1;
+        let line = &await_lines(&log, n).await[n - 1];
+        assert_eq!(line["method"], "SendStreamingMessage", "{line}");
+        assert_eq!(line["code"], 499, "{line}");
+        assert_eq!(
+            line["backend_status"], "0",
+            "the stream started well: {line}"
+        );
+        assert_eq!(line["frames"], 1, "{line}");
+        assert_eq!(line["bytes_out"], frame.len() + 2, "{line}");
+        let stayed = u64::try_from(STAYED.as_micros()).unwrap();
+        assert!(line["duration_us"].as_u64().unwrap() >= stayed, "{line}");
+    }
+
+    let mut client = A2aServiceClient::connect(origin).await.unwrap();
+    let request = SendMessageRequest {
+        message: Some(Message {
+            message_id: "m-1".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut events = client
+        .send_streaming_message(request.clone())
+        .await
+        .unwrap()
+        .into_inner();
+    let first = events.message().await.unwrap().unwrap();
+    tokio::time::sleep(STAYED).await;
+    // Dropping the stream resets it (CANCEL).
+    drop(events);
+    n += 1;
+    let line = &await_lines(&log, n).await[n - 1];
+    assert_eq!(line["path"], "/lf.a2a.v1.A2AService/SendStreamingMessage");
+    assert_eq!(line["code"], 499, "{line}");
+    assert_eq!(line["frames"], 1, "{line}");
+    assert_eq!(line["bytes_out"], first.encoded_len(), "{line}");
+
+    // A gRPC stream whose connection drops after its first event.
+    let authority = authority(&gateway.1);
+    let tcp = tokio::net::TcpStream::connect(&authority).await.unwrap();
+    let (client, connection) = h2::client::handshake(tcp).await.unwrap();
+    let connection = tokio::spawn(connection);
+    let path = "/lf.a2a.v1.A2AService/SendStreamingMessage";
+    let head = http::Request::post(format!("http://{authority}{path}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .unwrap();
+    let mut client = client.ready().await.unwrap();
+    let (response, mut body) = client.send_request(head, false).unwrap();
+    let message = request.encode_to_vec();
+    let message = harness::hostile::frames::grpc_message(&message);
+    body.send_data(message.into(), true).unwrap();
+    let mut events = response.await.unwrap().into_body();
+    events.data().await.unwrap().unwrap();
+    tokio::time::sleep(STAYED).await;
+    connection.abort();
+    n += 1;
+    let line = &await_lines(&log, n).await[n - 1];
+    assert_eq!(line["path"], path);
+    assert_eq!(line["code"], 499, "{line}");
+    assert_eq!(line["frames"], 1, "{line}");
+
+    let lines = access_lines(&stop(gateway, &log).await);
+    assert_eq!(lines.len(), n, "one line per call: {lines:#?}");
+}
+
+/// One SendMessage on each front (JSON-RPC, HTTP+JSON, gRPC) of the gateway at `url`: the
+/// JSON-RPC error code of the JSON-RPC reply (the other two must fail too).
+async fn send_on_every_front(url: &str) -> i64 {
+    use a2a_gateway::proto::a2a_service_client::A2aServiceClient;
+    let send = request(json!(1), "SendMessage", message_params("hi"));
+    let (_, _, reply) = harness::post(url, send).await;
+    let reply: Value = serde_json::from_str(&reply).unwrap();
+    let code = reply["error"]["code"].as_i64().expect("an error");
+    let origin = url.trim_end_matches("/a2a/jsonrpc").to_owned();
+    let rest = harness::client()
+        .post(format!("{origin}/a2a/rest/message:send"))
+        .header("content-type", "application/json")
+        .header("a2a-version", "1.0")
+        .body(message_params("hi").to_string())
+        .send()
+        .await
+        .unwrap();
+    assert!(!rest.status().is_success(), "{rest:?}");
+    let mut client = A2aServiceClient::connect(origin).await.unwrap();
+    let request = SendMessageRequest {
+        message: Some(Message {
+            message_id: "m-1".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    client.send_message(request).await.unwrap_err();
+    code
+}
+
+/// A call a limit refuses, and one whose deadline passes, each log one line on every front,
+/// with the code of the error the client got (a JSON-RPC client's, through the error table
+/// on the other fronts).
+#[tokio::test]
+async fn a_refused_call_and_a_passed_deadline_log_their_code_on_every_front() {
+    let fronts = ["--log-format", "json", "--fronts", "JSONRPC,HTTP+JSON,GRPC"];
+    // One call a thousand seconds: the first passes, the rest are refused.
+    let agent = backend();
+    let mut args = fronts.to_vec();
+    args.extend(["--rate-limit", "0.001", "--rate-burst", "1"]);
+    let (gateway, log) = start(&agent, &args, &[]).await;
+    let send = request(json!(1), "SendMessage", message_params("hi"));
+    harness::rpc(&gateway.1, &send).await;
+    let code = send_on_every_front(&gateway.1).await;
+    let lines = access_lines(&stop(gateway, &log).await);
+    assert_eq!(lines.len(), 4, "{lines:#?}");
+    assert_eq!(lines[0]["code"], 0);
+    for line in &lines[1..] {
+        assert_eq!(line["method"], "SendMessage", "{line}");
+        assert_eq!(line["code"], code, "{line}");
+        assert_eq!(line["backend_status"], "-", "{line}");
+    }
+    assert_eq!(agent.calls(), 1);
+
+    let agent = hanging_backend();
+    let mut args = fronts.to_vec();
+    args.extend(["--timeout", "1s"]);
+    let (gateway, log) = start(&agent, &args, &[]).await;
+    let code = send_on_every_front(&gateway.1).await;
+    let lines = access_lines(&stop(gateway, &log).await);
+    assert_eq!(lines.len(), 3, "{lines:#?}");
+    for line in &lines {
+        assert_eq!(line["method"], "SendMessage", "{line}");
+        assert_eq!(line["code"], code, "{line}");
+        assert!(line["duration_us"].as_u64().unwrap() >= 1_000_000, "{line}");
+    }
+}
+
+/// A gRPC agent that answers each stream with one event, then drops its connection when
+/// `die` is notified; its address.
+async fn dying_agent(die: std::sync::Arc<tokio::sync::Notify>) -> std::net::SocketAddr {
+    use prost::Message as _;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let mut connection = h2::server::handshake(tcp).await.unwrap();
+            while let Some(Ok((request, mut respond))) = connection.accept().await {
+                let response = http::Response::builder()
+                    .header("content-type", "application/grpc")
+                    .body(())
+                    .unwrap();
+                if !request.uri().path().ends_with("/SendStreamingMessage") {
+                    continue;
+                }
+                let mut stream = respond.send_response(response, false).unwrap();
+                let event = status_update("t-d", TaskState::Working).encode_to_vec();
+                let message = harness::hostile::frames::grpc_message(&event);
+                stream.send_data(message.into(), false).unwrap();
+                // The connection is driven while the agent waits to die.
+                tokio::select! {
+                    () = die.notified() => break,
+                    _ = connection.accept() => {}
+                }
+                break;
+            }
+            // Dropping the connection closes its socket: the agent is gone mid-stream.
+        }
+    });
+    addr
+}
+
+/// A stream whose agent dies after its first event ends with an error event (gRPC: status)
+/// and logs one line with that error's code and both frames, on every front.
+#[tokio::test]
+async fn a_stream_whose_agent_dies_logs_its_error_on_every_front() {
+    use a2a_gateway::proto::a2a_service_client::A2aServiceClient;
+    let die = std::sync::Arc::new(tokio::sync::Notify::new());
+    let addr = dying_agent(die.clone()).await;
+    let backend_url = format!("http://{addr}");
+    let log = TempFile::new("log", "");
+    let file = std::fs::File::create(log.path()).unwrap();
+    let args = [
+        "--backend",
+        &backend_url,
+        "--drain-delay",
+        "0",
+        "--log-format",
+        "json",
+        "--fronts",
+        "JSONRPC,HTTP+JSON,GRPC",
+        "--keepalive",
+        "1h",
+    ];
+    let gateway = start_with(&args, &[], Stdio::from(file)).await;
+    let origin = gateway.1.trim_end_matches("/a2a/jsonrpc").to_owned();
+    let stream = request(json!(3), "SendStreamingMessage", message_params("go"));
+    let rest_url = format!("{origin}/a2a/rest/message:stream");
+    let mut code = None;
+    for (url, body) in [
+        (&gateway.1, stream),
+        (&rest_url, message_params("go").to_string()),
+    ] {
+        let (_, mut reader) = SseReader::open(url, body).await;
+        reader.data().await.unwrap();
+        die.notify_one();
+        let error = reader.data().await.unwrap();
+        assert!(reader.frame().await.is_none(), "the error ends the stream");
+        if url == &gateway.1 {
+            code = error["error"]["code"].as_i64();
+        }
+    }
+    let mut client = A2aServiceClient::connect(origin).await.unwrap();
+    let request = SendMessageRequest {
+        message: Some(Message {
+            message_id: "m-1".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut events = client
+        .send_streaming_message(request)
+        .await
+        .unwrap()
+        .into_inner();
+    events.message().await.unwrap().unwrap();
+    die.notify_one();
+    events.message().await.unwrap_err();
+
+    let lines = access_lines(&stop(gateway, &log).await);
+    assert_eq!(lines.len(), 3, "{lines:#?}");
+    let code = code.expect("a JSON-RPC error event");
+    assert!(code < 0, "{code}");
+    for line in &lines {
+        assert_eq!(line["method"], "SendStreamingMessage", "{line}");
+        assert_eq!(line["code"], code, "{line}");
+        assert_eq!(line["frames"], 2, "the event and the error: {line}");
+        assert_eq!(
+            line["backend_status"], "0",
+            "the stream started well: {line}"
+        );
+    }
+}
+
+/// The gRPC front logs what it refuses before a call enters the stack as the JSON-RPC front
+/// logs the same: a message over the body bytes in flight (`GATEWAY_OVERLOADED`'s code, as a
+/// JSON-RPC body over them), and a compressed message (UNIMPLEMENTED, read through the
+/// error table as the JSON-RPC code of that status).
+#[tokio::test]
+async fn the_grpc_front_logs_its_refusals_before_the_stack() {
+    use a2a_gateway::proto::a2a_service_client::A2aServiceClient;
+    let agent = backend();
+    let args = [
+        "--log-format",
+        "json",
+        "--fronts",
+        "JSONRPC,GRPC",
+        "--global-max-body-bytes-in-flight",
+        "1000",
+    ];
+    let (gateway, log) = start(&agent, &args, &[]).await;
+    let send = request(json!(1), "SendMessage", message_params(&"x".repeat(2000)));
+    let (status, _, reply) = harness::post(&gateway.1, send).await;
+    assert_eq!(status, 503, "{reply}");
+    let reply: Value = serde_json::from_str(&reply).unwrap();
+    let over = reply["error"]["code"].as_i64().unwrap();
+
+    let origin = gateway.1.trim_end_matches("/a2a/jsonrpc").to_owned();
+    let mut client = A2aServiceClient::connect(origin).await.unwrap();
+    let request = SendMessageRequest {
+        message: Some(Message {
+            message_id: "x".repeat(1000),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let refused = client.send_message(request).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
+
+    let authority = authority(&gateway.1);
+    let tcp = tokio::net::TcpStream::connect(&authority).await.unwrap();
+    let (client, connection) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(connection);
+    let head = http::Request::post(format!("http://{authority}/lf.a2a.v1.A2AService/GetTask"))
+        .header("content-type", "application/grpc")
+        .header("grpc-encoding", "gzip")
+        .body(())
+        .unwrap();
+    let mut client = client.ready().await.unwrap();
+    let (response, _) = client.send_request(head, true).unwrap();
+    let response = response.await.unwrap();
+    assert_eq!(response.headers()["grpc-status"], "12", "UNIMPLEMENTED");
+
+    let lines = access_lines(&stop(gateway, &log).await);
+    assert_eq!(lines.len(), 3, "{lines:#?}");
+    assert_eq!(lines[0]["code"], over);
+    assert_eq!(lines[1]["path"], "/lf.a2a.v1.A2AService/SendMessage");
+    assert_eq!(
+        lines[1]["code"], over,
+        "as the JSON-RPC front: {}",
+        lines[1]
+    );
+    assert!(
+        lines[1]["bytes_in"].as_u64().unwrap() > 1000,
+        "{}",
+        lines[1]
+    );
+    assert_eq!(lines[2]["path"], "/lf.a2a.v1.A2AService/GetTask");
+    assert_eq!(lines[2]["code"], -32601, "{}", lines[2]);
+    assert_eq!(agent.calls(), 0);
+}
+
+/// A request whose header fields pass the route's `max-header-size` is refused from its head
+/// (431; gRPC: a status) and logged once, with the refusal's code, on every front.
+#[tokio::test]
+async fn a_head_over_max_header_size_is_logged_on_every_front() {
+    use a2a_gateway::proto::a2a_service_client::A2aServiceClient;
+    let agent = backend();
+    let args = [
+        "--log-format",
+        "json",
+        "--fronts",
+        "JSONRPC,HTTP+JSON,GRPC",
+        "--max-header-size",
+        "4KiB",
+    ];
+    let (gateway, log) = start(&agent, &args, &[]).await;
+    let filler = "f".repeat(6000);
+    let send = request(json!(1), "SendMessage", message_params("hi"));
+    let headers = [("a2a-version", "1.0"), ("x-filler", filler.as_str())];
+    let (status, _, reply) = harness::post_with(&gateway.1, send, &headers).await;
+    assert_eq!(status, 431, "{reply}");
+    let reply: Value = serde_json::from_str(&reply).unwrap();
+    let code = reply["error"]["code"].as_i64().unwrap();
+
+    let origin = gateway.1.trim_end_matches("/a2a/jsonrpc").to_owned();
+    let rest = harness::client()
+        .post(format!("{origin}/a2a/rest/message:send"))
+        .header("content-type", "application/json")
+        .header("x-filler", &filler)
+        .body(message_params("hi").to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rest.status(), 431);
+
+    let mut client = A2aServiceClient::connect(origin).await.unwrap();
+    let mut request = tonic::Request::new(SendMessageRequest::default());
+    request
+        .metadata_mut()
+        .insert("x-filler", filler.parse().unwrap());
+    client.send_message(request).await.unwrap_err();
+
+    let lines = access_lines(&stop(gateway, &log).await);
+    assert_eq!(lines.len(), 3, "{lines:#?}");
+    let paths = [
+        "/a2a/jsonrpc",
+        "/a2a/rest/message:send",
+        "/lf.a2a.v1.A2AService/SendMessage",
+    ];
+    for (line, path) in lines.iter().zip(paths) {
+        assert_eq!(line["path"], path, "{line}");
+        assert_eq!(line["code"], code, "{line}");
+        assert_eq!(line["method"], "", "refused from the head: {line}");
+    }
+    assert_eq!(agent.calls(), 0);
 }

@@ -1,7 +1,8 @@
 //! Observe, the outermost layer: the call's metrics (`Meter`), its server span and access
 //! log line (`CallRecord`; `invoke` records the backend's status in it). Every outcome of the
 //! layers inside, refusals included, is counted here, once. A stream's record goes on to
-//! its SSE body (`Watched`), which finishes it when the stream ends.
+//! its SSE body (`Watched`), which finishes it when the stream ends. A record the layers
+//! below never answered (the client left while they ran) is logged as the client's leaving.
 
 use std::sync::Arc;
 
@@ -39,18 +40,24 @@ impl<In: Send, L: Layer<In> + Sync> Layer<In> for Observe<L> {
                 tracing::debug!(method = x.op.name(), by, "call refused");
                 Outcome::Error(refusal.error.kind)
             }
-            Ok(Answer::Skipped) => return answer,
+            Ok(Answer::Skipped) => {
+                x.record.answered();
+                return answer;
+            }
         };
         meter.record(outcome);
-        if let Outcome::Error(kind) = outcome {
-            x.record.failed(kind);
+        match outcome {
+            Outcome::Error(kind) => x.record.failed(kind),
+            // A stream is answered once it ends (`Watched`).
+            Outcome::Ok if matches!(answer, Ok(Answer::Stream(_))) => {}
+            Outcome::Ok => x.record.answered(),
         }
         answer
     }
 }
 
 /// A stream's observer: its record (`None`: finished already) and its count of open
-/// streams and events.
+/// streams and events. A stream dropped before its end (its client left) is logged so.
 pub struct Watched {
     record: Option<CallRecord>,
     meter: StreamGuard,
@@ -76,6 +83,12 @@ impl Watch for Watched {
     fn error(&mut self, err: &A2aError) {
         if let Some(record) = &mut self.record {
             record.error_event(err);
+        }
+    }
+
+    fn ended(&mut self) {
+        if let Some(record) = &mut self.record {
+            record.answered();
         }
     }
 

@@ -4,7 +4,7 @@
 //! (`Op::decode_request`), its answer encoded as protobuf: a unary reply arrives encoded
 //! already (`invoke` wrote it), a stream's events are encoded here.
 
-use axum::body::Body;
+use axum::body::HttpBody;
 use bytes::BufMut;
 use prost::Message as _;
 use tonic::codec::{
@@ -96,7 +96,11 @@ impl<const OP: usize> Decoder for RequestDecoder<OP> {
 
 /// The messages of `body` as `op`'s requests, each at most `max` bytes (tonic's framing:
 /// one longer is OUT_OF_RANGE, from its length prefix).
-pub(crate) fn requests(op: Op, body: Body, max: usize) -> Streaming<Box<Request>> {
+pub(crate) fn requests<B>(op: Op, body: B, max: usize) -> Streaming<Box<Request>>
+where
+    B: HttpBody<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<tonic::codegen::StdError>,
+{
     /// The decoder of the operation at the index `op as usize`, one arm per index.
     macro_rules! by_index {
         ($($index:literal)*) => {

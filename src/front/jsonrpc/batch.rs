@@ -4,9 +4,11 @@
 //! place of theirs.
 
 use std::cell::Cell;
+use std::future::{ready, Future, Ready};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use axum::response::{IntoResponse, Response};
+use futures::future::Either;
 use futures::StreamExt;
 use http::StatusCode;
 use serde::de::{DeserializeSeed, IgnoredAny, SeqAccess, Visitor};
@@ -25,29 +27,38 @@ use crate::telemetry::access::CallRecord;
 /// Batch members in flight at once.
 const BATCH_CONCURRENCY: usize = 16;
 
-/// The reply to the batch `bytes`: its members' replies, in order.
-pub(super) async fn handle(gateway: &Gateway, ctx: &Context<'_>, bytes: &[u8]) -> Response {
+/// The reply to the batch `bytes`: its members' replies, in order. The request's `record`
+/// logs a batch refused whole; otherwise each member is a call logged on its own. Not an
+/// `async fn`: the record is not an argument its future would keep.
+pub(super) fn handle<'a>(
+    gateway: &'a Gateway,
+    ctx: &'a Context<'a>,
+    bytes: &'a [u8],
+    record: CallRecord,
+) -> Either<Ready<Response>, impl Future<Output = Response> + Send + 'a> {
     let max = gateway.batch.size;
     let over = Cell::new(false);
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let parsed = BatchMembers { max, over: &over }
         .deserialize(&mut de)
         .and_then(|elements| de.end().map(|()| elements));
-    let elements = match parsed {
-        Ok(elements) => elements,
-        Err(_) if over.get() => {
-            let why = format!(
-                "the batch has more than {max} members, the limit of this endpoint \
-                 (max-batch-size); no member was called"
-            );
-            return rejected_response(gateway, ctx.request, bytes.len(), &invalid_request(&why));
+    let err = match parsed {
+        Ok(elements) if !elements.is_empty() => {
+            record.discard();
+            return Either::Right(members(gateway, ctx, elements));
         }
-        Err(e) => return rejected_response(gateway, ctx.request, bytes.len(), &parse_error(&e)),
+        Ok(_) => invalid_request("empty batch"),
+        Err(_) if over.get() => invalid_request(&format!(
+            "the batch has more than {max} members, the limit of this endpoint \
+             (max-batch-size); no member was called"
+        )),
+        Err(e) => parse_error(&e),
     };
-    if elements.is_empty() {
-        let err = invalid_request("empty batch");
-        return rejected_response(gateway, ctx.request, bytes.len(), &err);
-    }
+    Either::Left(ready(rejected_response(gateway, record, &err)))
+}
+
+/// The batch's `elements` called, and their replies in order.
+async fn members(gateway: &Gateway, ctx: &Context<'_>, elements: Vec<&RawValue>) -> Response {
     // Members run concurrently, but boundedly: one request must not open a backend call per
     // element at once. `buffered` keeps the answers in request order, and each is added to
     // the reply (or dropped) as it comes, so at most the bound and the members in flight
@@ -198,7 +209,13 @@ async fn batch_member(
                 let handled = answered(id.as_deref(), ErrorKind::Internal, out);
                 return (id, handled, false);
             }
-            let handled = handle_one(gateway, ctx, envelope, true, raw.get().len()).await;
+            let record = CallRecord::start(
+                gateway.route_metrics.name(),
+                ctx.request,
+                raw.get().len(),
+                None,
+            );
+            let handled = handle_one(gateway, ctx, envelope, true, record).await;
             (id, handled, true)
         }
         Err(e) => (None, rejected(envelope_error(&e)), true),
