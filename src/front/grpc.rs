@@ -164,13 +164,14 @@ pub fn handle(
             false => match unary(x, request).await {
                 Ok((reply, extensions)) => {
                     let encoder = OutEncoder::reply(&reply);
+                    let length = Some(tonic::codec::HEADER_SIZE + reply.len());
                     let messages = futures::stream::iter([Ok(Out::Reply(reply))]);
-                    answer(encoder, messages, extensions)
+                    answer(encoder, messages, extensions, length)
                 }
                 Err(status) => status.into_http(),
             },
             true => match stream(x, request).await {
-                Ok((events, extensions)) => answer(OutEncoder::events(), events, extensions),
+                Ok((events, extensions)) => answer(OutEncoder::events(), events, extensions, None),
                 Err(status) => status.into_http(),
             },
         }
@@ -280,8 +281,13 @@ fn unsupported_encoding(encoding: &HeaderValue) -> Option<tonic::Status> {
 
 /// The gRPC response of `messages`, written by tonic's framing with `encoder`, with the
 /// agent's activated extensions as `a2a-extensions` metadata; an error among `messages`
-/// ends it with its status in the trailers.
-fn answer<S>(encoder: OutEncoder, messages: S, extensions: Option<HeaderValue>) -> Response
+/// ends it with its status in the trailers. `length`: a unary reply's framed bytes.
+fn answer<S>(
+    encoder: OutEncoder,
+    messages: S,
+    extensions: Option<HeaderValue>,
+    length: Option<usize>,
+) -> Response
 where
     S: Stream<Item = Result<Out, tonic::Status>> + Send + 'static,
 {
@@ -292,7 +298,15 @@ where
         SingleMessageCompressionOverride::default(),
         None,
     );
-    let mut response = Response::new(Body::new(framed));
+    // A unary reply's body says its length as an upper bound (not exact: hyper would add
+    // a content-length), so the connection sends it as a whole reply, not as a stream to
+    // read ahead on a task of its own (`server::clients::Tracked`): that task made every
+    // unary call three more task polls and one more write, its head flushed alone.
+    let body = match length {
+        Some(length) => Body::new(http_body_util::Limited::new(framed, length)),
+        None => Body::new(framed),
+    };
+    let mut response = Response::new(body);
     let headers = response.headers_mut();
     headers.insert(http::header::CONTENT_TYPE, GRPC_CONTENT_TYPE);
     if let Some(value) = extensions {

@@ -121,8 +121,19 @@ pub(crate) fn client_request_id<B>(mut request: Request<B>) -> Request<B> {
     };
     if !keep {
         headers.remove(X_REQUEST_ID);
+    } else if let Some(id) = headers.get_mut(X_REQUEST_ID) {
+        never_indexed(id);
     }
     request
+}
+
+/// Marks a request id never-indexed (HPACK, RFC 7541 §6.2.3): it is new on every call, so
+/// indexing it where it is echoed to an HTTP/2 client would make hyper's encoder search
+/// and grow its table per response, and evict the fixed headers from it. The mark travels
+/// with the value (`PropagateRequestId` echoes a clone); toward the agent, `params` marks
+/// it the same way.
+fn never_indexed(id: &mut HeaderValue) {
+    id.set_sensitive(true);
 }
 
 fn is_request_id(id: &[u8]) -> bool {
@@ -171,9 +182,9 @@ impl MakeRequestId for NewRequestId {
         let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
         id.hyphenated().encode_lower(&mut text);
         // One allocation, shared (not copied) by the request and response headers.
-        HeaderValue::from_maybe_shared(Bytes::from_owner(text))
-            .ok()
-            .map(RequestId::new)
+        let mut id = HeaderValue::from_maybe_shared(Bytes::from_owner(text)).ok()?;
+        never_indexed(&mut id);
+        Some(RequestId::new(id))
     }
 }
 
@@ -237,6 +248,17 @@ mod tests {
         }
         assert_eq!(with(&[b"one", b"two"]), None);
         assert_eq!(with(&[]), None);
+    }
+
+    #[test]
+    fn request_ids_are_never_indexed() {
+        let mut request = Request::new(());
+        let made = NewRequestId.make_request_id(&request).unwrap();
+        assert!(made.header_value().is_sensitive());
+        let client = HeaderValue::from_static("client-id-1");
+        request.headers_mut().insert(X_REQUEST_ID, client);
+        let kept = client_request_id(request);
+        assert!(kept.headers()[X_REQUEST_ID].is_sensitive());
     }
 
     #[test]

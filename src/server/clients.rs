@@ -285,7 +285,8 @@ const ENDED: u8 = 1;
 const DROPPED: u8 = 2;
 
 /// A response body that keeps its request in flight until it is done or dropped. A
-/// streaming one (no known length: SSE) of an HTTP/2 request is read by a task of its own
+/// streaming one (no bound on its length: SSE, a gRPC stream; a unary gRPC reply states
+/// its length as an upper bound) of an HTTP/2 request is read by a task of its own
 /// into a small queue, so a client that stops taking it is noticed although nothing polls
 /// the body (its stream out of flow-control window): once the queue has had no room for
 /// the send timeout, the stream is dropped, which cancels its backend call, and the
@@ -312,7 +313,7 @@ where
 {
     /// `send_timeout`: read a stream ahead, dropping it after this long without room.
     pub fn new(body: B, in_flight: InFlight, send_timeout: Option<Duration>) -> Self {
-        let streamed = !body.is_end_stream() && body.size_hint().exact().is_none();
+        let streamed = !body.is_end_stream() && body.size_hint().upper().is_none();
         let inner = match send_timeout {
             Some(send_timeout) if streamed => {
                 let (sender, queue) = tokio::sync::mpsc::channel(STREAM_QUEUE);

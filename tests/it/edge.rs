@@ -235,3 +235,73 @@ async fn an_http2_authority_and_host_that_differ_are_refused() {
     assert_eq!(status(None).await, 200);
     assert_eq!(backend.calls(), 2);
 }
+
+/// The request id echoed to an HTTP/2 client is a never-indexed literal (RFC 7541 §6.2.3),
+/// whether the gateway made it or the client sent it: it is new on every call, so indexing
+/// it would grow the connection's HPACK table per response and evict the fixed headers.
+/// Read from the raw frames, since an HPACK decoder does not tell how a field was sent.
+#[tokio::test]
+async fn request_ids_echoed_over_http2_stay_out_of_the_hpack_table() {
+    use crate::harness::hostile::frames::{self, hpack};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (_backend, url) = setup(|_| Answer::Reply(card())).await;
+    let url: http::Uri = url.parse().unwrap();
+    let authority = url.authority().unwrap().as_str().to_owned();
+    let mut tcp = tokio::net::TcpStream::connect(&authority).await.unwrap();
+    tcp.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        .await
+        .unwrap();
+    tcp.write_all(&frames::settings(&[])).await.unwrap();
+    let mut heads = Vec::new();
+    for call in 0..6u32 {
+        let stream = 2 * call + 1;
+        let mut block = Vec::new();
+        hpack::indexed(&mut block, 3); // :method: POST
+        hpack::indexed(&mut block, 6); // :scheme: http
+        hpack::literal(&mut block, b":path", url.path().as_bytes());
+        hpack::literal(&mut block, b":authority", authority.as_bytes());
+        hpack::literal(&mut block, b"content-type", b"application/json");
+        hpack::literal(&mut block, b"a2a-version", b"1.0");
+        if call % 2 == 1 {
+            let id = format!("client-id-{call}");
+            hpack::literal(&mut block, b"x-request-id", id.as_bytes());
+        }
+        tcp.write_all(&frames::headers(stream, &block, false))
+            .await
+            .unwrap();
+        tcp.write_all(&frames::data(stream, CARD_REQUEST.as_bytes(), true))
+            .await
+            .unwrap();
+        // Frames until this call's reply ends.
+        loop {
+            let mut head = [0u8; 9];
+            tcp.read_exact(&mut head).await.unwrap();
+            let len = usize::from(head[0]) << 16 | usize::from(head[1]) << 8 | usize::from(head[2]);
+            let (kind, flags) = (head[3], head[4]);
+            let id = u32::from_be_bytes(head[5..9].try_into().unwrap()) & 0x7fff_ffff;
+            let mut payload = vec![0u8; len];
+            tcp.read_exact(&mut payload).await.unwrap();
+            match kind {
+                frames::SETTINGS if flags & frames::ACK == 0 => {
+                    tcp.write_all(&frames::settings_ack()).await.unwrap();
+                }
+                frames::HEADERS if id == stream => {
+                    assert_ne!(flags & frames::END_HEADERS, 0, "a head in one frame");
+                    heads.push(hpack::representations(&payload).expect("a well-formed block"));
+                }
+                _ => {}
+            }
+            if id == stream && flags & frames::END_STREAM != 0 {
+                break;
+            }
+        }
+    }
+    assert_eq!(heads.len(), 6);
+    for (call, head) in heads.iter().enumerate() {
+        let never = head
+            .iter()
+            .filter(|r| **r == hpack::Representation::NeverIndexed)
+            .count();
+        assert_eq!(never, 1, "call {call}: the x-request-id only: {head:?}");
+    }
+}

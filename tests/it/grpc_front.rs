@@ -451,6 +451,9 @@ async fn a_compressed_message_is_unimplemented() {
         served.headers().get("grpc-status").is_none(),
         "not trailers-only"
     );
+    // The reply's length bounds its body (served whole, not read ahead as a stream) but
+    // is not stated: a gRPC reply has no content-length.
+    assert!(served.headers().get("content-length").is_none());
     served.bytes().await.unwrap();
     assert_eq!(backend.calls(), 1);
 }
@@ -485,6 +488,9 @@ async fn a_body_that_is_not_one_whole_message_is_invalid() {
         served.headers().get("grpc-status").is_none(),
         "not trailers-only"
     );
+    // The reply's length bounds its body (served whole, not read ahead as a stream) but
+    // is not stated: a gRPC reply has no content-length.
+    assert!(served.headers().get("content-length").is_none());
     served.bytes().await.unwrap();
     assert_eq!(backend.calls(), 1);
     let metrics = harness::metrics_text(&origin).await;
