@@ -632,7 +632,7 @@ impl Kind {
 #[allow(clippy::large_enum_variant)]
 enum Conn {
     Http {
-        sender: SendRequest<Full<Bytes>>,
+        sender: Sender,
         host: String,
         path: &'static str,
         body: Bytes,
@@ -644,6 +644,53 @@ enum Conn {
         kind: Kind,
         send: SendMessageRequest,
     },
+}
+
+/// A keep-alive connection's request half: HTTP/1.1, or HTTP/2 with prior knowledge (h2c).
+enum Sender {
+    Http1(SendRequest<Full<Bytes>>),
+    H2c(hyper::client::conn::http2::SendRequest<Full<Bytes>>),
+}
+
+impl Sender {
+    async fn ready(&mut self) -> hyper::Result<()> {
+        match self {
+            Sender::Http1(sender) => sender.ready().await,
+            Sender::H2c(sender) => sender.ready().await,
+        }
+    }
+
+    async fn send(
+        &mut self,
+        mut request: http::Request<Full<Bytes>>,
+    ) -> hyper::Result<http::Response<hyper::body::Incoming>> {
+        match self {
+            Sender::Http1(sender) => sender.send_request(request).await,
+            Sender::H2c(sender) => {
+                // HTTP/2 names the host in `:authority`, from an absolute URI.
+                let host = request.headers_mut().remove(http::header::HOST);
+                let host = host.as_ref().and_then(|h| h.to_str().ok()).unwrap_or("");
+                let uri = format!("http://{host}{}", request.uri().path());
+                *request.uri_mut() = uri.parse().expect("uri");
+                sender.send_request(request).await
+            }
+        }
+    }
+}
+
+async fn h2c_sender(addr: SocketAddr) -> Sender {
+    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    tcp.set_nodelay(true).expect("nodelay");
+    let (sender, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        TokioIo::new(tcp),
+    )
+    .await
+    .expect("handshake");
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Sender::H2c(sender)
 }
 
 async fn http_sender(addr: SocketAddr) -> SendRequest<Full<Bytes>> {
@@ -695,6 +742,8 @@ enum Target {
     Http(SocketAddr, &'static str),
     /// The gateway's JSON-RPC endpoint at this address, with this `Authorization`.
     Bearer(SocketAddr, &'static str),
+    /// JSON-RPC at this address and path over HTTP/2 with prior knowledge (h2c).
+    H2c(SocketAddr, &'static str),
     /// The backend directly over gRPC.
     Grpc(SocketAddr),
 }
@@ -703,14 +752,21 @@ impl Conn {
     async fn open(target: Target, kind: Kind) -> Conn {
         match target {
             Target::Http(addr, path) => Conn::Http {
-                sender: http_sender(addr).await,
+                sender: Sender::Http1(http_sender(addr).await),
+                host: addr.to_string(),
+                path,
+                body: kind.json(),
+                authorization: None,
+            },
+            Target::H2c(addr, path) => Conn::Http {
+                sender: h2c_sender(addr).await,
                 host: addr.to_string(),
                 path,
                 body: kind.json(),
                 authorization: None,
             },
             Target::Bearer(addr, authorization) => Conn::Http {
-                sender: http_sender(addr).await,
+                sender: Sender::Http1(http_sender(addr).await),
                 host: addr.to_string(),
                 path: "/a2a/jsonrpc",
                 body: kind.json(),
@@ -748,10 +804,7 @@ impl Conn {
                         .headers_mut()
                         .insert(http::header::AUTHORIZATION, value);
                 }
-                let response = sender
-                    .send_request(request)
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let response = sender.send(request).await.map_err(|e| e.to_string())?;
                 let status = response.status();
                 let body = response
                     .into_body()
@@ -1013,7 +1066,9 @@ async fn stream_rate(target: Target, frames: usize, pids: Pids) -> Sample {
                 .await
                 .0
         }
-        Target::Bearer(..) => unreachable!("streams are measured without a token"),
+        Target::Bearer(..) | Target::H2c(..) => {
+            unreachable!("streams are measured over HTTP/1.1 without a token")
+        }
         Target::Grpc(addr) => {
             let mut client = grpc_client(addr).await;
             let request = Kind::send_request(&format!("stream:{frames}"));
@@ -1051,7 +1106,9 @@ async fn stream_first_frame(target: Target, calls: usize, frames: usize, pids: P
                 latencies.push((first - t0).as_nanos() as u64);
             }
         }
-        Target::Bearer(..) => unreachable!("streams are measured without a token"),
+        Target::Bearer(..) | Target::H2c(..) => {
+            unreachable!("streams are measured over HTTP/1.1 without a token")
+        }
         Target::Grpc(addr) => {
             let mut client = grpc_client(addr).await;
             for _ in 0..calls {
@@ -1800,37 +1857,42 @@ async fn jwt(setup: &Setup, opts: &Options) -> Vec<Row> {
 
 /// The gRPC front against the JSON-RPC front (issue 24: a front adds no more per call than
 /// the JSON-RPC one): SendMessage 200 B from 32 tonic clients to a second gateway serving
-/// both fronts, A-B-A against the setup's gateway's JSON-RPC endpoint; the note gives the
-/// gRPC front's gateway CPU per call over the JSON-RPC front's.
+/// both fronts, A-B-A against 32 JSON-RPC clients over HTTP/2 (h2c) to the same gateway, so
+/// both fronts pay for the same transport; then one window of 32 HTTP/1.1 JSON-RPC clients
+/// to it, for what HTTP/2 itself costs. The note gives the gRPC front's gateway CPU per call
+/// over the JSON-RPC front's on each transport.
 async fn grpc_front(setup: &Setup, opts: &Options) -> Vec<Row> {
     let fronts = ["--fronts", "JSONRPC,GRPC"];
     let (gateway, addr) = start_gateway(setup.backend_addr, &fronts).await;
     let kind = Kind::Send(200);
     let (w, win) = (opts.warmup(), opts.window());
-    let (grpc, jsonrpc) = (
-        Target::Grpc(addr),
-        Target::Http(setup.gateway_addr, "/a2a/jsonrpc"),
-    );
-    let pids = |gateway: u32| Pids {
-        gateway: Some(gateway),
+    let pids = Pids {
+        gateway: Some(gateway.pid()),
         backend: setup.backend.pid(),
     };
-    let (grpc_pid, jsonrpc_pid) = (gateway.pid(), setup.gateway.pid());
+    let (grpc, h2c, http1) = (
+        Target::Grpc(addr),
+        Target::H2c(addr, "/a2a/jsonrpc"),
+        Target::Http(addr, "/a2a/jsonrpc"),
+    );
     let (with, without, ratios) = paired_windows(
         opts.reps,
-        async || closed_loop(grpc, kind, 32, pids(grpc_pid), w, win).await,
-        async || closed_loop(jsonrpc, kind, 32, pids(jsonrpc_pid), w, win).await,
+        async || closed_loop(grpc, kind, 32, pids, w, win).await,
+        async || closed_loop(h2c, kind, 32, pids, w, win).await,
     )
     .await;
-    let (g, j) = (summarize(&with), summarize(&without));
+    let h1 = closed_loop(http1, kind, 32, pids, w, win).await;
+    let (g, j, h1) = (summarize(&with), summarize(&without), summarize(&[h1]));
     let note = format!(
-        "{}; gw cpu {:.2}× the JSON-RPC front's",
-        paired_ratio(&ratios, g).replace("ratio", "ratio to JSON-RPC"),
-        g.cpu.gateway / j.cpu.gateway
+        "{}; gw cpu {:.2}× the JSON-RPC front's over h2c, {:.2}× over HTTP/1.1",
+        paired_ratio(&ratios, g).replace("ratio", "ratio to JSON-RPC h2c"),
+        g.cpu.gateway / j.cpu.gateway,
+        g.cpu.gateway / h1.cpu.gateway,
     );
     vec![
         Row::from("grpc-front-32", "grpc front", g, note),
-        Row::from("grpc-front-32", "jsonrpc", j, String::new()),
+        Row::from("grpc-front-32", "jsonrpc h2c", j, String::new()),
+        Row::from("grpc-front-32", "jsonrpc h1", h1, String::new()),
     ]
 }
 
