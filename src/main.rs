@@ -28,7 +28,15 @@ const USAGE_ERROR: u8 = 2;
 
 fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let (settings, files) = watched::collect(|| Settings::load(args.clone()));
+    // Loaded on a thread of its own, which ends: parsing thousands of route tables makes
+    // megabytes of short-lived values, which the allocator keeps resident for the thread
+    // that freed them, and this one goes on to accept connections (benches/README.md,
+    // many routes).
+    let load = || watched::collect(|| Settings::load(args.clone()));
+    let (settings, files) = match std::thread::scope(|scope| scope.spawn(load).join()) {
+        Ok(loaded) => loaded,
+        Err(panic) => std::panic::resume_unwind(panic),
+    };
     let settings = match settings {
         Ok(settings) => settings,
         Err(LoadError::Flags(e)) if !e.use_stderr() => {

@@ -28,7 +28,7 @@ use crate::push::relay::RelaySettings;
 use crate::push::{PushMode, PushPolicy};
 use crate::server::clients::ClientLimits;
 use crate::server::readiness::{AgentCheck, Readiness};
-use crate::server::routing::{self, Frontend};
+use crate::server::routing::{self, Frontend, RouteIndex};
 use crate::server::tls::ServerTls;
 use crate::server::workers::Frontends;
 use crate::settings::{ConfigError, RouteSettings, Settings, Upstream};
@@ -463,6 +463,8 @@ pub struct Routes {
     jwks: Option<bytes::Bytes>,
     /// The headers the edge marks sensitive: `SENSITIVE` and every route's own.
     sensitive: Vec<http::HeaderName>,
+    /// Finds a request's route, for every worker.
+    index: Arc<RouteIndex>,
 }
 
 impl Routes {
@@ -522,6 +524,9 @@ impl Routes {
             push_metrics,
             jwks: (process.push_delivery.signer.as_ref()).map(|signer| signer.jwks()),
             sensitive: crate::protocol::params::sensitive_names(&extra),
+            index: Arc::new(RouteIndex::new(
+                (settings.routes.iter()).map(|r| (r.prefix.as_str(), r.host.as_deref())),
+            )),
         })
     }
 
@@ -620,8 +625,9 @@ impl Routes {
             true => routing::Surface::Public,
             false => routing::Surface::All,
         };
+        let index = self.index.clone();
         Ok(
-            Frontend::new(served, metrics.clone(), self.lifecycle.clone())
+            Frontend::over(served, index, metrics.clone(), self.lifecycle.clone())
                 .with_sensitive(self.sensitive.clone())
                 .with_origin(self.origins.clone())
                 .with_limits(self.limits.clone())
