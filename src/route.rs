@@ -473,7 +473,10 @@ impl Routes {
     /// readiness checks run on.
     pub fn new(settings: &Settings, demo_backend: Option<&str>) -> Result<Routes, RouteError> {
         let mut routes = Vec::with_capacity(settings.routes.len());
-        let mut checks: Vec<(String, Box<dyn AgentCheck>)> = Vec::new();
+        let mut checks: Vec<(String, Arc<dyn AgentCheck>)> = Vec::new();
+        // Routes to the same agent, reached the same way, share its check: 10,000 routes
+        // to one agent made a scrape of /metrics open 10,000 connections to it.
+        let mut same_agent: HashMap<readiness::CheckKey, Arc<dyn AgentCheck>> = HashMap::new();
         for route in &settings.routes {
             let in_route = |error: RouteError| RouteError::Route {
                 route: route.name.clone(),
@@ -481,9 +484,20 @@ impl Routes {
             };
             let grpc_port = settings.process.grpc_listen.map(|addr| addr.port());
             let built = Route::new(route, demo_backend, grpc_port).map_err(in_route)?;
-            let check = readiness::RouteCheck::new(&built.backends, &route.health_service)
-                .map_err(|e| in_route(e.into()))?;
-            checks.push((route.name.clone(), Box::new(check)));
+            let key = readiness::CheckKey::of(route, &built.backends);
+            let check = match key.as_ref().and_then(|key| same_agent.get(key)) {
+                Some(check) => check.clone(),
+                None => {
+                    let check = readiness::RouteCheck::new(&built.backends, &route.health_service)
+                        .map_err(|e| in_route(e.into()))?;
+                    let check: Arc<dyn AgentCheck> = Arc::new(check);
+                    if let Some(key) = key {
+                        same_agent.insert(key, check.clone());
+                    }
+                    check
+                }
+            };
+            checks.push((route.name.clone(), check));
             routes.push(built);
         }
         let process = &settings.process;

@@ -29,7 +29,36 @@ use super::Backends;
 use crate::backend::endpoints::{probe_address, RouteEndpoints};
 use crate::backend::grpc::health::HealthAnswer;
 use crate::server::readiness::AgentCheck;
-use crate::settings::ConfigError;
+use crate::settings::{ConfigError, RouteSettings};
+
+/// What makes two routes' checks one: the same agent URL, binding, client settings and
+/// health service. Balanced routes have none: each checks its own endpoints.
+#[derive(PartialEq, Eq, Hash)]
+pub(super) struct CheckKey {
+    url: String,
+    binding: &'static str,
+    service: String,
+    connect_timeout: Duration,
+    ca: Option<Vec<u8>>,
+    identity: Option<Vec<u8>>,
+}
+
+impl CheckKey {
+    /// The key of the check of `route`, built over `backends`.
+    pub(super) fn of(route: &RouteSettings, backends: &Backends) -> Option<CheckKey> {
+        let Backends::One { url, .. } = backends else {
+            return None;
+        };
+        Some(CheckKey {
+            url: url.clone(),
+            binding: route.binding.name(),
+            service: route.health_service.clone(),
+            connect_timeout: route.client.connect_timeout,
+            ca: route.client.ca.clone(),
+            identity: route.client.identity.clone(),
+        })
+    }
+}
 
 /// How one route's backend is checked.
 pub struct RouteCheck {
