@@ -134,9 +134,17 @@ async fn run(
     } else {
         None
     };
-    let template = match Routes::new(&settings, demo_backend.as_deref()) {
-        Ok(template) => Arc::new(template),
-        Err(e) => return fail(&e.to_string()),
+    // Built on a thread of its own too, in this runtime (the cards refresh and the agents
+    // are checked on it), for what building thousands of routes frees.
+    let runtime = tokio::runtime::Handle::current();
+    let build = || {
+        let _in_runtime = runtime.enter();
+        Routes::new(&settings, demo_backend.as_deref())
+    };
+    let template = match std::thread::scope(|scope| scope.spawn(build).join()) {
+        Ok(Ok(template)) => Arc::new(template),
+        Ok(Err(e)) => return fail(&e.to_string()),
+        Err(panic) => std::panic::resume_unwind(panic),
     };
     // The cards refresh on this runtime, beside the acceptor: never on a worker's.
     template.start_cards();

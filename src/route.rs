@@ -484,7 +484,7 @@ impl Routes {
             };
             let grpc_port = settings.process.grpc_listen.map(|addr| addr.port());
             let built = Route::new(route, demo_backend, grpc_port).map_err(in_route)?;
-            let key = readiness::CheckKey::of(route, &built.backends);
+            let key = readiness::CheckKey::of(route);
             let check = match key.as_ref().and_then(|key| same_agent.get(key)) {
                 Some(check) => check.clone(),
                 None => {
