@@ -154,7 +154,7 @@ struct Route {
     affinity: Option<Arc<IdCodec>>,
     /// The push URL policy each worker's guard applies (`None`: `push = "pass"`), and the
     /// DNS server the guard asks.
-    push: Option<PushPolicy>,
+    push: Option<Arc<PushPolicy>>,
     resolver: Option<std::net::SocketAddr>,
 }
 
@@ -185,10 +185,12 @@ impl Route {
     /// Builds the route of `settings`: its backend and its card service (a card file is read
     /// and checked now). With `demo_backend` the demo route serves the demo agent's card
     /// unless one is configured.
+    /// `push` is its push policy, shared with routes of the same.
     fn new(
         settings: &RouteSettings,
         demo_backend: Option<&str>,
         grpc_port: Option<u16>,
+        push: Option<Arc<PushPolicy>>,
     ) -> Result<Route, RouteError> {
         let backends = Backends::new(settings, demo_backend)?;
         let mut card = settings.card.clone();
@@ -210,18 +212,24 @@ impl Route {
             _ => None,
         };
         let service = CardService::new(&card, route_card(settings, grpc_port), backend)?;
-        Ok(Route::of(settings, backends, Some(Arc::new(service))))
+        Ok(Route::of(settings, backends, Some(Arc::new(service)), push))
     }
 
-    /// The route of `settings` over `backends`, with the card service `card`.
-    fn of(settings: &RouteSettings, backends: Backends, card: Option<Arc<CardService>>) -> Route {
+    /// The route of `settings` over `backends`, with the card service `card` and the push
+    /// policy `push`.
+    fn of(
+        settings: &RouteSettings,
+        backends: Backends,
+        card: Option<Arc<CardService>>,
+        push: Option<Arc<PushPolicy>>,
+    ) -> Route {
         Route {
             name: settings.name.clone(),
             face: Face::of(settings),
             backends,
             handling: handling(settings, card),
             affinity: settings.affinity.clone(),
-            push: settings.push.clone(),
+            push,
             resolver: settings.resolution.server,
         }
     }
@@ -280,7 +288,7 @@ fn client(
 /// A push guard of `policy` (none without one), resolving with the thread's resolver
 /// asking `server`.
 fn push_guard(
-    policy: Option<&PushPolicy>,
+    policy: Option<&Arc<PushPolicy>>,
     server: Option<std::net::SocketAddr>,
     resolvers: &Resolvers,
 ) -> Result<Option<crate::push::PushGuard>, RouteError> {
@@ -336,10 +344,13 @@ pub fn handler_over(
     backend: Arc<dyn Backend>,
     shared: Shared,
 ) -> Result<Arc<Gateway>, RouteError> {
-    let server = settings.resolution.server;
+    let (policy, server) = (
+        settings.push.clone().map(Arc::new),
+        settings.resolution.server,
+    );
     Ok(Arc::new(Gateway {
         backend,
-        push: push_guard(settings.push.as_ref(), server, &shared.resolvers)?,
+        push: push_guard(policy.as_ref(), server, &shared.resolvers)?,
         lifecycle: shared.lifecycle,
         route_metrics: shared.metrics.route(&settings.name),
         metrics: shared.metrics,
@@ -402,7 +413,8 @@ pub fn gateway(
     settings: &RouteSettings,
     metrics: Arc<Metrics>,
 ) -> Result<Arc<Gateway>, RouteError> {
-    let route = Route::of(settings, Backends::new(settings, None)?, None);
+    let push = settings.push.clone().map(Arc::new);
+    let route = Route::of(settings, Backends::new(settings, None)?, None, push);
     route.handler(metrics, Arc::default(), &Resolvers::default())
 }
 
@@ -477,13 +489,19 @@ impl Routes {
         // Routes to the same agent, reached the same way, share its check: 10,000 routes
         // to one agent made a scrape of /metrics open 10,000 connections to it.
         let mut same_agent: HashMap<readiness::CheckKey, Arc<dyn AgentCheck>> = HashMap::new();
+        // So do routes of the same push policy (most have the default), and their guards.
+        let mut push_policies: HashMap<&PushPolicy, Arc<PushPolicy>> = HashMap::new();
         for route in &settings.routes {
             let in_route = |error: RouteError| RouteError::Route {
                 route: route.name.clone(),
                 error: Box::new(error),
             };
             let grpc_port = settings.process.grpc_listen.map(|addr| addr.port());
-            let built = Route::new(route, demo_backend, grpc_port).map_err(in_route)?;
+            let push = (route.push.as_ref()).map(|policy| {
+                let shared = push_policies.entry(policy);
+                shared.or_insert_with(|| Arc::new(policy.clone())).clone()
+            });
+            let built = Route::new(route, demo_backend, grpc_port, push).map_err(in_route)?;
             let key = readiness::CheckKey::of(route);
             let check = match key.as_ref().and_then(|key| same_agent.get(key)) {
                 Some(check) => check.clone(),
