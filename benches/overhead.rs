@@ -1843,7 +1843,7 @@ async fn grpc_front(setup: &Setup, opts: &Options) -> Vec<Row> {
 /// Routes of the many-routes scenario's configuration.
 const MANY_ROUTES: usize = 10_000;
 
-/// The most RSS a route may add, in KiB: issue 25's bound (measured 9.2 to 9.5 with two
+/// The most RSS a route may add, in KiB: issue 25's bound (measured 8.9 to 9.2 with two
 /// workers, benches/README.md, many routes). The figure depends on what is allocated, not
 /// on the machine's speed or load, so it is checked, as `tests/it/cost_budget.rs` checks a
 /// call.
