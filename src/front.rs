@@ -22,9 +22,37 @@ use crate::lifecycle::Lifecycle;
 use crate::protocol::params::ForwardPolicy;
 use crate::telemetry::{Metrics, RouteMetrics};
 
-/// Everything a front-end request needs, shared by all requests.
+/// One route as one serving thread calls it: the thread's backend client and push guard
+/// over the route's `Handling`, which every thread shares. Reads of the shared part go
+/// through `Deref`: a per-thread copy of it was a large part of what each of thousands
+/// of routes cost (benches/README.md, many routes).
 pub struct Gateway {
+    /// The thread's client of the route's agent (connections of its own).
     pub(crate) backend: Arc<dyn Backend>,
+    /// The route's push URL guard, resolving on the thread's runtime (`None`:
+    /// `push = "pass"`).
+    pub(crate) push: Option<crate::push::PushGuard>,
+    /// The process's life: open streams end with a final frame when it closes.
+    pub lifecycle: Arc<Lifecycle>,
+    /// Request, latency and stream metrics, served at `/metrics`.
+    pub metrics: Arc<Metrics>,
+    /// This route's share of `metrics`: its requests, latencies and streams.
+    pub route_metrics: Arc<RouteMetrics>,
+    /// What the route's calls go through, the same on every thread.
+    pub(crate) handling: Arc<Handling>,
+}
+
+impl std::ops::Deref for Gateway {
+    type Target = Handling;
+
+    fn deref(&self) -> &Handling {
+        &self.handling
+    }
+}
+
+/// What a route's calls go through besides the agent: its policies, deadlines and card,
+/// built once from its settings and shared by every serving thread.
+pub struct Handling {
     pub(crate) forward: ForwardPolicy,
     /// The headers telling the agent who calls, from `Exchange::principal`.
     pub(crate) caller_headers: crate::auth::forward::CallerHeaders,
@@ -44,20 +72,12 @@ pub struct Gateway {
     pub(crate) tenant: Option<String>,
     /// The route's card service: it also rewrites GetExtendedAgentCard replies.
     pub(crate) card: Option<Arc<CardService>>,
-    /// The process's life: open streams end with a final frame when it closes.
-    pub lifecycle: Arc<Lifecycle>,
-    /// Request, latency and stream metrics, served at `/metrics`.
-    pub metrics: Arc<Metrics>,
-    /// This route's share of `metrics`: its requests, latencies and streams.
-    pub route_metrics: Arc<RouteMetrics>,
     /// Whether v0.3 clients are served (`--legacy v0.3`).
     pub(crate) legacy: bool,
     /// The error table's column this route's fronts write (`--spec-profile`).
     pub(crate) profile: crate::protocol::error::Profile,
     /// The HTTP status of refusals (`--refusal-status`).
     pub(crate) refusal_status: jsonrpc::RefusalStatus,
-    /// The route's push URL guard (`None`: `push = "pass"`).
-    pub(crate) push: Option<crate::push::PushGuard>,
     /// The route's push relay (`None`: the route does not relay).
     pub(crate) relay: Option<crate::push::relay::Relay>,
     /// The keys of caller-bound ids (`None`: `task-owner = false`).

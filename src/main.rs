@@ -28,7 +28,15 @@ const USAGE_ERROR: u8 = 2;
 
 fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let (settings, files) = watched::collect(|| Settings::load(args.clone()));
+    // Loaded on a thread of its own, which ends: parsing thousands of route tables makes
+    // megabytes of short-lived values, which the allocator keeps resident for the thread
+    // that freed them, and this one goes on to accept connections (benches/README.md,
+    // many routes).
+    let load = || watched::collect(|| Settings::load(args.clone()));
+    let (settings, files) = match std::thread::scope(|scope| scope.spawn(load).join()) {
+        Ok(loaded) => loaded,
+        Err(panic) => std::panic::resume_unwind(panic),
+    };
     let settings = match settings {
         Ok(settings) => settings,
         Err(LoadError::Flags(e)) if !e.use_stderr() => {
@@ -126,9 +134,17 @@ async fn run(
     } else {
         None
     };
-    let template = match Routes::new(&settings, demo_backend.as_deref()) {
-        Ok(template) => Arc::new(template),
-        Err(e) => return fail(&e.to_string()),
+    // Built on a thread of its own too, in this runtime (the cards refresh and the agents
+    // are checked on it), for what building thousands of routes frees.
+    let runtime = tokio::runtime::Handle::current();
+    let build = || {
+        let _in_runtime = runtime.enter();
+        Routes::new(&settings, demo_backend.as_deref())
+    };
+    let template = match std::thread::scope(|scope| scope.spawn(build).join()) {
+        Ok(Ok(template)) => Arc::new(template),
+        Ok(Err(e)) => return fail(&e.to_string()),
+        Err(panic) => std::panic::resume_unwind(panic),
     };
     // The cards refresh on this runtime, beside the acceptor: never on a worker's.
     template.start_cards();

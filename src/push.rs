@@ -142,7 +142,7 @@ pub(crate) enum Refusal {
 }
 
 /// A route's push settings, checked: what its allow-list admits and whether `http` is.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct PushPolicy {
     allow_http: bool,
     names: Vec<String>,
@@ -258,14 +258,15 @@ impl PushPolicy {
 
 /// One worker's guard: the route's policy and a resolver on the worker's runtime.
 pub(crate) struct PushGuard {
-    policy: PushPolicy,
+    /// Shared by every worker's guard of the route, and by routes of the same policy.
+    policy: Arc<PushPolicy>,
     resolver: Arc<TokioResolver>,
 }
 
 impl PushGuard {
     /// A guard of `policy` resolving names with `resolver` (the thread's, shared by its
     /// routes).
-    pub(crate) fn new(policy: PushPolicy, resolver: Arc<TokioResolver>) -> PushGuard {
+    pub(crate) fn new(policy: Arc<PushPolicy>, resolver: Arc<TokioResolver>) -> PushGuard {
         PushGuard { policy, resolver }
     }
 

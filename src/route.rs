@@ -11,24 +11,24 @@ pub mod reload;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::backend::affinity::Affine;
+use crate::backend::affinity::{Affine, IdCodec};
 use crate::backend::endpoints::balance::Balanced;
 use crate::backend::endpoints::resolve::Resolvers;
 use crate::backend::endpoints::{probe_address, Endpoint, RouteEndpoints, Targets};
 use crate::backend::Backend;
 use crate::card::{CardService, RouteCard, BACKEND_CARD_SOURCE};
 use crate::front::limits::Limits;
-use crate::front::Gateway;
+use crate::front::{Gateway, Handling};
 use crate::lifecycle::Lifecycle;
 use crate::protocol::binding::Binding;
 use crate::push::deliver::{Deliverer, DeliveryRoute};
 use crate::push::outbox::Outbox;
 use crate::push::relay::callback::{Callback, RouteOutbox};
 use crate::push::relay::RelaySettings;
-use crate::push::PushMode;
+use crate::push::{PushMode, PushPolicy};
 use crate::server::clients::ClientLimits;
 use crate::server::readiness::{AgentCheck, Readiness};
-use crate::server::routing::{self, Frontend};
+use crate::server::routing::{self, Frontend, RouteIndex};
 use crate::server::tls::ServerTls;
 use crate::server::workers::Frontends;
 use crate::settings::{ConfigError, RouteSettings, Settings, Upstream};
@@ -139,28 +139,60 @@ impl Backends {
     }
 }
 
-/// One route, built: its settings, backend and card service.
+/// One route, built: what selects it, its backend, and what its handlers share. It keeps
+/// no copy of its settings: with thousands of routes, that copy was more than a tenth of
+/// a route's memory (benches/README.md, many routes).
 struct Route {
-    settings: RouteSettings,
+    /// The route's name (`[[route]] name`), in logs and metrics.
+    name: String,
+    /// Where clients reach it.
+    face: Face,
     backends: Backends,
-    /// The route's card service (`None` only for `gateway`'s bare handler).
-    card: Option<Arc<CardService>>,
+    /// What every worker's handler of the route shares: its policies and card service.
+    handling: Arc<Handling>,
+    /// Task affinity's id codec (`None`: none), over each worker's balanced client.
+    affinity: Option<Arc<IdCodec>>,
+    /// The push URL policy each worker's guard applies (`None`: `push = "pass"`), and the
+    /// DNS server the guard asks.
+    push: Option<Arc<PushPolicy>>,
+    resolver: Option<std::net::SocketAddr>,
+}
+
+/// The paths and host a route answers, as each worker's router serves it.
+struct Face {
+    prefix: String,
+    host: Option<String>,
+    jsonrpc_path: Option<String>,
+    rest_path: Option<String>,
+    grpc: bool,
+}
+
+impl Face {
+    fn of(settings: &RouteSettings) -> Face {
+        Face {
+            prefix: settings.prefix.clone(),
+            host: settings.host.clone(),
+            jsonrpc_path: (settings.fronts.contains(&Binding::JsonRpc))
+                .then(|| settings.jsonrpc_path.clone()),
+            rest_path: (settings.fronts.contains(&Binding::HttpJson))
+                .then(|| settings.rest_path.clone()),
+            grpc: settings.fronts.contains(&Binding::Grpc),
+        }
+    }
 }
 
 impl Route {
     /// Builds the route of `settings`: its backend and its card service (a card file is read
     /// and checked now). With `demo_backend` the demo route serves the demo agent's card
     /// unless one is configured.
+    /// `push` is its push policy, shared with routes of the same.
     fn new(
         settings: &RouteSettings,
         demo_backend: Option<&str>,
         grpc_port: Option<u16>,
+        push: Option<Arc<PushPolicy>>,
     ) -> Result<Route, RouteError> {
-        let mut route = Route {
-            settings: settings.clone(),
-            backends: Backends::new(settings, demo_backend)?,
-            card: None,
-        };
+        let backends = Backends::new(settings, demo_backend)?;
         let mut card = settings.card.clone();
         // The demo agent's card is its extended card: not for a route whose rules keep
         // GetExtendedAgentCard from some callers.
@@ -172,62 +204,125 @@ impl Route {
         }
         // Every route has a card service: without a source of its own it still rewrites
         // the extended cards of GetExtendedAgentCard and checks the request's host.
+        let owner = settings.owner.is_some();
         let backend = match card.source.as_deref() {
-            Some(BACKEND_CARD_SOURCE) => Some(route.backend()?),
+            Some(BACKEND_CARD_SOURCE) => {
+                Some(client(&backends, settings.affinity.as_ref(), owner)?)
+            }
             _ => None,
         };
         let service = CardService::new(&card, route_card(settings, grpc_port), backend)?;
-        route.card = Some(Arc::new(service));
-        Ok(route)
+        Ok(Route::of(settings, backends, Some(Arc::new(service)), push))
     }
 
-    /// A backend client of its own, for the runtime this is called on.
-    fn backend(&self) -> Result<Arc<dyn Backend>, RouteError> {
-        let balanced = match &self.backends {
-            Backends::One { connector, .. } => return Ok(connector.client()?),
-            Backends::List { endpoints, .. } | Backends::Dns { endpoints, .. } => {
-                Balanced::new(endpoints.clone())
-            }
-        };
-        Ok(match &self.settings.affinity {
-            None => Arc::new(balanced),
-            Some(codec) => Arc::new(Affine::new(
-                balanced,
-                codec.clone(),
-                self.settings.owner.is_some(),
-            )),
-        })
+    /// The route of `settings` over `backends`, with the card service `card` and the push
+    /// policy `push`.
+    fn of(
+        settings: &RouteSettings,
+        backends: Backends,
+        card: Option<Arc<CardService>>,
+        push: Option<Arc<PushPolicy>>,
+    ) -> Route {
+        Route {
+            name: settings.name.clone(),
+            face: Face::of(settings),
+            backends,
+            handling: handling(settings, card),
+            affinity: settings.affinity.clone(),
+            push,
+            resolver: settings.resolution.server,
+        }
     }
 
     /// The route's handler for one serving thread: a backend client and push guard of its
-    /// own (resolving on the runtime this is called on), sharing `metrics`, the card and
-    /// the process's `lifecycle`.
+    /// own (resolving on the runtime this is called on), sharing `metrics`, the route's
+    /// handling and the process's `lifecycle`.
     fn handler(
         &self,
         metrics: Arc<Metrics>,
         lifecycle: Arc<Lifecycle>,
-        resolvers: Resolvers,
+        resolvers: &Resolvers,
     ) -> Result<Arc<Gateway>, RouteError> {
-        let mut backend = self.backend()?;
+        let owner = self.handling.owner.is_some();
+        let mut backend = client(&self.backends, self.affinity.as_ref(), owner)?;
+        let route_metrics = metrics.route(&self.name);
         if let Backends::One { url, .. } = &self.backends {
             // Balanced routes time each endpoint's attempts themselves.
             let endpoint = crate::telemetry::untrusted::without_credentials(url);
-            let latency = metrics
-                .route(&self.settings.name)
-                .backend_latency(&endpoint);
+            let latency = route_metrics.backend_latency(&endpoint);
             backend = Arc::new(crate::backend::timed::Timed {
                 inner: backend,
                 latency,
             });
         }
-        let shared = Shared {
-            card: self.card.clone(),
-            metrics,
+        Ok(Arc::new(Gateway {
+            backend,
+            push: push_guard(self.push.as_ref(), self.resolver, resolvers)?,
             lifecycle,
-            resolvers,
-        };
-        handler_over(&self.settings, backend, shared)
+            route_metrics,
+            metrics,
+            handling: self.handling.clone(),
+        }))
     }
+}
+
+/// A backend client of its own of `backends`, for the runtime this is called on; over
+/// task affinity when the route has it (`owner`: ids are caller-bound).
+fn client(
+    backends: &Backends,
+    affinity: Option<&Arc<IdCodec>>,
+    owner: bool,
+) -> Result<Arc<dyn Backend>, RouteError> {
+    let balanced = match backends {
+        Backends::One { connector, .. } => return Ok(connector.client()?),
+        Backends::List { endpoints, .. } | Backends::Dns { endpoints, .. } => {
+            Balanced::new(endpoints.clone())
+        }
+    };
+    Ok(match affinity {
+        None => Arc::new(balanced),
+        Some(codec) => Arc::new(Affine::new(balanced, codec.clone(), owner)),
+    })
+}
+
+/// A push guard of `policy` (none without one), resolving with the thread's resolver
+/// asking `server`.
+fn push_guard(
+    policy: Option<&Arc<PushPolicy>>,
+    server: Option<std::net::SocketAddr>,
+    resolvers: &Resolvers,
+) -> Result<Option<crate::push::PushGuard>, RouteError> {
+    let Some(policy) = policy else {
+        return Ok(None);
+    };
+    let resolver = resolvers.get(server).map_err(ConfigError::PushResolver)?;
+    Ok(Some(crate::push::PushGuard::new(policy.clone(), resolver)))
+}
+
+/// What a route's handlers share, from its `settings`, with the card service `card`.
+fn handling(settings: &RouteSettings, card: Option<Arc<CardService>>) -> Arc<Handling> {
+    Arc::new(Handling {
+        forward: settings.forward.clone(),
+        caller_headers: settings.caller_headers.clone(),
+        unary_timeout: settings.unary_timeout,
+        stream_timeout: settings.stream_timeout,
+        first_event_timeout: settings.first_event_timeout,
+        keepalive: settings.keepalive,
+        max_body: settings.max_body,
+        batch: settings.batch,
+        tenant: settings.tenant.clone(),
+        card,
+        legacy: settings.legacy,
+        profile: settings.profile,
+        refusal_status: settings.refusal_status,
+        relay: (settings.relay.clone()).map(|relay| crate::push::relay::Relay {
+            route: settings.name.as_str().into(),
+            settings: relay,
+        }),
+        owner: settings.owner.clone(),
+        allow: settings.allow.clone(),
+        auth: settings.auth.clone(),
+    })
 }
 
 /// What a route's handler shares with the rest of the process.
@@ -242,47 +337,24 @@ pub struct Shared {
 }
 
 /// The handler of a route's `settings` over `backend`, with its own push guard (resolving
-/// on the runtime this is called on). The one place a `front::Gateway` is built; tests and
-/// fuzzing give their own backends here.
+/// on the runtime this is called on). Tests and fuzzing give their own backends here;
+/// `Route::handler` builds the same from a built route.
 pub fn handler_over(
     settings: &RouteSettings,
     backend: Arc<dyn Backend>,
     shared: Shared,
 ) -> Result<Arc<Gateway>, RouteError> {
-    let push = match &settings.push {
-        None => None,
-        Some(policy) => {
-            let resolver = (shared.resolvers.get(settings.resolution.server))
-                .map_err(ConfigError::PushResolver)?;
-            Some(crate::push::PushGuard::new(policy.clone(), resolver))
-        }
-    };
+    let (policy, server) = (
+        settings.push.clone().map(Arc::new),
+        settings.resolution.server,
+    );
     Ok(Arc::new(Gateway {
         backend,
-        forward: settings.forward.clone(),
-        caller_headers: settings.caller_headers.clone(),
-        unary_timeout: settings.unary_timeout,
-        stream_timeout: settings.stream_timeout,
-        first_event_timeout: settings.first_event_timeout,
-        keepalive: settings.keepalive,
-        max_body: settings.max_body,
-        batch: settings.batch,
-        tenant: settings.tenant.clone(),
-        card: shared.card,
+        push: push_guard(policy.as_ref(), server, &shared.resolvers)?,
         lifecycle: shared.lifecycle,
         route_metrics: shared.metrics.route(&settings.name),
         metrics: shared.metrics,
-        legacy: settings.legacy,
-        profile: settings.profile,
-        refusal_status: settings.refusal_status,
-        push,
-        relay: (settings.relay.clone()).map(|relay| crate::push::relay::Relay {
-            route: settings.name.as_str().into(),
-            settings: relay,
-        }),
-        owner: settings.owner.clone(),
-        allow: settings.allow.clone(),
-        auth: settings.auth.clone(),
+        handling: handling(settings, shared.card),
     }))
 }
 
@@ -346,40 +418,33 @@ pub fn gateway(
     settings: &RouteSettings,
     metrics: Arc<Metrics>,
 ) -> Result<Arc<Gateway>, RouteError> {
-    let route = Route {
-        settings: settings.clone(),
-        backends: Backends::new(settings, None)?,
-        card: None,
-    };
-    route.handler(metrics, Arc::default(), Resolvers::default())
+    let push = settings.push.clone().map(Arc::new);
+    let route = Route::of(settings, Backends::new(settings, None)?, None, push);
+    route.handler(metrics, Arc::default(), &Resolvers::default())
 }
 
 /// The route of `settings` alone in front of `gateway`, serving its fronts (tests call it
 /// with the gateway of `gateway`).
 pub fn frontend(settings: &RouteSettings, gateway: Arc<Gateway>) -> Frontend {
     let (metrics, lifecycle) = (gateway.metrics.clone(), gateway.lifecycle.clone());
-    Frontend::new(
-        vec![served_route(settings, None, gateway)],
-        metrics,
-        lifecycle,
-    )
+    let served = served_route(&settings.name, &Face::of(settings), None, gateway);
+    Frontend::new(vec![served], metrics, lifecycle)
 }
 
-/// The route of `settings` as a worker serves it: the paths of its fronts.
+/// The route named `name` as a worker serves it: the paths of its fronts.
 fn served_route(
-    settings: &RouteSettings,
+    name: &str,
+    face: &Face,
     endpoints: Option<Arc<RouteEndpoints>>,
     gateway: Arc<Gateway>,
 ) -> routing::ServedRoute {
     routing::ServedRoute {
-        name: settings.name.clone(),
-        prefix: settings.prefix.clone(),
-        host: settings.host.clone(),
-        jsonrpc_path: (settings.fronts.contains(&Binding::JsonRpc))
-            .then(|| settings.jsonrpc_path.clone()),
-        rest_path: (settings.fronts.contains(&Binding::HttpJson))
-            .then(|| settings.rest_path.clone()),
-        grpc: settings.fronts.contains(&Binding::Grpc),
+        name: name.to_owned(),
+        prefix: face.prefix.clone(),
+        host: face.host.clone(),
+        jsonrpc_path: face.jsonrpc_path.clone(),
+        rest_path: face.rest_path.clone(),
+        grpc: face.grpc,
         endpoints,
         gateway,
     }
@@ -413,6 +478,10 @@ pub struct Routes {
     push_metrics: Arc<DeliveryMetrics>,
     /// The JWK Set of `--push-sign-key`, served at `/.well-known/jwks.json`.
     jwks: Option<bytes::Bytes>,
+    /// The headers the edge marks sensitive: `SENSITIVE` and every route's own.
+    sensitive: Vec<http::HeaderName>,
+    /// Finds a request's route, for every worker.
+    index: Arc<RouteIndex>,
 }
 
 impl Routes {
@@ -445,17 +514,37 @@ impl Routes {
         running_push: Option<&DeliveryMetrics>,
     ) -> Result<Routes, RouteError> {
         let mut routes = Vec::with_capacity(settings.routes.len());
-        let mut checks: Vec<(String, Box<dyn AgentCheck>)> = Vec::new();
+        let mut checks: Vec<(String, Arc<dyn AgentCheck>)> = Vec::new();
+        // Routes to the same agent, reached the same way, share its check: 10,000 routes
+        // to one agent made a scrape of /metrics open 10,000 connections to it.
+        let mut same_agent: HashMap<readiness::CheckKey, Arc<dyn AgentCheck>> = HashMap::new();
+        // So do routes of the same push policy (most have the default), and their guards.
+        let mut push_policies: HashMap<&PushPolicy, Arc<PushPolicy>> = HashMap::new();
         for route in &settings.routes {
             let in_route = |error: RouteError| RouteError::Route {
                 route: route.name.clone(),
                 error: Box::new(error),
             };
             let grpc_port = settings.process.grpc_listen.map(|addr| addr.port());
-            let built = Route::new(route, demo_backend, grpc_port).map_err(in_route)?;
-            let check = readiness::RouteCheck::new(&built.backends, &route.health_service)
-                .map_err(|e| in_route(e.into()))?;
-            checks.push((route.name.clone(), Box::new(check)));
+            let push = (route.push.as_ref()).map(|policy| {
+                let shared = push_policies.entry(policy);
+                shared.or_insert_with(|| Arc::new(policy.clone())).clone()
+            });
+            let built = Route::new(route, demo_backend, grpc_port, push).map_err(in_route)?;
+            let key = readiness::CheckKey::of(route);
+            let check = match key.as_ref().and_then(|key| same_agent.get(key)) {
+                Some(check) => check.clone(),
+                None => {
+                    let check = readiness::RouteCheck::new(&built.backends, &route.health_service)
+                        .map_err(|e| in_route(e.into()))?;
+                    let check: Arc<dyn AgentCheck> = Arc::new(check);
+                    if let Some(key) = key {
+                        same_agent.insert(key, check.clone());
+                    }
+                    check
+                }
+            };
+            checks.push((route.name.clone(), check));
             routes.push(built);
         }
         let process = &settings.process;
@@ -471,6 +560,9 @@ impl Routes {
         let outboxes: HashMap<Arc<str>, Arc<dyn Outbox>> = (settings.routes.iter())
             .filter(|route| route.push_mode == PushMode::Relay)
             .map(|route| (route.name.as_str().into(), push.clone() as Arc<dyn Outbox>))
+            .collect();
+        let extra: Vec<String> = (settings.routes.iter())
+            .flat_map(|route| route.sensitive_headers.iter().cloned())
             .collect();
         let route_limits: Vec<_> = settings
             .routes
@@ -492,6 +584,10 @@ impl Routes {
             push,
             push_metrics,
             jwks: (process.push_delivery.signer.as_ref()).map(|signer| signer.jwks()),
+            sensitive: crate::protocol::params::sensitive_names(&extra),
+            index: Arc::new(RouteIndex::new(
+                (settings.routes.iter()).map(|r| (r.prefix.as_str(), r.host.as_deref())),
+            )),
         })
     }
 
@@ -501,11 +597,11 @@ impl Routes {
     pub fn succeeding(mut self, running: &Routes) -> Routes {
         self.lifecycle = running.lifecycle.clone();
         let cards: std::collections::HashMap<&str, &Arc<CardService>> = (running.routes.iter())
-            .filter_map(|r| Some((r.settings.name.as_str(), r.card.as_ref()?)))
+            .filter_map(|r| Some((r.name.as_str(), r.handling.card.as_ref()?)))
             .collect();
         for route in &self.routes {
             if let (Some(card), Some(running)) =
-                (&route.card, cards.get(route.settings.name.as_str()))
+                (&route.handling.card, cards.get(route.name.as_str()))
             {
                 card.inherit(running);
             }
@@ -515,7 +611,7 @@ impl Routes {
 
     /// The names of the routes, in order.
     pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.routes.iter().map(|route| route.settings.name.as_str())
+        self.routes.iter().map(|route| route.name.as_str())
     }
 
     /// Hands the notifications agents post for route `route` to `outbox`, which delivers
@@ -532,7 +628,7 @@ impl Routes {
         // The limits are in the routes' order (`Limits::new`).
         let routes = (self.routes.iter().enumerate())
             .filter_map(|(index, route)| {
-                let (name, outbox) = self.outboxes.get_key_value(route.settings.name.as_str())?;
+                let (name, outbox) = self.outboxes.get_key_value(route.name.as_str())?;
                 let route = RouteOutbox {
                     outbox: outbox.clone(),
                     metrics: metrics.route(name),
@@ -573,7 +669,7 @@ impl Routes {
 
     /// Starts fetching and refreshing every route's card, on the current runtime.
     pub fn start_cards(&self) {
-        for card in self.routes.iter().filter_map(|r| r.card.as_ref()) {
+        for card in self.routes.iter().filter_map(|r| r.handling.card.as_ref()) {
             card.start();
         }
     }
@@ -581,7 +677,7 @@ impl Routes {
     /// Starts every route's background authentication work (the JWT issuers' keys), on
     /// the current runtime.
     pub fn start_auth(&self) {
-        for auth in self.routes.iter().filter_map(|r| r.settings.auth.as_ref()) {
+        for auth in self.routes.iter().filter_map(|r| r.handling.auth.as_ref()) {
             auth.start();
         }
     }
@@ -591,24 +687,18 @@ impl Routes {
         let resolvers = Resolvers::default();
         let mut served = Vec::with_capacity(self.routes.len());
         for route in &self.routes {
-            let settings = &route.settings;
-            let gateway =
-                route.handler(metrics.clone(), self.lifecycle.clone(), resolvers.clone())?;
+            let gateway = route.handler(metrics.clone(), self.lifecycle.clone(), &resolvers)?;
             let endpoints = route.backends.endpoints().cloned();
-            served.push(served_route(settings, endpoints, gateway));
+            served.push(served_route(&route.name, &route.face, endpoints, gateway));
         }
         let surface = match self.admin_listener {
             true => routing::Surface::Public,
             false => routing::Surface::All,
         };
-        let extra: Vec<String> = self
-            .routes
-            .iter()
-            .flat_map(|route| route.settings.sensitive_headers.iter().cloned())
-            .collect();
+        let index = self.index.clone();
         Ok(
-            Frontend::new(served, metrics.clone(), self.lifecycle.clone())
-                .with_sensitive(crate::protocol::params::sensitive_names(&extra))
+            Frontend::over(served, index, metrics.clone(), self.lifecycle.clone())
+                .with_sensitive(self.sensitive.clone())
                 .with_origin(self.origins.clone())
                 .with_limits(self.limits.clone())
                 .with_cors(self.cors.clone())

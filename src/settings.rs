@@ -151,12 +151,23 @@ impl Settings {
         T: Into<std::ffi::OsString> + Clone,
     {
         let config = Config::load(args)?;
+        // Routes of the same header rules share one policy: thousands of routes, most of
+        // them with the defaults, would otherwise hold a copy each.
+        let mut policies: std::collections::HashSet<crate::protocol::params::ForwardPolicy> =
+            std::collections::HashSet::new();
         // Routes first: their messages name a bad setting before the process's do.
         let routes: Vec<RouteSettings> = config
             .routes
             .into_iter()
-            .map(RouteSettings::new)
-            .collect::<Result<_, _>>()?;
+            .map(|route| {
+                let mut route = RouteSettings::new(route)?;
+                match policies.get(&route.forward) {
+                    Some(shared) => route.forward = shared.clone(),
+                    None => drop(policies.insert(route.forward.clone())),
+                }
+                Ok(route)
+            })
+            .collect::<Result<_, ConfigError>>()?;
         // A browser sends a route's API key in that route's header: preflights allow it.
         let key_headers: Vec<String> = routes
             .iter()

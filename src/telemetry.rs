@@ -176,20 +176,22 @@ impl<const N: usize> Counts<N> {
 }
 
 /// How long backend calls to one endpoint took (`a2a_gateway_backend_call_duration_seconds`):
-/// a unary call to its answer, a stream to its start; shared by every worker.
+/// a unary call to its answer, a stream to its start; shared by every worker. Its counters
+/// are allocated at the first call, so that routes never called cost a few bytes.
 #[derive(Debug, Default)]
-pub struct BackendLatency(Histogram<{ CALL_BUCKETS.len() }>);
+pub struct BackendLatency(OnceLock<Box<Histogram<{ CALL_BUCKETS.len() }>>>);
 
 /// `BackendLatency`'s counts at one time.
 pub type BackendLatencyCounts = Counts<{ CALL_BUCKETS.len() }>;
 
 impl BackendLatency {
     pub(crate) fn observe(&self, elapsed: Duration) {
-        self.0.observe(&CALL_BUCKETS, elapsed);
+        let histogram = self.0.get_or_init(Box::default);
+        histogram.observe(&CALL_BUCKETS, elapsed);
     }
 
     pub(crate) fn counts(&self) -> BackendLatencyCounts {
-        self.0.counts()
+        self.0.get().map_or_else(Counts::default, |h| h.counts())
     }
 }
 

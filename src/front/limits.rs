@@ -268,8 +268,9 @@ pub struct RouteLimits {
     max_header_size: Option<usize>,
     /// How long a stream may go without an event from the backend (`sse`).
     pub stream_idle: Option<Duration>,
-    /// Each client's own limits (`None`: none configured).
-    client: Option<PerClient>,
+    /// Each client's own limits (`None`: none configured); boxed, as most routes have
+    /// none and thousands of routes each held its room.
+    client: Option<Box<PerClient>>,
     rejections: [AtomicU64; Limit::ALL.len()],
 }
 
@@ -706,7 +707,7 @@ fn route_limits(name: &str, settings: &RouteLimitSettings, global: &Arc<Scope>) 
         global: global.clone(),
         max_header_size: (settings.max_header_size > 0).then_some(settings.max_header_size),
         stream_idle: optional(settings.stream_idle_timeout),
-        client: PerClient::new(&settings.client),
+        client: PerClient::new(&settings.client).map(Box::new),
         rejections: Default::default(),
     }
 }

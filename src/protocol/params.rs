@@ -221,8 +221,8 @@ pub struct HeaderRules<'a> {
 }
 
 /// Which request headers go to the backend, and which the route sets itself. Clones share
-/// the lists: every worker's handler of a route has one.
-#[derive(Clone, Debug)]
+/// the lists; so do routes of the same rules (`Settings::load`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ForwardPolicy {
     /// Each forwarded name, and whether its value is sent never-indexed (new on every call,
     /// or a credential; decided once).

@@ -26,10 +26,41 @@ use tonic_health::pb::health_check_response::ServingStatus;
 
 use super::connect::Connector;
 use super::Backends;
+use crate::backend::endpoints::Targets;
 use crate::backend::endpoints::{probe_address, RouteEndpoints};
 use crate::backend::grpc::health::HealthAnswer;
 use crate::server::readiness::AgentCheck;
-use crate::settings::ConfigError;
+use crate::settings::{ConfigError, RouteSettings, Upstream};
+
+/// What makes two routes' checks one: the same agent URL, binding, client settings and
+/// health service. Balanced routes have none: each checks its own endpoints.
+/// It borrows from the settings: a copy per route was garbage the loading left resident.
+#[derive(PartialEq, Eq, Hash)]
+pub(super) struct CheckKey<'a> {
+    url: &'a str,
+    binding: &'static str,
+    service: &'a str,
+    connect_timeout: Duration,
+    ca: Option<&'a [u8]>,
+    identity: Option<&'a [u8]>,
+}
+
+impl CheckKey<'_> {
+    /// The key of the check of `route`, when it has one agent URL of its own.
+    pub(super) fn of(route: &RouteSettings) -> Option<CheckKey<'_>> {
+        let Upstream::Targets(Targets::One(url)) = &route.upstream else {
+            return None;
+        };
+        Some(CheckKey {
+            url,
+            binding: route.binding.name(),
+            service: &route.health_service,
+            connect_timeout: route.client.connect_timeout,
+            ca: route.client.ca.as_deref(),
+            identity: route.client.identity.as_deref(),
+        })
+    }
+}
 
 /// How one route's backend is checked.
 pub struct RouteCheck {

@@ -60,8 +60,9 @@ pub trait AgentCheck: Send + Sync {
 pub struct Readiness {
     /// Which routes the gateway's readiness needs.
     mode: ReadinessMode,
-    /// Each route's name and check.
-    routes: Vec<(String, Box<dyn AgentCheck>)>,
+    /// Each route's name and check; routes to the same agent share one (`route`), which
+    /// runs once for all of them.
+    routes: Vec<(String, Arc<dyn AgentCheck>)>,
     /// How long a finished check answers probes.
     cache: Duration,
     /// Bounds the check of one endpoint (connecting included).
@@ -89,7 +90,7 @@ impl Readiness {
     /// Checks of `routes`, run on the current runtime, judged by `mode`.
     pub fn new(
         mode: ReadinessMode,
-        routes: Vec<(String, Box<dyn AgentCheck>)>,
+        routes: Vec<(String, Arc<dyn AgentCheck>)>,
         cache: Duration,
         timeout: Duration,
     ) -> Readiness {
@@ -149,19 +150,27 @@ impl Readiness {
         Arc::new(Report { routes })
     }
 
-    /// Checks every route at once; records the report and logs each change of a route.
+    /// Checks every route at once, each shared check once; records the report and logs
+    /// each change of a route.
     async fn check(&self) -> Arc<Report> {
-        let checks = self
-            .routes
-            .iter()
-            .map(|(_, check)| check.check(self.timeout));
+        let mut distinct: Vec<&Arc<dyn AgentCheck>> = Vec::new();
+        let mut of_route = Vec::with_capacity(self.routes.len());
+        // By address: a shared check is one allocation.
+        let mut seen = std::collections::HashMap::new();
+        for (_, check) in &self.routes {
+            let at = *seen
+                .entry(Arc::as_ptr(check).cast::<()>() as usize)
+                .or_insert_with(|| {
+                    distinct.push(check);
+                    distinct.len() - 1
+                });
+            of_route.push(at);
+        }
+        let checks = distinct.iter().map(|check| check.check(self.timeout));
         let results = futures::future::join_all(checks).await;
         let report = Arc::new(Report {
-            routes: self
-                .routes
-                .iter()
-                .zip(results)
-                .map(|((name, _), result)| (name.clone(), result))
+            routes: (self.routes.iter().zip(of_route))
+                .map(|((name, _), at)| (name.clone(), results[at].clone()))
                 .collect(),
         });
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());

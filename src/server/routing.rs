@@ -29,7 +29,7 @@ use tower_http::cors::CorsLayer;
 
 mod index;
 
-use index::RouteIndex;
+pub(crate) use index::RouteIndex;
 
 use crate::backend::endpoints::RouteEndpoints;
 use crate::card::origin::Origins;
@@ -136,14 +136,23 @@ impl Frontend {
         metrics: Arc<Metrics>,
         lifecycle: Arc<Lifecycle>,
     ) -> Frontend {
+        let index = (routes.iter()).map(|r| (r.prefix.as_str(), r.host.as_deref()));
+        let index = Arc::new(RouteIndex::new(index));
+        Frontend::over(routes, index, metrics, lifecycle)
+    }
+
+    /// The service for `routes` found through `index`, their index, which every worker
+    /// serving the same routes shares.
+    pub(crate) fn over(
+        routes: Vec<ServedRoute>,
+        index: Arc<RouteIndex>,
+        metrics: Arc<Metrics>,
+        lifecycle: Arc<Lifecycle>,
+    ) -> Frontend {
         Frontend {
             by_host: routes.iter().any(|r| r.host.is_some()),
             grpc: routes.iter().any(|r| r.grpc),
-            index: Arc::new(RouteIndex::new(
-                routes
-                    .iter()
-                    .map(|r| (r.prefix.as_str(), r.host.as_deref())),
-            )),
+            index,
             routes: routes.into(),
             metrics,
             lifecycle,

@@ -448,6 +448,41 @@ async fn routes_are_judged_one_by_one() {
     );
 }
 
+/// Routes to the same agent, reached the same way, share one check: a probe asks the agent
+/// once for all of them (10,000 such routes made a scrape of `/metrics` open 10,000
+/// connections to it), and once more for a route that asks about another service.
+#[tokio::test]
+async fn routes_to_one_agent_share_its_check() {
+    let agent = Agent::start(Offers::Health, Scheme::Http).await;
+    agent
+        .set("lf.a2a.v1.A2AService", ServingStatus::Serving)
+        .await;
+    let mut config = String::from("readiness-cache = \"1h\"\n");
+    for i in 0..3 {
+        let backend = format!("http://{}", agent.addr);
+        config += &format!(
+            "[[route]]\nname = \"same-{i}\"\npath = \"/same{i}\"\nbackend = \"{backend}\"\n"
+        );
+    }
+    config += &format!(
+        "[[route]]\nname = \"service\"\npath = \"/service\"\nbackend = \"http://{}\"\nhealth-service = \"lf.a2a.v1.A2AService\"\n",
+        agent.addr
+    );
+    let file = TempFile::new("toml", &config);
+    let served = gateway(&["--config", file.path()]).await;
+    assert_eq!(readyz(&served.admin).await, (200, "ready\n".to_owned()));
+    assert_eq!(
+        agent.checks(),
+        2,
+        "one check for three routes, one for the other service"
+    );
+    let (_, metrics) = get(&served.admin, "/metrics").await;
+    for route in ["same-0", "same-1", "same-2", "service"] {
+        let line = format!("a2a_gateway_route_ready{{route=\"{route}\"}} 1\n");
+        assert!(metrics.contains(&line), "{line}\n{metrics}");
+    }
+}
+
 /// A balanced route is ready while one endpoint is.
 #[tokio::test]
 async fn balanced_routes_need_one_ready_endpoint() {

@@ -49,6 +49,7 @@ impl RouteIndex {
         }
         index.lengths.sort_unstable();
         index.lengths.dedup();
+        index.lengths.shrink_to_fit();
         index
     }
 
