@@ -54,8 +54,8 @@ impl ConnectionAddrs {
 }
 
 const OPS: usize = Op::ALL.len();
-/// One slot per error-table row, plus success.
-const OUTCOMES: usize = ErrorKind::ALL.len() + 1;
+/// One slot per error-table row, plus success and the client's leaving.
+const OUTCOMES: usize = ErrorKind::ALL.len() + 2;
 /// Upper bounds of the call latency buckets, in seconds: from a quarter millisecond (the
 /// gateway's own cost) to 300 s, past the default 30 s call deadline (`--timeout`) and the
 /// longer ones operators set, so a slow agent's calls land in a bucket, not in `+Inf`.
@@ -74,6 +74,9 @@ const STREAM_BUCKETS: [f64; 10] = [
 pub(crate) enum Outcome {
     Ok,
     Error(ErrorKind),
+    /// The client left before the call was answered (`access::CLIENT_CLOSED`, as the
+    /// access line says).
+    ClientClosed,
 }
 
 impl Outcome {
@@ -81,14 +84,15 @@ impl Outcome {
         match self {
             Outcome::Ok => 0,
             Outcome::Error(kind) => kind as usize + 1,
+            Outcome::ClientClosed => OUTCOMES - 1,
         }
     }
 
     fn code(index: usize) -> i32 {
-        if index == 0 {
-            0
-        } else {
-            ErrorKind::ALL[index - 1].code()
+        match index {
+            0 => 0,
+            i if i == OUTCOMES - 1 => access::CLIENT_CLOSED,
+            i => ErrorKind::ALL[i - 1].code(),
         }
     }
 }
@@ -602,6 +606,7 @@ fn render_v03(out: &mut String, called: &[(&str, &CallCounters)]) {
                 if n > 0 {
                     let code = match i {
                         0 => 0,
+                        i if i == OUTCOMES - 1 => access::CLIENT_CLOSED,
                         _ => legacy::v03_kind(ErrorKind::ALL[i - 1]).code(),
                     };
                     let _ = writeln!(
@@ -882,13 +887,15 @@ impl Drop for StreamGuard {
     }
 }
 
-/// Times one request of a known operation and records how it ended.
+/// Times one request of a known operation and records how it ended; one dropped before
+/// (the client left while the call ran, and its future with it) records `ClientClosed`.
 pub struct Meter<'a> {
     metrics: &'a RouteMetrics,
     op: Op,
     started: Instant,
     /// The v0.3 method of a v0.3 call.
     v03: Option<Method>,
+    recorded: bool,
 }
 
 impl<'a> Meter<'a> {
@@ -898,6 +905,7 @@ impl<'a> Meter<'a> {
             op,
             started,
             v03: None,
+            recorded: false,
         }
     }
 
@@ -907,11 +915,26 @@ impl<'a> Meter<'a> {
         self
     }
 
-    pub(crate) fn record(&self, outcome: Outcome) {
+    /// The call is not counted (a JSON-RPC notification: nothing answered it).
+    pub(crate) fn uncounted(mut self) {
+        self.recorded = true;
+    }
+
+    pub(crate) fn record(&mut self, outcome: Outcome) {
+        self.recorded = true;
         self.metrics
             .request(self.op, outcome, self.started.elapsed());
         if let Some(method) = self.v03 {
             self.metrics.v03_request(method, outcome);
+        }
+    }
+}
+
+impl Drop for Meter<'_> {
+    fn drop(&mut self) {
+        // A panic is recorded by `front::layers` as the internal error it answers.
+        if !self.recorded && !std::thread::panicking() {
+            self.record(Outcome::ClientClosed);
         }
     }
 }

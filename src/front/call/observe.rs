@@ -23,7 +23,7 @@ impl<In: Send, L: Layer<In> + Sync> Layer<In> for Observe<L> {
     async fn call(&self, x: &mut Exchange<'_>, input: In) -> Result<Answer<L::Events>, A2aError> {
         let method = x.dialect.legacy_method().map_or(x.op.name(), |m| m.name());
         tracing::debug!(a2a_version = x.dialect.label(), method, "call");
-        let meter = Meter::start(&x.gateway.route_metrics, x.op, x.started)
+        let mut meter = Meter::start(&x.gateway.route_metrics, x.op, x.started)
             .in_v03(x.dialect.legacy_method());
         // An HTTP+JSON call has no JSON-RPC id.
         let id =
@@ -41,6 +41,7 @@ impl<In: Send, L: Layer<In> + Sync> Layer<In> for Observe<L> {
                 Outcome::Error(refusal.error.kind)
             }
             Ok(Answer::Skipped) => {
+                meter.uncounted();
                 x.record.answered();
                 return answer;
             }
