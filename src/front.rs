@@ -80,6 +80,9 @@ pub struct Handling {
     pub(crate) refusal_status: jsonrpc::RefusalStatus,
     /// The route's push relay (`None`: the route does not relay).
     pub(crate) relay: Option<crate::push::relay::Relay>,
+    /// On a route that does not relay, another route's relay: its sealed configs are not
+    /// shown here (`RelaySettings::hide_sealed`).
+    pub(crate) relayed_elsewhere: Option<Arc<crate::push::relay::RelaySettings>>,
     /// The keys of caller-bound ids (`None`: `task-owner = false`).
     pub(crate) owner: Option<Arc<crate::auth::owner::OwnerKeys>>,
     /// The route's `allow` rules (`None`: every call is allowed).

@@ -319,6 +319,7 @@ fn handling(settings: &RouteSettings, card: Option<Arc<CardService>>) -> Arc<Han
             route: settings.name.as_str().into(),
             settings: relay,
         }),
+        relayed_elsewhere: settings.relayed_elsewhere.clone(),
         owner: settings.owner.clone(),
         allow: settings.allow.clone(),
         auth: settings.auth.clone(),

@@ -337,8 +337,14 @@ fn push_relay(
         )));
     }
     let relay = Arc::new(relay);
-    for route in routes.iter_mut().filter(|r| r.push_mode == PushMode::Relay) {
-        route.relay = Some(relay.clone());
+    for route in routes.iter_mut() {
+        match route.push_mode == PushMode::Relay {
+            true => route.relay = Some(relay.clone()),
+            // An agent behind a relaying route and this one would show this route's
+            // callers the relay's sealed tokens: whoever holds one can post notifications
+            // to its client's webhook.
+            false => route.relayed_elsewhere = Some(relay.clone()),
+        }
     }
     Ok(Some(relay))
 }

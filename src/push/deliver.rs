@@ -542,11 +542,30 @@ fn destination(url: &str) -> String {
     }
 }
 
-/// The event and the webhook: one event goes once to each webhook registered for it.
+/// The event and the registration (webhook, token, authentication): one event goes once
+/// to each config registered for it. Two callers' configs on one URL are two registrations:
+/// keyed by the URL alone, one caller's config would silence the other's.
 fn dedupe_key(delivery: &Delivery) -> [u8; 32] {
     let mut context = ring::digest::Context::new(&ring::digest::SHA256);
     context.update(&delivery.event_key);
-    context.update(delivery.url.as_bytes());
+    let authentication = delivery.authentication.as_ref();
+    let (scheme, credentials) = authentication.map_or(("", ""), |(s, c)| (s, c));
+    let token = delivery.token.as_deref();
+    // Each part with its length (and the token's presence), so no two differ only in
+    // where one part ends and the next begins.
+    for part in [
+        delivery.url.as_str(),
+        token.unwrap_or(""),
+        scheme,
+        credentials,
+    ] {
+        context.update(&(part.len() as u64).to_le_bytes());
+        context.update(part.as_bytes());
+    }
+    context.update(&[
+        u8::from(token.is_some()),
+        u8::from(authentication.is_some()),
+    ]);
     let mut key = [0u8; 32];
     key.copy_from_slice(context.finish().as_ref());
     key

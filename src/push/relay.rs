@@ -37,6 +37,28 @@ pub struct RelaySettings {
 }
 
 impl RelaySettings {
+    /// On a route that does not relay: leaves out of `reply` the configs whose tokens the
+    /// relay sealed (registered through a relaying route to the same agent). Whoever holds
+    /// such a token can post notifications to its client's webhook, so only the relaying
+    /// route shows them, and only to their caller (`Relay::show_out`). List leaves them
+    /// out; Get answers as for an unknown task.
+    pub(crate) fn hide_sealed(&self, reply: &mut Reply) -> Result<(), A2aError> {
+        let sealed = |config: &TaskPushNotificationConfig| self.keys.open(&config.token).is_some();
+        match reply {
+            Reply::CreateTaskPushNotificationConfig(config)
+            | Reply::GetTaskPushNotificationConfig(config)
+                if sealed(config) =>
+            {
+                Err(A2aError::new(ErrorKind::TaskNotFound))
+            }
+            Reply::ListTaskPushNotificationConfigs(list) => {
+                list.configs.retain(|config| !sealed(config));
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// The relay's settings: `callback_url` must be an absolute `http(s)` URL without
     /// credentials or fragment; `key_file` must hold a key (`PushKeys::load`).
     pub(crate) fn new(

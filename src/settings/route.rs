@@ -90,6 +90,9 @@ pub struct RouteSettings {
     pub push: Option<PushPolicy>,
     /// `push = "relay"`: the relay's process-wide settings (`Settings::load` sets them).
     pub(crate) relay: Option<Arc<RelaySettings>>,
+    /// On a route that does not relay, in a process where another does: the relay's
+    /// settings, whose sealed tokens this route must not show (`Settings::load` sets them).
+    pub(crate) relayed_elsewhere: Option<Arc<RelaySettings>>,
     /// What the route does with push configs (`--push`).
     pub(crate) push_mode: PushMode,
     /// The `card` table with the `--card*` flags over it.
@@ -292,6 +295,7 @@ fn typed(cli: &Cli, name: &str) -> Result<RouteSettings, ConfigError> {
         refusal_status: cli.refusal_status,
         push,
         relay: None,
+        relayed_elsewhere: None,
         push_mode: cli.push,
         card: card(cli),
         enforced: enforced(&cli.auth_table, auth.as_deref()),

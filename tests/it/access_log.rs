@@ -809,7 +809,8 @@ async fn a_client_that_leaves_a_call_in_flight_is_logged_as_gone() {
     assert!(line["bytes_in"].as_u64().unwrap() > 0, "{line}");
     // The request metric counts them too, with the line's code.
     let metrics = harness::client::metrics_text(gateway.1.trim_end_matches("/a2a/jsonrpc")).await;
-    let left = "a2a_gateway_requests_total{route=\"default\",method=\"SendMessage\",code=\"499\"} 3\n";
+    let left =
+        "a2a_gateway_requests_total{route=\"default\",method=\"SendMessage\",code=\"499\"} 3\n";
     assert!(metrics.contains(left), "{metrics}");
 
     let lines = access_lines(&stop(gateway, &log).await);

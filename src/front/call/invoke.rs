@@ -59,6 +59,8 @@ impl Layer<Box<Request>> for Invoke {
                 }
                 if let Some(relay) = &gateway.relay {
                     relay.show_out(&mut reply, x.principal.as_ref())?;
+                } else if let Some(relayed) = &gateway.relayed_elsewhere {
+                    relayed.hide_sealed(&mut reply)?;
                 }
                 if let Some(owner) = owner {
                     owner.seal_out(&mut reply);

@@ -310,7 +310,7 @@ async fn the_events_of_a_task_arrive_in_order_through_retries() {
 }
 
 #[tokio::test]
-async fn a_duplicate_event_is_delivered_once_to_each_webhook() {
+async fn a_duplicate_event_is_delivered_once_to_each_registration() {
     let mut hook = Webhook::start(|_| ok()).await;
     let (deliverer, metrics) = deliverer(settings());
     let (a, b) = (hook.url("/a"), hook.url("/b"));
@@ -319,12 +319,23 @@ async fn a_duplicate_event_is_delivered_once_to_each_webhook() {
     // The same event for another webhook of the task is not a duplicate.
     deliverer.enqueue(delivery(&b, "t-1", 1)).unwrap();
     deliverer.enqueue(delivery(&a, "t-1", 2)).unwrap();
-    let paths: Vec<String> = [hook.next().await, hook.next().await, hook.next().await]
-        .into_iter()
-        .map(|s| s.path)
-        .collect();
-    assert_eq!(paths, ["/a", "/b", "/a"]);
-    reaches(&metrics, &outcome("delivered"), 3).await;
+    // Nor for another config (token, authentication) on the same webhook: another caller's.
+    let other_token = Delivery {
+        token: Some("tok-2".into()),
+        ..delivery(&a, "t-1", 1)
+    };
+    deliverer.enqueue(other_token).unwrap();
+    let other_credentials = Delivery {
+        authentication: Some(("Bearer".into(), "s-2".into())),
+        ..delivery(&a, "t-1", 1)
+    };
+    deliverer.enqueue(other_credentials).unwrap();
+    let mut paths = Vec::new();
+    for _ in 0..5 {
+        paths.push(hook.next().await.path);
+    }
+    assert_eq!(paths, ["/a", "/b", "/a", "/a", "/a"]);
+    reaches(&metrics, &outcome("delivered"), 5).await;
     assert_eq!(series(&metrics, &dropped("duplicate")), 1);
     hook.nothing_more();
 }

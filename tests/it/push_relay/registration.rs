@@ -417,3 +417,83 @@ async fn a_token_opens_only_for_its_route_and_caller() {
     assert_eq!(&*delivered[0].route, "billing");
     assert_eq!(delivered[0].task_id, "t-9");
 }
+
+/// A route that does not relay, to an agent a relaying route also reaches, never shows the
+/// configs registered through the relay: their sealed tokens would let its callers post
+/// notifications to the relay's clients' webhooks. Its own callers' configs it shows.
+#[tokio::test]
+async fn a_route_that_does_not_relay_never_shows_the_relays_sealed_configs() {
+    let (agent, _store, agent_url) = started_agent().await;
+    let key = key_file();
+    let config = TempFile::new(
+        "toml",
+        &format!(
+            "push-callback-url = \"{CALLBACK}\"\npush-key-file = \"{}\"\n\
+             [[route]]\nname = \"relayed\"\npath = \"/relayed\"\nbackend = \"{agent_url}\"\n\
+             push = \"relay\"\npush-allow = [\"hooks.example\"]\n\
+             [[route]]\nname = \"plain\"\npath = \"/plain\"\nbackend = \"{agent_url}\"\n\
+             push = \"pass\"\n",
+            key.path(),
+        ),
+    );
+    let settings = Settings::load(["a2a-gateway", "--config", config.path()]).unwrap();
+    let routes = Routes::new(&settings, None)
+        .unwrap()
+        .with_outbox("relayed", Arc::new(Recorded::default()));
+    let origin = serve_frontend(routes.frontend(&Arc::default()).unwrap()).await;
+    let (relayed, plain) = (
+        format!("{origin}/relayed/a2a/jsonrpc"),
+        format!("{origin}/plain/a2a/jsonrpc"),
+    );
+    let created = call(
+        &relayed,
+        "CreateTaskPushNotificationConfig",
+        client_config("t-1"),
+    )
+    .await;
+    assert_eq!(created["result"]["url"], HOOK, "{created}");
+    let sealed = agent_saw(&agent).token;
+    let own = json!({"taskId": "t-2", "id": "cfg-2", "url": HOOK, "token": "plain-token"});
+    let created = call(&plain, "CreateTaskPushNotificationConfig", own).await;
+    assert_eq!(created["result"]["token"], "plain-token", "{created}");
+
+    let get = json!({"taskId": "t-1", "id": "cfg-1"});
+    let hidden = call(&plain, "GetTaskPushNotificationConfig", get).await;
+    assert_eq!(hidden["error"]["code"], -32001, "{hidden}");
+    let listed = call(
+        &plain,
+        "ListTaskPushNotificationConfigs",
+        json!({"taskId": "t-1"}),
+    )
+    .await;
+    assert_eq!(
+        listed["result"]["configs"].as_array().map_or(0, Vec::len),
+        0,
+        "{listed}"
+    );
+    for answer in [&hidden, &listed] {
+        assert!(!answer.to_string().contains(sealed.as_str()), "{answer}");
+    }
+    // The plain route's own config, unsealed, is shown as the agent holds it.
+    let listed = call(
+        &plain,
+        "ListTaskPushNotificationConfigs",
+        json!({"taskId": "t-2"}),
+    )
+    .await;
+    assert_eq!(
+        listed["result"]["configs"][0]["token"], "plain-token",
+        "{listed}"
+    );
+    // The relaying route shows its caller the config as registered.
+    let listed = call(
+        &relayed,
+        "ListTaskPushNotificationConfigs",
+        json!({"taskId": "t-1"}),
+    )
+    .await;
+    assert_eq!(
+        listed["result"]["configs"][0]["token"], "client-token",
+        "{listed}"
+    );
+}
