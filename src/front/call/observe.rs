@@ -50,8 +50,8 @@ impl<In: Send, L: Layer<In> + Sync> Layer<In> for Observe<L> {
         match outcome {
             Outcome::Error(kind) => x.record.failed(kind),
             // A stream is answered once it ends (`Watched`).
-            Outcome::Ok if matches!(answer, Ok(Answer::Stream(_))) => {}
-            Outcome::Ok => x.record.answered(),
+            _ if matches!(answer, Ok(Answer::Stream(_))) => {}
+            _ => x.record.answered(),
         }
         answer
     }
