@@ -282,7 +282,7 @@ impl Relay {
 }
 
 /// The field beside `field` named `name` (`configuration.x.url` → `configuration.x.token`).
-fn sibling(field: &str, name: &str) -> String {
+pub(crate) fn sibling(field: &str, name: &str) -> String {
     match field.rsplit_once('.') {
         Some((parent, _)) => format!("{parent}.{name}"),
         None => name.to_owned(),

@@ -116,21 +116,12 @@ pub(super) async fn deletable(
     relay: &crate::push::relay::Relay,
     delete: &crate::proto::DeleteTaskPushNotificationConfigRequest,
 ) -> Result<(), A2aError> {
-    let (forwarded, _) = forwarded(x);
-    let deadline = x.deadline;
     let get = GetTaskPushNotificationConfigRequest {
         tenant: delete.tenant.clone(),
         task_id: delete.task_id.clone(),
         id: delete.id.clone(),
     };
-    let probe = Call {
-        request: UnaryRequest::GetTaskPushNotificationConfig(get),
-        forwarded,
-        deadline,
-        trace: None,
-    };
-    let (held, _) = answered(&mut x.record, x.gateway.backend.unary(probe).await)?;
-    match held {
+    match held_config(x, get).await? {
         Reply::GetTaskPushNotificationConfig(config)
             if relay.owns(&config, x.principal.as_ref()) =>
         {
@@ -138,6 +129,77 @@ pub(super) async fn deletable(
         }
         _ => Err(A2aError::new(ErrorKind::TaskNotFound)),
     }
+}
+
+/// A push config for an existing task (a Create, or a message continuing the task) on a
+/// relaying route replaces the agent's config of the same id, and with it the webhook of
+/// whoever registered that one: refused when the agent holds one that is not the caller's
+/// (asked first, as for `deletable`). A config given no id is looked for under its task's
+/// id, which is what an agent names it after (the reference SDK does). One the agent does
+/// not hold, or cannot be asked about, is the call's to answer; a message starting a task
+/// replaces nothing.
+pub(super) async fn creatable(
+    x: &mut Exchange<'_>,
+    relay: &crate::push::relay::Relay,
+    request: &Request,
+) -> Result<(), A2aError> {
+    let (tenant, task_id, config) = match request {
+        Request::Unary(UnaryRequest::CreateTaskPushNotificationConfig(config)) => {
+            (&config.tenant, &config.task_id, config)
+        }
+        Request::Unary(UnaryRequest::SendMessage(send))
+        | Request::Stream(crate::protocol::ops::StreamRequest::SendStreamingMessage(send)) => {
+            let pushed = send.configuration.as_ref();
+            let config = pushed.and_then(|c| c.task_push_notification_config.as_ref());
+            match (config, send.message.as_ref()) {
+                (Some(config), Some(message)) if !message.task_id.is_empty() => {
+                    (&send.tenant, &message.task_id, config)
+                }
+                _ => return Ok(()),
+            }
+        }
+        _ => return Ok(()),
+    };
+    let id = match config.id.is_empty() {
+        true => task_id.clone(),
+        false => config.id.clone(),
+    };
+    let get = GetTaskPushNotificationConfigRequest {
+        tenant: tenant.clone(),
+        task_id: task_id.clone(),
+        id,
+    };
+    match held_config(x, get).await {
+        Ok(Reply::GetTaskPushNotificationConfig(config))
+            if !relay.owns(&config, x.principal.as_ref()) =>
+        {
+            let why = "another caller's push config of this task has this id";
+            let field = x
+                .dialect
+                .pushed_url(request)
+                .map_or("id".into(), |(_, url)| {
+                    crate::push::relay::sibling(url, "id")
+                });
+            Err(A2aError::invalid_params(&field, why))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The agent's answer to `get`, asked with the headers the call itself will carry.
+async fn held_config(
+    x: &mut Exchange<'_>,
+    get: GetTaskPushNotificationConfigRequest,
+) -> Result<Reply, A2aError> {
+    let (forwarded, _) = forwarded(x);
+    let probe = Call {
+        request: UnaryRequest::GetTaskPushNotificationConfig(get),
+        forwarded,
+        deadline: x.deadline,
+        trace: None,
+    };
+    let (held, _) = answered(&mut x.record, x.gateway.backend.unary(probe).await)?;
+    Ok(held)
 }
 
 fn answered(

@@ -2,7 +2,9 @@
 //! (`push/guard.rs`), so a refused URL never reaches the agent; on a relaying route it is
 //! then replaced by the gateway's callback and a sealed token (`push/relay.rs`), whose
 //! replies `invoke` shows the client as it registered them; a Delete on a relaying route
-//! goes on only for the caller who registered the config (`invoke::deletable`).
+//! goes on only for the caller who registered the config (`invoke::deletable`), and a
+//! config for an existing task only when it replaces none of another caller's
+//! (`invoke::creatable`).
 
 use crate::front::call::{Answer, Exchange, Layer};
 use crate::protocol::error::A2aError;
@@ -24,6 +26,10 @@ impl<L: Layer<Box<Request>> + Sync> Layer<Box<Request>> for PushCheck<L> {
             // Boxed: only a call that carries a push URL pays for the check's future (the
             // resolver's is large).
             Box::pin(check(x, &mut request)).await?;
+            if let Some(relay) = &x.gateway.relay {
+                // Boxed too: only a relaying route's registration asks the agent first.
+                Box::pin(super::invoke::creatable(x, relay, &request)).await?;
+            }
         }
         if let (
             Some(relay),

@@ -117,7 +117,8 @@ async fn forged_and_malformed_posts_are_refused_and_counted() {
     // Tokens: absent, made up, cut short, another task's, another key's.
     let other_key = key_file();
     let stranger = Gateway::start(&agent_url, &other_key, &[]).await;
-    let foreign = registered(&stranger, &agent, "t-1").await;
+    // Another task's: this gateway's config of t-1 is not the stranger's to replace.
+    let foreign = registered(&stranger, &agent, "t-3").await;
     let mut changed = token.clone().into_bytes();
     changed[40] = if changed[40] == b'A' { b'B' } else { b'A' };
     let changed = String::from_utf8(changed).unwrap();

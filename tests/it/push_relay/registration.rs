@@ -219,7 +219,8 @@ async fn a_config_too_large_to_seal_is_refused_before_the_agent() {
     )
     .await;
     assert!(reply["result"].is_object(), "{reply}");
-    assert_eq!(agent.calls(), calls + 1);
+    // Asked for the config its id names (`another_caller_cannot_replace…`), then given it.
+    assert_eq!(agent.calls(), calls + 2);
     assert!(agent_saw(&agent).token.len() <= 4096);
     let reply = call(
         &gateway.url,
@@ -230,13 +231,14 @@ async fn a_config_too_large_to_seal_is_refused_before_the_agent() {
     assert_eq!(reply["error"]["code"], -32602, "{reply}");
     assert_eq!(
         agent.calls(),
-        calls + 1,
+        calls + 2,
         "the refused config never reached the agent"
     );
     let metrics = metrics_text(&gateway.origin).await;
     // Every config the agent got was relayed; refused: the three with unsendable headers,
     // the loopback one and the two too large.
-    for (outcome, n) in [("relayed", agent.calls()), ("refused", 6)] {
+    // (each relayed one made two agent calls: the question, then the config).
+    for (outcome, n) in [("relayed", agent.calls() / 2), ("refused", 6)] {
         let line = format!(
             "a2a_gateway_push_registrations_total{{route=\"default\",outcome=\"{outcome}\"}} {n}\n"
         );
@@ -496,4 +498,85 @@ async fn a_route_that_does_not_relay_never_shows_the_relays_sealed_configs() {
         listed["result"]["configs"][0]["token"], "client-token",
         "{listed}"
     );
+}
+
+/// Another caller cannot replace a caller's config on a relaying route: a Create, or a
+/// message continuing the task, whose config has the id of another caller's (given, or the
+/// task's id the agent names a config given none after) is refused after asking the agent,
+/// before it could replace it. The first caller's webhook keeps its events; she may update
+/// her own config.
+#[tokio::test]
+async fn another_caller_cannot_replace_a_callers_config() {
+    let (agent, store, agent_url) = started_agent().await;
+    let key = key_file();
+    let callers = TempFile::new(
+        "keys",
+        &format!(
+            "alice {}\nbob {}\n",
+            key_digest_hex(b"alice-key"),
+            key_digest_hex(b"bob-key")
+        ),
+    );
+    let config = TempFile::new(
+        "toml",
+        &format!(
+            "push-callback-url = \"{CALLBACK}\"\npush-key-file = \"{}\"\n\
+             [auth.api-keys]\nfile = \"{}\"\n\
+             [[route]]\nname = \"orders\"\npath = \"/orders\"\nbackend = \"{agent_url}\"\n\
+             push = \"relay\"\npush-allow = [\"hooks.example\"]\n",
+            key.path(),
+            callers.path(),
+        ),
+    );
+    let settings = Settings::load(["a2a-gateway", "--config", config.path()]).unwrap();
+    let routes = Routes::new(&settings, None)
+        .unwrap()
+        .with_outbox("orders", Arc::new(Recorded::default()));
+    let origin = serve_frontend(routes.frontend(&Arc::default()).unwrap()).await;
+    let orders = format!("{origin}/orders/a2a/jsonrpc");
+    let create = "CreateTaskPushNotificationConfig";
+    let config = |id: Option<&str>, token: &str| {
+        let mut config = json!({"taskId": "t-1", "url": HOOK, "token": token});
+        if let Some(id) = id {
+            config["id"] = json!(id);
+        }
+        config
+    };
+
+    let alices = call_as(&orders, "alice-key", create, config(None, "alice-token")).await;
+    assert_eq!(alices["result"]["id"], "t-1", "{alices}");
+    let mut continued = message_params("more");
+    continued["message"]["taskId"] = json!("t-1");
+    continued["configuration"] =
+        json!({"taskPushNotificationConfig": {"url": HOOK, "token": "bob-token"}});
+    for (method, params) in [
+        (create, config(None, "bob-token")),
+        (create, config(Some("t-1"), "bob-token")),
+        ("SendMessage", continued),
+    ] {
+        let calls = agent.calls();
+        let refused = call_as(&orders, "bob-key", method, params).await;
+        assert_eq!(refused["error"]["code"], -32602, "{method}: {refused}");
+        assert_eq!(
+            agent.calls(),
+            calls + 1,
+            "{method}: only asked, not given one"
+        );
+    }
+    let bobs = call_as(
+        &orders,
+        "bob-key",
+        create,
+        config(Some("bob-1"), "bob-token"),
+    )
+    .await;
+    assert_eq!(bobs["result"]["id"], "bob-1", "{bobs}");
+    assert_eq!(store.lock().unwrap().len(), 2);
+
+    // Alice's config is as she registered it; she may update it herself.
+    let get = json!({"taskId": "t-1", "id": "t-1"});
+    let shown = call_as(&orders, "alice-key", "GetTaskPushNotificationConfig", get).await;
+    assert_eq!(shown["result"]["token"], "alice-token", "{shown}");
+    let updated = call_as(&orders, "alice-key", create, config(None, "alice-2")).await;
+    assert_eq!(updated["result"]["token"], "alice-2", "{updated}");
 }
