@@ -172,6 +172,9 @@ struct State {
     recent: HashSet<[u8; 32]>,
     recent_order: VecDeque<[u8; 32]>,
     closed: bool,
+    /// The deliverer a reload handed this one's waiting deliveries to (`adopt`): posts
+    /// that reach this one after it closed go there.
+    successor: Weak<Shared>,
 }
 
 struct Shared {
@@ -357,6 +360,7 @@ impl Deliverer {
         }
         let (mut waiting, recent): (Vec<Held>, Vec<[u8; 32]>) = {
             let mut state = old.shared.lock();
+            state.successor = Arc::downgrade(&self.shared);
             let recent = state.recent_order.iter().copied().collect();
             let mut waiting = Vec::new();
             for destination in state.destinations.values_mut() {
@@ -407,82 +411,113 @@ impl Deliverer {
     /// Queues `delivery` for its destination, within the queues' bounds; with `dedupe`, an
     /// event already accepted for the same webhook is dropped as a duplicate.
     fn queue(&self, delivery: Delivery, dedupe: bool) -> Result<(), Refused> {
-        let shared = &self.shared;
-        let counters = shared.counters(&delivery.route);
-        let key = dedupe_key(&delivery);
-        let destination = destination(&delivery.url);
-        let mut state = shared.lock();
-        if state.closed {
-            counters.dropped(DropReason::Shutdown, 1);
-            return Err(Refused::Closed);
+        queue(&self.shared, delivery, dedupe)
+    }
+}
+
+/// Queues `delivery` in `shared`, or, once a reload replaced it, in the deliverer that took
+/// over (a post the callback began before the reload): what the agent posted is accepted,
+/// not refused as if the gateway were stopping.
+fn queue(shared: &Arc<Shared>, delivery: Delivery, dedupe: bool) -> Result<(), Refused> {
+    let mut shared = shared.clone();
+    loop {
+        let state = shared.lock();
+        if !state.closed {
+            drop(state);
+            return queue_open(&shared, delivery, dedupe);
         }
-        let known = state.recent.contains(&key);
-        if dedupe && known {
-            counters.dropped(DropReason::Duplicate, 1);
-            return Ok(());
+        match state.successor.upgrade() {
+            Some(next) => {
+                drop(state);
+                shared = next;
+            }
+            None => {
+                drop(state);
+                shared
+                    .counters(&delivery.route)
+                    .dropped(DropReason::Shutdown, 1);
+                return Err(Refused::Closed);
+            }
         }
-        let settings = &shared.settings;
-        let size = delivery.body.len();
-        if size > settings.queue_bytes {
+    }
+}
+
+/// `queue` into a deliverer that takes deliveries (unless it closed meanwhile).
+fn queue_open(shared: &Arc<Shared>, delivery: Delivery, dedupe: bool) -> Result<(), Refused> {
+    let counters = shared.counters(&delivery.route);
+    let key = dedupe_key(&delivery);
+    let destination = destination(&delivery.url);
+    let mut state = shared.lock();
+    if state.closed {
+        counters.dropped(DropReason::Shutdown, 1);
+        return Err(Refused::Closed);
+    }
+    let known = state.recent.contains(&key);
+    if dedupe && known {
+        counters.dropped(DropReason::Duplicate, 1);
+        return Ok(());
+    }
+    let settings = &shared.settings;
+    let size = delivery.body.len();
+    if size > settings.queue_bytes {
+        counters.dropped(DropReason::QueueFull, 1);
+        return Err(Refused::Full);
+    }
+    loop {
+        let here = state.destinations.get(&destination);
+        let held_here = here.map_or(0, |d| d.waiting.len() + usize::from(d.sending.is_some()));
+        let full_here = held_here >= settings.per_destination;
+        let full = state.held >= settings.queue || state.bytes + size > settings.queue_bytes;
+        if !full_here && !full {
+            break;
+        }
+        let victim = match (settings.drop, full_here) {
+            (PushDrop::Newest, _) => None,
+            (PushDrop::Oldest, true) => state
+                .destinations
+                .get_mut(&destination)
+                .and_then(|d| d.waiting.pop_front()),
+            (PushDrop::Oldest, false) => oldest_waiting(&mut state),
+        };
+        let Some(victim) = victim else {
+            // Nothing waits: all that is held is being sent.
             counters.dropped(DropReason::QueueFull, 1);
             return Err(Refused::Full);
-        }
-        loop {
-            let here = state.destinations.get(&destination);
-            let held_here = here.map_or(0, |d| d.waiting.len() + usize::from(d.sending.is_some()));
-            let full_here = held_here >= settings.per_destination;
-            let full = state.held >= settings.queue || state.bytes + size > settings.queue_bytes;
-            if !full_here && !full {
-                break;
-            }
-            let victim = match (settings.drop, full_here) {
-                (PushDrop::Newest, _) => None,
-                (PushDrop::Oldest, true) => state
-                    .destinations
-                    .get_mut(&destination)
-                    .and_then(|d| d.waiting.pop_front()),
-                (PushDrop::Oldest, false) => oldest_waiting(&mut state),
-            };
-            let Some(victim) = victim else {
-                // Nothing waits: all that is held is being sent.
-                counters.dropped(DropReason::QueueFull, 1);
-                return Err(Refused::Full);
-            };
-            state.held -= 1;
-            state.bytes -= victim.delivery.body.len();
-            let victim_counters = shared.counters(&victim.delivery.route);
-            victim_counters.queued(-1);
-            victim_counters.dropped(DropReason::QueueFull, 1);
-        }
-        if !known {
-            if state.recent_order.len() == RECENT {
-                if let Some(old) = state.recent_order.pop_front() {
-                    state.recent.remove(&old);
-                }
-            }
-            state.recent.insert(key);
-            state.recent_order.push_back(key);
-        }
-        let seq = state.next_seq;
-        state.next_seq += 1;
-        state.held += 1;
-        state.bytes += size;
-        counters.queued(1);
-        let entry = state.destinations.entry(destination.clone()).or_default();
-        entry.waiting.push_back(Held {
-            delivery,
-            queued: Instant::now(),
-            seq,
-        });
-        let start = !entry.worker;
-        entry.worker = true;
-        drop(state);
-        if start {
-            let worker = work(shared.clone(), destination);
-            shared.runtime().spawn(worker);
-        }
-        Ok(())
+        };
+        state.held -= 1;
+        state.bytes -= victim.delivery.body.len();
+        let victim_counters = shared.counters(&victim.delivery.route);
+        victim_counters.queued(-1);
+        victim_counters.dropped(DropReason::QueueFull, 1);
     }
+    if !known {
+        if state.recent_order.len() == RECENT {
+            if let Some(old) = state.recent_order.pop_front() {
+                state.recent.remove(&old);
+            }
+        }
+        state.recent.insert(key);
+        state.recent_order.push_back(key);
+    }
+    let seq = state.next_seq;
+    state.next_seq += 1;
+    state.held += 1;
+    state.bytes += size;
+    counters.queued(1);
+    let entry = state.destinations.entry(destination.clone()).or_default();
+    entry.waiting.push_back(Held {
+        delivery,
+        queued: Instant::now(),
+        seq,
+    });
+    let start = !entry.worker;
+    entry.worker = true;
+    drop(state);
+    if start {
+        let worker = work(shared.clone(), destination);
+        shared.runtime().spawn(worker);
+    }
+    Ok(())
 }
 
 impl Shared {

@@ -1007,10 +1007,18 @@ async fn a_reload_keeps_the_counts_and_finishes_the_delivery_being_sent() {
     assert_eq!(series(&new_metrics, &outcome("delivered")), 3);
     assert_eq!(series(&new_metrics, &dropped("shutdown")), 0);
     assert_eq!(series(&new_metrics, DEPTH), 0);
+    // A post that reaches the replaced deliverer after the reload (the callback began it
+    // before) goes to the new one, and is sent and counted there.
+    old.enqueue(delivery(&url, "t-1", 9)).unwrap();
+    assert_eq!(hook.next().await.body, delivery(&url, "t-1", 9).body);
+    reaches(&new_metrics, &outcome("delivered"), 4).await;
+    assert_eq!(series(&new_metrics, &dropped("shutdown")), 0);
+    // Once the new one stops too, nothing takes it.
+    new.shutdown(Duration::from_millis(100)).await;
     assert_eq!(
-        old.enqueue(delivery(&url, "t-1", 9)),
+        old.enqueue(delivery(&url, "t-1", 10)),
         Err(Refused::Closed),
-        "the replaced deliverer takes no more"
+        "a stopped gateway takes no more"
     );
     hook.nothing_more();
 }
