@@ -535,25 +535,36 @@ fn tls_connector(
     ca_pem: Option<&[u8]>,
     identity_pem: Option<&[u8]>,
 ) -> Result<Tls, String> {
-    let config = shared_client_config(ca_pem, identity_pem)?;
+    let config = shared_client_config(ca_pem, identity_pem, Alpn::H2)?;
     let name =
         rustls::pki_types::ServerName::try_from(host.to_owned()).map_err(|e| e.to_string())?;
     Ok((tokio_rustls::TlsConnector::from(config), name))
 }
 
-/// The rustls configuration of `ca_pem` and `identity_pem`, one for every backend made of
-/// the same bytes: each holds the system's roots, about 100 KiB, which per route made
+/// The protocols a backend client offers in TLS (ALPN).
+#[derive(Clone, Copy)]
+pub(crate) enum Alpn {
+    /// gRPC: HTTP/2 only.
+    H2,
+    /// HTTP+JSON: HTTP/2 or HTTP/1.1, as the agent prefers.
+    H2OrHttp1,
+}
+
+/// The rustls configuration of `ca_pem`, `identity_pem` and `alpn`, one for every backend
+/// made of the same: each holds the system's roots, about 100 KiB, which per route made
 /// 2,000 `https://` routes take 200 MiB (benches/README.md, many routes). Held weakly, so
 /// a reload's rotated files make a new one and the old one goes with its last route.
-fn shared_client_config(
+pub(crate) fn shared_client_config(
     ca_pem: Option<&[u8]>,
     identity_pem: Option<&[u8]>,
+    alpn: Alpn,
 ) -> Result<Arc<rustls::ClientConfig>, String> {
     type Shared = std::collections::HashMap<Vec<u8>, std::sync::Weak<rustls::ClientConfig>>;
     static SHARED: std::sync::LazyLock<std::sync::Mutex<Shared>> =
         std::sync::LazyLock::new(Default::default);
-    // The key: a digest of both inputs, each told apart from its absence and its length.
+    // The key: a digest of the inputs, each told apart from its absence and its length.
     let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
+    digest.update(&[alpn as u8]);
     for part in [ca_pem, identity_pem] {
         match part {
             None => digest.update(&[0]),
@@ -569,17 +580,18 @@ fn shared_client_config(
     if let Some(config) = shared.get(&key).and_then(std::sync::Weak::upgrade) {
         return Ok(config);
     }
-    let config = Arc::new(client_config(ca_pem, identity_pem)?);
+    let config = Arc::new(client_config(ca_pem, identity_pem, alpn)?);
     shared.retain(|_, config| config.strong_count() > 0);
     shared.insert(key, Arc::downgrade(&config));
     Ok(config)
 }
 
-/// A rustls configuration trusting the system roots plus `ca_pem`, offering ALPN `h2`,
+/// A rustls configuration trusting the system roots plus `ca_pem`, offering `alpn`,
 /// presenting the client certificate of `identity_pem` when given.
 fn client_config(
     ca_pem: Option<&[u8]>,
     identity_pem: Option<&[u8]>,
+    alpn: Alpn,
 ) -> Result<rustls::ClientConfig, String> {
     use rustls::pki_types::pem::PemObject as _;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -616,7 +628,10 @@ fn client_config(
                 .map_err(|e| fail(&e))?
         }
     };
-    config.alpn_protocols = vec![b"h2".to_vec()];
+    config.alpn_protocols = match alpn {
+        Alpn::H2 => vec![b"h2".to_vec()],
+        Alpn::H2OrHttp1 => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+    };
     Ok(config)
 }
 
@@ -631,17 +646,21 @@ mod tests {
             made.cert.pem()
         };
         let (one, other) = (ca("one.test"), ca("other.test"));
-        let first = shared_client_config(Some(one.as_bytes()), None).unwrap();
-        let again = shared_client_config(Some(one.as_bytes()), None).unwrap();
+        let first = shared_client_config(Some(one.as_bytes()), None, Alpn::H2).unwrap();
+        let again = shared_client_config(Some(one.as_bytes()), None, Alpn::H2).unwrap();
         assert!(Arc::ptr_eq(&first, &again));
-        let rotated = shared_client_config(Some(other.as_bytes()), None).unwrap();
+        let rotated = shared_client_config(Some(other.as_bytes()), None, Alpn::H2).unwrap();
         assert!(!Arc::ptr_eq(&first, &rotated));
-        let without = shared_client_config(None, None).unwrap();
+        let without = shared_client_config(None, None, Alpn::H2).unwrap();
         assert!(!Arc::ptr_eq(&first, &without));
         assert!(Arc::ptr_eq(
             &without,
-            &shared_client_config(None, None).unwrap()
+            &shared_client_config(None, None, Alpn::H2).unwrap()
         ));
+        // HTTP+JSON clients offer HTTP/1.1 too: a configuration of their own.
+        let rest = shared_client_config(None, None, Alpn::H2OrHttp1).unwrap();
+        assert!(!Arc::ptr_eq(&without, &rest));
+        assert_eq!(rest.alpn_protocols, [b"h2".to_vec(), b"http/1.1".to_vec()]);
     }
 
     #[test]

@@ -63,6 +63,7 @@ use self::route::{layout, Outgoing};
 use self::sse::SseParser;
 use super::error::Seen;
 use super::fault::Fault;
+use super::grpc::{shared_client_config, Alpn};
 use super::{Answer, Backend, Call, Error, EventStream, Status};
 use crate::backend::observed::BackendCall;
 use crate::proto::StreamResponse;
@@ -167,19 +168,11 @@ impl RestBackend {
                 "credentials in the URL are not supported (forward Authorization instead)".into(),
             ));
         }
-        let mut builder = reqwest::Client::builder();
-        if let Some(pem) = ca_pem {
-            let certificates = reqwest::Certificate::from_pem_bundle(pem)
-                .map_err(|e| err(format!("CA certificates: {e}")))?;
-            for certificate in certificates {
-                builder = builder.add_root_certificate(certificate);
-            }
-        }
-        if let Some(pem) = identity_pem {
-            let identity = reqwest::Identity::from_pem(pem)
-                .map_err(|e| err(format!("client certificate: {e}")))?;
-            builder = builder.identity(identity);
-        }
+        // The TLS configuration (roots, CA bundle, client certificate) is the one every
+        // backend client made of the same files shares: reqwest's own, built per client,
+        // made each HTTP+JSON route cost tens of KiB (benches/README.md, many routes).
+        let tls = shared_client_config(ca_pem, identity_pem, Alpn::H2OrHttp1).map_err(err)?;
+        let mut builder = reqwest::Client::builder().use_preconfigured_tls((*tls).clone());
         if let (Some(address), Some(host)) = (address, parsed.host_str()) {
             builder = builder.resolve(host, address);
         }
