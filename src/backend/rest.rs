@@ -94,6 +94,9 @@ pub struct RestBackend {
 #[derive(Debug)]
 struct Shared {
     client: reqwest::Client,
+    /// The shared TLS configuration `client` holds a copy of: held here, since the cache
+    /// (`shared_client_config`) keeps it only while a backend does.
+    _tls: Arc<rustls::ClientConfig>,
     /// `scheme://authority[/base/path]` without a trailing slash.
     base: String,
     /// The backend answered 405 to `GET …:subscribe` and accepted `POST`.
@@ -172,7 +175,7 @@ impl RestBackend {
         // backend client made of the same files shares: reqwest's own, built per client,
         // made each HTTP+JSON route cost tens of KiB (benches/README.md, many routes).
         let tls = shared_client_config(ca_pem, identity_pem, Alpn::H2OrHttp1).map_err(err)?;
-        let mut builder = reqwest::Client::builder().use_preconfigured_tls((*tls).clone());
+        let mut builder = reqwest::Client::builder().use_preconfigured_tls(tls.as_ref().clone());
         if let (Some(address), Some(host)) = (address, parsed.host_str()) {
             builder = builder.resolve(host, address);
         }
@@ -190,6 +193,7 @@ impl RestBackend {
         Ok(Self {
             shared: Arc::new(Shared {
                 client,
+                _tls: tls,
                 base: parsed.as_str().trim_end_matches('/').to_owned(),
                 subscribe_post: AtomicBool::new(false),
             }),
