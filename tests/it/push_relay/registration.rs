@@ -331,14 +331,7 @@ fn a_relay_without_its_callback_or_a_good_key_is_refused_at_load() {
 async fn a_token_opens_only_for_its_route_and_caller() {
     let (agent, _store, agent_url) = started_agent().await;
     let key = key_file();
-    let callers = TempFile::new(
-        "keys",
-        &format!(
-            "alice {}\nbob {}\n",
-            key_digest_hex(b"alice-key"),
-            key_digest_hex(b"bob-key")
-        ),
-    );
+    let callers = alice_and_bob();
     let route = |name: &str| {
         format!(
             "[[route]]\nname = \"{name}\"\npath = \"/{name}\"\nbackend = \"{agent_url}\"\n\
@@ -509,14 +502,7 @@ async fn a_route_that_does_not_relay_never_shows_the_relays_sealed_configs() {
 async fn another_caller_cannot_replace_a_callers_config() {
     let (agent, store, agent_url) = started_agent().await;
     let key = key_file();
-    let callers = TempFile::new(
-        "keys",
-        &format!(
-            "alice {}\nbob {}\n",
-            key_digest_hex(b"alice-key"),
-            key_digest_hex(b"bob-key")
-        ),
-    );
+    let callers = alice_and_bob();
     let config = TempFile::new(
         "toml",
         &format!(
@@ -579,4 +565,14 @@ async fn another_caller_cannot_replace_a_callers_config() {
     assert_eq!(shown["result"]["token"], "alice-token", "{shown}");
     let updated = call_as(&orders, "alice-key", create, config(None, "alice-2")).await;
     assert_eq!(updated["result"]["token"], "alice-2", "{updated}");
+}
+
+/// An API-key file of two callers: `alice` (key `alice-key`) and `bob` (`bob-key`).
+fn alice_and_bob() -> TempFile {
+    let keys = format!(
+        "alice {}\nbob {}\n",
+        key_digest_hex(b"alice-key"),
+        key_digest_hex(b"bob-key")
+    );
+    TempFile::new("keys", &keys)
 }
