@@ -4,13 +4,18 @@
 //! takes clients of its own from it (`client`), and `/readyz` its probes.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
 
 use crate::backend::endpoints::NewClient;
 use crate::backend::grpc::GrpcBackend;
 use crate::backend::rest::{RestBackend, RestConfigError};
-use crate::backend::Backend;
+use crate::backend::{self, Answer, Backend, Call, EventStream};
 use crate::protocol::binding::Binding;
+use crate::protocol::error::{A2aError, ErrorKind};
+use crate::protocol::ops::{Reply, StreamRequest, UnaryRequest};
 use crate::settings::ClientSettings;
 
 use super::RouteError;
@@ -79,13 +84,66 @@ impl Connector {
     pub fn client(&self) -> Result<Arc<dyn Backend>, RestConfigError> {
         Ok(match self {
             Connector::Grpc(grpc) => Arc::new(grpc.for_worker()),
-            Connector::Rest(target) => Arc::new(target.client()?),
+            Connector::Rest(target) => Arc::new(LazyRest {
+                target: target.clone(),
+                client: OnceLock::new(),
+            }),
         })
     }
 
     /// How a balanced endpoint makes its worker clients.
     pub fn new_client(self) -> NewClient {
         Box::new(move || self.client().map_err(|e| e.to_string()))
+    }
+}
+
+/// A worker's HTTP+JSON client, made at its first call: a reqwest client is several KiB,
+/// and of 10,000 routes most workers call few (benches/README.md, many routes). Its
+/// settings were checked when the connector was made (`Connector::new`).
+struct LazyRest {
+    target: Arc<RestTarget>,
+    client: OnceLock<Option<RestBackend>>,
+}
+
+impl LazyRest {
+    /// The client, made now if this is the first call; `None` if it cannot be made.
+    fn get(&self) -> Option<&RestBackend> {
+        let made = self.client.get_or_init(|| {
+            let client = self.target.client();
+            // Made from the settings `Connector::new` checked: only a host that can no
+            // longer load its TLS roots fails here.
+            client
+                .inspect_err(|e| tracing::error!("HTTP+JSON client not made: {e}"))
+                .ok()
+        });
+        made.as_ref()
+    }
+
+    fn unsent<T: Send + 'static>() -> BoxFuture<'static, Result<T, backend::Error>> {
+        let error = A2aError::new(ErrorKind::Internal);
+        futures::future::ready(Err(backend::Error::Unsent(Box::new(error)))).boxed()
+    }
+}
+
+impl Backend for LazyRest {
+    fn unary(
+        &self,
+        call: Call<UnaryRequest>,
+    ) -> BoxFuture<'static, Result<Answer<Reply>, backend::Error>> {
+        match self.get() {
+            Some(client) => client.unary(call),
+            None => Self::unsent(),
+        }
+    }
+
+    fn stream(
+        &self,
+        call: Call<StreamRequest>,
+    ) -> BoxFuture<'static, Result<Answer<EventStream>, backend::Error>> {
+        match self.get() {
+            Some(client) => client.stream(call),
+            None => Self::unsent(),
+        }
     }
 }
 
