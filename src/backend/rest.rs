@@ -111,6 +111,16 @@ pub struct RestConfigError {
     reason: String,
 }
 
+impl RestConfigError {
+    /// `url` (its credentials left out) cannot be used, for `reason`.
+    pub(crate) fn new(url: &str, reason: String) -> RestConfigError {
+        RestConfigError {
+            url: without_credentials(url).into_owned(),
+            reason,
+        }
+    }
+}
+
 impl RestBackend {
     /// A backend at `url` (`http://host:port[/base-path]`, `https://` for TLS). HTTP/2 is
     /// used when TLS negotiates it, HTTP/1.1 otherwise. For TLS the system roots are trusted,
@@ -155,10 +165,7 @@ impl RestBackend {
         identity_pem: Option<&[u8]>,
         address: Option<std::net::SocketAddr>,
     ) -> Result<Self, RestConfigError> {
-        let err = |reason: String| RestConfigError {
-            url: without_credentials(url).into_owned(),
-            reason,
-        };
+        let err = |reason: String| RestConfigError::new(url, reason);
         let parsed = reqwest::Url::parse(url).map_err(|e| err(e.to_string()))?;
         if !matches!(parsed.scheme(), "http" | "https") || !parsed.has_host() {
             return Err(err("expected http://host:port or https://host:port".into()));

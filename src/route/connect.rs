@@ -10,7 +10,7 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 
 use crate::backend::endpoints::NewClient;
-use crate::backend::grpc::GrpcBackend;
+use crate::backend::grpc::{shared_client_config, Alpn, GrpcBackend};
 use crate::backend::rest::{RestBackend, RestConfigError};
 use crate::backend::{self, Answer, Backend, Call, EventStream};
 use crate::protocol::binding::Binding;
@@ -36,6 +36,10 @@ pub struct RestTarget {
     /// The address to connect to instead of resolving the URL's host (a `dns:///` pod).
     address: Option<SocketAddr>,
     client: ClientSettings,
+    /// The TLS configuration its clients share, held while the route is: the cache
+    /// (`shared_client_config`) holds it only weakly, and clients are made at their first
+    /// call, so without this every route built it again (the system's roots read anew).
+    _tls: Arc<rustls::ClientConfig>,
 }
 
 impl Connector {
@@ -54,10 +58,13 @@ impl Connector {
             // `--binding` is read by `Binding::backend`, which refuses it.
             Binding::JsonRpc => unreachable!("a JSON-RPC backend is refused by the settings"),
             Binding::HttpJson => {
+                let tls = shared_client_config(ca, identity, Alpn::H2OrHttp1)
+                    .map_err(|reason| RestConfigError::new(url, reason))?;
                 let target = RestTarget {
                     url: url.to_owned(),
                     address: None,
                     client: client.clone(),
+                    _tls: tls,
                 };
                 // A client made and dropped: its URL, CA and identity are checked now, not
                 // in a worker.
@@ -76,6 +83,7 @@ impl Connector {
                 url: target.url.clone(),
                 address: Some(address),
                 client: target.client.clone(),
+                _tls: target._tls.clone(),
             })),
         }
     }
@@ -160,5 +168,32 @@ impl RestTarget {
             Some(address) => RestBackend::at(&self.url, timeout, ca, id, address)?,
         };
         Ok(rest.max_message(client.max_message))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// Two HTTP+JSON routes of the same TLS files share one configuration, built once: each
+    /// built its own (the system's roots read anew) when nothing held the cache's.
+    #[test]
+    fn http_json_connectors_of_the_same_files_share_one_tls_configuration() {
+        let client = ClientSettings {
+            connect_timeout: Duration::from_secs(1),
+            max_message: 1 << 20,
+            keepalive_interval: Duration::from_secs(30),
+            keepalive_timeout: Duration::from_secs(10),
+            keepalive_while_idle: false,
+            ca: None,
+            identity: None,
+        };
+        let tls = |url: &str| match Connector::new(url, Binding::HttpJson, &client).unwrap() {
+            Connector::Rest(target) => target._tls.clone(),
+            Connector::Grpc(_) => unreachable!("an HTTP+JSON connector"),
+        };
+        let first = tls("http://127.0.0.1:1");
+        assert!(Arc::ptr_eq(&first, &tls("https://agent.example/a2a")));
     }
 }
