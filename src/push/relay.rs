@@ -37,13 +37,18 @@ pub struct RelaySettings {
 }
 
 impl RelaySettings {
+    /// Whether the relay sealed `config`'s token (with any of its keys).
+    pub(crate) fn sealed(&self, config: &TaskPushNotificationConfig) -> bool {
+        self.keys.open(&config.token).is_some()
+    }
+
     /// On a route that does not relay: leaves out of `reply` the configs whose tokens the
     /// relay sealed (registered through a relaying route to the same agent). Whoever holds
     /// such a token can post notifications to its client's webhook, so only the relaying
     /// route shows them, and only to their caller (`Relay::show_out`). List leaves them
     /// out; Get answers as for an unknown task.
     pub(crate) fn hide_sealed(&self, reply: &mut Reply) -> Result<(), A2aError> {
-        let sealed = |config: &TaskPushNotificationConfig| self.keys.open(&config.token).is_some();
+        let sealed = |config: &TaskPushNotificationConfig| self.sealed(config);
         match reply {
             Reply::CreateTaskPushNotificationConfig(config)
             | Reply::GetTaskPushNotificationConfig(config)

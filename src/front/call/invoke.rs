@@ -107,6 +107,34 @@ fn forwarded(x: &Exchange<'_>) -> (Vec<(http::HeaderName, http::HeaderValue)>, u
     (forwarded, dropped)
 }
 
+/// On a route that does not relay, a config the relay sealed (registered through another
+/// route to the same agent) is not to be deleted: it is answered as an unknown one.
+pub(super) async fn not_relayed(
+    x: &mut Exchange<'_>,
+    relayed: &crate::push::relay::RelaySettings,
+    delete: &crate::proto::DeleteTaskPushNotificationConfigRequest,
+) -> Result<(), A2aError> {
+    let get = GetTaskPushNotificationConfigRequest {
+        tenant: delete.tenant.clone(),
+        task_id: delete.task_id.clone(),
+        id: delete.id.clone(),
+    };
+    match held_config(x, get).await {
+        Ok(Reply::GetTaskPushNotificationConfig(config)) if relayed.sealed(&config) => {
+            Err(A2aError::new(ErrorKind::TaskNotFound))
+        }
+        Ok(_) => Ok(()),
+        Err(err) if absent(err.kind) => Ok(()),
+        Err(err) => Err(err),
+    }
+}
+
+/// Whether an agent's answer to a config lookup says it shows no such config.
+fn absent(kind: ErrorKind) -> bool {
+    use ErrorKind::{MethodNotFound, TaskNotFound, UnsupportedOperation};
+    matches!(kind, TaskNotFound | MethodNotFound | UnsupportedOperation)
+}
+
 /// Only the caller who registered a config on a relaying route may delete it, which its
 /// token says: the agent cannot tell that route's callers apart, so it is asked for the
 /// config first (with the headers the Delete will carry). Another caller's is an unknown
@@ -131,16 +159,17 @@ pub(super) async fn deletable(
     }
 }
 
-/// A push config for an existing task (a Create, or a message continuing the task) on a
-/// relaying route replaces the agent's config of the same id, and with it the webhook of
-/// whoever registered that one: refused when the agent holds one that is not the caller's
-/// (asked first, as for `deletable`). A config given no id is looked for under its task's
+/// A push config for an existing task (a Create, or a message continuing the task)
+/// replaces the agent's config of the same id, and with it the webhook of whoever
+/// registered that one: refused when the agent holds one that is `foreign` (on a relaying
+/// route another caller's; on a route that does not relay, one the relay sealed), asked
+/// first, as for `deletable`. A config given no id is looked for under its task's
 /// id, which is what an agent names it after (the reference SDK does). One the agent does
 /// not hold, or cannot be asked about, is the call's to answer; a message starting a task
 /// replaces nothing.
 pub(super) async fn creatable(
     x: &mut Exchange<'_>,
-    relay: &crate::push::relay::Relay,
+    foreign: impl Fn(&crate::proto::TaskPushNotificationConfig, &Exchange<'_>) -> bool,
     request: &Request,
 ) -> Result<(), A2aError> {
     let (tenant, task_id, config) = match request {
@@ -170,9 +199,7 @@ pub(super) async fn creatable(
         id,
     };
     match held_config(x, get).await {
-        Ok(Reply::GetTaskPushNotificationConfig(config))
-            if !relay.owns(&config, x.principal.as_ref()) =>
-        {
+        Ok(Reply::GetTaskPushNotificationConfig(config)) if foreign(&config, x) => {
             let why = "another caller's push config of this task has this id";
             let field = x
                 .dialect
@@ -182,7 +209,12 @@ pub(super) async fn creatable(
                 });
             Err(A2aError::invalid_params(&field, why))
         }
-        _ => Ok(()),
+        Ok(_) => Ok(()),
+        // None held, or none the agent shows (it keeps configs it cannot be asked for):
+        // the call goes on. Any other failure to ask (an id the binding cannot carry in a
+        // lookup, an overloaded agent) must not let it replace one unseen.
+        Err(err) if absent(err.kind) => Ok(()),
+        Err(err) => Err(err),
     }
 }
 

@@ -26,18 +26,23 @@ impl<L: Layer<Box<Request>> + Sync> Layer<Box<Request>> for PushCheck<L> {
             // Boxed: only a call that carries a push URL pays for the check's future (the
             // resolver's is large).
             Box::pin(check(x, &mut request)).await?;
+            // Boxed too: only a registration where a relay is configured asks the agent first.
             if let Some(relay) = &x.gateway.relay {
-                // Boxed too: only a relaying route's registration asks the agent first.
-                Box::pin(super::invoke::creatable(x, relay, &request)).await?;
+                let foreign =
+                    |config: &_, x: &Exchange<'_>| !relay.owns(config, x.principal.as_ref());
+                Box::pin(super::invoke::creatable(x, foreign, &request)).await?;
+            } else if let Some(relayed) = x.gateway.relayed_elsewhere.clone() {
+                let foreign = |config: &_, _: &Exchange<'_>| relayed.sealed(config);
+                Box::pin(super::invoke::creatable(x, foreign, &request)).await?;
             }
         }
-        if let (
-            Some(relay),
-            Request::Unary(UnaryRequest::DeleteTaskPushNotificationConfig(delete)),
-        ) = (&x.gateway.relay, &*request)
-        {
-            // Boxed too: only a relaying route's Delete pays for asking the agent.
-            Box::pin(super::invoke::deletable(x, relay, delete)).await?;
+        if let Request::Unary(UnaryRequest::DeleteTaskPushNotificationConfig(delete)) = &*request {
+            // Boxed too: only a Delete where a relay is configured pays for asking the agent.
+            if let Some(relay) = &x.gateway.relay {
+                Box::pin(super::invoke::deletable(x, relay, delete)).await?;
+            } else if let Some(relayed) = x.gateway.relayed_elsewhere.clone() {
+                Box::pin(super::invoke::not_relayed(x, &relayed, delete)).await?;
+            }
         }
         self.0.call(x, request).await
     }

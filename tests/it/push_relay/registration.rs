@@ -480,6 +480,14 @@ async fn a_route_that_does_not_relay_never_shows_the_relays_sealed_configs() {
         listed["result"]["configs"][0]["token"], "plain-token",
         "{listed}"
     );
+    // Nor may it replace or delete one: the agent is asked first.
+    let mut replacing = client_config("t-1");
+    replacing["token"] = json!("plain-token");
+    let refused = call(&plain, "CreateTaskPushNotificationConfig", replacing).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let deleting = json!({"taskId": "t-1", "id": "cfg-1"});
+    let refused = call(&plain, "DeleteTaskPushNotificationConfig", deleting).await;
+    assert_eq!(refused["error"]["code"], -32001, "{refused}");
     // The relaying route shows its caller the config as registered.
     let listed = call(
         &relayed,
