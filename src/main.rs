@@ -87,9 +87,19 @@ async fn check(settings: &Settings, file: &std::path::Path) -> ExitCode {
     if let Err(e) = Routes::new(settings, demo) {
         return fail(&e.to_string());
     }
-    println!("{}: ok, {} route(s)", file.display(), settings.routes.len());
+    use std::io::Write as _;
+    // Written, not printed: a reader that stops early (`| head`) ends the listing, not the
+    // process in a panic.
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "{}: ok, {} route(s)",
+        file.display(),
+        settings.routes.len()
+    );
     for route in &settings.routes {
-        println!(
+        let written = writeln!(
+            out,
             "  {}: {}{} -> {} ({})",
             route.name,
             route.host.as_deref().unwrap_or("*"),
@@ -97,6 +107,9 @@ async fn check(settings: &Settings, file: &std::path::Path) -> ExitCode {
             backends(route),
             route.binding,
         );
+        if written.is_err() {
+            break;
+        }
     }
     ExitCode::SUCCESS
 }

@@ -794,3 +794,33 @@ async fn the_demo_answers_an_unknown_huge_id_with_a_small_error() {
     assert!(message.len() < 200, "{message}");
     assert!(reply.to_string().len() < 2000, "{reply}");
 }
+
+/// `check-config` whose reader stops early (`| head -1`) ends its listing there, not in a
+/// panic: 3,000 routes list more than a pipe holds.
+#[test]
+fn check_config_ends_quietly_when_its_reader_stops() {
+    use std::io::Read as _;
+    let path = std::env::temp_dir().join(format!("a2a-many-{}.toml", std::process::id()));
+    let routes: String = (0..3000)
+        .map(|i| {
+            format!(
+                "[[route]]\nname = \"r{i}\"\npath = \"/r{i}\"\nbackend = \"http://127.0.0.1:1\"\n"
+            )
+        })
+        .collect();
+    std::fs::write(&path, routes).unwrap();
+    let mut child = Command::new(BIN)
+        .args(["check-config", path.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 16];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    // The reader is gone: the rest of the listing meets a closed pipe.
+    let out = child.wait_with_output().unwrap();
+    std::fs::remove_file(&path).ok();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+}
