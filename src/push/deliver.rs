@@ -586,12 +586,14 @@ fn dedupe_key(delivery: &Delivery) -> [u8; 32] {
     let authentication = delivery.authentication.as_ref();
     let (scheme, credentials) = authentication.map_or(("", ""), |(s, c)| (s, c));
     let token = delivery.token.as_deref();
+    // The scheme as HTTP compares it: without case (RFC 9110 11.1).
+    let scheme = scheme.to_ascii_lowercase();
     // Each part with its length (and the token's presence), so no two differ only in
     // where one part ends and the next begins.
     for part in [
         delivery.url.as_str(),
         token.unwrap_or(""),
-        scheme,
+        &scheme,
         credentials,
     ] {
         context.update(&(part.len() as u64).to_le_bytes());

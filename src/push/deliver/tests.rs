@@ -330,13 +330,19 @@ async fn a_duplicate_event_is_delivered_once_to_each_registration() {
         ..delivery(&a, "t-1", 1)
     };
     deliverer.enqueue(other_credentials).unwrap();
+    // The same credentials with the scheme in another case are the same registration.
+    let same_credentials = Delivery {
+        authentication: Some(("bearer".into(), "s-2".into())),
+        ..delivery(&a, "t-1", 1)
+    };
+    deliverer.enqueue(same_credentials).unwrap();
     let mut paths = Vec::new();
     for _ in 0..5 {
         paths.push(hook.next().await.path);
     }
     assert_eq!(paths, ["/a", "/b", "/a", "/a", "/a"]);
     reaches(&metrics, &outcome("delivered"), 5).await;
-    assert_eq!(series(&metrics, &dropped("duplicate")), 1);
+    assert_eq!(series(&metrics, &dropped("duplicate")), 2);
     hook.nothing_more();
 }
 
