@@ -10,11 +10,12 @@ use futures::stream::MapErr;
 use futures::{StreamExt, TryStreamExt};
 
 use crate::auth::owner::Caller;
+use crate::auth::Principal;
 use crate::backend::fault::Fault;
 use crate::backend::{self, Backend, Call, EventStream, Status};
 use crate::front::call::{Answer, Exchange, Layer, Started, Wire};
 use crate::front::grpc;
-use crate::proto::GetTaskPushNotificationConfigRequest;
+use crate::proto::{GetTaskPushNotificationConfigRequest, TaskPushNotificationConfig};
 use crate::protocol::error::{A2aError, ErrorKind};
 use crate::protocol::ops::{Reply, Request, StreamRequest, UnaryRequest};
 use crate::telemetry::access::CallRecord;
@@ -107,25 +108,50 @@ fn forwarded(x: &Exchange<'_>) -> (Vec<(http::HeaderName, http::HeaderValue)>, u
     (forwarded, dropped)
 }
 
-/// On a route that does not relay, a config the relay sealed (registered through another
-/// route to the same agent) is not to be deleted: it is answered as an unknown one.
-pub(super) async fn not_relayed(
+/// Whose push configs held by the agent a route's callers may not replace or delete: on a
+/// relaying route another caller's (its token says whose); on a route that does not relay,
+/// in a gateway where another does, those the relay sealed (registered through that route).
+pub(super) enum Keeper<'a> {
+    Relay(&'a crate::push::relay::Relay),
+    Elsewhere(&'a crate::push::relay::RelaySettings),
+}
+
+impl<'a> Keeper<'a> {
+    /// The route's keeper, if a relay is configured.
+    pub(super) fn of(gateway: &'a crate::front::Gateway) -> Option<Keeper<'a>> {
+        match (&gateway.relay, &gateway.relayed_elsewhere) {
+            (Some(relay), _) => Some(Keeper::Relay(relay)),
+            (None, Some(relayed)) => Some(Keeper::Elsewhere(relayed)),
+            (None, None) => None,
+        }
+    }
+
+    /// Whether `config` is not the caller's (`principal`) to replace or delete.
+    fn foreign(&self, config: &TaskPushNotificationConfig, principal: Option<&Principal>) -> bool {
+        match self {
+            Keeper::Relay(relay) => !relay.owns(config, principal),
+            Keeper::Elsewhere(relayed) => relayed.sealed(config),
+        }
+    }
+}
+
+/// A Delete goes on only for a config that is not `foreign` to the caller: the agent cannot
+/// tell the callers apart, so it is asked for the config first (with the headers the Delete
+/// will carry). A foreign one is answered as an unknown one; a failed lookup fails the
+/// Delete.
+pub(super) async fn deletable(
     x: &mut Exchange<'_>,
-    relayed: &crate::push::relay::RelaySettings,
+    keeper: &Keeper<'_>,
     delete: &crate::proto::DeleteTaskPushNotificationConfigRequest,
 ) -> Result<(), A2aError> {
-    let get = GetTaskPushNotificationConfigRequest {
-        tenant: delete.tenant.clone(),
-        task_id: delete.task_id.clone(),
-        id: delete.id.clone(),
-    };
-    match held_config(x, get).await {
-        Ok(Reply::GetTaskPushNotificationConfig(config)) if relayed.sealed(&config) => {
-            Err(A2aError::new(ErrorKind::TaskNotFound))
+    let held = held_config(x, &delete.tenant, &delete.task_id, &delete.id).await?;
+    match held {
+        Reply::GetTaskPushNotificationConfig(config)
+            if !keeper.foreign(&config, x.principal.as_ref()) =>
+        {
+            Ok(())
         }
-        Ok(_) => Ok(()),
-        Err(err) if absent(err.kind) => Ok(()),
-        Err(err) => Err(err),
+        _ => Err(A2aError::new(ErrorKind::TaskNotFound)),
     }
 }
 
@@ -135,41 +161,15 @@ fn absent(kind: ErrorKind) -> bool {
     matches!(kind, TaskNotFound | MethodNotFound | UnsupportedOperation)
 }
 
-/// Only the caller who registered a config on a relaying route may delete it, which its
-/// token says: the agent cannot tell that route's callers apart, so it is asked for the
-/// config first (with the headers the Delete will carry). Another caller's is an unknown
-/// one.
-pub(super) async fn deletable(
-    x: &mut Exchange<'_>,
-    relay: &crate::push::relay::Relay,
-    delete: &crate::proto::DeleteTaskPushNotificationConfigRequest,
-) -> Result<(), A2aError> {
-    let get = GetTaskPushNotificationConfigRequest {
-        tenant: delete.tenant.clone(),
-        task_id: delete.task_id.clone(),
-        id: delete.id.clone(),
-    };
-    match held_config(x, get).await? {
-        Reply::GetTaskPushNotificationConfig(config)
-            if relay.owns(&config, x.principal.as_ref()) =>
-        {
-            Ok(())
-        }
-        _ => Err(A2aError::new(ErrorKind::TaskNotFound)),
-    }
-}
-
 /// A push config for an existing task (a Create, or a message continuing the task)
 /// replaces the agent's config of the same id, and with it the webhook of whoever
-/// registered that one: refused when the agent holds one that is `foreign` (on a relaying
-/// route another caller's; on a route that does not relay, one the relay sealed), asked
-/// first, as for `deletable`. A config given no id is looked for under its task's
-/// id, which is what an agent names it after (the reference SDK does). One the agent does
-/// not hold, or cannot be asked about, is the call's to answer; a message starting a task
-/// replaces nothing.
+/// registered that one: refused when the agent holds one `foreign` to the caller, asked
+/// first, as for `deletable`. A config given no id is looked for under its task's id,
+/// which is what an agent names it after (the reference SDK does). One the agent does not
+/// hold is the call's to answer; a message starting a task replaces nothing.
 pub(super) async fn creatable(
     x: &mut Exchange<'_>,
-    foreign: impl Fn(&crate::proto::TaskPushNotificationConfig, &Exchange<'_>) -> bool,
+    keeper: &Keeper<'_>,
     request: &Request,
 ) -> Result<(), A2aError> {
     let (tenant, task_id, config) = match request {
@@ -177,7 +177,7 @@ pub(super) async fn creatable(
             (&config.tenant, &config.task_id, config)
         }
         Request::Unary(UnaryRequest::SendMessage(send))
-        | Request::Stream(crate::protocol::ops::StreamRequest::SendStreamingMessage(send)) => {
+        | Request::Stream(StreamRequest::SendStreamingMessage(send)) => {
             let pushed = send.configuration.as_ref();
             let config = pushed.and_then(|c| c.task_push_notification_config.as_ref());
             match (config, send.message.as_ref()) {
@@ -190,16 +190,13 @@ pub(super) async fn creatable(
         _ => return Ok(()),
     };
     let id = match config.id.is_empty() {
-        true => task_id.clone(),
-        false => config.id.clone(),
+        true => task_id,
+        false => &config.id,
     };
-    let get = GetTaskPushNotificationConfigRequest {
-        tenant: tenant.clone(),
-        task_id: task_id.clone(),
-        id,
-    };
-    match held_config(x, get).await {
-        Ok(Reply::GetTaskPushNotificationConfig(config)) if foreign(&config, x) => {
+    match held_config(x, tenant, task_id, id).await {
+        Ok(Reply::GetTaskPushNotificationConfig(config))
+            if keeper.foreign(&config, x.principal.as_ref()) =>
+        {
             let why = "another caller's push config of this task has this id";
             let field = x
                 .dialect
@@ -218,11 +215,19 @@ pub(super) async fn creatable(
     }
 }
 
-/// The agent's answer to `get`, asked with the headers the call itself will carry.
+/// The agent's config `id` of task `task_id`, asked with the headers the call itself will
+/// carry.
 async fn held_config(
     x: &mut Exchange<'_>,
-    get: GetTaskPushNotificationConfigRequest,
+    tenant: &str,
+    task_id: &str,
+    id: &str,
 ) -> Result<Reply, A2aError> {
+    let get = GetTaskPushNotificationConfigRequest {
+        tenant: tenant.to_owned(),
+        task_id: task_id.to_owned(),
+        id: id.to_owned(),
+    };
     let (forwarded, _) = forwarded(x);
     let probe = Call {
         request: UnaryRequest::GetTaskPushNotificationConfig(get),

@@ -1,11 +1,12 @@
 //! Push check: a push config the request gives the agent must pass the route's push guard
 //! (`push/guard.rs`), so a refused URL never reaches the agent; on a relaying route it is
 //! then replaced by the gateway's callback and a sealed token (`push/relay.rs`), whose
-//! replies `invoke` shows the client as it registered them; a Delete on a relaying route
-//! goes on only for the caller who registered the config (`invoke::deletable`), and a
-//! config for an existing task only when it replaces none of another caller's
-//! (`invoke::creatable`).
+//! replies `invoke` shows the client as it registered them. Where a relay is configured, a
+//! Delete goes on only for a config the caller may touch (`invoke::deletable`), and a config
+//! for an existing task only when it replaces none it may not (`invoke::creatable`); whose
+//! those are, `invoke::Keeper` says.
 
+use crate::front::call::invoke::{creatable, deletable, Keeper};
 use crate::front::call::{Answer, Exchange, Layer};
 use crate::protocol::error::A2aError;
 use crate::protocol::ops::{Request, UnaryRequest};
@@ -26,23 +27,19 @@ impl<L: Layer<Box<Request>> + Sync> Layer<Box<Request>> for PushCheck<L> {
             // Boxed: only a call that carries a push URL pays for the check's future (the
             // resolver's is large).
             Box::pin(check(x, &mut request)).await?;
-            // Boxed too: only a registration where a relay is configured asks the agent first.
-            if let Some(relay) = &x.gateway.relay {
-                let foreign =
-                    |config: &_, x: &Exchange<'_>| !relay.owns(config, x.principal.as_ref());
-                Box::pin(super::invoke::creatable(x, foreign, &request)).await?;
-            } else if let Some(relayed) = x.gateway.relayed_elsewhere.clone() {
-                let foreign = |config: &_, _: &Exchange<'_>| relayed.sealed(config);
-                Box::pin(super::invoke::creatable(x, foreign, &request)).await?;
+            if let Some(keeper) = Keeper::of(x.gateway) {
+                // Boxed too: only a registration where a relay is configured asks the agent
+                // first.
+                Box::pin(creatable(x, &keeper, &request)).await?;
             }
         }
-        if let Request::Unary(UnaryRequest::DeleteTaskPushNotificationConfig(delete)) = &*request {
+        if let (
+            Some(keeper),
+            Request::Unary(UnaryRequest::DeleteTaskPushNotificationConfig(delete)),
+        ) = (Keeper::of(x.gateway), &*request)
+        {
             // Boxed too: only a Delete where a relay is configured pays for asking the agent.
-            if let Some(relay) = &x.gateway.relay {
-                Box::pin(super::invoke::deletable(x, relay, delete)).await?;
-            } else if let Some(relayed) = x.gateway.relayed_elsewhere.clone() {
-                Box::pin(super::invoke::not_relayed(x, &relayed, delete)).await?;
-            }
+            Box::pin(deletable(x, &keeper, delete)).await?;
         }
         self.0.call(x, request).await
     }
