@@ -208,7 +208,16 @@ async fn serve_connection(
     };
     let connection = (peer, edge, max_header_size, limits);
     match tls {
-        None => serve_http(stream, connection, None, stop).await,
+        None => {
+            // As long as a connection that sends nothing would be kept waiting for its
+            // first request.
+            let version = tokio::select! {
+                version = clients::sniff_version(&stream) => version,
+                _ = stop.wait_for(|stop| *stop) => return,
+                () = tokio::time::sleep(limits.idle_timeout) => return,
+            };
+            serve_http(stream, connection, (None, version), stop).await
+        }
         Some(tls) => {
             // Boxed: the TLS session and its connection state would otherwise size the task
             // of every cleartext connection too.
@@ -216,11 +225,18 @@ async fn serve_connection(
                 if let Some(session) = tls.accept(stream, &mut stop).await {
                     // The verified client certificate's names, read once for every request
                     // of the connection (mTLS identity, `auth::mtls`).
-                    let identity = session.get_ref().1.peer_certificates();
-                    let identity = identity
+                    let tls = session.get_ref().1;
+                    let identity = tls
+                        .peer_certificates()
                         .and_then(|chain| chain.first())
                         .map(|leaf| Arc::new(PeerIdentity::of(leaf)));
-                    serve_http(session, connection, identity, stop).await;
+                    // The protocol agreed by ALPN needs no detection (`clients::sniff_version`).
+                    let version = match tls.alpn_protocol() {
+                        Some(b"h2") => Some(http::Version::HTTP_2),
+                        Some(b"http/1.1") => Some(http::Version::HTTP_11),
+                        _ => None,
+                    };
+                    serve_http(session, connection, (identity, version), stop).await;
                 }
             })
             .await
@@ -231,7 +247,7 @@ async fn serve_connection(
 /// HTTP/1.1 or HTTP/2 (prior knowledge, or chosen by ALPN) on one connection within
 /// `limits`, closed gracefully once `stop` turns true or no request has been in flight for
 /// the idle timeout. Each request carries the peer's address and, over TLS with a client
-/// certificate, its `identity`.
+/// certificate, its `identity`; `version`, when known, spares detecting the protocol.
 async fn serve_http<I>(
     stream: I,
     (peer, edge, max_header_size, limits): (
@@ -240,8 +256,8 @@ async fn serve_http<I>(
         Option<usize>,
         ClientLimits,
     ),
-    identity: Option<Arc<PeerIdentity>>,
-    mut stop: watch::Receiver<bool>,
+    (identity, version): (Option<Arc<PeerIdentity>>, Option<http::Version>),
+    stop: watch::Receiver<bool>,
 ) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -256,21 +272,45 @@ async fn serve_http<I>(
     });
     let activity = clients::Activity::new();
     let service = TowerToHyperService::new(clients::Track::new(edge, activity.clone(), limits));
-    let mut builder = clients::builder(&limits);
+    let io = TokioIo::new(clients::SendStall::new(stream, limits.send_timeout));
+    let idle = activity.idle_for(limits.idle_timeout);
     // With header limits, the listener refuses (431) heads above every route's limit
     // before they are buffered whole; each route then holds requests to its own.
+    if version == Some(http::Version::HTTP_11) {
+        // hyper's HTTP/1.1 connection alone: a task sized for the auto builder's HTTP/2
+        // state too would hold about 6 KiB for every connection (benches/README.md).
+        let mut builder = clients::http1_builder(&limits);
+        if let Some(max) = max_header_size {
+            builder.max_buf_size(max.max(MIN_BUF_SIZE));
+        }
+        let connection = std::pin::pin!(builder.serve_connection(io, service));
+        drive(connection, |c| c.graceful_shutdown(), stop, idle).await;
+        return;
+    }
+    let mut builder = clients::builder(&limits, version);
     if let Some(max) = max_header_size {
         builder.http1().max_buf_size(max.max(MIN_BUF_SIZE));
         builder
             .http2()
             .max_header_list_size(max.try_into().unwrap_or(u32::MAX));
     }
-    let io = TokioIo::new(clients::SendStall::new(stream, limits.send_timeout));
-    let mut connection = std::pin::pin!(builder.serve_connection(io, service));
+    // Boxed, so that it sizes only the connections it serves (see above).
+    let mut connection = Box::pin(builder.serve_connection(io, service));
+    drive(connection.as_mut(), |c| c.graceful_shutdown(), stop, idle).await;
+}
+
+/// Serves `connection` until it ends; once `stop` turns true or `idle` resolves, it is shut
+/// down gracefully first.
+async fn drive<C: Future>(
+    mut connection: std::pin::Pin<&mut C>,
+    graceful_shutdown: impl FnOnce(std::pin::Pin<&mut C>),
+    mut stop: watch::Receiver<bool>,
+    idle: impl Future<Output = ()>,
+) {
     tokio::select! {
         _ = connection.as_mut() => return,
-        _ = stop.wait_for(|stop| *stop) => connection.as_mut().graceful_shutdown(),
-        () = activity.idle_for(limits.idle_timeout) => connection.as_mut().graceful_shutdown(),
+        _ = stop.wait_for(|stop| *stop) => graceful_shutdown(connection.as_mut()),
+        () = idle => graceful_shutdown(connection.as_mut()),
     }
     let _ = connection.await;
 }

@@ -18,6 +18,7 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
 use tokio::time::{sleep_until, Instant, Sleep};
 
 /// HTTP/2 pings find connections whose peer vanished while streams are open (idle ones
@@ -62,15 +63,42 @@ impl Default for ClientLimits {
     }
 }
 
-/// The connection builder (HTTP/1.1, or HTTP/2 with prior knowledge) with every limit
-/// that bounds what a client holds set explicitly.
-pub fn builder(limits: &ClientLimits) -> auto::Builder<TokioExecutor> {
+/// What an HTTP/2 client sends first (RFC 9113, section 3.4).
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// The protocol of a cleartext connection, told from its first bytes without taking them
+/// (`None`: not told yet, as when the bytes so far begin the HTTP/2 preface). Knowing it
+/// spares hyper-util's detection, which hands hyper the connection's first 24 bytes as a
+/// read of their own: hyper's HTTP/1.1 read buffer then grows from 8 to 16 KiB on every
+/// connection, held for as long as the connection lives (benches/README.md, "fan-in").
+pub async fn sniff_version(stream: &TcpStream) -> Option<http::Version> {
+    let mut first = [0; H2_PREFACE.len()];
+    let n = stream.peek(&mut first).await.ok()?;
+    if first[..n] != H2_PREFACE[..n] {
+        Some(http::Version::HTTP_11)
+    } else if n == H2_PREFACE.len() {
+        Some(http::Version::HTTP_2)
+    } else {
+        None
+    }
+}
+
+/// The connection builder (HTTP/1.1, or HTTP/2 with prior knowledge; only `version`
+/// when it is known) with every limit that bounds what a client holds set explicitly.
+pub fn builder(
+    limits: &ClientLimits,
+    version: Option<http::Version>,
+) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder = match version {
+        Some(http::Version::HTTP_11) => builder.http1_only(),
+        Some(http::Version::HTTP_2) => builder.http2_only(),
+        _ => builder,
+    };
+    // As `http1_builder`.
     builder
         .http1()
         .timer(TokioTimer::new())
-        // hyper restarts this timer whenever it waits for a request head: slowloris heads
-        // and idle keep-alive connections both end with it.
         .header_read_timeout(limits.header_timeout);
     builder
         .http2()
@@ -80,6 +108,18 @@ pub fn builder(limits: &ClientLimits) -> auto::Builder<TokioExecutor> {
         .max_local_error_reset_streams(HTTP2_MAX_LOCAL_ERROR_RESETS)
         .keep_alive_interval(HTTP2_PING_INTERVAL)
         .keep_alive_timeout(HTTP2_PING_TIMEOUT);
+    builder
+}
+
+/// The HTTP/1.1 connection builder, for connections known to speak it, with the same
+/// settings as `builder`'s.
+pub fn http1_builder(limits: &ClientLimits) -> hyper::server::conn::http1::Builder {
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        // hyper restarts this timer whenever it waits for a request head: slowloris heads
+        // and idle keep-alive connections both end with it.
+        .header_read_timeout(limits.header_timeout);
     builder
 }
 

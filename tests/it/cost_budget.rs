@@ -126,8 +126,25 @@ const STREAM_FRAME: Budget = Budget {
     bytes: 520.0,
 };
 
+/// The bytes one open SSE stream holds in the gateway over HTTP/1.1 (its connection, its
+/// call, its body), with the client's socket in this process, net of what was freed once
+/// the stream's first event arrived. Measured (this debug build; futures are smaller in
+/// release): 25,705 bytes in 20 allocations, of which hyper's read and write buffers are
+/// 8 KiB each; 42,937 bytes in 22 before the protocol was told from the first bytes
+/// (`server::clients::sniff_version`), which spares hyper growing its read buffer to
+/// 16 KiB, and HTTP/1.1 was served without the auto builder's HTTP/2 state
+/// (benches/README.md, "fan-in").
+const HELD_PER_STREAM: Budget = Budget {
+    what: "held by an open SSE stream",
+    allocations: 21.0,
+    bytes: 27_000.0,
+};
+
+/// The text of a SendStreamingMessage whose stream sends one event and stays open.
+const HOLD: &str = "stream:hold";
+
 /// Answers at once: SendMessage echoes the message, GetTask returns a fixed task,
-/// SendStreamingMessage streams `stream:N` status updates.
+/// SendStreamingMessage streams `stream:N` status updates (`HOLD`: one, then stays open).
 struct Stub {
     task: Task,
     event: StreamResponse,
@@ -185,11 +202,22 @@ impl Backend for Stub {
         let StreamRequest::SendStreamingMessage(request) = call.request else {
             return std::future::ready(Err(unsupported())).boxed();
         };
-        let frames: usize = first_text(&request.message.unwrap_or_default())
+        let text = first_text(&request.message.unwrap_or_default()).to_owned();
+        let event = self.event.clone();
+        if text == HOLD {
+            // One event, then the stream stays open.
+            let events = futures::stream::iter([Ok(event)]).chain(futures::stream::pending());
+            return std::future::ready(Ok(Answer {
+                value: events.boxed(),
+                status: Some(Status::Grpc(tonic::Code::Ok)),
+                extensions: None,
+            }))
+            .boxed();
+        }
+        let frames: usize = text
             .strip_prefix("stream:")
             .and_then(|n| n.parse().ok())
             .unwrap_or(1);
-        let event = self.event.clone();
         let events = futures::stream::iter((0..frames).map(move |_| Ok(event.clone()))).boxed();
         std::future::ready(Ok(Answer {
             value: events,
@@ -524,6 +552,87 @@ fn allocations_per_request_and_per_frame_stay_within_budget() {
         let long = cost(&router, &long_stream, 50, "statusUpdate").await;
         let per_frame = ((long.0 - short.0) / 1000.0, (long.1 - short.1) / 1000.0);
         check(&STREAM_FRAME, per_frame, &mut failures);
+        assert!(failures.is_empty(), "over budget:\n{}", failures.join("\n"));
+    });
+}
+
+/// `count` SSE streams opened over HTTP/1.1 to `addr`, each once its first event arrived.
+async fn open_streams(addr: std::net::SocketAddr, count: usize) -> Vec<tokio::net::TcpStream> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let body = stream_body(0).replace("stream:0", HOLD);
+    let request = format!(
+        "POST /a2a/jsonrpc HTTP/1.1\r\nhost: gateway\r\ncontent-type: application/json\r\n\
+         a2a-version: 1.0\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut streams = Vec::with_capacity(count);
+    for _ in 0..count {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut seen = Vec::new();
+        let mut buf = [0; 1024];
+        while !memchr_find(&seen, b"statusUpdate") {
+            let n = stream.read(&mut buf).await.unwrap();
+            assert!(n > 0, "{}", String::from_utf8_lossy(&seen));
+            seen.extend_from_slice(&buf[..n]);
+        }
+        assert!(
+            seen.starts_with(b"HTTP/1.1 200 "),
+            "{}",
+            String::from_utf8_lossy(&seen)
+        );
+        streams.push(stream);
+    }
+    streams
+}
+
+/// What an open stream holds, over a real socket through the server's connection path, in
+/// a process of its own (the counts are exact; nothing waits for time).
+#[test]
+fn bytes_held_per_open_stream_stay_within_budget() {
+    let test = "bytes_held_per_open_stream_stay_within_budget";
+    if !in_own_process(module_path!(), test, &[]) {
+        return;
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let settings = harness::route_settings(&["--push", "pass"]);
+        let gateway =
+            a2a_gateway::route::handler_over(&settings, Arc::new(stub()), Default::default())
+                .unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(a2a_gateway::server::serve(
+            listener,
+            a2a_gateway::server::router(gateway, "/a2a/jsonrpc"),
+            async {
+                let _ = stopped.await;
+            },
+            std::time::Duration::from_secs(1),
+        ));
+        // Warm-up: lazily initialised statics, the timer wheel and slabs settle first.
+        let warm = open_streams(addr, 50).await;
+        let streams = 200;
+        let region = Region::new(GLOBAL);
+        let held = open_streams(addr, streams).await;
+        let change = region.change();
+        let net_allocations = change.allocations as f64 - change.deallocations as f64;
+        let net_bytes = change.bytes_allocated as f64 - change.bytes_deallocated as f64
+            + change.bytes_reallocated as f64;
+        let mut failures = Vec::new();
+        let per_stream = streams as f64;
+        check(
+            &HELD_PER_STREAM,
+            (net_allocations / per_stream, net_bytes / per_stream),
+            &mut failures,
+        );
+        drop((warm, held));
+        let _ = stop.send(());
+        server.await.unwrap();
         assert!(failures.is_empty(), "over budget:\n{}", failures.join("\n"));
     });
 }

@@ -130,6 +130,34 @@ async fn a_panicking_handler_gets_a_jsonrpc_internal_error_and_serving_goes_on()
     assert_eq!(reply["result"]["name"], "n", "{reply}");
 }
 
+/// The protocol of a cleartext connection is told from its first bytes
+/// (`server::clients::sniff_version`); a request whose first bytes could still begin
+/// HTTP/2's preface is left to hyper-util's detection and answered the same.
+#[tokio::test]
+async fn requests_that_begin_like_http2_are_answered() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (_backend, url) = setup(|_| Answer::Reply(card())).await;
+    let url: http::Uri = url.parse().unwrap();
+    let authority = url.authority().unwrap().as_str().to_owned();
+    let head = format!(
+        "POST {} HTTP/1.1\r\nhost: {authority}\r\ncontent-type: application/json\r\n\
+         a2a-version: 1.0\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{CARD_REQUEST}",
+        url.path(),
+        CARD_REQUEST.len()
+    );
+    let mut stream = tokio::net::TcpStream::connect(&authority).await.unwrap();
+    // "P" begins the preface too. Most likely the gateway has looked at it alone by the
+    // time the rest arrives; either way the answer must be the same.
+    stream.write_all(&head.as_bytes()[..1]).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    stream.write_all(&head.as_bytes()[1..]).await.unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
+    assert!(answer.contains(r#""name":"n""#), "{answer}");
+}
+
 /// RFC 9112 section 3.2: a request with two `Host` fields, an invalid one, or none over
 /// HTTP/1.1 gets 400 on every path (the JSON-RPC endpoint, the card, the probes) and never
 /// reaches the agent; HTTP/1.0 needs none, and a fully qualified name's trailing dot is valid.
