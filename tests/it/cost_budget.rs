@@ -478,10 +478,9 @@ fn check(budget: &Budget, (allocations, bytes): (f64, f64), failures: &mut Vec<S
     }
 }
 
-/// One test in a process of its own: the global counters see no other test's work.
-#[test]
-fn allocations_per_request_and_per_frame_stay_within_budget() {
-    let test = "allocations_per_request_and_per_frame_stay_within_budget";
+/// Runs `test` (this module's test of that name) in a process of its own, where the
+/// global counters see no other test's work, on a current-thread runtime.
+fn in_own_runtime(test: &str, body: impl std::future::Future<Output = ()>) {
     if !in_own_process(module_path!(), test, &[]) {
         return;
     }
@@ -489,71 +488,80 @@ fn allocations_per_request_and_per_frame_stay_within_budget() {
         .enable_all()
         .build()
         .unwrap();
-    runtime.block_on(async {
-        let router = router();
-        let small = send_body(&"x".repeat(76));
-        let large = send_body(&"x".repeat(16 * 1024 - 124));
-        let short_stream = stream_body(10);
-        let long_stream = stream_body(1010);
-        // Warm-up: lazily initialised statics, timer wheel and buffers settle first.
-        for body in [&small, &large, GET_TASK_BODY, &short_stream, &long_stream] {
-            cost(&router, body, 20, "\"result\"").await;
-        }
+    runtime.block_on(body);
+}
 
-        let mut failures = Vec::new();
-        check(
-            &SEND_SMALL,
-            cost(&router, &small, 200, "\"result\"").await,
-            &mut failures,
-        );
-        check(
-            &SEND_16K,
-            cost(&router, &large, 200, "\"result\"").await,
-            &mut failures,
-        );
-        check(
-            &GET_TASK,
-            cost(&router, GET_TASK_BODY, 200, "task-1").await,
-            &mut failures,
-        );
-        let grpc = grpc_router().await;
-        cost(&grpc, &small, 20, "\"result\"").await;
-        check(
-            &SEND_SMALL_GRPC,
-            cost(&grpc, &small, 200, "\"result\"").await,
-            &mut failures,
-        );
-        let grpc_front = grpc_front_router();
-        let text = "x".repeat(76);
-        cost_of(&grpc_front, || grpc_send(&text), 20, &text).await;
-        check(
-            &SEND_SMALL_GRPC_FRONT,
-            cost_of(&grpc_front, || grpc_send(&text), 200, &text).await,
-            &mut failures,
-        );
-        let rest = rest_router();
-        // The same message as `small`, as the HTTP+JSON body (the params alone).
-        let params = &small[small.find("{\"message\"").unwrap()..small.len() - 1];
-        let send = || rest_request("/a2a/rest/message:send", Some(params));
-        let get = || rest_request("/a2a/rest/tasks/task-1", None);
-        cost_of(&rest, send, 20, "\"message\"").await;
-        cost_of(&rest, get, 20, "task-1").await;
-        check(
-            &REST_SEND_SMALL,
-            cost_of(&rest, send, 200, "\"message\"").await,
-            &mut failures,
-        );
-        check(
-            &REST_GET_TASK,
-            cost_of(&rest, get, 200, "task-1").await,
-            &mut failures,
-        );
-        let short = cost(&router, &short_stream, 50, "statusUpdate").await;
-        let long = cost(&router, &long_stream, 50, "statusUpdate").await;
-        let per_frame = ((long.0 - short.0) / 1000.0, (long.1 - short.1) / 1000.0);
-        check(&STREAM_FRAME, per_frame, &mut failures);
-        assert!(failures.is_empty(), "over budget:\n{}", failures.join("\n"));
-    });
+/// One test in a process of its own: the global counters see no other test's work.
+#[test]
+fn allocations_per_request_and_per_frame_stay_within_budget() {
+    in_own_runtime(
+        "allocations_per_request_and_per_frame_stay_within_budget",
+        async {
+            let router = router();
+            let small = send_body(&"x".repeat(76));
+            let large = send_body(&"x".repeat(16 * 1024 - 124));
+            let short_stream = stream_body(10);
+            let long_stream = stream_body(1010);
+            // Warm-up: lazily initialised statics, timer wheel and buffers settle first.
+            for body in [&small, &large, GET_TASK_BODY, &short_stream, &long_stream] {
+                cost(&router, body, 20, "\"result\"").await;
+            }
+
+            let mut failures = Vec::new();
+            check(
+                &SEND_SMALL,
+                cost(&router, &small, 200, "\"result\"").await,
+                &mut failures,
+            );
+            check(
+                &SEND_16K,
+                cost(&router, &large, 200, "\"result\"").await,
+                &mut failures,
+            );
+            check(
+                &GET_TASK,
+                cost(&router, GET_TASK_BODY, 200, "task-1").await,
+                &mut failures,
+            );
+            let grpc = grpc_router().await;
+            cost(&grpc, &small, 20, "\"result\"").await;
+            check(
+                &SEND_SMALL_GRPC,
+                cost(&grpc, &small, 200, "\"result\"").await,
+                &mut failures,
+            );
+            let grpc_front = grpc_front_router();
+            let text = "x".repeat(76);
+            cost_of(&grpc_front, || grpc_send(&text), 20, &text).await;
+            check(
+                &SEND_SMALL_GRPC_FRONT,
+                cost_of(&grpc_front, || grpc_send(&text), 200, &text).await,
+                &mut failures,
+            );
+            let rest = rest_router();
+            // The same message as `small`, as the HTTP+JSON body (the params alone).
+            let params = &small[small.find("{\"message\"").unwrap()..small.len() - 1];
+            let send = || rest_request("/a2a/rest/message:send", Some(params));
+            let get = || rest_request("/a2a/rest/tasks/task-1", None);
+            cost_of(&rest, send, 20, "\"message\"").await;
+            cost_of(&rest, get, 20, "task-1").await;
+            check(
+                &REST_SEND_SMALL,
+                cost_of(&rest, send, 200, "\"message\"").await,
+                &mut failures,
+            );
+            check(
+                &REST_GET_TASK,
+                cost_of(&rest, get, 200, "task-1").await,
+                &mut failures,
+            );
+            let short = cost(&router, &short_stream, 50, "statusUpdate").await;
+            let long = cost(&router, &long_stream, 50, "statusUpdate").await;
+            let per_frame = ((long.0 - short.0) / 1000.0, (long.1 - short.1) / 1000.0);
+            check(&STREAM_FRAME, per_frame, &mut failures);
+            assert!(failures.is_empty(), "over budget:\n{}", failures.join("\n"));
+        },
+    );
 }
 
 /// `count` SSE streams opened over HTTP/1.1 to `addr`, each once its first event arrived.
@@ -590,15 +598,7 @@ async fn open_streams(addr: std::net::SocketAddr, count: usize) -> Vec<tokio::ne
 /// a process of its own (the counts are exact; nothing waits for time).
 #[test]
 fn bytes_held_per_open_stream_stay_within_budget() {
-    let test = "bytes_held_per_open_stream_stay_within_budget";
-    if !in_own_process(module_path!(), test, &[]) {
-        return;
-    }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    in_own_runtime("bytes_held_per_open_stream_stay_within_budget", async {
         let settings = harness::route_settings(&["--push", "pass"]);
         let gateway =
             a2a_gateway::route::handler_over(&settings, Arc::new(stub()), Default::default())
