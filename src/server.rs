@@ -208,16 +208,8 @@ async fn serve_connection(
     };
     let connection = (peer, edge, max_header_size, limits);
     match tls {
-        None => {
-            // As long as a connection that sends nothing would be kept waiting for its
-            // first request.
-            let version = tokio::select! {
-                version = clients::sniff_version(&stream) => version,
-                _ = stop.wait_for(|stop| *stop) => return,
-                () = tokio::time::sleep(limits.idle_timeout) => return,
-            };
-            serve_http(stream, connection, (None, version), stop).await
-        }
+        // Cleartext: hyper-util's auto builder tells HTTP/1.1 from HTTP/2 prior knowledge.
+        None => serve_http(stream, connection, (None, None), stop).await,
         Some(tls) => {
             // Boxed: the TLS session and its connection state would otherwise size the task
             // of every cleartext connection too.
@@ -230,7 +222,7 @@ async fn serve_connection(
                         .peer_certificates()
                         .and_then(|chain| chain.first())
                         .map(|leaf| Arc::new(PeerIdentity::of(leaf)));
-                    // The protocol agreed by ALPN needs no detection (`clients::sniff_version`).
+                    // The protocol rustls agreed by ALPN needs no detection.
                     let version = match tls.alpn_protocol() {
                         Some(b"h2") => Some(http::Version::HTTP_2),
                         Some(b"http/1.1") => Some(http::Version::HTTP_11),
@@ -247,7 +239,7 @@ async fn serve_connection(
 /// HTTP/1.1 or HTTP/2 (prior knowledge, or chosen by ALPN) on one connection within
 /// `limits`, closed gracefully once `stop` turns true or no request has been in flight for
 /// the idle timeout. Each request carries the peer's address and, over TLS with a client
-/// certificate, its `identity`; `version`, when known, spares detecting the protocol.
+/// certificate, its `identity`; `version`, when ALPN agreed one, spares detecting it.
 async fn serve_http<I>(
     stream: I,
     (peer, edge, max_header_size, limits): (
@@ -294,9 +286,8 @@ async fn serve_http<I>(
             .http2()
             .max_header_list_size(max.try_into().unwrap_or(u32::MAX));
     }
-    // Boxed, so that it sizes only the connections it serves (see above).
-    let mut connection = Box::pin(builder.serve_connection(io, service));
-    drive(connection.as_mut(), |c| c.graceful_shutdown(), stop, idle).await;
+    let connection = std::pin::pin!(builder.serve_connection(io, service));
+    drive(connection, |c| c.graceful_shutdown(), stop, idle).await;
 }
 
 /// Serves `connection` until it ends; once `stop` turns true or `idle` resolves, it is shut

@@ -18,7 +18,6 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
 use tokio::time::{sleep_until, Instant, Sleep};
 
 /// HTTP/2 pings find connections whose peer vanished while streams are open (idle ones
@@ -60,26 +59,6 @@ impl Default for ClientLimits {
             idle_timeout: Duration::from_secs(60),
             send_timeout: Duration::from_secs(30),
         }
-    }
-}
-
-/// What an HTTP/2 client sends first (RFC 9113, section 3.4).
-const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
-/// The protocol of a cleartext connection, told from its first bytes without taking them
-/// (`None`: not told yet, as when the bytes so far begin the HTTP/2 preface). Knowing it
-/// spares hyper-util's detection, which hands hyper the connection's first 24 bytes as a
-/// read of their own: hyper's HTTP/1.1 read buffer then grows from 8 to 16 KiB on every
-/// connection, held for as long as the connection lives (benches/README.md, "fan-in").
-pub async fn sniff_version(stream: &TcpStream) -> Option<http::Version> {
-    let mut first = [0; H2_PREFACE.len()];
-    let n = stream.peek(&mut first).await.ok()?;
-    if first[..n] != H2_PREFACE[..n] {
-        Some(http::Version::HTTP_11)
-    } else if n == H2_PREFACE.len() {
-        Some(http::Version::HTTP_2)
-    } else {
-        None
     }
 }
 

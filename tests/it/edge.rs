@@ -130,9 +130,8 @@ async fn a_panicking_handler_gets_a_jsonrpc_internal_error_and_serving_goes_on()
     assert_eq!(reply["result"]["name"], "n", "{reply}");
 }
 
-/// The protocol of a cleartext connection is told from its first bytes
-/// (`server::clients::sniff_version`); a request whose first bytes could still begin
-/// HTTP/2's preface is left to hyper-util's detection and answered the same.
+/// hyper-util's detection tells a cleartext connection's protocol from its first bytes; a
+/// request whose first byte could also begin HTTP/2's preface is answered as HTTP/1.1.
 #[tokio::test]
 async fn requests_that_begin_like_http2_are_answered() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
