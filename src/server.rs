@@ -269,8 +269,9 @@ async fn serve_http<I>(
     // With header limits, the listener refuses (431) heads above every route's limit
     // before they are buffered whole; each route then holds requests to its own.
     if version == Some(http::Version::HTTP_11) {
-        // hyper's HTTP/1.1 connection alone: a task sized for the auto builder's HTTP/2
-        // state too would hold about 6 KiB for every connection (benches/README.md).
+        // hyper's HTTP/1.1 connection, not the auto builder: its detection would hand hyper
+        // the first bytes as a read of their own, and hyper would grow its read buffer to
+        // 16 KiB for the connection's life (benches/README.md, "fan-in").
         let mut builder = clients::http1_builder(&limits);
         if let Some(max) = max_header_size {
             builder.max_buf_size(max.max(MIN_BUF_SIZE));
@@ -279,7 +280,7 @@ async fn serve_http<I>(
         drive(connection, |c| c.graceful_shutdown(), stop, idle).await;
         return;
     }
-    let mut builder = clients::builder(&limits, version);
+    let mut builder = clients::builder(&limits, version == Some(http::Version::HTTP_2));
     if let Some(max) = max_header_size {
         builder.http1().max_buf_size(max.max(MIN_BUF_SIZE));
         builder

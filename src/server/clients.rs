@@ -62,18 +62,13 @@ impl Default for ClientLimits {
     }
 }
 
-/// The connection builder (HTTP/1.1, or HTTP/2 with prior knowledge; only `version`
-/// when it is known) with every limit that bounds what a client holds set explicitly.
-pub fn builder(
-    limits: &ClientLimits,
-    version: Option<http::Version>,
-) -> auto::Builder<TokioExecutor> {
+/// The connection builder (HTTP/1.1, or HTTP/2 with prior knowledge; HTTP/2 only when
+/// ALPN chose it) with every limit that bounds what a client holds set explicitly.
+pub fn builder(limits: &ClientLimits, http2_only: bool) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder = match version {
-        Some(http::Version::HTTP_11) => builder.http1_only(),
-        Some(http::Version::HTTP_2) => builder.http2_only(),
-        _ => builder,
-    };
+    if http2_only {
+        builder = builder.http2_only();
+    }
     // As `http1_builder`.
     builder
         .http1()
@@ -90,7 +85,7 @@ pub fn builder(
     builder
 }
 
-/// The HTTP/1.1 connection builder, for connections known to speak it, with the same
+/// The HTTP/1.1 connection builder, for connections ALPN made HTTP/1.1, with the same
 /// settings as `builder`'s.
 pub fn http1_builder(limits: &ClientLimits) -> hyper::server::conn::http1::Builder {
     let mut builder = hyper::server::conn::http1::Builder::new();

@@ -58,12 +58,7 @@ async fn the_agent_sees_only_the_callback_and_the_client_only_its_own_config() {
     keep(&store, own);
     keep(&store, copied("t-1", "copied"));
     keep(&store, copied("t-2", "cfg-1"));
-    let listed = call(
-        &gateway.url,
-        "ListTaskPushNotificationConfigs",
-        json!({"taskId": "t-1"}),
-    )
-    .await;
+    let listed = configs_of(&gateway.url, "t-1").await;
     assert_eq!(listed["result"]["configs"], json!([shown]), "{listed}");
     assert!(!listed.to_string().contains(&seen.token), "{listed}");
     let other = call(
@@ -455,12 +450,7 @@ async fn a_route_that_does_not_relay_never_shows_the_relays_sealed_configs() {
     let get = json!({"taskId": "t-1", "id": "cfg-1"});
     let hidden = call(&plain, "GetTaskPushNotificationConfig", get).await;
     assert_eq!(hidden["error"]["code"], -32001, "{hidden}");
-    let listed = call(
-        &plain,
-        "ListTaskPushNotificationConfigs",
-        json!({"taskId": "t-1"}),
-    )
-    .await;
+    let listed = configs_of(&plain, "t-1").await;
     assert_eq!(
         listed["result"]["configs"].as_array().map_or(0, Vec::len),
         0,
@@ -470,12 +460,7 @@ async fn a_route_that_does_not_relay_never_shows_the_relays_sealed_configs() {
         assert!(!answer.to_string().contains(sealed.as_str()), "{answer}");
     }
     // The plain route's own config, unsealed, is shown as the agent holds it.
-    let listed = call(
-        &plain,
-        "ListTaskPushNotificationConfigs",
-        json!({"taskId": "t-2"}),
-    )
-    .await;
+    let listed = configs_of(&plain, "t-2").await;
     assert_eq!(
         listed["result"]["configs"][0]["token"], "plain-token",
         "{listed}"
@@ -489,12 +474,7 @@ async fn a_route_that_does_not_relay_never_shows_the_relays_sealed_configs() {
     let refused = call(&plain, "DeleteTaskPushNotificationConfig", deleting).await;
     assert_eq!(refused["error"]["code"], -32001, "{refused}");
     // The relaying route shows its caller the config as registered.
-    let listed = call(
-        &relayed,
-        "ListTaskPushNotificationConfigs",
-        json!({"taskId": "t-1"}),
-    )
-    .await;
+    let listed = configs_of(&relayed, "t-1").await;
     assert_eq!(
         listed["result"]["configs"][0]["token"], "client-token",
         "{listed}"
@@ -583,4 +563,10 @@ fn alice_and_bob() -> TempFile {
         key_digest_hex(b"bob-key")
     );
     TempFile::new("keys", &keys)
+}
+
+/// What `route` lists of `task`'s push configs.
+async fn configs_of(route: &str, task: &str) -> Value {
+    let params = json!({"taskId": task});
+    call(route, "ListTaskPushNotificationConfigs", params).await
 }
