@@ -426,11 +426,7 @@ async fn a_route_that_does_not_relay_never_shows_the_relays_sealed_configs() {
             key.path(),
         ),
     );
-    let settings = Settings::load(["a2a-gateway", "--config", config.path()]).unwrap();
-    let routes = Routes::new(&settings, None)
-        .unwrap()
-        .with_outbox("relayed", Arc::new(Recorded::default()));
-    let origin = serve_frontend(routes.frontend(&Arc::default()).unwrap()).await;
+    let origin = serve_config(config.path(), "relayed").await;
     let (relayed, plain) = (
         format!("{origin}/relayed/a2a/jsonrpc"),
         format!("{origin}/plain/a2a/jsonrpc"),
@@ -502,11 +498,7 @@ async fn another_caller_cannot_replace_a_callers_config() {
             callers.path(),
         ),
     );
-    let settings = Settings::load(["a2a-gateway", "--config", config.path()]).unwrap();
-    let routes = Routes::new(&settings, None)
-        .unwrap()
-        .with_outbox("orders", Arc::new(Recorded::default()));
-    let origin = serve_frontend(routes.frontend(&Arc::default()).unwrap()).await;
+    let origin = serve_config(config.path(), "orders").await;
     let orders = format!("{origin}/orders/a2a/jsonrpc");
     let create = "CreateTaskPushNotificationConfig";
     let config = |id: Option<&str>, token: &str| {
@@ -569,4 +561,14 @@ fn alice_and_bob() -> TempFile {
 async fn configs_of(route: &str, task: &str) -> Value {
     let params = json!({"taskId": task});
     call(route, "ListTaskPushNotificationConfigs", params).await
+}
+
+/// Serves the routes of the configuration file at `path`, `relay`'s deliveries recorded
+/// instead of sent; returns the origin.
+async fn serve_config(path: &str, relay: &str) -> String {
+    let settings = Settings::load(["a2a-gateway", "--config", path]).unwrap();
+    let routes = Routes::new(&settings, None)
+        .unwrap()
+        .with_outbox(relay, Arc::new(Recorded::default()));
+    serve_frontend(routes.frontend(&Arc::default()).unwrap()).await
 }
