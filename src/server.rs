@@ -208,7 +208,7 @@ async fn serve_connection(
     };
     let connection = (peer, edge, max_header_size, limits);
     match tls {
-        // Cleartext: hyper-util's auto builder tells HTTP/1.1 from HTTP/2 prior knowledge.
+        // Cleartext: HTTP/1.1, or HTTP/2 with prior knowledge (`serve_http`).
         None => serve_http(stream, connection, (None, None), stop).await,
         Some(tls) => {
             // Boxed: the TLS session and its connection state would otherwise size the task
@@ -266,45 +266,84 @@ async fn serve_http<I>(
     let service = TowerToHyperService::new(clients::Track::new(edge, activity.clone(), limits));
     let io = TokioIo::new(clients::SendStall::new(stream, limits.send_timeout));
     let idle = activity.idle_for(limits.idle_timeout);
-    // With header limits, the listener refuses (431) heads above every route's limit
-    // before they are buffered whole; each route then holds requests to its own.
-    if version == Some(http::Version::HTTP_11) {
-        // hyper's HTTP/1.1 connection, not the auto builder: its detection would hand hyper
-        // the first bytes as a read of their own, and hyper would grow its read buffer to
-        // 16 KiB for the connection's life (benches/README.md, "fan-in").
-        let mut builder = clients::http1_builder(&limits);
-        if let Some(max) = max_header_size {
-            builder.max_buf_size(max.max(MIN_BUF_SIZE));
-        }
-        let connection = std::pin::pin!(builder.serve_connection(io, service));
-        drive(connection, |c| c.graceful_shutdown(), stop, idle).await;
+    if version == Some(http::Version::HTTP_2) {
+        // Boxed here and below: HTTP/2's connection state would otherwise size every
+        // HTTP/1.1 connection's task too.
+        Box::pin(serve_http2(io, service, max_header_size, stop, idle)).await;
         return;
     }
-    let mut builder = clients::builder(&limits, version == Some(http::Version::HTTP_2));
+    // HTTP/1.1 first, also when nothing said which (cleartext, or TLS without ALPN): hyper's
+    // HTTP/1.1 connection tells an HTTP/2 preface (prior knowledge) from a request head and
+    // hands back what it read. hyper-util's detection instead hands hyper the first bytes as
+    // a read of their own, and hyper grows its read buffer to 16 KiB for the connection's
+    // life (benches/README.md, "fan-in"). A preface split before its 24th byte is answered
+    // as a malformed HTTP/1.1 request.
+    let mut builder = clients::http1_builder(&limits);
+    // With header limits, the listener refuses (431) heads above every route's limit
+    // before they are buffered whole; each route then holds requests to its own.
     if let Some(max) = max_header_size {
-        builder.http1().max_buf_size(max.max(MIN_BUF_SIZE));
-        builder
-            .http2()
-            .max_header_list_size(max.try_into().unwrap_or(u32::MAX));
+        builder.max_buf_size(max.max(MIN_BUF_SIZE));
     }
-    let connection = std::pin::pin!(builder.serve_connection(io, service));
-    drive(connection, |c| c.graceful_shutdown(), stop, idle).await;
+    let mut connection = builder.serve_connection(io, service);
+    let served = drive(
+        std::pin::Pin::new(&mut connection),
+        |c| c.graceful_shutdown(),
+        stop.clone(),
+        idle,
+    )
+    .await;
+    if version.is_some() || !served.is_err_and(|e| e.is_parse_version_h2()) {
+        return;
+    }
+    let hyper::server::conn::http1::Parts {
+        io,
+        read_buf,
+        service,
+        ..
+    } = connection.into_parts();
+    let io = clients::Replay::new(read_buf, io);
+    let idle = activity.idle_for(limits.idle_timeout);
+    Box::pin(serve_http2(io, service, max_header_size, stop, idle)).await;
 }
 
-/// Serves `connection` until it ends; once `stop` turns true or `idle` resolves, it is shut
+/// HTTP/2 on one connection, as `serve_http`.
+async fn serve_http2<I, S>(
+    io: I,
+    service: S,
+    max_header_size: Option<usize>,
+    stop: watch::Receiver<bool>,
+    idle: impl Future<Output = ()>,
+) where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    S: hyper::service::HttpService<hyper::body::Incoming> + Send,
+    S::Future: Send + 'static,
+    S::ResBody: Send + 'static,
+    <S::ResBody as hyper::body::Body>::Data: Send,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    <S::ResBody as hyper::body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let mut builder = clients::http2_builder();
+    if let Some(max) = max_header_size {
+        builder.max_header_list_size(max.try_into().unwrap_or(u32::MAX));
+    }
+    let connection = std::pin::pin!(builder.serve_connection(io, service));
+    let _ = drive(connection, |c| c.graceful_shutdown(), stop, idle).await;
+}
+
+/// Serves `connection` until it ends, and gives its outcome; once `stop` turns true or `idle` resolves, it is shut
 /// down gracefully first.
 async fn drive<C: Future>(
     mut connection: std::pin::Pin<&mut C>,
     graceful_shutdown: impl FnOnce(std::pin::Pin<&mut C>),
     mut stop: watch::Receiver<bool>,
     idle: impl Future<Output = ()>,
-) {
+) -> C::Output {
     tokio::select! {
-        _ = connection.as_mut() => return,
+        served = connection.as_mut() => return served,
         _ = stop.wait_for(|stop| *stop) => graceful_shutdown(connection.as_mut()),
         () = idle => graceful_shutdown(connection.as_mut()),
     }
-    let _ = connection.await;
+    connection.await
 }
 
 /// Errors of a single incoming connection are the client's problem; others (e.g. out of

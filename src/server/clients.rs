@@ -1,6 +1,7 @@
 //! What one client connection may hold of the gateway, and for how long (`ClientLimits`):
 //! the hyper connection settings (the request head's read deadline, HTTP/2 stream limits
-//! and pings, `builder`), a deadline for each whole request body (`DeadlineBody`), closing
+//! and pings, `http1_builder`, `http2_builder`; `Replay` hands HTTP/2 the bytes HTTP/1.1
+//! read of a cleartext connection), a deadline for each whole request body (`DeadlineBody`), closing
 //! connections with no request in flight (`Activity`), and a bound on how long a client may
 //! leave response bytes unread (`SendStall`: the connection is closed, which drops its
 //! streams and cancels their backend calls).
@@ -16,7 +17,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
-use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{sleep_until, Instant, Sleep};
 
@@ -62,20 +62,23 @@ impl Default for ClientLimits {
     }
 }
 
-/// The connection builder (HTTP/1.1, or HTTP/2 with prior knowledge; HTTP/2 only when
-/// ALPN chose it) with every limit that bounds what a client holds set explicitly.
-pub fn builder(limits: &ClientLimits, http2_only: bool) -> auto::Builder<TokioExecutor> {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    if http2_only {
-        builder = builder.http2_only();
-    }
-    // As `http1_builder`.
+/// The HTTP/1.1 connection builder, with every limit that bounds what a client holds set
+/// explicitly (as `http2_builder`).
+pub fn http1_builder(limits: &ClientLimits) -> hyper::server::conn::http1::Builder {
+    let mut builder = hyper::server::conn::http1::Builder::new();
     builder
-        .http1()
         .timer(TokioTimer::new())
+        // hyper restarts this timer whenever it waits for a request head: slowloris heads
+        // and idle keep-alive connections both end with it.
         .header_read_timeout(limits.header_timeout);
     builder
-        .http2()
+}
+
+/// The HTTP/2 connection builder (prior knowledge, or chosen by ALPN), with every limit
+/// that bounds what a client holds set explicitly (as `http1_builder`).
+pub fn http2_builder() -> hyper::server::conn::http2::Builder<TokioExecutor> {
+    let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+    builder
         .timer(TokioTimer::new())
         .max_concurrent_streams(HTTP2_MAX_STREAMS)
         .max_pending_accept_reset_streams(HTTP2_MAX_PENDING_ACCEPT_RESETS)
@@ -85,16 +88,67 @@ pub fn builder(limits: &ClientLimits, http2_only: bool) -> auto::Builder<TokioEx
     builder
 }
 
-/// The HTTP/1.1 connection builder, for connections ALPN made HTTP/1.1, with the same
-/// settings as `builder`'s.
-pub fn http1_builder(limits: &ClientLimits) -> hyper::server::conn::http1::Builder {
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        // hyper restarts this timer whenever it waits for a request head: slowloris heads
-        // and idle keep-alive connections both end with it.
-        .header_read_timeout(limits.header_timeout);
-    builder
+/// A connection whose first bytes were already read, by hyper's HTTP/1.1 connection that
+/// found HTTP/2's preface in them (`hyper::Error::is_parse_version_h2`): the HTTP/2
+/// server reads them again first. They are released once read.
+pub struct Replay<T> {
+    first: Bytes,
+    io: T,
+}
+
+impl<T> Replay<T> {
+    pub fn new(first: Bytes, io: T) -> Self {
+        Replay { first, io }
+    }
+}
+
+impl<T: hyper::rt::Read + Unpin> hyper::rt::Read for Replay<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        mut buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        if self.first.is_empty() {
+            return Pin::new(&mut self.io).poll_read(cx, buf);
+        }
+        let mut first = std::mem::take(&mut self.first);
+        let n = first.len().min(buf.remaining());
+        buf.put_slice(&first[..n]);
+        if n < first.len() {
+            self.first = first.split_off(n);
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<T: hyper::rt::Write + Unpin> hyper::rt::Write for Replay<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
 }
 
 /// A request body that fails once its deadline passes while it is still arriving, so a

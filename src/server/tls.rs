@@ -1,6 +1,6 @@
 //! HTTPS on the listener (rustls, ring): the certificate chain and key of `--tls-cert` and
-//! `--tls-key`; HTTP/2 and HTTP/1.1 offered by ALPN, both served by the hyper-util builder
-//! that serves cleartext (it tells them apart by the HTTP/2 preface); client certificates
+//! `--tls-key`; HTTP/2 and HTTP/1.1 offered by ALPN, each served by hyper's builder of the
+//! protocol ALPN chose (without ALPN, as cleartext: `server::serve_http`); client certificates
 //! verified against `--tls-client-ca` when it is set.
 //!
 //! The certificate is reloaded without a restart: a thread reads both files every second

@@ -129,15 +129,15 @@ const STREAM_FRAME: Budget = Budget {
 /// The bytes one open SSE stream holds in the gateway over HTTP/1.1 (its connection, its
 /// call, its body), with the client's socket in this process, net of what was freed once
 /// the stream's first event arrived. Measured (this debug build; futures are smaller in
-/// release): 43,145 bytes in 22 allocations. Most of it is hyper's: its read buffer, grown
-/// to 16 KiB because hyper-util's protocol detection hands it the first 24 bytes as a read
-/// of their own, its 8 KiB write buffer, and a connection task sized for HTTP/2's state
-/// too (benches/README.md, "fan-in"). Cleartext HTTP/1.1 pays that for as long as that
-/// detection is hyper-util's.
+/// release): 25,729 bytes in 20 allocations, most of it hyper's 8 KiB read and write
+/// buffers. It was 43,145 bytes in 22 while hyper-util's protocol detection served
+/// cleartext connections: it hands hyper the first bytes as a read of their own, hyper
+/// grew its read buffer to 16 KiB, and the connection's task was sized for HTTP/2's state
+/// too (benches/README.md, "fan-in").
 const HELD_PER_STREAM: Budget = Budget {
     what: "held by an open SSE stream",
-    allocations: 25.0,
-    bytes: 50_000.0,
+    allocations: 23.0,
+    bytes: 29_500.0,
 };
 
 /// The text of a SendStreamingMessage whose stream sends one event and stays open.

@@ -130,8 +130,8 @@ async fn a_panicking_handler_gets_a_jsonrpc_internal_error_and_serving_goes_on()
     assert_eq!(reply["result"]["name"], "n", "{reply}");
 }
 
-/// hyper-util's detection tells a cleartext connection's protocol from its first bytes; a
-/// request whose first byte could also begin HTTP/2's preface is answered as HTTP/1.1.
+/// hyper's HTTP/1.1 connection tells a cleartext connection's protocol from its first bytes;
+/// a request whose first byte could also begin HTTP/2's preface is answered as HTTP/1.1.
 #[tokio::test]
 async fn requests_that_begin_like_http2_are_answered() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -155,6 +155,39 @@ async fn requests_that_begin_like_http2_are_answered() {
     let answer = String::from_utf8_lossy(&answer);
     assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
     assert!(answer.contains(r#""name":"n""#), "{answer}");
+}
+
+/// HTTP/2 with prior knowledge on a cleartext connection is served once the whole preface
+/// (RFC 9113 section 3.4) has arrived, also in pieces that stop before the HTTP/1.1 parser
+/// can tell (here after "PRI"); a preface cut after its version, where the parser must
+/// decide, gets HTTP/1.1's 400 and a closed connection rather than a wait.
+#[tokio::test]
+async fn http2_prior_knowledge_is_told_by_its_whole_preface() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (_backend, url) = setup(|_| Answer::Reply(card())).await;
+    let url: http::Uri = url.parse().unwrap();
+    let authority = url.authority().unwrap().as_str().to_owned();
+    // The preface, then an empty SETTINGS frame (RFC 9113 section 6.5).
+    let start = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0";
+    for (cut, http2) in [(None, true), (Some(3), true), (Some(16), false)] {
+        let mut stream = tokio::net::TcpStream::connect(&authority).await.unwrap();
+        let (first, rest) = start.split_at(cut.unwrap_or(start.len()));
+        stream.write_all(first).await.unwrap();
+        if !rest.is_empty() {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            stream.write_all(rest).await.unwrap();
+        }
+        let mut answer = vec![0; 9];
+        stream.read_exact(&mut answer).await.unwrap();
+        if http2 {
+            // The server's SETTINGS frame: type 4 on stream 0, not an acknowledgement.
+            assert_eq!(answer[3..], [4, 0, 0, 0, 0, 0], "cut {cut:?}: {answer:?}");
+        } else {
+            stream.read_to_end(&mut answer).await.unwrap();
+            let answer = String::from_utf8_lossy(&answer);
+            assert!(answer.starts_with("HTTP/1.1 400 "), "cut {cut:?}: {answer}");
+        }
+    }
 }
 
 /// RFC 9112 section 3.2: a request with two `Host` fields, an invalid one, or none over
