@@ -2,7 +2,8 @@
 //! (`push/guard.rs`), so a refused URL never reaches the agent; on a relaying route it is
 //! then replaced by the gateway's callback and a sealed token (`push/relay.rs`), whose
 //! replies `invoke` shows the client as it registered them. Where a relay is configured, a
-//! Delete goes on only for a config the caller may touch (`invoke::deletable`), and a config
+//! Delete goes on only for a config the caller may touch (`invoke::deletable`), after which
+//! the relay's callback stops trusting its token (`push::relay::verified`), and a config
 //! for an existing task only when it replaces none it may not (`invoke::creatable`); whose
 //! those are, `invoke::Keeper` says.
 
@@ -39,7 +40,14 @@ impl<L: Layer<Box<Request>> + Sync> Layer<Box<Request>> for PushCheck<L> {
         ) = (Keeper::of(x.gateway), &*request)
         {
             // Boxed too: only a Delete where a relay is configured pays for asking the agent.
-            Box::pin(deletable(x, &keeper, delete)).await?;
+            let token = Box::pin(deletable(x, &keeper, delete)).await?;
+            let answer = self.0.call(x, request).await;
+            // The callback stops trusting the token here at once, whatever the agent
+            // answered (a failed Delete only costs the next post a lookup).
+            if let Some(relay) = &x.gateway.relay {
+                relay.settings.verified.forget(&token);
+            }
+            return answer;
         }
         self.0.call(x, request).await
     }
