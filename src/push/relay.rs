@@ -169,7 +169,7 @@ impl Relay {
     /// Replaces the push config `request` hands the agent, if any, with the gateway's
     /// callback and a token sealing the client's: bound to this route, the config's task
     /// (or the message's; a message that starts a task: its context, `bound_context`),
-    /// the config's id and `owner`. A config too large to seal is refused, naming `field`
+    /// the config's id and `owner`, naming the request's tenant. A config too large to seal is refused, naming `field`
     /// (the URL's, as the client's dialect writes it).
     pub(crate) fn seal_in(
         &self,
@@ -177,6 +177,7 @@ impl Relay {
         owner: &[u8; 32],
         field: &str,
     ) -> Result<(), A2aError> {
+        let tenant = request.tenant().to_owned();
         let Some((config, message)) = pushed_config(request) else {
             return Ok(());
         };
@@ -215,6 +216,7 @@ impl Relay {
             task_id,
             context_id,
             config_id: config.id.clone(),
+            tenant,
             owner: *owner,
             url: std::mem::take(&mut config.url),
             token: std::mem::take(&mut config.token),

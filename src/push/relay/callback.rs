@@ -60,7 +60,8 @@ pub(crate) struct RouteOutbox {
     /// How long that question may take: the route's deadline of unary calls (`None`:
     /// `LOOKUP_TIMEOUT`).
     pub(crate) timeout: Option<Duration>,
-    /// The route's fixed tenant (empty: none), which the question names.
+    /// The route's fixed tenant (empty: none), which the question names for a token that
+    /// names none (sealed before tokens named their tenant).
     pub(crate) tenant: String,
 }
 
@@ -257,7 +258,11 @@ impl Callback {
         }
         let verified = &self.settings.verified;
         if !verified.fresh(token) {
-            if let Err(refusal) = held(route, &task_id, token).await {
+            let tenant = match sealed.tenant.is_empty() {
+                true => &route.tenant,
+                false => &sealed.tenant,
+            };
+            if let Err(refusal) = held(route, tenant, &task_id, token).await {
                 return (Some(named), Err(refusal));
             }
             verified.insert(token);
@@ -341,15 +346,20 @@ impl Callback {
     }
 }
 
-/// Whether the route's agent still holds a push config of task `task_id` carrying exactly
-/// `token`, asked within the route's deadline; else the post's refusal: 401 when it does
+/// Whether the route's agent still holds a push config of task `task_id` (of `tenant`)
+/// carrying exactly `token`, asked within the route's deadline; else the post's refusal: 401 when it does
 /// not (or the task is gone), 503 when it could not say. Never accepted unasked.
 ///
 /// The task's configs are listed rather than one fetched by id: a message's config is
 /// sealed before its task exists, with the id the client gave or none, and then the agent
 /// chooses it (the reference SDK names it after the task, another agent may not), so the
 /// sealed id does not always name the agent's config; the token itself does.
-async fn held(route: &RouteOutbox, task_id: &str, token: &str) -> Result<(), Refusal> {
+async fn held(
+    route: &RouteOutbox,
+    tenant: &str,
+    task_id: &str,
+    token: &str,
+) -> Result<(), Refusal> {
     use subtle::ConstantTimeEq;
     let timeout = route.timeout.unwrap_or(LOOKUP_TIMEOUT);
     let deadline = tokio::time::Instant::now() + timeout;
@@ -365,7 +375,7 @@ async fn held(route: &RouteOutbox, task_id: &str, token: &str) -> Result<(), Ref
         let mut page_token = String::new();
         for _ in 0..MAX_PAGES {
             let list = ListTaskPushNotificationConfigsRequest {
-                tenant: route.tenant.clone(),
+                tenant: tenant.to_owned(),
                 task_id: task_id.to_owned(),
                 page_size: PAGE_SIZE as i32,
                 page_token: std::mem::take(&mut page_token),

@@ -215,3 +215,25 @@ async fn the_lookup_reads_a_bounded_number_of_pages() {
         );
     }
 }
+
+#[tokio::test]
+async fn the_lookup_names_the_tenant_the_config_was_registered_under() {
+    let (agent, _store, agent_url) = started_agent().await;
+    let key = key_file();
+    let gateway = Gateway::start(&agent_url, &key, &[]).await;
+    for tenant in ["acme", ""] {
+        let mut config = client_config("t-1");
+        config["tenant"] = json!(tenant);
+        let created = call(&gateway.url, "CreateTaskPushNotificationConfig", config).await;
+        assert!(created["result"].is_object(), "{created}");
+        let token = agent_saw(&agent).token;
+        let (status, _) = post_event(&gateway.callback, Some(&token), event("t-1")).await;
+        assert_eq!(status, 204, "{tenant:?}");
+        let Request::Unary(UnaryRequest::ListTaskPushNotificationConfigs(list)) =
+            agent.last().request
+        else {
+            panic!("{tenant:?}: the last call is not a List");
+        };
+        assert_eq!(list.tenant, tenant);
+    }
+}
