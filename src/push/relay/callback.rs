@@ -60,6 +60,9 @@ pub(crate) struct RouteOutbox {
     /// How long that question may take: the route's deadline of unary calls (`None`:
     /// `LOOKUP_TIMEOUT`).
     pub(crate) timeout: Option<Duration>,
+    /// The route's `set-header` values, sent with the question as with every call to the
+    /// agent (an agent may require them).
+    pub(crate) set_headers: Vec<(http::HeaderName, HeaderValue)>,
     /// The route's fixed tenant (empty: none), which the question names for a token that
     /// names none (sealed before tokens named their tenant).
     pub(crate) tenant: String,
@@ -383,7 +386,7 @@ async fn held(
             // No header of the post goes to the agent: they are the agent's own.
             let call = Call {
                 request: UnaryRequest::ListTaskPushNotificationConfigs(list),
-                forwarded: Vec::new(),
+                forwarded: route.set_headers.clone(),
                 deadline: Some(deadline),
                 trace: None,
             };

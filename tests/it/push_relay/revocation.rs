@@ -216,11 +216,14 @@ async fn the_lookup_reads_a_bounded_number_of_pages() {
     }
 }
 
+/// The lookup asks as the route's calls do: under the config's tenant, with the route's
+/// `set-header` values (an agent may require them), and nothing of the post's headers.
 #[tokio::test]
-async fn the_lookup_names_the_tenant_the_config_was_registered_under() {
+async fn the_lookup_names_the_tenant_and_carries_the_routes_set_headers() {
     let (agent, _store, agent_url) = started_agent().await;
     let key = key_file();
-    let gateway = Gateway::start(&agent_url, &key, &[]).await;
+    let flags = ["--set-header", "x-agent-key=route-secret"];
+    let gateway = Gateway::start(&agent_url, &key, &flags).await;
     for tenant in ["acme", ""] {
         let mut config = client_config("t-1");
         config["tenant"] = json!(tenant);
@@ -235,5 +238,9 @@ async fn the_lookup_names_the_tenant_the_config_was_registered_under() {
             panic!("{tenant:?}: the last call is not a List");
         };
         assert_eq!(list.tenant, tenant);
+        let metadata = agent.last().metadata;
+        assert_eq!(metadata.get("x-agent-key").unwrap(), "route-secret");
+        assert!(metadata.get("traceparent").is_none(), "the post's");
+        assert!(metadata.get("x-a2a-notification-token").is_none());
     }
 }
