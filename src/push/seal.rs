@@ -1,7 +1,8 @@
 //! The relay's tokens: what a client registered for its webhook (URL, token,
 //! authentication), sealed with the gateway's push key and handed to the agent as the
-//! push config's `token`, so the gateway keeps no state and any replica holding the key
-//! opens any token (README "Push notifications", relay).
+//! push config's `token`, so the gateway stores no registration and any replica holding
+//! the key opens any token; whether the agent still holds it, the callback asks the agent
+//! (`relay::callback`). docs/security.md, "Push relay", tells operators.
 //!
 //! A token is base64url (no padding) of `version ‖ nonce ‖ AES-256-GCM(fields) ‖ tag`:
 //! a random 96-bit nonce per token, the key derived from the key file's with HKDF-SHA256,

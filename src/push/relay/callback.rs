@@ -87,9 +87,9 @@ const LOOKUP_RETRY_AFTER: &str = "5";
 /// How long asking the agent may take on a route without a deadline.
 const LOOKUP_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The most pages of a task's push configs asked for, and configs per page: a token not
-/// among the first `MAX_PAGES * PAGE_SIZE` is taken as not held (the agent holds more
-/// configs for one task than any client registers).
+/// The most pages of a task's push configs asked for, and configs read per page: a token
+/// not among the first `MAX_PAGES * PAGE_SIZE` is taken as not held (no client registers
+/// that many configs for one task; an agent listing more, or endlessly, is not followed).
 const MAX_PAGES: usize = 4;
 const PAGE_SIZE: usize = 100;
 
@@ -350,8 +350,9 @@ impl Callback {
 }
 
 /// Whether the route's agent still holds a push config of task `task_id` (of `tenant`)
-/// carrying exactly `token`, asked within the route's deadline; else the post's refusal: 401 when it does
-/// not (or the task is gone), 503 when it could not say. Never accepted unasked.
+/// carrying exactly `token`, asked within the route's deadline; else the post's refusal:
+/// 401 when it does not (or the task is gone), 503 when it could not say (never
+/// accepted unasked).
 ///
 /// The task's configs are listed rather than one fetched by id: a message's config is
 /// sealed before its task exists, with the id the client gave or none, and then the agent
