@@ -558,6 +558,12 @@ pub struct Cli {
     #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_PUSH_MAX_BODY", default_value = "1MiB", value_parser = parse_size)]
     pub push_max_body: usize,
 
+    /// How long the callback trusts a token it found in its agent's push configs before
+    /// asking the agent again (0: it asks at every post; at most 10m). A config deleted
+    /// through another replica, or by the agent, stops delivering within this time.
+    #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_PUSH_TOKEN_CACHE_TTL", default_value = "30s", value_parser = parse_duration)]
+    pub push_token_cache_ttl: Duration,
+
     /// Admit `http://` push URLs too (their host is checked all the same).
     #[arg(help_heading = ROUTE, long, env = "A2A_GATEWAY_PUSH_ALLOW_HTTP")]
     pub push_allow_http: bool,

@@ -623,17 +623,27 @@ impl Routes {
         self
     }
 
-    /// The push relay's callback for one serving thread: every relaying route's outbox.
-    fn push_callback(&self, metrics: &Arc<Metrics>) -> Option<Arc<Callback>> {
+    /// The push relay's callback for one serving thread: every relaying route's outbox,
+    /// and its agent as the thread's handler of it (`gateways`, in the routes' order)
+    /// reaches it.
+    fn push_callback(
+        &self,
+        metrics: &Arc<Metrics>,
+        gateways: &[Arc<Gateway>],
+    ) -> Option<Arc<Callback>> {
         let relay = self.push_relay.as_ref()?;
         // The limits are in the routes' order (`Limits::new`).
-        let routes = (self.routes.iter().enumerate())
-            .filter_map(|(index, route)| {
+        let routes = (self.routes.iter().zip(gateways).enumerate())
+            .filter_map(|(index, (route, gateway))| {
                 let (name, outbox) = self.outboxes.get_key_value(route.name.as_str())?;
                 let route = RouteOutbox {
                     outbox: outbox.clone(),
                     metrics: metrics.route(name),
                     limits: self.limits.as_ref().and_then(|l| l.route(index)).cloned(),
+                    agent: gateway.backend.clone(),
+                    timeout: gateway.unary_timeout,
+                    set_headers: gateway.forward.select(&http::HeaderMap::new()),
+                    tenant: gateway.tenant.clone().unwrap_or_default(),
                 };
                 Some((name.clone(), route))
             })
@@ -687,11 +697,14 @@ impl Routes {
     pub fn frontend(&self, metrics: &Arc<Metrics>) -> Result<Frontend, RouteError> {
         let resolvers = Resolvers::default();
         let mut served = Vec::with_capacity(self.routes.len());
+        let mut gateways = Vec::with_capacity(self.routes.len());
         for route in &self.routes {
             let gateway = route.handler(metrics.clone(), self.lifecycle.clone(), &resolvers)?;
             let endpoints = route.backends.endpoints().cloned();
+            gateways.push(gateway.clone());
             served.push(served_route(&route.name, &route.face, endpoints, gateway));
         }
+        let push_callback = self.push_callback(metrics, &gateways);
         let surface = match self.admin_listener {
             true => routing::Surface::Public,
             false => routing::Surface::All,
@@ -704,7 +717,7 @@ impl Routes {
                 .with_limits(self.limits.clone())
                 .with_cors(self.cors.clone())
                 .with_readiness(self.readiness.clone(), surface)
-                .with_push_callback(self.push_callback(metrics))
+                .with_push_callback(push_callback)
                 .with_push(self.push_metrics.clone(), self.jwks.clone()),
         )
     }

@@ -315,6 +315,7 @@ fn push_relay(
         cli.push_callback_url.as_deref(),
         cli.push_key_file.as_deref(),
         cli.push_max_body,
+        cli.push_token_cache_ttl,
     )
     .map_err(ConfigError::PushRelay)?;
     let path = relay.callback_path();

@@ -11,6 +11,7 @@
 //! delivery (`outbox`).
 
 pub(crate) mod callback;
+pub(crate) mod verified;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -34,6 +35,9 @@ pub struct RelaySettings {
     pub(crate) keys: PushKeys,
     /// The largest notification body accepted (`push-max-body`).
     pub(crate) max_body: usize,
+    /// The tokens lately found held by their agent (`push-token-cache-ttl`), which the
+    /// callback does not ask about again: shared by every route and thread.
+    pub(crate) verified: verified::Verified,
 }
 
 impl RelaySettings {
@@ -65,11 +69,13 @@ impl RelaySettings {
     }
 
     /// The relay's settings: `callback_url` must be an absolute `http(s)` URL without
-    /// credentials or fragment; `key_file` must hold a key (`PushKeys::load`).
+    /// credentials or fragment; `key_file` must hold a key (`PushKeys::load`);
+    /// `token_cache_ttl` is at most `verified::MAX_TTL`.
     pub(crate) fn new(
         callback_url: Option<&str>,
         key_file: Option<&Path>,
         max_body: usize,
+        token_cache_ttl: std::time::Duration,
     ) -> Result<RelaySettings, String> {
         let callback_url = callback_url
             .ok_or("--push-callback-url is required: the URL agents post notifications to")?;
@@ -92,11 +98,18 @@ impl RelaySettings {
         if max_body == 0 {
             return Err("--push-max-body must be greater than 0".into());
         }
+        if token_cache_ttl > verified::MAX_TTL {
+            return Err(format!(
+                "--push-token-cache-ttl must be at most {:?}: a deleted config's token is trusted that long",
+                verified::MAX_TTL
+            ));
+        }
         Ok(RelaySettings {
             callback_path: url.path().to_owned(),
             callback_url: url.into(),
             keys,
             max_body,
+            verified: verified::Verified::new(token_cache_ttl),
         })
     }
 
@@ -156,7 +169,7 @@ impl Relay {
     /// Replaces the push config `request` hands the agent, if any, with the gateway's
     /// callback and a token sealing the client's: bound to this route, the config's task
     /// (or the message's; a message that starts a task: its context, `bound_context`),
-    /// the config's id and `owner`. A config too large to seal is refused, naming `field`
+    /// the config's id and `owner`, naming the request's tenant. A config too large to seal is refused, naming `field`
     /// (the URL's, as the client's dialect writes it).
     pub(crate) fn seal_in(
         &self,
@@ -164,6 +177,7 @@ impl Relay {
         owner: &[u8; 32],
         field: &str,
     ) -> Result<(), A2aError> {
+        let tenant = request.tenant().to_owned();
         let Some((config, message)) = pushed_config(request) else {
             return Ok(());
         };
@@ -202,6 +216,7 @@ impl Relay {
             task_id,
             context_id,
             config_id: config.id.clone(),
+            tenant,
             owner: *owner,
             url: std::mem::take(&mut config.url),
             token: std::mem::take(&mut config.token),

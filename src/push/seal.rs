@@ -1,14 +1,16 @@
 //! The relay's tokens: what a client registered for its webhook (URL, token,
 //! authentication), sealed with the gateway's push key and handed to the agent as the
-//! push config's `token`, so the gateway keeps no state and any replica holding the key
-//! opens any token (README "Push notifications", relay).
+//! push config's `token`, so the gateway stores no registration and any replica holding
+//! the key opens any token; whether the agent still holds it, the callback asks the agent
+//! (`relay::callback`). docs/security.md, "Push relay", tells operators.
 //!
 //! A token is base64url (no padding) of `version ‖ nonce ‖ AES-256-GCM(fields) ‖ tag`:
 //! a random 96-bit nonce per token, the key derived from the key file's with HKDF-SHA256,
 //! the version byte authenticated as associated data. The sealed fields bind the token to
 //! its route, task (or, for a message's config sealed before its task exists, the
 //! message's context), push config id and caller, which `relay` and the callback check
-//! after opening. The token is at most `MAX_TOKEN` characters: an agent sends it back in a
+//! after opening; and it names the tenant the config was registered under, which the
+//! callback asks the agent about. The token is at most `MAX_TOKEN` characters: an agent sends it back in a
 //! header.
 
 use std::path::Path;
@@ -32,11 +34,15 @@ pub(crate) const KEY_LEN: usize = 32;
 pub(crate) const MAX_KEYS: usize = 2;
 
 /// The token format; a new format takes a new byte. Version 2 added the context
-/// (`Registration::context_id`); tokens of version 1, sealed before, still open, with none.
-const VERSION: u8 = 2;
+/// (`Registration::context_id`), version 3 the tenant (`Registration::tenant`); tokens of
+/// the versions before still open, without them.
+const VERSION: u8 = 3;
 
 /// The format before the context was sealed, still opened.
 const VERSION_1: u8 = 1;
+
+/// The format before the tenant was sealed, still opened.
+const VERSION_2: u8 = 2;
 
 /// What the file key is stretched with, so the sealing key is the relay's alone.
 const HKDF_SALT: &[u8] = b"a2a-gateway push relay";
@@ -73,6 +79,9 @@ pub(crate) struct Registration {
     pub(crate) context_id: String,
     /// The config's id as the client gave it (empty: the agent chooses one).
     pub(crate) config_id: String,
+    /// The tenant the config was registered under (empty: none, and in tokens of
+    /// versions 1 and 2).
+    pub(crate) tenant: String,
     /// The caller's digest (`owner_digest`).
     pub(crate) owner: [u8; 32],
     /// The client's webhook URL.
@@ -101,6 +110,7 @@ impl std::fmt::Debug for Registration {
             .field("task_id", &self.task_id)
             .field("context_id", &self.context_id)
             .field("config_id", &self.config_id)
+            .field("tenant", &self.tenant)
             .finish_non_exhaustive()
     }
 }
@@ -215,7 +225,7 @@ impl PushKeys {
         }
         let raw = URL_SAFE_NO_PAD.decode(token).ok()?;
         let (&version, rest) = raw.split_first()?;
-        if !matches!(version, VERSION | VERSION_1) || rest.len() < NONCE_LEN + TAG_LEN {
+        if !matches!(version, VERSION | VERSION_1 | VERSION_2) || rest.len() < NONCE_LEN + TAG_LEN {
             return None;
         }
         let (nonce, sealed) = rest.split_at(NONCE_LEN);
@@ -253,13 +263,14 @@ fn encoded_len(r: &Registration) -> usize {
         &r.url,
         &r.token,
         &r.context_id,
+        &r.tenant,
     ];
     let auth = (r.authentication.as_ref()).map_or(0, |(s, c)| 4 + s.len() + c.len());
     strings.iter().map(|s| 2 + s.len()).sum::<usize>() + 32 + 1 + auth
 }
 
 /// The fields, each string as its length (two bytes) and bytes; authentication after a
-/// presence byte, then the context. Only called under `MAX_TOKEN`, so every length fits
+/// presence byte, then the context and the tenant. Only called under `MAX_TOKEN`, so every length fits
 /// two bytes.
 fn encode(r: &Registration) -> Vec<u8> {
     let mut out = Vec::with_capacity(encoded_len(r));
@@ -280,6 +291,7 @@ fn encode(r: &Registration) -> Vec<u8> {
         }
     }
     field(&mut out, &r.context_id);
+    field(&mut out, &r.tenant);
     out
 }
 
@@ -308,11 +320,16 @@ fn decode(mut bytes: &[u8], version: u8) -> Option<Registration> {
         VERSION_1 => String::new(),
         _ => field(&mut rest)?,
     };
+    let tenant = match version {
+        VERSION_1 | VERSION_2 => String::new(),
+        _ => field(&mut rest)?,
+    };
     rest.is_empty().then_some(Registration {
         route,
         task_id,
         context_id,
         config_id,
+        tenant,
         owner: *owner,
         url,
         token,
@@ -338,6 +355,7 @@ mod tests {
             task_id: "task-1".into(),
             context_id: String::new(),
             config_id: "cfg-1".into(),
+            tenant: String::new(),
             owner: owner_digest(None),
             url: "https://hooks.example/a2a?x=1".into(),
             token: "client-token".into(),
@@ -363,21 +381,29 @@ mod tests {
         assert_ne!(token, keys.seal(&registration()).unwrap());
     }
 
-    /// A message's config seals its context; a token of the format before contexts (version
-    /// 1) still opens, with none, and a version it does not know does not.
+    /// A message's config seals its context, and a config its tenant; a token of the
+    /// formats before (version 1: neither, version 2: no tenant) still opens, without them,
+    /// and a version it does not know does not.
     #[test]
-    fn a_context_is_sealed_and_a_version_1_token_opens_without_one() {
+    fn a_context_and_tenant_are_sealed_and_older_tokens_open_without_them() {
         let keys = PushKeys::new(&[[7; 32]]);
         let unborn = Registration {
             task_id: String::new(),
             context_id: "ctx-1".into(),
+            tenant: "acme".into(),
             ..registration()
         };
         assert_eq!(keys.open(&keys.seal(&unborn).unwrap()), Some(unborn));
-        // Version 1: the fields without the context, the version byte as associated data.
+        // Versions 1 and 2: the fields without the context and tenant, or the tenant (both
+        // empty in `registration`, two bytes of length each), the version byte as
+        // associated data.
         let seal_as = |version: u8| {
             let mut plain = encode(&registration());
-            plain.truncate(plain.len() - 2);
+            let dropped = match version {
+                VERSION_2 => 2,
+                _ => 4,
+            };
+            plain.truncate(plain.len() - dropped);
             let nonce = [9; NONCE_LEN];
             keys.keys[0]
                 .seal_in_place_append_tag(
@@ -392,7 +418,8 @@ mod tests {
             URL_SAFE_NO_PAD.encode(raw)
         };
         assert_eq!(keys.open(&seal_as(VERSION_1)), Some(registration()));
-        assert_eq!(keys.open(&seal_as(3)), None);
+        assert_eq!(keys.open(&seal_as(VERSION_2)), Some(registration()));
+        assert_eq!(keys.open(&seal_as(4)), None);
     }
 
     #[test]

@@ -57,10 +57,14 @@ pub(crate) enum PushCallback {
     Full,
     /// The gateway was shutting down (503).
     Closed,
+    /// A token whose push config the agent no longer holds (401).
+    Revoked,
+    /// The agent could not be asked whether it still holds the token (503).
+    Unverified,
 }
 
 impl PushCallback {
-    const ALL: [PushCallback; 8] = [
+    const ALL: [PushCallback; 10] = [
         PushCallback::Accepted,
         PushCallback::Unauthorized,
         PushCallback::BadRequest,
@@ -69,6 +73,8 @@ impl PushCallback {
         PushCallback::TooLarge,
         PushCallback::Full,
         PushCallback::Closed,
+        PushCallback::Revoked,
+        PushCallback::Unverified,
     ];
 
     fn as_str(self) -> &'static str {
@@ -81,6 +87,8 @@ impl PushCallback {
             PushCallback::TooLarge => "too_large",
             PushCallback::Full => "queue_full",
             PushCallback::Closed => "closed",
+            PushCallback::Revoked => "revoked",
+            PushCallback::Unverified => "unverified",
         }
     }
 }

@@ -515,7 +515,26 @@ async fn a_grpc_message_past_max_body_is_logged_as_refused() {
 #[tokio::test]
 async fn every_push_callback_post_gets_one_line_without_its_token() {
     use base64::Engine;
-    let agent = backend();
+    use std::sync::{Arc, Mutex};
+    // Holds the push configs it is given, as the relay's callback asks.
+    let held: Arc<Mutex<Vec<TaskPushNotificationConfig>>> = Arc::default();
+    let kept = held.clone();
+    let agent = TestBackend::new(move |request| match request {
+        Request::Unary(UnaryRequest::CreateTaskPushNotificationConfig(config)) => {
+            kept.lock().unwrap().push(config.clone());
+            Answer::Reply(Reply::CreateTaskPushNotificationConfig(config.clone()))
+        }
+        Request::Unary(UnaryRequest::ListTaskPushNotificationConfigs(_)) => {
+            let configs = kept.lock().unwrap().clone();
+            Answer::Reply(Reply::ListTaskPushNotificationConfigs(
+                ListTaskPushNotificationConfigsResponse {
+                    configs,
+                    next_page_token: String::new(),
+                },
+            ))
+        }
+        _ => Answer::Error(tonic::Status::not_found("no such task")),
+    });
     let key = TempFile::new(
         "key",
         &base64::engine::general_purpose::STANDARD.encode([7u8; 32]),
@@ -572,13 +591,29 @@ async fn every_push_callback_post_gets_one_line_without_its_token() {
         post(&sealed.token, "text/plain").await.unwrap().status(),
         415
     );
+    // A token whose config the agent dropped.
+    let other = json!({"taskId": "t-1", "id": "cfg-2", "url": "https://hooks.example/h"});
+    let created = harness::rpc(
+        &gateway.1,
+        &request(json!(2), "CreateTaskPushNotificationConfig", other),
+    )
+    .await;
+    assert!(created["result"].is_object(), "{created}");
+    let dropped = held.lock().unwrap().pop().unwrap();
+    assert_eq!(
+        post(&dropped.token, "application/json")
+            .await
+            .unwrap()
+            .status(),
+        401
+    );
 
     let log = stop(gateway, &log).await;
     let lines: Vec<Value> = access_lines(&log)
         .into_iter()
         .filter(|line| line["path"] == "/a2a/push")
         .collect();
-    assert_eq!(lines.len(), 3, "one line per post: {lines:#?}");
+    assert_eq!(lines.len(), 4, "one line per post: {lines:#?}");
     for (line, route, status, refused, bytes_in) in [
         (&lines[0], "default", 204, None, event.len()),
         (&lines[1], "", 401, Some("no valid notification token"), 0),
@@ -588,6 +623,13 @@ async fn every_push_callback_post_gets_one_line_without_its_token() {
             415,
             Some("the Content-Type must be application/a2a+json or application/json"),
             0,
+        ),
+        (
+            &lines[3],
+            "default",
+            401,
+            Some("the token's push config is no longer held by the agent"),
+            event.len(),
         ),
     ] {
         assert_eq!(line["route"], route, "{line}");
@@ -603,6 +645,7 @@ async fn every_push_callback_post_gets_one_line_without_its_token() {
     assert!(lines[1]["bytes_out"].as_i64().unwrap() > 0);
     for secret in [
         sealed.token.as_str(),
+        dropped.token.as_str(),
         "client-token",
         "client-secret",
         "hooks.example/h",

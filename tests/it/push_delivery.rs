@@ -231,9 +231,21 @@ async fn a_reload_keeps_the_delivery_counts_and_the_delivery_being_sent() {
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
-    let agent = TestBackend::new(|request| match request {
+    // Holds the push configs it is given, as the relay's callback asks.
+    let held: Arc<std::sync::Mutex<Vec<_>>> = Arc::default();
+    let agent = TestBackend::new(move |request| match request {
         Request::Unary(UnaryRequest::CreateTaskPushNotificationConfig(config)) => {
+            held.lock().unwrap().push(config.clone());
             Answer::Reply(Reply::CreateTaskPushNotificationConfig(config.clone()))
+        }
+        Request::Unary(UnaryRequest::ListTaskPushNotificationConfigs(_)) => {
+            let configs = held.lock().unwrap().clone();
+            Answer::Reply(Reply::ListTaskPushNotificationConfigs(
+                a2a_gateway::proto::ListTaskPushNotificationConfigsResponse {
+                    configs,
+                    next_page_token: String::new(),
+                },
+            ))
         }
         _ => Answer::Error(tonic::Status::unimplemented("push configs only")),
     });

@@ -271,4 +271,5 @@ fn body(delivery: &Delivery) -> Value {
 
 mod callback;
 mod registration;
+mod revocation;
 mod sdk;

@@ -138,18 +138,18 @@ impl<'a> Keeper<'a> {
 /// A Delete goes on only for a config that is not `foreign` to the caller: the agent cannot
 /// tell the callers apart, so it is asked for the config first (with the headers the Delete
 /// will carry). A foreign one is answered as an unknown one; a failed lookup fails the
-/// Delete.
+/// Delete. The config's token, as the agent holds it, for the caller to forget.
 pub(super) async fn deletable(
     x: &mut Exchange<'_>,
     keeper: &Keeper<'_>,
     delete: &crate::proto::DeleteTaskPushNotificationConfigRequest,
-) -> Result<(), A2aError> {
+) -> Result<String, A2aError> {
     let held = held_config(x, &delete.tenant, &delete.task_id, &delete.id).await?;
     match held {
         Reply::GetTaskPushNotificationConfig(config)
             if !keeper.foreign(&config, x.principal.as_ref()) =>
         {
-            Ok(())
+            Ok(config.token)
         }
         _ => Err(A2aError::new(ErrorKind::TaskNotFound)),
     }

@@ -2,12 +2,14 @@
 //! (`push/guard.rs`), so a refused URL never reaches the agent; on a relaying route it is
 //! then replaced by the gateway's callback and a sealed token (`push/relay.rs`), whose
 //! replies `invoke` shows the client as it registered them. Where a relay is configured, a
-//! Delete goes on only for a config the caller may touch (`invoke::deletable`), and a config
+//! Delete goes on only for a config the caller may touch (`invoke::deletable`), after which
+//! the relay's callback stops trusting its token (`push::relay::verified`), and a config
 //! for an existing task only when it replaces none it may not (`invoke::creatable`); whose
 //! those are, `invoke::Keeper` says.
 
 use crate::front::call::invoke::{creatable, deletable, Keeper};
 use crate::front::call::{Answer, Exchange, Layer};
+use crate::proto::DeleteTaskPushNotificationConfigRequest;
 use crate::protocol::error::A2aError;
 use crate::protocol::ops::{Request, UnaryRequest};
 use crate::telemetry::PushRegistration;
@@ -38,10 +40,33 @@ impl<L: Layer<Box<Request>> + Sync> Layer<Box<Request>> for PushCheck<L> {
             Request::Unary(UnaryRequest::DeleteTaskPushNotificationConfig(delete)),
         ) = (Keeper::of(x.gateway), &*request)
         {
-            // Boxed too: only a Delete where a relay is configured pays for asking the agent.
-            Box::pin(deletable(x, &keeper, delete)).await?;
+            // Boxed too: only a Delete where a relay is configured pays for asking the agent
+            // (and every other call's future stays as small as it was).
+            let delete = delete.clone();
+            return Box::pin(self.delete(x, keeper, delete, request)).await;
         }
         self.0.call(x, request).await
+    }
+}
+
+impl<L: Layer<Box<Request>> + Sync> PushCheck<L> {
+    /// A Delete where a relay is configured: on only for a config the caller may touch
+    /// (`invoke::deletable`); then the relay's callback stops trusting its token here at
+    /// once, whatever the agent answered (a failed Delete only costs the next post a
+    /// lookup).
+    async fn delete(
+        &self,
+        x: &mut Exchange<'_>,
+        keeper: Keeper<'_>,
+        delete: DeleteTaskPushNotificationConfigRequest,
+        request: Box<Request>,
+    ) -> Result<Answer<L::Events>, A2aError> {
+        let token = deletable(x, &keeper, &delete).await?;
+        let answer = self.0.call(x, request).await;
+        if let Some(relay) = &x.gateway.relay {
+            relay.settings.verified.forget(&token);
+        }
+        answer
     }
 }
 

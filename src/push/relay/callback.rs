@@ -4,19 +4,24 @@
 //! body, read up to `push-max-body` (and, as every request body, within
 //! `client-body-timeout` and charged to `global-max-body-bytes-in-flight` as it arrives),
 //! must be an A2A `StreamResponse` of the sealed task (a message's config, sealed before
-//! its task existed: of the message's context, else 403). Then it
-//! goes to the route's `Outbox` for delivery to the client's webhook. Any replica with the
-//! key accepts any token; nothing is kept between posts.
+//! its task existed: of the message's context, else 403). The token must still be one the
+//! agent holds: the route's agent is asked for the task's push configs (`held`), unless
+//! this replica found it there within `push-token-cache-ttl` (`verified`), so a token
+//! whose config was deleted stops delivering. Then the event goes to the route's `Outbox`
+//! for delivery to the client's webhook. Any replica with the key accepts any token it
+//! finds held.
 //!
-//! Answers: 204 accepted, 401 no token or one that does not open, 415 a Content-Type
-//! other than `application/json` or `application/a2a+json` (parameters allowed), 400 a
-//! body that is not a `StreamResponse` of the token's task, 403 an event of another
-//! context than a message's token is bound to, 413 a body past the bound, 503 delivery's
-//! queues full or closing, or the gateway's body bytes in flight at their limit (with
+//! Answers: 204 accepted, 401 no token, one that does not open, or one the agent no longer
+//! holds, 415 a Content-Type other than `application/json` or `application/a2a+json`
+//! (parameters allowed), 400 a body that is not a `StreamResponse` of the token's task,
+//! 403 an event of another context than a message's token is bound to, 413 a body past
+//! the bound, 503 delivery's queues full or closing, the gateway's body bytes in flight at
+//! their limit, or the agent not answering whether it holds the token (these two with
 //! `Retry-After`), 405 anything but POST. Each post gets one access line (`CallRecord`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
@@ -24,9 +29,12 @@ use bytes::Bytes;
 use http::{HeaderValue, Method, StatusCode};
 use http_body_util::BodyExt;
 
+use crate::backend::{Backend, Call};
 use crate::front::limits::{BodyCharge, RouteLimits};
 use crate::proto::stream_response::Payload;
-use crate::proto::StreamResponse;
+use crate::proto::{ListTaskPushNotificationConfigsRequest, StreamResponse};
+use crate::protocol::error::{A2aError, ErrorKind};
+use crate::protocol::ops::{Reply, UnaryRequest};
 use crate::push::outbox::{Delivery, Outbox, Refused};
 use crate::push::relay::RelaySettings;
 use crate::telemetry::access::CallRecord;
@@ -46,6 +54,18 @@ pub(crate) struct RouteOutbox {
     pub(crate) metrics: Arc<RouteMetrics>,
     /// The route's limits, whose gateway-wide body budget a post's body is charged to.
     pub(crate) limits: Option<Arc<RouteLimits>>,
+    /// The thread's client of the route's agent (the one the route's calls use), asked
+    /// whether it still holds a posted token.
+    pub(crate) agent: Arc<dyn Backend>,
+    /// How long that question may take: the route's deadline of unary calls (`None`:
+    /// `LOOKUP_TIMEOUT`).
+    pub(crate) timeout: Option<Duration>,
+    /// The route's `set-header` values, sent with the question as with every call to the
+    /// agent (an agent may require them).
+    pub(crate) set_headers: Vec<(http::HeaderName, HeaderValue)>,
+    /// The route's fixed tenant (empty: none), which the question names for a token that
+    /// names none (sealed before tokens named their tenant).
+    pub(crate) tenant: String,
 }
 
 /// The callback endpoint: the relay's settings and each relaying route's outbox.
@@ -60,6 +80,24 @@ struct Refusal(StatusCode, &'static str, PushCallback);
 
 /// The wait a post refused for the gateway's body budget is told (`Retry-After`).
 const BUDGET_RETRY_AFTER: &str = "1";
+
+/// The wait a post is told when its agent could not say whether it holds the token.
+const LOOKUP_RETRY_AFTER: &str = "5";
+
+/// How long asking the agent may take on a route without a deadline.
+const LOOKUP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The most pages of a task's push configs asked for, and configs read per page: a token
+/// not among the first `MAX_PAGES * PAGE_SIZE` is taken as not held (no client registers
+/// that many configs for one task; an agent listing more, or endlessly, is not followed).
+const MAX_PAGES: usize = 4;
+const PAGE_SIZE: usize = 100;
+
+/// What a post whose token the agent no longer holds is told.
+const REVOKED: &str = "the token's push config is no longer held by the agent";
+
+/// What a post is told when its agent could not say whether it holds the token.
+const UNVERIFIED: &str = "the agent could not be asked whether it still holds the token";
 
 impl Callback {
     pub(crate) fn new(
@@ -113,8 +151,13 @@ impl Callback {
             let allow = HeaderValue::from_static("POST");
             response.headers_mut().insert(http::header::ALLOW, allow);
         }
-        if why == BUDGET {
-            let wait = HeaderValue::from_static(BUDGET_RETRY_AFTER);
+        let wait = match why {
+            BUDGET => Some(BUDGET_RETRY_AFTER),
+            UNVERIFIED => Some(LOOKUP_RETRY_AFTER),
+            _ => None,
+        };
+        if let Some(wait) = wait {
+            let wait = HeaderValue::from_static(wait);
             response
                 .headers_mut()
                 .insert(http::header::RETRY_AFTER, wait);
@@ -151,7 +194,9 @@ impl Callback {
             (Some(token), None) => token.to_str().ok(),
             _ => None,
         };
-        let Some(sealed) = token.and_then(|token| self.settings.keys.open(token)) else {
+        let Some((token, sealed)) =
+            token.and_then(|token| Some((token, self.settings.keys.open(token)?)))
+        else {
             return (None, Err(unauthorized));
         };
         // A token of a route that no longer relays opens, but has nowhere to go.
@@ -213,6 +258,17 @@ impl Callback {
                 Outcome::WrongTask,
             );
             return (Some(named), Err(refusal));
+        }
+        let verified = &self.settings.verified;
+        if !verified.fresh(token) {
+            let tenant = match sealed.tenant.is_empty() {
+                true => &route.tenant,
+                false => &sealed.tenant,
+            };
+            if let Err(refusal) = held(route, tenant, &task_id, token).await {
+                return (Some(named), Err(refusal));
+            }
+            verified.insert(token);
         }
         let delivery = Delivery {
             route: route_name.clone(),
@@ -291,6 +347,77 @@ impl Callback {
         }
         Ok(read.freeze())
     }
+}
+
+/// Whether the route's agent still holds a push config of task `task_id` (of `tenant`)
+/// carrying exactly `token`, asked within the route's deadline; else the post's refusal:
+/// 401 when it does not (or the task is gone), 503 when it could not say (never
+/// accepted unasked).
+///
+/// The task's configs are listed rather than one fetched by id: a message's config is
+/// sealed before its task exists, with the id the client gave or none, and then the agent
+/// chooses it (the reference SDK names it after the task, another agent may not), so the
+/// sealed id does not always name the agent's config; the token itself does.
+async fn held(
+    route: &RouteOutbox,
+    tenant: &str,
+    task_id: &str,
+    token: &str,
+) -> Result<(), Refusal> {
+    use subtle::ConstantTimeEq;
+    let timeout = route.timeout.unwrap_or(LOOKUP_TIMEOUT);
+    let deadline = tokio::time::Instant::now() + timeout;
+    let unverified = || {
+        Refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            UNVERIFIED,
+            PushCallback::Unverified,
+        )
+    };
+    let revoked = || Refusal(StatusCode::UNAUTHORIZED, REVOKED, PushCallback::Revoked);
+    let lookup = async {
+        let mut page_token = String::new();
+        for _ in 0..MAX_PAGES {
+            let list = ListTaskPushNotificationConfigsRequest {
+                tenant: tenant.to_owned(),
+                task_id: task_id.to_owned(),
+                page_size: PAGE_SIZE as i32,
+                page_token: std::mem::take(&mut page_token),
+            };
+            // No header of the post goes to the agent: they are the agent's own.
+            let call = Call {
+                request: UnaryRequest::ListTaskPushNotificationConfigs(list),
+                forwarded: route.set_headers.clone(),
+                deadline: Some(deadline),
+                trace: None,
+            };
+            let list = match route.agent.unary(call).await.map(|answer| answer.value) {
+                Ok(Reply::ListTaskPushNotificationConfigs(list)) => list,
+                Ok(_) => return Err(unverified()),
+                // A task gone, or an agent without push notifications, holds no config.
+                Err(err) => match A2aError::from(err).kind {
+                    ErrorKind::TaskNotFound | ErrorKind::PushNotificationNotSupported => {
+                        return Err(revoked())
+                    }
+                    _ => return Err(unverified()),
+                },
+            };
+            let configs = list.configs.iter().take(PAGE_SIZE);
+            if configs.fold(false, |found, config| {
+                found | bool::from(config.token.as_bytes().ct_eq(token.as_bytes()))
+            }) {
+                return Ok(());
+            }
+            if list.next_page_token.is_empty() {
+                break;
+            }
+            page_token = list.next_page_token;
+        }
+        Err(revoked())
+    };
+    tokio::time::timeout_at(deadline, lookup)
+        .await
+        .unwrap_or_else(|_| Err(unverified()))
 }
 
 /// What a post refused for the gateway's body budget is told.

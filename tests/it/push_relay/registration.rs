@@ -266,6 +266,11 @@ fn a_relay_without_its_callback_or_a_good_key_is_refused_at_load() {
     let with_callback = ["--push-callback-url", CALLBACK];
     let both: Vec<&str> = with_key.iter().chain(&with_callback).copied().collect();
     assert_eq!(load(&both), "", "a callback and a key are all it needs");
+    // The token cache's validity: 0 (none) and 10m are taken, a second more is not.
+    for ttl in ["0", "10m"] {
+        let flags = [&both[..], &["--push-token-cache-ttl", ttl]].concat();
+        assert_eq!(load(&flags), "", "{ttl}");
+    }
     for (flags, error) in [
         (
             &with_key[..],
@@ -314,6 +319,10 @@ fn a_relay_without_its_callback_or_a_good_key_is_refused_at_load() {
             ]
             .concat()[..],
             "not with task-owner or task affinity yet",
+        ),
+        (
+            &[&both[..], &["--push-token-cache-ttl", "601s"]].concat()[..],
+            "--push-token-cache-ttl must be at most 600s",
         ),
     ] {
         let message = load(flags);
