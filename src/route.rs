@@ -23,7 +23,7 @@ use crate::lifecycle::Lifecycle;
 use crate::protocol::binding::Binding;
 use crate::push::deliver::{Deliverer, DeliveryRoute};
 use crate::push::outbox::Outbox;
-use crate::push::relay::callback::{Callback, RouteOutbox};
+use crate::push::relay::callback::{self, Callback, RouteOutbox};
 use crate::push::relay::RelaySettings;
 use crate::push::{PushMode, PushPolicy};
 use crate::server::clients::ClientLimits;
@@ -644,6 +644,7 @@ impl Routes {
                     timeout: gateway.unary_timeout,
                     set_headers: gateway.forward.select(&http::HeaderMap::new()),
                     tenant: gateway.tenant.clone().unwrap_or_default(),
+                    lookups: Arc::new(tokio::sync::Semaphore::new(callback::MAX_LOOKUPS)),
                 };
                 Some((name.clone(), route))
             })

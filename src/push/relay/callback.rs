@@ -16,8 +16,8 @@
 //! (parameters allowed), 400 a body that is not a `StreamResponse` of the token's task,
 //! 403 an event of another context than a message's token is bound to, 413 a body past
 //! the bound, 503 delivery's queues full or closing, the gateway's body bytes in flight at
-//! their limit, or the agent not answering whether it holds the token (these two with
-//! `Retry-After`), 405 anything but POST. Each post gets one access line (`CallRecord`).
+//! their limit, the agent not answering whether it holds the token, or `MAX_LOOKUPS`
+//! such questions in flight (these three with `Retry-After`), 405 anything but POST. Each post gets one access line (`CallRecord`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -66,6 +66,9 @@ pub(crate) struct RouteOutbox {
     /// The route's fixed tenant (empty: none), which the question names for a token that
     /// names none (sealed before tokens named their tenant).
     pub(crate) tenant: String,
+    /// Questions to the agent this thread may have in flight for the route
+    /// (`MAX_LOOKUPS`).
+    pub(crate) lookups: Arc<tokio::sync::Semaphore>,
 }
 
 /// The callback endpoint: the relay's settings and each relaying route's outbox.
@@ -92,6 +95,15 @@ const LOOKUP_TIMEOUT: Duration = Duration::from_secs(30);
 /// that many configs for one task; an agent listing more, or endlessly, is not followed).
 const MAX_PAGES: usize = 4;
 const PAGE_SIZE: usize = 100;
+
+/// Questions to a route's agent each serving thread has in flight at most; a post past
+/// them is told to retry (503). Whoever holds a token that opens (also one whose config is
+/// gone) can post it as often as it likes, and each post not yet verified asks the agent:
+/// this bounds what such posts hold of the gateway and send to the agent.
+pub(crate) const MAX_LOOKUPS: usize = 32;
+
+/// What a post past `MAX_LOOKUPS` is told.
+const LOOKUPS_BUSY: &str = "too many notifications are being checked with the agent";
 
 /// What a post whose token the agent no longer holds is told.
 const REVOKED: &str = "the token's push config is no longer held by the agent";
@@ -153,7 +165,7 @@ impl Callback {
         }
         let wait = match why {
             BUDGET => Some(BUDGET_RETRY_AFTER),
-            UNVERIFIED => Some(LOOKUP_RETRY_AFTER),
+            UNVERIFIED | LOOKUPS_BUSY => Some(LOOKUP_RETRY_AFTER),
             _ => None,
         };
         if let Some(wait) = wait {
@@ -264,6 +276,11 @@ impl Callback {
             let tenant = match sealed.tenant.is_empty() {
                 true => &route.tenant,
                 false => &sealed.tenant,
+            };
+            let Ok(_lookup) = route.lookups.try_acquire() else {
+                let busy = StatusCode::SERVICE_UNAVAILABLE;
+                let refusal = Refusal(busy, LOOKUPS_BUSY, PushCallback::Unverified);
+                return (Some(named), Err(refusal));
             };
             if let Err(refusal) = held(route, tenant, &task_id, token).await {
                 return (Some(named), Err(refusal));

@@ -147,6 +147,72 @@ async fn an_agent_that_cannot_be_asked_gets_503_and_nothing_is_delivered() {
     assert!(metrics.contains(&counted("unverified", 2)), "{metrics}");
 }
 
+/// Posts waiting for the agent's answer are bounded (per route and serving thread): at the
+/// bound every one is asked about, one more is told at once to retry and asks nothing.
+#[tokio::test]
+async fn lookups_in_flight_are_bounded() {
+    const MAX_LOOKUPS: usize = 32;
+    // Keeps configs, and answers a List only after 30 s.
+    let store = Store::default();
+    let kept = store.clone();
+    let agent = TestBackend::new(move |request| match request {
+        Request::Unary(UnaryRequest::CreateTaskPushNotificationConfig(c)) => Answer::Reply(
+            Reply::CreateTaskPushNotificationConfig(keep(&kept, c.clone())),
+        ),
+        Request::Unary(UnaryRequest::GetTaskPushNotificationConfig(_)) => {
+            Answer::Error(Status::not_found("no such config"))
+        }
+        Request::Unary(UnaryRequest::ListTaskPushNotificationConfigs(_)) => {
+            let listed = Reply::ListTaskPushNotificationConfigs(Default::default());
+            Answer::After(Duration::from_secs(30), Box::new(Answer::Reply(listed)))
+        }
+        _ => Answer::Error(Status::unavailable("overloaded")),
+    });
+    let agent_url = format!("http://{}", agent.spawn().await);
+    let key = key_file();
+    let gateway = Gateway::start(&agent_url, &key, &[]).await;
+    let token = registered(&gateway, &agent, "t-1").await;
+    let before = agent.calls();
+
+    let waiting: Vec<_> = (0..MAX_LOOKUPS)
+        .map(|_| {
+            let (callback, token) = (gateway.callback.clone(), token.clone());
+            tokio::spawn(async move { post_event(&callback, Some(&token), event("t-1")).await })
+        })
+        .collect();
+    let asked = async {
+        while agent.calls() < before + MAX_LOOKUPS {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), asked)
+        .await
+        .expect("every post at the bound asks the agent");
+
+    let response = client()
+        .post(&gateway.callback)
+        .header("content-type", "application/json")
+        .header("x-a2a-notification-token", &token)
+        .body(event("t-1"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 503);
+    assert_eq!(response.headers()["retry-after"], "5");
+    let body = response.text().await.unwrap();
+    assert!(body.contains("too many notifications"), "{body}");
+    assert_eq!(
+        agent.calls(),
+        before + MAX_LOOKUPS,
+        "the one past asks nothing"
+    );
+    assert!(waiting.iter().all(|post| !post.is_finished()));
+    assert!(gateway.outbox.taken().is_empty());
+    let metrics = metrics_text(&gateway.origin).await;
+    assert!(metrics.contains(&counted("unverified", 1)), "{metrics}");
+    waiting.iter().for_each(|post| post.abort());
+}
+
 #[tokio::test]
 async fn the_lookup_reads_a_bounded_number_of_pages() {
     // Lists a task's configs a page of strangers' at a time, endlessly; the held one on
