@@ -217,6 +217,16 @@ async fn post_event(
     token: Option<&str>,
     body: impl Into<reqwest::Body>,
 ) -> (u16, String) {
+    let response = post_response(callback, token, body).await;
+    (response.status().as_u16(), response.text().await.unwrap())
+}
+
+/// An agent's post of `body` to `callback` with `token`, as `post_event`, answered.
+async fn post_response(
+    callback: &str,
+    token: Option<&str>,
+    body: impl Into<reqwest::Body>,
+) -> reqwest::Response {
     let mut request = client()
         .post(callback)
         .header("content-type", "application/json")
@@ -228,8 +238,7 @@ async fn post_event(
     if let Some(token) = token {
         request = request.header("x-a2a-notification-token", token);
     }
-    let response = request.send().await.unwrap();
-    (response.status().as_u16(), response.text().await.unwrap())
+    request.send().await.unwrap()
 }
 
 fn event(task: &str) -> Vec<u8> {

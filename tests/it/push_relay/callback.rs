@@ -274,14 +274,7 @@ async fn posts_are_charged_to_the_gateways_body_budget() {
     }
 
     // 400 + 801 is past the budget; 400 + 800 is at it.
-    let past = client()
-        .post(&callback)
-        .header("content-type", "application/json")
-        .header("x-a2a-notification-token", &token)
-        .body(padded(801))
-        .send()
-        .await
-        .unwrap();
+    let past = post_response(&callback, Some(&token), padded(801)).await;
     assert_eq!(past.status(), 503);
     assert_eq!(past.headers()["retry-after"], "1");
     let text = past.text().await.unwrap();

@@ -17,6 +17,31 @@ fn listed(agent: &TestBackend, task: &str) -> bool {
         Request::Unary(UnaryRequest::ListTaskPushNotificationConfigs(list)) if list.task_id == task)
 }
 
+/// An agent keeping push configs whose List of a task `slow` picks answers after 30 s,
+/// of any other task fails (unavailable), and its URL.
+async fn agent_slow_to_list(
+    slow: impl Fn(&str) -> bool + Send + Sync + 'static,
+) -> (TestBackend, String) {
+    let store = Store::default();
+    let agent = TestBackend::new(move |request| match request {
+        Request::Unary(UnaryRequest::CreateTaskPushNotificationConfig(c)) => Answer::Reply(
+            Reply::CreateTaskPushNotificationConfig(keep(&store, c.clone())),
+        ),
+        Request::Unary(UnaryRequest::GetTaskPushNotificationConfig(_)) => {
+            Answer::Error(Status::not_found("no such config"))
+        }
+        Request::Unary(UnaryRequest::ListTaskPushNotificationConfigs(list))
+            if slow(&list.task_id) =>
+        {
+            let listed = Reply::ListTaskPushNotificationConfigs(Default::default());
+            Answer::After(Duration::from_secs(30), Box::new(Answer::Reply(listed)))
+        }
+        _ => Answer::Error(Status::unavailable("overloaded")),
+    });
+    let url = format!("http://{}", agent.spawn().await);
+    (agent, url)
+}
+
 #[tokio::test]
 async fn a_deleted_configs_token_is_refused_while_a_live_one_delivers() {
     let (agent, store, agent_url) = started_agent().await;
@@ -103,39 +128,15 @@ async fn within_the_cache_time_a_token_costs_the_agent_one_lookup() {
 
 #[tokio::test]
 async fn an_agent_that_cannot_be_asked_gets_503_and_nothing_is_delivered() {
-    // Keeps configs, but fails every List: unavailable, or (task `t-slow`) too late.
-    let store = Store::default();
-    let kept = store.clone();
-    let agent = TestBackend::new(move |request| match request {
-        Request::Unary(UnaryRequest::CreateTaskPushNotificationConfig(c)) => Answer::Reply(
-            Reply::CreateTaskPushNotificationConfig(keep(&kept, c.clone())),
-        ),
-        Request::Unary(UnaryRequest::GetTaskPushNotificationConfig(_)) => {
-            Answer::Error(Status::not_found("no such config"))
-        }
-        Request::Unary(UnaryRequest::ListTaskPushNotificationConfigs(list))
-            if list.task_id == "t-slow" =>
-        {
-            let listed = Reply::ListTaskPushNotificationConfigs(Default::default());
-            Answer::After(Duration::from_secs(30), Box::new(Answer::Reply(listed)))
-        }
-        _ => Answer::Error(Status::unavailable("overloaded")),
-    });
-    let agent_url = format!("http://{}", agent.spawn().await);
+    // Fails every List: unavailable, or (task `t-slow`) too late.
+    let (agent, agent_url) = agent_slow_to_list(|task| task == "t-slow").await;
     let key = key_file();
     let gateway = Gateway::start(&agent_url, &key, &["--timeout", "1s"]).await;
     let token = registered(&gateway, &agent, "t-1").await;
     let slow = registered(&gateway, &agent, "t-slow").await;
 
     for (token, task) in [(&token, "t-1"), (&slow, "t-slow")] {
-        let response = client()
-            .post(&gateway.callback)
-            .header("content-type", "application/json")
-            .header("x-a2a-notification-token", token)
-            .body(event(task))
-            .send()
-            .await
-            .unwrap();
+        let response = post_response(&gateway.callback, Some(token), event(task)).await;
         assert_eq!(response.status(), 503, "{task}");
         assert_eq!(response.headers()["retry-after"], "5", "{task}");
         let body = response.text().await.unwrap();
@@ -152,23 +153,8 @@ async fn an_agent_that_cannot_be_asked_gets_503_and_nothing_is_delivered() {
 #[tokio::test]
 async fn lookups_in_flight_are_bounded() {
     const MAX_LOOKUPS: usize = 32;
-    // Keeps configs, and answers a List only after 30 s.
-    let store = Store::default();
-    let kept = store.clone();
-    let agent = TestBackend::new(move |request| match request {
-        Request::Unary(UnaryRequest::CreateTaskPushNotificationConfig(c)) => Answer::Reply(
-            Reply::CreateTaskPushNotificationConfig(keep(&kept, c.clone())),
-        ),
-        Request::Unary(UnaryRequest::GetTaskPushNotificationConfig(_)) => {
-            Answer::Error(Status::not_found("no such config"))
-        }
-        Request::Unary(UnaryRequest::ListTaskPushNotificationConfigs(_)) => {
-            let listed = Reply::ListTaskPushNotificationConfigs(Default::default());
-            Answer::After(Duration::from_secs(30), Box::new(Answer::Reply(listed)))
-        }
-        _ => Answer::Error(Status::unavailable("overloaded")),
-    });
-    let agent_url = format!("http://{}", agent.spawn().await);
+    // Answers every List after 30 s.
+    let (agent, agent_url) = agent_slow_to_list(|_| true).await;
     let key = key_file();
     let gateway = Gateway::start(&agent_url, &key, &[]).await;
     let token = registered(&gateway, &agent, "t-1").await;
@@ -189,14 +175,7 @@ async fn lookups_in_flight_are_bounded() {
         .await
         .expect("every post at the bound asks the agent");
 
-    let response = client()
-        .post(&gateway.callback)
-        .header("content-type", "application/json")
-        .header("x-a2a-notification-token", &token)
-        .body(event("t-1"))
-        .send()
-        .await
-        .unwrap();
+    let response = post_response(&gateway.callback, Some(&token), event("t-1")).await;
     assert_eq!(response.status(), 503);
     assert_eq!(response.headers()["retry-after"], "5");
     let body = response.text().await.unwrap();
