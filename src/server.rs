@@ -276,8 +276,8 @@ async fn serve_http<I>(
     // HTTP/1.1 connection tells an HTTP/2 preface (prior knowledge) from a request head and
     // hands back what it read. hyper-util's detection instead hands hyper the first bytes as
     // a read of their own, and hyper grows its read buffer to 16 KiB for the connection's
-    // life (benches/README.md, "fan-in"). A preface split before its 24th byte is answered
-    // as a malformed HTTP/1.1 request.
+    // life (benches/README.md, "fan-in"). A preface cut after its version and before its
+    // 24th byte is answered as a malformed HTTP/1.1 request (400); clients write it whole.
     let mut builder = clients::http1_builder(&limits);
     // With header limits, the listener refuses (431) heads above every route's limit
     // before they are buffered whole; each route then holds requests to its own.
@@ -330,8 +330,8 @@ async fn serve_http2<I, S>(
     let _ = drive(connection, |c| c.graceful_shutdown(), stop, idle).await;
 }
 
-/// Serves `connection` until it ends, and gives its outcome; once `stop` turns true or `idle` resolves, it is shut
-/// down gracefully first.
+/// Serves `connection` until it ends, and gives its outcome; once `stop` turns true or
+/// `idle` resolves, it is shut down gracefully first.
 async fn drive<C: Future>(
     mut connection: std::pin::Pin<&mut C>,
     graceful_shutdown: impl FnOnce(std::pin::Pin<&mut C>),

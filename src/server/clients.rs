@@ -1,10 +1,10 @@
 //! What one client connection may hold of the gateway, and for how long (`ClientLimits`):
 //! the hyper connection settings (the request head's read deadline, HTTP/2 stream limits
 //! and pings, `http1_builder`, `http2_builder`; `Replay` hands HTTP/2 the bytes HTTP/1.1
-//! read of a cleartext connection), a deadline for each whole request body (`DeadlineBody`), closing
-//! connections with no request in flight (`Activity`), and a bound on how long a client may
-//! leave response bytes unread (`SendStall`: the connection is closed, which drops its
-//! streams and cancels their backend calls).
+//! read of a connection), a deadline for each whole request body (`DeadlineBody`),
+//! closing connections with no request in flight (`Activity`), and a bound on how long a
+//! client may leave response bytes unread (`SendStall`: the connection is closed, which
+//! drops its streams and cancels their backend calls).
 
 use std::future::Future;
 use std::io;
