@@ -21,7 +21,7 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 use super::clients::ClientLimits;
 use super::tls::ServerTls;
 use super::{accept_failed, serve_connections, Frontend, Served};
-use crate::telemetry::Metrics;
+use crate::telemetry::{access, Metrics};
 
 /// Running workers, each fed connections by the acceptor.
 pub struct Workers {
@@ -213,8 +213,11 @@ fn run_worker(
     ready: std::sync::mpsc::Sender<Result<(), String>>,
     grace: Duration,
 ) {
+    // Access lines are written when the thread is about to wait for work, after the
+    // replies went out: their formatting costs no call latency.
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
+        .on_thread_park(access::write_deferred)
         .build()
     {
         Ok(runtime) => runtime,
@@ -223,6 +226,7 @@ fn run_worker(
             return;
         }
     };
+    access::defer_lines();
     runtime.block_on(async {
         // Built on this runtime, so the backend clients' tasks run here too.
         let frontend = match template.worker_frontend(metrics) {
@@ -246,6 +250,8 @@ fn run_worker(
     });
     // Whatever still runs (the idle backend connection) is dropped, not awaited.
     runtime.shutdown_timeout(Duration::from_millis(100));
+    // Before the worker is reported finished: the process writes the log out after that.
+    access::stop_deferring();
 }
 
 /// A worker's reloads: each frontend built on this thread's runtime (its backend clients

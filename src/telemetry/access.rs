@@ -5,7 +5,8 @@
 //! front records it here (`backend_status`).
 //!
 //! The line has the shape of an INFO event of target `a2a_gateway::access`, written by
-//! `sink` off the request path (the log filter still decides whether there is one), with
+//! `sink` off the request path (on a serving thread, once it goes idle after the replies:
+//! `defer_lines`; the log filter still decides whether there is one), with
 //! fixed fields: route (the
 //! configured name of the route that served the call, as the metrics' `route` label), path
 //! (the request path), method, JSON-RPC id, result code (0: success), backend status (gRPC
@@ -23,7 +24,7 @@
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
-use std::time::Instant;
+use std::time::{Duration, Instant, SystemTime};
 
 use http::{HeaderName, HeaderValue};
 use opentelemetry::trace::TraceId;
@@ -52,11 +53,83 @@ const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// The most lines a thread keeps for its next calls (`SPARE_LINES`).
 const SPARE_LINES_MAX: usize = 64;
 
+/// Finished lines a serving thread holds at most before it writes them (`DEFERRED`).
+const DEFERRED_MAX: usize = 16;
+
+/// How long a finished line waits at most for its thread to go idle, as long as calls keep
+/// ending on that thread (the writer thread's own period, `sink`).
+const DEFERRED_FOR: Duration = Duration::from_millis(100);
+
 thread_local! {
     /// Boxes of finished calls' lines, taken by the next calls on this thread: once a
     /// thread has served its first calls, a call's line costs no allocation.
     #[expect(clippy::vec_box, reason = "a call holds the box itself, not a copy of the line")]
     static SPARE_LINES: RefCell<Vec<Box<Line>>> = const { RefCell::new(Vec::new()) };
+    /// On a serving thread (`defer_lines`), the lines of calls that ended since it last
+    /// went idle, in the order they ended: written (`write_deferred`) when its runtime is
+    /// about to park, after the replies went out, or sooner once `DEFERRED_MAX` have
+    /// gathered or the oldest waited `DEFERRED_FOR`. `None`: each line is written when its
+    /// call ends.
+    #[expect(clippy::vec_box, reason = "the boxes go back to SPARE_LINES once written")]
+    static DEFERRED: RefCell<Option<Vec<Box<Line>>>> = const { RefCell::new(None) };
+}
+
+/// From now on, this thread's lines wait until `write_deferred` (its runtime's park hook):
+/// formatting a line then costs a call no latency.
+pub(crate) fn defer_lines() {
+    let _ = DEFERRED.try_with(|deferred| {
+        deferred
+            .borrow_mut()
+            .get_or_insert_with(|| Vec::with_capacity(DEFERRED_MAX));
+    });
+}
+
+/// Writes the lines this thread deferred, with one lock of the log's buffer.
+pub(crate) fn write_deferred() {
+    let _ = DEFERRED.try_with(|deferred| {
+        let mut deferred = deferred.borrow_mut();
+        let Some(lines) = deferred.as_mut().filter(|lines| !lines.is_empty()) else {
+            return;
+        };
+        sink::append(lines.len(), |out, format| {
+            for line in lines.iter() {
+                line.write(out, format);
+            }
+        });
+        for line in lines.drain(..) {
+            spare(line);
+        }
+    });
+}
+
+/// Writes what this thread deferred, and its lines from now on as their calls end (a
+/// serving thread whose runtime is gone).
+pub(crate) fn stop_deferring() {
+    write_deferred();
+    let _ = DEFERRED.try_with(|deferred| deferred.borrow_mut().take());
+}
+
+/// `line`, finished, to this thread's deferred lines, or written now when it does not
+/// defer them.
+fn finished(line: Box<Line>) {
+    let mut line = Some(line);
+    let due = DEFERRED.try_with(|deferred| {
+        let mut deferred = deferred.borrow_mut();
+        let lines = deferred.as_mut()?;
+        lines.extend(line.take());
+        let waited = lines
+            .first()
+            .map_or(Duration::ZERO, |oldest| oldest.ended.elapsed());
+        Some(lines.len() >= DEFERRED_MAX || waited >= DEFERRED_FOR)
+    });
+    match (line, due) {
+        (Some(line), _) => {
+            sink::append(1, |out, format| line.write(out, format));
+            spare(line);
+        }
+        (None, Ok(Some(true))) => write_deferred(),
+        (None, _) => {}
+    }
 }
 
 /// The access log line of a call, filled in as it goes (kept only when the log is on).
@@ -80,6 +153,12 @@ struct Line {
     /// A callback post's answer, and why it was refused (other lines have neither).
     status: Option<u16>,
     refused: Option<&'static str>,
+    /// Set when the call ends (`finish`): its result code, the server span's trace id
+    /// (traces on), when it ended, on both clocks.
+    code: i32,
+    span_trace: Option<TraceId>,
+    ended: Instant,
+    ended_at: SystemTime,
 }
 
 impl Line {
@@ -101,7 +180,18 @@ impl Line {
             scheme: "-",
             status: None,
             refused: None,
+            code: 0,
+            span_trace: None,
+            ended: Instant::now(),
+            ended_at: SystemTime::UNIX_EPOCH,
         }
+    }
+
+    /// The call ended now with `code`.
+    fn finish(&mut self, code: i32, span_trace: Option<TraceId>) {
+        (self.code, self.span_trace) = (code, span_trace);
+        self.ended = Instant::now();
+        self.ended_at = SystemTime::now();
     }
 
     /// Starts the line of a new call, in place (a reused box keeps its old bytes, which
@@ -329,12 +419,11 @@ impl Drop for CallRecord {
         if let (Some(span), Some(kind)) = (&mut self.span, self.failure) {
             span.failed(&A2aError::new(kind));
         }
-        let Some(line) = self.line.take() else {
+        let Some(mut line) = self.line.take() else {
             return;
         };
-        let span_trace = self.span.as_ref().map(|span| span.trace_id());
-        line.write(code, span_trace);
-        spare(line);
+        line.finish(code, self.span.as_ref().map(|span| span.trace_id()));
+        finished(line);
     }
 }
 
@@ -358,11 +447,11 @@ fn set(field: &mut Option<ClippedField>, text: Option<&str>) {
 }
 
 impl Line {
-    /// Appends the line of the call that ended with `code`; `span_trace` is the server
-    /// span's trace id (traces on). Each value is written straight into the buffer: the
-    /// formatting machinery only for a span's trace id and an IPv6 client.
-    fn write(&self, code: i32, span_trace: Option<TraceId>) {
-        let duration_us = i64::try_from(self.started.elapsed().as_micros()).unwrap_or(i64::MAX);
+    /// Writes the line of the finished call into `out` in `format`. Each value is written
+    /// straight: the formatting machinery only for a span's trace id and an IPv6 client.
+    fn write(&self, out: &mut Vec<u8>, format: sink::LineFormat) {
+        let took = self.ended.saturating_duration_since(self.started);
+        let duration_us = i64::try_from(took.as_micros()).unwrap_or(i64::MAX);
         let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
         fn text(field: &Option<ClippedField>) -> &str {
             field.as_ref().map_or("-", ClippedField::as_str)
@@ -371,47 +460,45 @@ impl Line {
         let backend_status = self.backend.map_or("-", |s| status.format(s));
         let mut client = AddrText::default();
         let client = self.client.map_or("-", |addr| client.of(addr));
-        sink::append(|out, format| {
-            sink::open_line(out, format, TARGET);
-            sink::text_field(out, format, field_name!("route"), self.route.as_str());
-            sink::text_field(out, format, field_name!("path"), self.path.as_str());
-            sink::text_field(out, format, field_name!("method"), self.method);
-            sink::bare_field(out, format, field_name!("id"), text(&self.id));
-            sink::number_field(out, format, field_name!("code"), i64::from(code));
-            if let Some(status) = self.status {
-                sink::number_field(out, format, field_name!("status"), i64::from(status));
+        sink::open_line(out, format, TARGET, self.ended_at);
+        sink::text_field(out, format, field_name!("route"), self.route.as_str());
+        sink::text_field(out, format, field_name!("path"), self.path.as_str());
+        sink::text_field(out, format, field_name!("method"), self.method);
+        sink::bare_field(out, format, field_name!("id"), text(&self.id));
+        sink::number_field(out, format, field_name!("code"), i64::from(self.code));
+        if let Some(status) = self.status {
+            sink::number_field(out, format, field_name!("status"), i64::from(status));
+        }
+        if let Some(refused) = self.refused {
+            sink::text_field(out, format, field_name!("refused"), refused);
+        }
+        sink::bare_field(out, format, field_name!("backend_status"), backend_status);
+        sink::number_field(out, format, field_name!("duration_us"), duration_us);
+        sink::number_field(out, format, field_name!("bytes_in"), count(self.bytes_in));
+        sink::number_field(out, format, field_name!("bytes_out"), count(self.bytes_out));
+        let frames = i64::try_from(self.frames).unwrap_or(i64::MAX);
+        sink::number_field(out, format, field_name!("frames"), frames);
+        sink::bare_field(out, format, field_name!("client"), client);
+        sink::bare_field(
+            out,
+            format,
+            field_name!("request_id"),
+            text(&self.request_id),
+        );
+        sink::bare_field(out, format, field_name!("principal"), text(&self.principal));
+        sink::bare_field(out, format, field_name!("auth"), self.scheme);
+        match &self.span_trace {
+            Some(id) => sink::shown_field(out, format, field_name!("trace_id"), id),
+            None => {
+                sink::bare_field(
+                    out,
+                    format,
+                    field_name!("trace_id"),
+                    text(&self.traceparent),
+                );
             }
-            if let Some(refused) = self.refused {
-                sink::text_field(out, format, field_name!("refused"), refused);
-            }
-            sink::bare_field(out, format, field_name!("backend_status"), backend_status);
-            sink::number_field(out, format, field_name!("duration_us"), duration_us);
-            sink::number_field(out, format, field_name!("bytes_in"), count(self.bytes_in));
-            sink::number_field(out, format, field_name!("bytes_out"), count(self.bytes_out));
-            let frames = i64::try_from(self.frames).unwrap_or(i64::MAX);
-            sink::number_field(out, format, field_name!("frames"), frames);
-            sink::bare_field(out, format, field_name!("client"), client);
-            sink::bare_field(
-                out,
-                format,
-                field_name!("request_id"),
-                text(&self.request_id),
-            );
-            sink::bare_field(out, format, field_name!("principal"), text(&self.principal));
-            sink::bare_field(out, format, field_name!("auth"), self.scheme);
-            match &span_trace {
-                Some(id) => sink::shown_field(out, format, field_name!("trace_id"), id),
-                None => {
-                    sink::bare_field(
-                        out,
-                        format,
-                        field_name!("trace_id"),
-                        text(&self.traceparent),
-                    );
-                }
-            }
-            sink::close_line(out, format, TARGET);
-        });
+        }
+        sink::close_line(out, format, TARGET);
     }
 }
 
@@ -464,6 +551,53 @@ impl AddrText {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Lines this thread holds back.
+    fn deferred() -> Option<usize> {
+        DEFERRED.with(|deferred| deferred.borrow().as_ref().map(Vec::len))
+    }
+
+    fn line_ended_now() -> Box<Line> {
+        let mut line = Box::new(Line::new());
+        line.finish(0, None);
+        line
+    }
+
+    /// A serving thread holds its finished lines until its runtime parks, but never more
+    /// than `DEFERRED_MAX` of them nor for longer than `DEFERRED_FOR` while calls end;
+    /// any other thread writes each line at once.
+    #[test]
+    fn a_serving_thread_defers_a_bounded_number_of_lines_for_a_bounded_time() {
+        std::thread::spawn(|| {
+            finished(line_ended_now());
+            assert_eq!(deferred(), None, "not a serving thread: written at once");
+
+            defer_lines();
+            for held in 1..DEFERRED_MAX {
+                finished(line_ended_now());
+                assert_eq!(deferred(), Some(held));
+            }
+            finished(line_ended_now());
+            assert_eq!(deferred(), Some(0), "the {DEFERRED_MAX}th writes them all");
+
+            finished(line_ended_now());
+            write_deferred();
+            assert_eq!(deferred(), Some(0), "the park hook writes them");
+
+            finished(line_ended_now());
+            std::thread::sleep(DEFERRED_FOR);
+            finished(line_ended_now());
+            assert_eq!(deferred(), Some(0), "the oldest waited long enough");
+
+            finished(line_ended_now());
+            stop_deferring();
+            assert_eq!(deferred(), None);
+            finished(line_ended_now());
+            assert_eq!(deferred(), None, "written at once again");
+        })
+        .join()
+        .unwrap();
+    }
 
     #[test]
     fn client_addresses_are_written_as_display_writes_them() {

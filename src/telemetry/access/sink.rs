@@ -1,11 +1,13 @@
 //! Where access lines go, off the request path. A call's line is formatted straight from its
-//! fields into one buffer shared by the serving threads (held for the formatting only, so
-//! lines stay in the order calls ended); a thread of its own, `access-log`, swaps the
+//! fields into one buffer shared by the serving threads (held for the formatting only; a
+//! serving thread formats its lines when it goes idle, after the replies went out, so lines
+//! keep the order their calls ended in per thread, and carry the time each ended,
+//! `access::defer_lines`); a thread of its own, `access-log`, swaps the
 //! buffer for an empty one every `FLUSH_EVERY` (or sooner, once it holds `WAKE_AT` bytes)
 //! and hands it, in pieces of whole lines, to the log's writer (`tracing-appender`'s
 //! non-blocking one, which the other events go through too, so the order holds). So a call
-//! pays for the formatting only: no system call, no allocation once the two buffers have
-//! grown, and a stuck stderr never stalls a call.
+//! pays for none of it before its reply: no formatting, no system call, no allocation once
+//! the buffers have grown, and a stuck stderr never stalls a call.
 //!
 //! The lines look exactly like the log's other events (`tracing-subscriber`'s full text
 //! format, or its JSON), so one parser reads both. Bounded: the buffer holds at most
@@ -121,14 +123,15 @@ pub(crate) fn dropped() -> u64 {
     })
 }
 
-/// Appends one line, written by `fill` in the installed format, to the buffer.
-pub(crate) fn append(fill: impl FnOnce(&mut Vec<u8>, LineFormat)) {
+/// Appends `lines` lines, written by `fill` in the installed format, to the buffer (one
+/// lock for them all; past `MAX_PENDING` all of them are dropped and counted).
+pub(crate) fn append(lines: usize, fill: impl FnOnce(&mut Vec<u8>, LineFormat)) {
     let Some(sink) = SINK.get() else {
         return;
     };
     let mut bytes = sink.buffer.lock().unwrap_or_else(|e| e.into_inner());
     if bytes.len() >= MAX_PENDING {
-        sink.dropped.fetch_add(1, Relaxed);
+        sink.dropped.fetch_add(lines as u64, Relaxed);
         return;
     }
     let before = bytes.len();
@@ -141,18 +144,19 @@ pub(crate) fn append(fill: impl FnOnce(&mut Vec<u8>, LineFormat)) {
     }
 }
 
-/// The event's opening in `format`: the time and, in text, the level and target.
-pub(crate) fn open_line(out: &mut Vec<u8>, format: LineFormat, target: &str) {
+/// The event's opening in `format`: the time it happened (`at`) and, in text, the level
+/// and target.
+pub(crate) fn open_line(out: &mut Vec<u8>, format: LineFormat, target: &str, at: SystemTime) {
     match format {
         LineFormat::Text => {
-            timestamp(out);
+            timestamp(out, at);
             out.extend_from_slice(b"  INFO ");
             out.extend_from_slice(target.as_bytes());
             out.extend_from_slice(b": access");
         }
         LineFormat::Json => {
             out.extend_from_slice(b"{\"timestamp\":\"");
-            timestamp(out);
+            timestamp(out, at);
             out.extend_from_slice(b"\",\"level\":\"INFO\",\"fields\":{\"message\":\"access\"");
         }
     }
@@ -280,27 +284,27 @@ fn escape_quotes(out: &mut Vec<u8>, value: &str) {
     out.extend_from_slice(rest);
 }
 
-/// Now, as `tracing-subscriber` writes it: `2026-12-03T08:39:45.587309Z`. The date and
-/// time up to the seconds are worked out once per second per thread.
-fn timestamp(out: &mut Vec<u8>) {
-    let since = SystemTime::now()
+/// `at` as `tracing-subscriber` writes the time: `2026-12-03T08:39:45.587309Z`. The date
+/// and time up to the seconds are worked out once per second per thread.
+fn timestamp(out: &mut Vec<u8>, at: SystemTime) {
+    let since = at
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap_or_default();
     let seconds = since.as_secs();
     let (cached, mut text) = SECOND.get();
     if cached != seconds {
-        let at = time::OffsetDateTime::from_unix_timestamp(seconds as i64)
+        let date = time::OffsetDateTime::from_unix_timestamp(seconds as i64)
             .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
         let mut cursor = std::io::Cursor::new(&mut text[..]);
         let _ = write!(
             cursor,
             "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
-            at.year(),
-            u8::from(at.month()),
-            at.day(),
-            at.hour(),
-            at.minute(),
-            at.second()
+            date.year(),
+            u8::from(date.month()),
+            date.day(),
+            date.hour(),
+            date.minute(),
+            date.second()
         );
         SECOND.set((seconds, text));
     }
@@ -362,7 +366,7 @@ mod tests {
 
     fn line(format: LineFormat) -> String {
         let mut out = Vec::new();
-        open_line(&mut out, format, "a2a_gateway::access");
+        open_line(&mut out, format, "a2a_gateway::access", SystemTime::now());
         text_field(&mut out, format, field_name!("route"), "/a\"b\\c\u{1}");
         shown_field(&mut out, format, field_name!("id"), &"\"x\"");
         number_field(&mut out, format, field_name!("code"), -32001);
