@@ -40,6 +40,7 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::{Response, Status};
 
 const ROLE_BACKEND: &str = "--role-backend";
+const ROLE_RELAY: &str = "--role-relay";
 const GATEWAY_BIN: &str = env!("CARGO_BIN_EXE_a2a-gateway");
 /// USER_HZ: the unit of utime/stime in /proc/PID/stat (100 on every Linux ABI).
 const CLK_TCK: f64 = 100.0;
@@ -49,9 +50,10 @@ const FAN_STREAMS: usize = 10_000;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some(ROLE_BACKEND) {
-        backend_main();
-        return;
+    match args.first().map(String::as_str) {
+        Some(ROLE_BACKEND) => return backend_main(),
+        Some(ROLE_RELAY) => return relay_main(args.get(1).expect("relay's backend")),
+        _ => {}
     }
     let opts = Options::parse(&args);
     raise_nofile();
@@ -78,6 +80,8 @@ const SCENARIOS: &[&str] = &[
     "jwt-32",
     "grpc-front-32",
     "many-routes",
+    "relay-1",
+    "relay-32",
 ];
 
 struct Options {
@@ -202,23 +206,28 @@ fn raise_nofile() {
 }
 
 fn start_backend() -> (Proc, SocketAddr) {
+    start_role(&[ROLE_BACKEND])
+}
+
+/// This binary re-executed in a role (`args`), and the address it says it listens on.
+fn start_role(args: &[&str]) -> (Proc, SocketAddr) {
     let mut child = Command::new(std::env::current_exe().expect("current exe"))
-        .arg(ROLE_BACKEND)
+        .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
-        .expect("start backend");
+        .expect("start role");
     let stdout = child.stdout.take().expect("stdout");
     let mut line = String::new();
     BufReader::new(stdout)
         .read_line(&mut line)
-        .expect("backend address");
+        .expect("role's address");
     let addr = line
         .trim()
         .strip_prefix("LISTEN ")
         .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("backend said {line:?}"));
+        .unwrap_or_else(|| panic!("{args:?} said {line:?}"));
     (Proc { child }, addr)
 }
 
@@ -550,11 +559,7 @@ impl A2aService for BenchBackend {
 }
 
 fn backend_main() {
-    // The backend lives as long as the bench: its stdin closes when the bench exits.
-    std::thread::spawn(|| {
-        let _ = std::io::stdin().read_to_end(&mut Vec::new());
-        std::process::exit(0);
-    });
+    exit_with_bench();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -584,6 +589,48 @@ fn backend_main() {
             .serve_with_incoming(incoming)
             .await
             .expect("serve");
+    });
+}
+
+/// Exits this process once the bench's end of its stdin closes: a role lives as long as
+/// the bench.
+fn exit_with_bench() {
+    std::thread::spawn(|| {
+        let _ = std::io::stdin().read_to_end(&mut Vec::new());
+        std::process::exit(0);
+    });
+}
+
+/// A bare TCP relay in front of `backend`: each connection is copied both ways by one task
+/// (`tokio::io::copy_bidirectional`), nothing is parsed. What it adds is what the extra hop
+/// of any proxy costs on this machine (two more socket round trips per call, one more
+/// process to wake twice), so the gateway's own share is what it adds beyond the relay.
+/// One thread, as cheap as a relay gets: no wake-up crosses threads.
+fn relay_main(backend: &str) {
+    exit_with_bench();
+    let backend: SocketAddr = backend.parse().expect("relay's backend address");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        println!("LISTEN {}", listener.local_addr().expect("addr"));
+        loop {
+            let Ok((mut client, _)) = listener.accept().await else {
+                continue;
+            };
+            tokio::spawn(async move {
+                let Ok(mut upstream) = tokio::net::TcpStream::connect(backend).await else {
+                    return;
+                };
+                let _ = client.set_nodelay(true);
+                let _ = upstream.set_nodelay(true);
+                let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+            });
+        }
     });
 }
 
@@ -1344,6 +1391,8 @@ async fn run(opts: Options) {
             "jwt-32" => rows.extend(jwt(&setup, &opts).await),
             "grpc-front-32" => rows.extend(grpc_front(&setup, &opts).await),
             "many-routes" => rows.extend(many_routes(&setup, &opts).await),
+            "relay-1" => rows.extend(relay(&setup, &opts, scenario, 1).await),
+            "relay-32" => rows.extend(relay(&setup, &opts, scenario, 32).await),
             _ => unreachable!(),
         }
         eprintln!("   {:.1} s", started.elapsed().as_secs_f64());
@@ -1897,6 +1946,59 @@ async fn grpc_front(setup: &Setup, opts: &Options) -> Vec<Row> {
         Row::from("grpc-front-32", "grpc front", g, note),
         Row::from("grpc-front-32", "jsonrpc h2c", j, String::new()),
         Row::from("grpc-front-32", "jsonrpc h1", h1, String::new()),
+    ]
+}
+
+// ---------------------------------------------------------------- the relay floor
+
+/// The gateway, a bare TCP relay (`relay_main`) and the direct path, SendMessage 200 B from
+/// `clients` clients. Each repetition runs gateway, relay, direct, relay, gateway: the two
+/// windows of each proxy are centred on the direct one, so each repetition's ratios cancel a
+/// drift that is linear over it, and the gateway and the relay are compared at the same time.
+async fn relay(setup: &Setup, opts: &Options, name: &str, clients: usize) -> Vec<Row> {
+    let backend = setup.backend_addr.to_string();
+    let (relay, relay_addr) = start_role(&[ROLE_RELAY, &backend]);
+    let kind = Kind::Send(200);
+    let (w, win) = (opts.warmup(), opts.window());
+    let relay_pids = Pids {
+        gateway: Some(relay.pid()),
+        backend: setup.backend.pid(),
+    };
+    let gateway = Target::Http(setup.gateway_addr, "/a2a/jsonrpc");
+    let (relayed, direct) = (Target::Grpc(relay_addr), Target::Grpc(setup.backend_addr));
+    let (mut gw, mut rl, mut dr) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut gw_ratios, mut rl_ratios, mut gw_over_rl) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..opts.reps {
+        let g1 = closed_loop(gateway, kind, clients, setup.pids(true), w, win).await;
+        let r1 = closed_loop(relayed, kind, clients, relay_pids, w, win).await;
+        let d = closed_loop(direct, kind, clients, setup.pids(false), w, win).await;
+        let r2 = closed_loop(relayed, kind, clients, relay_pids, w, win).await;
+        let g2 = closed_loop(gateway, kind, clients, setup.pids(true), w, win).await;
+        let (g, r) = ((g1.rate + g2.rate) / 2.0, (r1.rate + r2.rate) / 2.0);
+        gw_ratios.push(g / d.rate);
+        rl_ratios.push(r / d.rate);
+        gw_over_rl.push(g / r);
+        gw.extend([g1, g2]);
+        rl.extend([r1, r2]);
+        dr.push(d);
+    }
+    let (g, r, d) = (summarize(&gw), summarize(&rl), summarize(&dr));
+    let gateway_note = format!(
+        "{}; {}; over the relay: ratio {:.2}, p50 {:+.0} µs",
+        paired_ratio(&gw_ratios, g),
+        added(g, d),
+        median(gw_over_rl),
+        g.p50 - r.p50,
+    );
+    let relay_note = format!(
+        "{} (gw cpu = the relay's); {}",
+        paired_ratio(&rl_ratios, r).replace("gw cpu", "relay cpu"),
+        added(r, d),
+    );
+    vec![
+        Row::from(name, "gateway", g, gateway_note),
+        Row::from(name, "tcp relay", r, relay_note),
+        Row::from(name, "direct", d, String::new()),
     ]
 }
 
