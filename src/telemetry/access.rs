@@ -70,8 +70,37 @@ thread_local! {
     /// about to park, after the replies went out, or sooner once `DEFERRED_MAX` have
     /// gathered or the oldest waited `DEFERRED_FOR`. `None`: each line is written when its
     /// call ends.
-    #[expect(clippy::vec_box, reason = "the boxes go back to SPARE_LINES once written")]
-    static DEFERRED: RefCell<Option<Vec<Box<Line>>>> = const { RefCell::new(None) };
+    static DEFERRED: RefCell<Option<Deferred>> = const { RefCell::new(None) };
+}
+
+/// A serving thread's finished lines not yet written; whatever is left when it is dropped
+/// (the thread ends, even by a panic) is written then.
+struct Deferred(
+    #[expect(clippy::vec_box, reason = "the boxes go back to SPARE_LINES")] Vec<Box<Line>>,
+);
+
+impl Deferred {
+    /// Writes the lines, with one lock of the log's buffer, and keeps their boxes.
+    fn write(&mut self) {
+        if self.0.is_empty() {
+            return;
+        }
+        let lines = &self.0;
+        sink::append(lines.len(), |out, format| {
+            for line in lines {
+                line.write(out, format);
+            }
+        });
+        for line in self.0.drain(..) {
+            spare(line);
+        }
+    }
+}
+
+impl Drop for Deferred {
+    fn drop(&mut self) {
+        self.write();
+    }
 }
 
 /// From now on, this thread's lines wait until `write_deferred` (its runtime's park hook):
@@ -80,33 +109,21 @@ pub(crate) fn defer_lines() {
     let _ = DEFERRED.try_with(|deferred| {
         deferred
             .borrow_mut()
-            .get_or_insert_with(|| Vec::with_capacity(DEFERRED_MAX));
+            .get_or_insert_with(|| Deferred(Vec::with_capacity(DEFERRED_MAX)));
     });
 }
 
-/// Writes the lines this thread deferred, with one lock of the log's buffer.
+/// Writes the lines this thread deferred.
 pub(crate) fn write_deferred() {
-    let _ = DEFERRED.try_with(|deferred| {
-        let mut deferred = deferred.borrow_mut();
-        let Some(lines) = deferred.as_mut().filter(|lines| !lines.is_empty()) else {
-            return;
-        };
-        sink::append(lines.len(), |out, format| {
-            for line in lines.iter() {
-                line.write(out, format);
-            }
-        });
-        for line in lines.drain(..) {
-            spare(line);
-        }
-    });
+    let _ = DEFERRED.try_with(|deferred| deferred.borrow_mut().as_mut().map(Deferred::write));
 }
 
 /// Writes what this thread deferred, and its lines from now on as their calls end (a
 /// serving thread whose runtime is gone).
 pub(crate) fn stop_deferring() {
-    write_deferred();
-    let _ = DEFERRED.try_with(|deferred| deferred.borrow_mut().take());
+    // Dropped after the borrow ends: written then.
+    let deferred = DEFERRED.try_with(|deferred| deferred.borrow_mut().take());
+    drop(deferred);
 }
 
 /// `line`, finished, to this thread's deferred lines, or written now when it does not
@@ -115,7 +132,7 @@ fn finished(line: Box<Line>) {
     let mut line = Some(line);
     let due = DEFERRED.try_with(|deferred| {
         let mut deferred = deferred.borrow_mut();
-        let lines = deferred.as_mut()?;
+        let lines = &mut deferred.as_mut()?.0;
         lines.extend(line.take());
         let waited = lines
             .first()
@@ -554,7 +571,7 @@ mod tests {
 
     /// Lines this thread holds back.
     fn deferred() -> Option<usize> {
-        DEFERRED.with(|deferred| deferred.borrow().as_ref().map(Vec::len))
+        DEFERRED.with(|deferred| deferred.borrow().as_ref().map(|lines| lines.0.len()))
     }
 
     fn line_ended_now() -> Box<Line> {
@@ -590,8 +607,11 @@ mod tests {
             assert_eq!(deferred(), Some(0), "the oldest waited long enough");
 
             finished(line_ended_now());
+            let spare = || SPARE_LINES.with(|spare| spare.borrow().len());
+            let kept = spare();
             stop_deferring();
             assert_eq!(deferred(), None);
+            assert_eq!(spare(), kept + 1, "the held line was written, its box kept");
             finished(line_ended_now());
             assert_eq!(deferred(), None, "written at once again");
         })
