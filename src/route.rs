@@ -642,7 +642,7 @@ impl Routes {
                     limits: self.limits.as_ref().and_then(|l| l.route(index)).cloned(),
                     agent: gateway.backend.clone(),
                     timeout: gateway.unary_timeout,
-                    set_headers: gateway.forward.select(&http::HeaderMap::new()),
+                    set_headers: gateway.forward.set_headers().to_vec(),
                     tenant: gateway.tenant.clone().unwrap_or_default(),
                     lookups: Arc::new(tokio::sync::Semaphore::new(callback::MAX_LOOKUPS)),
                 };

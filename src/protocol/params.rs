@@ -325,6 +325,12 @@ impl ForwardPolicy {
         })
     }
 
+    /// The route's own headers (`set-header`), sent on every call to the agent, also on
+    /// the calls the gateway makes of itself.
+    pub(crate) fn set_headers(&self) -> &[(HeaderName, HeaderValue)] {
+        &self.set
+    }
+
     /// The forwarded headers of one request, in policy order, all values kept, then the
     /// route's own (`set-header`).
     pub(crate) fn select(&self, headers: &HeaderMap) -> Vec<(HeaderName, HeaderValue)> {

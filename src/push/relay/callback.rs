@@ -33,7 +33,7 @@ use crate::backend::{Backend, Call};
 use crate::front::limits::{BodyCharge, RouteLimits};
 use crate::proto::stream_response::Payload;
 use crate::proto::{ListTaskPushNotificationConfigsRequest, StreamResponse};
-use crate::protocol::error::{A2aError, ErrorKind};
+use crate::protocol::error::ErrorKind;
 use crate::protocol::ops::{Reply, UnaryRequest};
 use crate::push::outbox::{Delivery, Outbox, Refused};
 use crate::push::relay::RelaySettings;
@@ -78,8 +78,33 @@ pub(crate) struct Callback {
     metrics: Arc<Metrics>,
 }
 
-/// Why a post was refused: its status, what the agent reads, and the count it goes to.
-struct Refusal(StatusCode, &'static str, PushCallback);
+/// Why a post was refused: its status, what the agent reads, the count it goes to, and
+/// when the agent may try again (`Retry-After`), if it may.
+struct Refusal {
+    status: StatusCode,
+    why: &'static str,
+    outcome: PushCallback,
+    retry_after: Option<&'static str>,
+}
+
+impl Refusal {
+    fn new(status: StatusCode, why: &'static str, outcome: PushCallback) -> Refusal {
+        Refusal {
+            status,
+            why,
+            outcome,
+            retry_after: None,
+        }
+    }
+
+    /// The same refusal, telling the agent to try again after `seconds`.
+    fn retry_after(self, seconds: &'static str) -> Refusal {
+        Refusal {
+            retry_after: Some(seconds),
+            ..self
+        }
+    }
+}
 
 /// The wait a post refused for the gateway's body budget is told (`Retry-After`).
 const BUDGET_RETRY_AFTER: &str = "1";
@@ -138,14 +163,20 @@ impl Callback {
         let (route, answer) = self.accept(&parts, body, &mut bytes_in).await;
         let outcome = match &answer {
             Ok(()) => PushCallback::Accepted,
-            Err(Refusal(_, _, outcome)) => *outcome,
+            Err(refusal) => refusal.outcome,
         };
         match route {
             Some((_, route)) => route.metrics.push_callback(outcome),
             None => self.metrics.push_callback_unrouted(outcome),
         }
         let route = route.map_or("", |(name, _)| &**name);
-        let Err(Refusal(status, why, _)) = answer else {
+        let Err(Refusal {
+            status,
+            why,
+            retry_after,
+            ..
+        }) = answer
+        else {
             record.push_callback(route, bytes_in, StatusCode::NO_CONTENT.as_u16(), None);
             return StatusCode::NO_CONTENT.into_response();
         };
@@ -163,12 +194,7 @@ impl Callback {
             let allow = HeaderValue::from_static("POST");
             response.headers_mut().insert(http::header::ALLOW, allow);
         }
-        let wait = match why {
-            BUDGET => Some(BUDGET_RETRY_AFTER),
-            UNVERIFIED | LOOKUPS_BUSY => Some(LOOKUP_RETRY_AFTER),
-            _ => None,
-        };
-        if let Some(wait) = wait {
+        if let Some(wait) = retry_after {
             let wait = HeaderValue::from_static(wait);
             response
                 .headers_mut()
@@ -187,14 +213,14 @@ impl Callback {
     ) -> (Option<(&Arc<str>, &RouteOutbox)>, Result<(), Refusal>) {
         use PushCallback as Outcome;
         if parts.method != Method::POST {
-            let refusal = Refusal(
+            let refusal = Refusal::new(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "method not allowed here",
                 Outcome::BadRequest,
             );
             return (None, Err(refusal));
         }
-        let unauthorized = Refusal(
+        let unauthorized = Refusal::new(
             StatusCode::UNAUTHORIZED,
             "no valid notification token",
             Outcome::Unauthorized,
@@ -219,7 +245,7 @@ impl Callback {
         // A notification is the JSON of a StreamResponse (spec §4.3.3): what is sent as
         // anything else is not one, whatever its bytes.
         if !crate::front::rest::is_a2a_json(headers) {
-            let refusal = Refusal(
+            let refusal = Refusal::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "the Content-Type must be application/a2a+json or application/json",
                 Outcome::UnsupportedType,
@@ -241,7 +267,7 @@ impl Callback {
         let (ids, body) = match event_task(&body) {
             Ok(event) => event,
             Err(why) => {
-                let refusal = Refusal(StatusCode::BAD_REQUEST, why, Outcome::BadRequest);
+                let refusal = Refusal::new(StatusCode::BAD_REQUEST, why, Outcome::BadRequest);
                 return (Some(named), Err(refusal));
             }
         };
@@ -251,7 +277,7 @@ impl Callback {
             context,
         } = ids;
         if !sealed.task_id.is_empty() && sealed.task_id != task_id {
-            let refusal = Refusal(
+            let refusal = Refusal::new(
                 StatusCode::BAD_REQUEST,
                 "the event is not of the token's task",
                 Outcome::WrongTask,
@@ -264,7 +290,7 @@ impl Callback {
         if sealed.task_id.is_empty()
             && (sealed.context_id.is_empty() || sealed.context_id != context)
         {
-            let refusal = Refusal(
+            let refusal = Refusal::new(
                 StatusCode::FORBIDDEN,
                 "the event is not of the conversation the token was given for",
                 Outcome::WrongTask,
@@ -279,7 +305,8 @@ impl Callback {
             };
             let Ok(_lookup) = route.lookups.try_acquire() else {
                 let busy = StatusCode::SERVICE_UNAVAILABLE;
-                let refusal = Refusal(busy, LOOKUPS_BUSY, PushCallback::Unverified);
+                let refusal = Refusal::new(busy, LOOKUPS_BUSY, PushCallback::Unverified)
+                    .retry_after(LOOKUP_RETRY_AFTER);
                 return (Some(named), Err(refusal));
             };
             if let Err(refusal) = held(route, tenant, &task_id, token).await {
@@ -301,12 +328,12 @@ impl Callback {
             .outbox
             .enqueue(delivery)
             .map_err(|refused| match refused {
-                Refused::Full => Refusal(
+                Refused::Full => Refusal::new(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "delivery queue full",
                     Outcome::Full,
                 ),
-                Refused::Closed => Refusal(
+                Refused::Closed => Refusal::new(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "shutting down",
                     Outcome::Closed,
@@ -325,7 +352,7 @@ impl Callback {
     ) -> Result<Bytes, Refusal> {
         let limit = self.settings.max_body;
         let too_large = || {
-            Refusal(
+            Refusal::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "notification larger than push-max-body",
                 PushCallback::TooLarge,
@@ -341,7 +368,7 @@ impl Callback {
         let mut read = bytes::BytesMut::new();
         while let Some(frame) = body.frame().await {
             let frame = frame.map_err(|_| {
-                Refusal(
+                Refusal::new(
                     StatusCode::BAD_REQUEST,
                     "the body could not be read",
                     PushCallback::BadRequest,
@@ -357,7 +384,8 @@ impl Callback {
             }
             if let Some(charge) = charge.as_deref_mut() {
                 charge.grow_to(read.len() + data.len()).map_err(|_| {
-                    Refusal(StatusCode::SERVICE_UNAVAILABLE, BUDGET, PushCallback::Full)
+                    Refusal::new(StatusCode::SERVICE_UNAVAILABLE, BUDGET, PushCallback::Full)
+                        .retry_after(BUDGET_RETRY_AFTER)
                 })?;
             }
             read.extend_from_slice(&data);
@@ -385,13 +413,14 @@ async fn held(
     let timeout = route.timeout.unwrap_or(LOOKUP_TIMEOUT);
     let deadline = tokio::time::Instant::now() + timeout;
     let unverified = || {
-        Refusal(
+        Refusal::new(
             StatusCode::SERVICE_UNAVAILABLE,
             UNVERIFIED,
             PushCallback::Unverified,
         )
+        .retry_after(LOOKUP_RETRY_AFTER)
     };
-    let revoked = || Refusal(StatusCode::UNAUTHORIZED, REVOKED, PushCallback::Revoked);
+    let revoked = || Refusal::new(StatusCode::UNAUTHORIZED, REVOKED, PushCallback::Revoked);
     let lookup = async {
         let mut page_token = String::new();
         for _ in 0..MAX_PAGES {
@@ -412,7 +441,7 @@ async fn held(
                 Ok(Reply::ListTaskPushNotificationConfigs(list)) => list,
                 Ok(_) => return Err(unverified()),
                 // A task gone, or an agent without push notifications, holds no config.
-                Err(err) => match A2aError::from(err).kind {
+                Err(err) => match err.kind() {
                     ErrorKind::TaskNotFound | ErrorKind::PushNotificationNotSupported => {
                         return Err(revoked())
                     }
