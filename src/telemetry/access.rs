@@ -134,9 +134,11 @@ fn finished(line: Box<Line>) {
         let mut deferred = deferred.borrow_mut();
         let lines = &mut deferred.as_mut()?.0;
         lines.extend(line.take());
-        let waited = lines
-            .first()
-            .map_or(Duration::ZERO, |oldest| oldest.ended.elapsed());
+        // The newest line ended just now: no clock is read again.
+        let waited = match (lines.first(), lines.last()) {
+            (Some(oldest), Some(newest)) => newest.ended.saturating_duration_since(oldest.ended),
+            _ => Duration::ZERO,
+        };
         Some(lines.len() >= DEFERRED_MAX || waited >= DEFERRED_FOR)
     });
     match (line, due) {
