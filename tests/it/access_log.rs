@@ -515,26 +515,9 @@ async fn a_grpc_message_past_max_body_is_logged_as_refused() {
 #[tokio::test]
 async fn every_push_callback_post_gets_one_line_without_its_token() {
     use base64::Engine;
-    use std::sync::{Arc, Mutex};
     // Holds the push configs it is given, as the relay's callback asks.
-    let held: Arc<Mutex<Vec<TaskPushNotificationConfig>>> = Arc::default();
-    let kept = held.clone();
-    let agent = TestBackend::new(move |request| match request {
-        Request::Unary(UnaryRequest::CreateTaskPushNotificationConfig(config)) => {
-            kept.lock().unwrap().push(config.clone());
-            Answer::Reply(Reply::CreateTaskPushNotificationConfig(config.clone()))
-        }
-        Request::Unary(UnaryRequest::ListTaskPushNotificationConfigs(_)) => {
-            let configs = kept.lock().unwrap().clone();
-            Answer::Reply(Reply::ListTaskPushNotificationConfigs(
-                ListTaskPushNotificationConfigsResponse {
-                    configs,
-                    next_page_token: String::new(),
-                },
-            ))
-        }
-        _ => Answer::Error(tonic::Status::not_found("no such task")),
-    });
+    let held = harness::PushStore::default();
+    let agent = harness::push_config_agent(held.clone());
     let key = TempFile::new(
         "key",
         &base64::engine::general_purpose::STANDARD.encode([7u8; 32]),

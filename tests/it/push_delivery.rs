@@ -225,30 +225,14 @@ fn unusable_push_files_stop_the_start_naming_the_flag() {
 /// well past `--shutdown-grace`, is still delivered and counted.
 #[tokio::test]
 async fn a_reload_keeps_the_delivery_counts_and_the_delivery_being_sent() {
-    use crate::harness::{client, metrics_text, request, rpc, status_update, Answer, TestBackend};
-    use a2a_gateway::protocol::ops::{Reply, Request, UnaryRequest};
+    use crate::harness::{client, metrics_text, push_config_agent, request, rpc, status_update};
+    use a2a_gateway::protocol::ops::{Request, UnaryRequest};
     use serde_json::json;
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
     // Holds the push configs it is given, as the relay's callback asks.
-    let held: Arc<std::sync::Mutex<Vec<_>>> = Arc::default();
-    let agent = TestBackend::new(move |request| match request {
-        Request::Unary(UnaryRequest::CreateTaskPushNotificationConfig(config)) => {
-            held.lock().unwrap().push(config.clone());
-            Answer::Reply(Reply::CreateTaskPushNotificationConfig(config.clone()))
-        }
-        Request::Unary(UnaryRequest::ListTaskPushNotificationConfigs(_)) => {
-            let configs = held.lock().unwrap().clone();
-            Answer::Reply(Reply::ListTaskPushNotificationConfigs(
-                a2a_gateway::proto::ListTaskPushNotificationConfigsResponse {
-                    configs,
-                    next_page_token: String::new(),
-                },
-            ))
-        }
-        _ => Answer::Error(tonic::Status::unimplemented("push configs only")),
-    });
+    let agent = push_config_agent(Default::default());
     let agent_url = format!("http://{}", agent.spawn().await);
     // The webhook answers at once, but its second request only once released.
     let release = Arc::new(tokio::sync::Semaphore::new(0));

@@ -69,68 +69,6 @@ impl Recorded {
     }
 }
 
-/// The push configs an agent keeps, shared by the test and the agent.
-type Store = Arc<Mutex<Vec<TaskPushNotificationConfig>>>;
-
-/// Keeps `config` as the reference SDK does: a config without an id gets its task's id,
-/// and replaces the one of the same task and id.
-fn keep(store: &Store, mut config: TaskPushNotificationConfig) -> TaskPushNotificationConfig {
-    if config.id.is_empty() {
-        config.id.clone_from(&config.task_id);
-    }
-    let mut store = store.lock().unwrap();
-    store.retain(|c| (&c.task_id, &c.id) != (&config.task_id, &config.id));
-    store.push(config.clone());
-    config
-}
-
-/// An agent keeping push configs in `store`, which answers a message with task `task-new`.
-fn agent(store: Store) -> TestBackend {
-    TestBackend::new(move |request| {
-        let kept = || store.lock().unwrap().clone();
-        match request {
-            Request::Unary(UnaryRequest::CreateTaskPushNotificationConfig(c)) => Answer::Reply(
-                Reply::CreateTaskPushNotificationConfig(keep(&store, c.clone())),
-            ),
-            Request::Unary(UnaryRequest::GetTaskPushNotificationConfig(get)) => {
-                let found = kept()
-                    .into_iter()
-                    .find(|c| c.task_id == get.task_id && c.id == get.id);
-                match found {
-                    Some(c) => Answer::Reply(Reply::GetTaskPushNotificationConfig(c)),
-                    None => Answer::Error(Status::not_found("no such config")),
-                }
-            }
-            Request::Unary(UnaryRequest::ListTaskPushNotificationConfigs(list)) => {
-                let configs = kept().into_iter().filter(|c| c.task_id == list.task_id);
-                Answer::Reply(Reply::ListTaskPushNotificationConfigs(
-                    ListTaskPushNotificationConfigsResponse {
-                        configs: configs.collect(),
-                        next_page_token: String::new(),
-                    },
-                ))
-            }
-            Request::Unary(UnaryRequest::DeleteTaskPushNotificationConfig(delete)) => {
-                let mut store = store.lock().unwrap();
-                store.retain(|c| (&c.task_id, &c.id) != (&delete.task_id, &delete.id));
-                Answer::Reply(Reply::DeleteTaskPushNotificationConfig(Default::default()))
-            }
-            Request::Unary(UnaryRequest::SendMessage(send)) => {
-                let pushed = send.configuration.as_ref();
-                if let Some(config) = pushed.and_then(|c| c.task_push_notification_config.clone()) {
-                    let task_id = "task-new".into();
-                    keep(&store, TaskPushNotificationConfig { task_id, ..config });
-                }
-                let task = task("task-new", TaskState::Submitted);
-                Answer::Reply(Reply::SendMessage(SendMessageResponse {
-                    payload: Some(send_message_response::Payload::Task(task)),
-                }))
-            }
-            other => Answer::Error(Status::unimplemented(format!("{other:?}"))),
-        }
-    })
-}
-
 /// A push key file (one random key).
 fn key_file() -> TempFile {
     let key: [u8; 32] = std::array::from_fn(|_| rand_byte());
@@ -246,9 +184,9 @@ fn event(task: &str) -> Vec<u8> {
 }
 
 /// An agent keeping push configs, and its URL.
-async fn started_agent() -> (TestBackend, Store, String) {
-    let store = Store::default();
-    let agent = agent(store.clone());
+async fn started_agent() -> (TestBackend, PushStore, String) {
+    let store = PushStore::default();
+    let agent = push_config_agent(store.clone());
     let addr = agent.spawn().await;
     (agent, store, format!("http://{addr}"))
 }

@@ -259,6 +259,71 @@ test_service! {
     get_extended_agent_card(GetExtendedAgentCardRequest) -> AgentCard = GetExtendedAgentCard;
 }
 
+/// The push configs an agent keeps, shared by the test and the agent.
+pub type PushStore = Arc<Mutex<Vec<TaskPushNotificationConfig>>>;
+
+/// Keeps `config` as the reference SDK does: a config without an id gets its task's id,
+/// and replaces the one of the same task and id.
+pub fn keep_push_config(
+    store: &PushStore,
+    mut config: TaskPushNotificationConfig,
+) -> TaskPushNotificationConfig {
+    if config.id.is_empty() {
+        config.id.clone_from(&config.task_id);
+    }
+    let mut store = store.lock().unwrap();
+    store.retain(|c| (&c.task_id, &c.id) != (&config.task_id, &config.id));
+    store.push(config.clone());
+    config
+}
+
+/// An agent keeping push configs in `store`, which answers a message with task `task-new`.
+pub fn push_config_agent(store: PushStore) -> TestBackend {
+    TestBackend::new(move |request| {
+        let kept = || store.lock().unwrap().clone();
+        match request {
+            Request::Unary(UnaryRequest::CreateTaskPushNotificationConfig(c)) => Answer::Reply(
+                Reply::CreateTaskPushNotificationConfig(keep_push_config(&store, c.clone())),
+            ),
+            Request::Unary(UnaryRequest::GetTaskPushNotificationConfig(get)) => {
+                let found = kept()
+                    .into_iter()
+                    .find(|c| c.task_id == get.task_id && c.id == get.id);
+                match found {
+                    Some(c) => Answer::Reply(Reply::GetTaskPushNotificationConfig(c)),
+                    None => Answer::Error(Status::not_found("no such config")),
+                }
+            }
+            Request::Unary(UnaryRequest::ListTaskPushNotificationConfigs(list)) => {
+                let configs = kept().into_iter().filter(|c| c.task_id == list.task_id);
+                Answer::Reply(Reply::ListTaskPushNotificationConfigs(
+                    ListTaskPushNotificationConfigsResponse {
+                        configs: configs.collect(),
+                        next_page_token: String::new(),
+                    },
+                ))
+            }
+            Request::Unary(UnaryRequest::DeleteTaskPushNotificationConfig(delete)) => {
+                let mut store = store.lock().unwrap();
+                store.retain(|c| (&c.task_id, &c.id) != (&delete.task_id, &delete.id));
+                Answer::Reply(Reply::DeleteTaskPushNotificationConfig(Default::default()))
+            }
+            Request::Unary(UnaryRequest::SendMessage(send)) => {
+                let pushed = send.configuration.as_ref();
+                if let Some(config) = pushed.and_then(|c| c.task_push_notification_config.clone()) {
+                    let task_id = "task-new".into();
+                    keep_push_config(&store, TaskPushNotificationConfig { task_id, ..config });
+                }
+                let task = task("task-new", TaskState::Submitted);
+                Answer::Reply(Reply::SendMessage(SendMessageResponse {
+                    payload: Some(send_message_response::Payload::Task(task)),
+                }))
+            }
+            other => Answer::Error(Status::unimplemented(format!("{other:?}"))),
+        }
+    })
+}
+
 pub fn task(id: &str, state: TaskState) -> Task {
     Task {
         id: id.to_owned(),

@@ -55,9 +55,9 @@ async fn the_agent_sees_only_the_callback_and_the_client_only_its_own_config() {
         token: seen.token.clone(),
         ..Default::default()
     };
-    keep(&store, own);
-    keep(&store, copied("t-1", "copied"));
-    keep(&store, copied("t-2", "cfg-1"));
+    keep_push_config(&store, own);
+    keep_push_config(&store, copied("t-1", "copied"));
+    keep_push_config(&store, copied("t-2", "cfg-1"));
     let listed = configs_of(&gateway.url, "t-1").await;
     assert_eq!(listed["result"]["configs"], json!([shown]), "{listed}");
     assert!(!listed.to_string().contains(&seen.token), "{listed}");

@@ -22,10 +22,10 @@ fn listed(agent: &TestBackend, task: &str) -> bool {
 async fn agent_slow_to_list(
     slow: impl Fn(&str) -> bool + Send + Sync + 'static,
 ) -> (TestBackend, String) {
-    let store = Store::default();
+    let store = PushStore::default();
     let agent = TestBackend::new(move |request| match request {
         Request::Unary(UnaryRequest::CreateTaskPushNotificationConfig(c)) => Answer::Reply(
-            Reply::CreateTaskPushNotificationConfig(keep(&store, c.clone())),
+            Reply::CreateTaskPushNotificationConfig(keep_push_config(&store, c.clone())),
         ),
         Request::Unary(UnaryRequest::GetTaskPushNotificationConfig(_)) => {
             Answer::Error(Status::not_found("no such config"))
@@ -197,11 +197,11 @@ async fn the_lookup_reads_a_bounded_number_of_pages() {
     // Lists a task's configs a page of strangers' at a time, endlessly; the held one on
     // the page `t-<n>` names (counted from 0), 100th on it (`t-<n>-late`: 101st).
     let pages = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let store = Store::default();
+    let store = PushStore::default();
     let (kept, seen) = (store.clone(), pages.clone());
     let agent = TestBackend::new(move |request| match request {
         Request::Unary(UnaryRequest::CreateTaskPushNotificationConfig(c)) => Answer::Reply(
-            Reply::CreateTaskPushNotificationConfig(keep(&kept, c.clone())),
+            Reply::CreateTaskPushNotificationConfig(keep_push_config(&kept, c.clone())),
         ),
         Request::Unary(UnaryRequest::GetTaskPushNotificationConfig(_)) => {
             Answer::Error(Status::not_found("no such config"))
