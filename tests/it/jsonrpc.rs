@@ -307,6 +307,44 @@ async fn oversized_bodies_get_a_jsonrpc_error() {
     assert_eq!(backend.calls(), 1);
 }
 
+/// `max-body` is the largest body taken: a request of exactly that many bytes is called,
+/// one byte more is answered -32600 naming the limit, and the agent never sees it.
+#[tokio::test]
+async fn a_body_at_max_body_is_served_and_one_byte_more_is_not() {
+    const MAX: usize = 1024;
+    let settings = Settings {
+        max_body: MAX,
+        ..Default::default()
+    };
+    let answer = |_: &_| {
+        let task = task("t-1", TaskState::Completed);
+        Answer::Reply(Reply::SendMessage(SendMessageResponse {
+            payload: Some(send_message_response::Payload::Task(task)),
+        }))
+    };
+    let (backend, url) = setup_with(answer, settings).await;
+    // A SendMessage of exactly `size` bytes.
+    let sized = |size: usize| {
+        let empty = request(json!(1), "SendMessage", message_params("")).to_string();
+        let text = "x".repeat(size - empty.len());
+        let body = request(json!(1), "SendMessage", message_params(&text)).to_string();
+        assert_eq!(body.len(), size);
+        body
+    };
+    let (status, _, text) = post(&url, sized(MAX)).await;
+    assert_eq!(status, 200, "{text}");
+    let reply: Value = serde_json::from_str(&text).unwrap();
+    assert!(reply.get("error").is_none(), "{reply}");
+    assert_eq!(backend.calls(), 1);
+
+    let (status, _, text) = post(&url, sized(MAX + 1)).await;
+    assert_eq!(status, 200, "{text}");
+    let reply: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(code(&reply), -32600, "{reply}");
+    assert!(text.contains("1024"), "{reply}");
+    assert_eq!(backend.calls(), 1, "the agent never saw it");
+}
+
 /// One HTTP/1.1 keep-alive request on `connection`; returns the status and the JSON body.
 async fn exchange(connection: &mut tokio::net::TcpStream, host: &str, body: &str) -> (u16, Value) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
