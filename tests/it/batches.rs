@@ -3,7 +3,8 @@
 //! refused whole before any member reaches the agent; a batch reply stops growing at
 //! `max-batch-reply` (later members get `GATEWAY_REPLY_TOO_LARGE` with their ids); request
 //! bodies held at once are bounded by `global-max-body-bytes-in-flight`; a hostile 4 MB
-//! batch of tiny members is refused at once with little memory; an unfiltered `ListTasks`
+//! batch of tiny members is refused at once with little memory, and one call at
+//! `max-body` holds a bounded multiple of it; an unfiltered `ListTasks`
 //! over N endpoints is charged N against the concurrent-calls limit.
 
 use crate::harness;
@@ -227,6 +228,11 @@ async fn body_bytes_in_flight_are_bounded() {
     assert_eq!(status, 200, "free again once the held call ended");
 }
 
+/// What a call at `max-body` (4 MiB) may add to the test process's peak RSS: ten times
+/// the body (measured 25–27 MiB, about six times, on the system allocator; the release
+/// binary's mimalloc keeps more of it resident).
+const BOUND_KIB: u64 = 40 << 10;
+
 fn peak_rss_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
     status
@@ -265,6 +271,54 @@ async fn a_hostile_batch_of_tiny_members_costs_little() {
     assert_eq!(agent.calls(), 0);
     let (status, _, _) = post(&url, get_task(1)).await;
     assert_eq!(status, 200, "the next call is served");
+}
+
+/// In a process of its own: one call at `max-body` (4 MiB, the default) of text echoed by
+/// the agent holds a bounded multiple of its body at its peak, here in the whole process:
+/// the gateway (body, params, protobuf request, reply, its JSON), the agent (request and
+/// reply) and the client (the body sent and the reply read).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_at_max_body_holds_a_bounded_multiple_of_it() {
+    let test = "a_call_at_max_body_holds_a_bounded_multiple_of_it";
+    if !in_own_process(module_path!(), test, &[]) {
+        return;
+    }
+    let agent = TestBackend::new(|request| match request {
+        Request::Unary(UnaryRequest::SendMessage(send)) => {
+            Answer::Reply(Reply::SendMessage(SendMessageResponse {
+                payload: send
+                    .message
+                    .clone()
+                    .map(send_message_response::Payload::Message),
+            }))
+        }
+        other => panic!("unexpected {other:?}"),
+    });
+    let url = serve(&["--backend", &format!("http://{}", agent.spawn().await)]).await;
+    let (status, _, _) = post(
+        &url,
+        request(json!(1), "SendMessage", message_params("warm")),
+    )
+    .await;
+    assert_eq!(status, 200);
+    const MAX_BODY: usize = 4 << 20;
+    let empty = request(json!(1), "SendMessage", message_params("")).to_string();
+    let text = "x".repeat(MAX_BODY - empty.len());
+    let body = request(json!(1), "SendMessage", message_params(&text));
+    assert_eq!(body.len(), MAX_BODY);
+    drop(text);
+    let before = peak_rss_kib();
+    let (status, _, reply) = post(&url, body).await;
+    assert_eq!(status, 200);
+    assert!(
+        reply.len() > MAX_BODY - 1024,
+        "the text echoed: {} B",
+        reply.len()
+    );
+    drop(reply);
+    let grown = peak_rss_kib().saturating_sub(before);
+    println!("a call of {MAX_BODY} B: peak RSS +{grown} KiB");
+    assert!(grown < BOUND_KIB, "peak RSS grew {grown} KiB");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
