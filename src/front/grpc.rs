@@ -64,13 +64,17 @@ const GRPC_CONTENT_TYPE: HeaderValue = HeaderValue::from_static("application/grp
 /// Whether `request` is a gRPC call: HTTP/2 and a content type of `application/grpc` or
 /// `application/grpc+…` (gRPC over HTTP/2, "Requests").
 pub(crate) fn is_grpc<B>(request: &http::Request<B>) -> bool {
+    // The version first: an HTTP/1.1 request (most JSON-RPC calls) is told without a
+    // header lookup, and routing asks up to five times per request.
+    if request.version() != http::Version::HTTP_2 {
+        return false;
+    }
     let Some(value) = request.headers().get(http::header::CONTENT_TYPE) else {
         return false;
     };
     let essence = value.as_bytes().split(|&b| b == b';').next().unwrap_or(b"");
     let grpc = b"application/grpc";
-    request.version() == http::Version::HTTP_2
-        && essence.len() >= grpc.len()
+    essence.len() >= grpc.len()
         && essence[..grpc.len()].eq_ignore_ascii_case(grpc)
         && matches!(essence.get(grpc.len()), None | Some(b'+'))
 }
