@@ -440,7 +440,8 @@ pub struct Cli {
     pub client_idle_timeout: Duration,
 
     /// A client connection that accepts no response bytes this long (a client that stops
-    /// reading its stream) is closed; its streams' backend calls are cancelled.
+    /// reading its stream) is closed; its streams' backend calls are cancelled. An HTTP/2
+    /// stream its client grants no window this long is dropped alone (its call cancelled).
     #[arg(help_heading = PROCESS, long, env = "A2A_GATEWAY_CLIENT_SEND_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub client_send_timeout: Duration,
 

@@ -269,7 +269,14 @@ async fn serve_http<I>(
     if version == Some(http::Version::HTTP_2) {
         // Boxed here and below: HTTP/2's connection state would otherwise size every
         // HTTP/1.1 connection's task too.
-        Box::pin(serve_http2(io, service, max_header_size, stop, idle)).await;
+        Box::pin(serve_http2(
+            io,
+            service,
+            max_header_size,
+            stop,
+            (idle, limits.send_timeout),
+        ))
+        .await;
         return;
     }
     // HTTP/1.1 first, also when nothing said which (cleartext, or TLS without ALPN): hyper's
@@ -290,9 +297,11 @@ async fn serve_http<I>(
         |c| c.graceful_shutdown(),
         stop.clone(),
         idle,
+        limits.send_timeout,
     )
     .await;
-    if version.is_some() || !served.is_err_and(|e| e.is_parse_version_h2()) {
+    let preface = served.is_some_and(|served| served.is_err_and(|e| e.is_parse_version_h2()));
+    if version.is_some() || !preface {
         return;
     }
     let hyper::server::conn::http1::Parts {
@@ -303,7 +312,14 @@ async fn serve_http<I>(
     } = connection.into_parts();
     let io = clients::Replay::new(read_buf, io);
     let idle = activity.idle_for(limits.idle_timeout);
-    Box::pin(serve_http2(io, service, max_header_size, stop, idle)).await;
+    Box::pin(serve_http2(
+        io,
+        service,
+        max_header_size,
+        stop,
+        (idle, limits.send_timeout),
+    ))
+    .await;
 }
 
 /// HTTP/2 on one connection, as `serve_http`.
@@ -312,7 +328,7 @@ async fn serve_http2<I, S>(
     service: S,
     max_header_size: Option<usize>,
     stop: watch::Receiver<bool>,
-    idle: impl Future<Output = ()>,
+    (idle, linger): (impl Future<Output = ()>, Duration),
 ) where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     S: hyper::service::HttpService<hyper::body::Incoming> + Send,
@@ -327,23 +343,31 @@ async fn serve_http2<I, S>(
         builder.max_header_list_size(max.try_into().unwrap_or(u32::MAX));
     }
     let connection = std::pin::pin!(builder.serve_connection(io, service));
-    let _ = drive(connection, |c| c.graceful_shutdown(), stop, idle).await;
+    let _ = drive(connection, |c| c.graceful_shutdown(), stop, idle, linger).await;
 }
 
 /// Serves `connection` until it ends, and gives its outcome; once `stop` turns true or
-/// `idle` resolves, it is shut down gracefully first.
+/// `idle` resolves, it is shut down gracefully first. Shut down for being idle, it is
+/// closed (no outcome) if it has not ended `linger` later: with nothing in flight, what
+/// can still hold it open is an HTTP/2 stream dropped because its client granted it no
+/// window (`clients::Tracked`), which hyper would wait on for as long as the client likes.
 async fn drive<C: Future>(
     mut connection: std::pin::Pin<&mut C>,
     graceful_shutdown: impl FnOnce(std::pin::Pin<&mut C>),
     mut stop: watch::Receiver<bool>,
     idle: impl Future<Output = ()>,
-) -> C::Output {
-    tokio::select! {
-        served = connection.as_mut() => return served,
-        _ = stop.wait_for(|stop| *stop) => graceful_shutdown(connection.as_mut()),
-        () = idle => graceful_shutdown(connection.as_mut()),
+    linger: Duration,
+) -> Option<C::Output> {
+    let idled = tokio::select! {
+        served = connection.as_mut() => return Some(served),
+        _ = stop.wait_for(|stop| *stop) => false,
+        () = idle => true,
+    };
+    graceful_shutdown(connection.as_mut());
+    match idled {
+        true => tokio::time::timeout(linger, connection).await.ok(),
+        false => Some(connection.await),
     }
-    connection.await
 }
 
 /// Errors of a single incoming connection are the client's problem; others (e.g. out of

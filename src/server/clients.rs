@@ -358,20 +358,52 @@ const DROPPED: u8 = 2;
 /// into a small queue, so a client that stops taking it is noticed although nothing polls
 /// the body (its stream out of flow-control window): once the queue has had no room for
 /// the send timeout, the stream is dropped, which cancels its backend call, and the
-/// client's stream is reset. (Over HTTP/1.1 the stalled writes of `SendStall` close the
-/// connection; the task and its queue, about 7 KiB per stream, would only cost memory.)
+/// client's stream is reset when it next grants window. The dropped stream is no longer in
+/// flight either, so a client that never grants it window leaves an idle connection, which
+/// the idle timeout closes (`server::drive`). (Over HTTP/1.1 the stalled writes of
+/// `SendStall` close the connection; the task and its queue, about 7 KiB per stream, would
+/// only cost memory.)
 pub struct Tracked<B> {
     inner: Inner<B>,
-    _in_flight: InFlight,
 }
 
 enum Inner<B> {
-    Whole(B),
+    Whole {
+        body: B,
+        _in_flight: InFlight,
+    },
     Streamed {
         queue: tokio::sync::mpsc::Receiver<Result<Frame<Bytes>, axum::BoxError>>,
-        /// How the reading ended, if it has (`READING`, `ENDED`, `DROPPED`).
-        state: Arc<AtomicU8>,
+        reading: Arc<ReadAhead>,
     },
+}
+
+/// What a stream's reader task and its body share.
+struct ReadAhead {
+    /// How the reading ended, if it has (`READING`, `ENDED`, `DROPPED`).
+    state: AtomicU8,
+    /// The request in flight, until the body is done or the reader drops the stream.
+    in_flight: std::sync::Mutex<Option<InFlight>>,
+}
+
+impl ReadAhead {
+    fn state(&self) -> u8 {
+        self.state.load(SeqCst)
+    }
+
+    /// The stream ended by itself: its body keeps the request in flight until it is sent.
+    fn ended(&self) {
+        self.state.store(ENDED, SeqCst);
+    }
+
+    /// The stream was dropped for its client: nothing of it is sent any more, so the
+    /// request is no longer in flight (hyper may never poll the body again to find out).
+    fn dropped(&self) {
+        self.state.store(DROPPED, SeqCst);
+        if let Ok(mut in_flight) = self.in_flight.lock() {
+            in_flight.take();
+        }
+    }
 }
 
 impl<B> Tracked<B>
@@ -385,16 +417,19 @@ where
         let inner = match send_timeout {
             Some(send_timeout) if streamed => {
                 let (sender, queue) = tokio::sync::mpsc::channel(STREAM_QUEUE);
-                let state = Arc::new(AtomicU8::new(READING));
-                tokio::spawn(read_ahead(body, sender, state.clone(), send_timeout));
-                Inner::Streamed { queue, state }
+                let reading = Arc::new(ReadAhead {
+                    state: AtomicU8::new(READING),
+                    in_flight: std::sync::Mutex::new(Some(in_flight)),
+                });
+                tokio::spawn(read_ahead(body, sender, reading.clone(), send_timeout));
+                Inner::Streamed { queue, reading }
             }
-            _ => Inner::Whole(body),
+            _ => Inner::Whole {
+                body,
+                _in_flight: in_flight,
+            },
         };
-        Tracked {
-            inner,
-            _in_flight: in_flight,
-        }
+        Tracked { inner }
     }
 }
 
@@ -403,7 +438,7 @@ where
 async fn read_ahead<B>(
     mut body: B,
     queue: tokio::sync::mpsc::Sender<Result<Frame<Bytes>, axum::BoxError>>,
-    state: Arc<AtomicU8>,
+    reading: Arc<ReadAhead>,
     send_timeout: Duration,
 ) where
     B: Body<Data = Bytes> + Send + Unpin,
@@ -416,14 +451,14 @@ async fn read_ahead<B>(
             () = queue.closed() => return,
         };
         let Some(frame) = frame else {
-            state.store(ENDED, SeqCst);
+            reading.ended();
             return;
         };
         match tokio::time::timeout(send_timeout, queue.send(frame.map_err(Into::into))).await {
             Ok(Ok(())) => {}
             Ok(Err(_)) => return,
             Err(_) => {
-                state.store(DROPPED, SeqCst);
+                reading.dropped();
                 tracing::info!(
                     ?send_timeout,
                     "a client took nothing of its stream; stream dropped"
@@ -452,13 +487,13 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::BoxError>>> {
         match &mut self.get_mut().inner {
-            Inner::Whole(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
-            Inner::Streamed { queue, state } => {
-                if state.load(SeqCst) == DROPPED {
+            Inner::Whole { body, .. } => Pin::new(body).poll_frame(cx).map_err(Into::into),
+            Inner::Streamed { queue, reading } => {
+                if reading.state() == DROPPED {
                     return Poll::Ready(Some(Err(StreamStalled.into())));
                 }
                 match queue.poll_recv(cx) {
-                    Poll::Ready(None) if state.load(SeqCst) != ENDED => {
+                    Poll::Ready(None) if reading.state() != ENDED => {
                         Poll::Ready(Some(Err(StreamStalled.into())))
                     }
                     other => other,
@@ -469,14 +504,14 @@ where
 
     fn is_end_stream(&self) -> bool {
         match &self.inner {
-            Inner::Whole(body) => body.is_end_stream(),
+            Inner::Whole { body, .. } => body.is_end_stream(),
             Inner::Streamed { .. } => false,
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match &self.inner {
-            Inner::Whole(body) => body.size_hint(),
+            Inner::Whole { body, .. } => body.size_hint(),
             Inner::Streamed { .. } => SizeHint::default(),
         }
     }

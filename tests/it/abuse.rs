@@ -487,6 +487,59 @@ async fn http2_streams_never_read_are_reset_alone() {
     println!("HTTP/2 stream never read: reset and cancelled upstream after {cancelled_after:?}");
 }
 
+/// A client that never grants a stream window again does not hold its connection: once the
+/// stream is dropped (send timeout, 2 s) nothing is in flight, so the idle timeout (3 s)
+/// shuts the connection down, and since the dropped stream can never finish, it is closed
+/// a send timeout later. Before, the stream kept its request in flight and the connection
+/// stayed open for as long as the client answered pings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_a_stream_never_granted_window_does_not_hold_its_connection() {
+    let _serial = SERIAL.lock().await;
+    let flags = ["--client-send-timeout", "2s", "--client-idle-timeout", "3s"];
+    let (backend, gateway) = start(&flags, |request| match request {
+        Request::Stream(_) => {
+            let mut steps: Vec<Step> = (0..40).map(|n| Step::Event(big_event(n))).collect();
+            steps.push(Step::Hang);
+            Answer::Stream(steps)
+        }
+        other => handler(other),
+    })
+    .await;
+    let address = authority(&gateway);
+    let tcp = TcpStream::connect(&address).await.unwrap();
+    // No window for any stream, ever: not one byte of a reply body can be sent.
+    let (client, connection) = h2::client::Builder::new()
+        .initial_window_size(0)
+        .handshake::<_, bytes::Bytes>(tcp)
+        .await
+        .unwrap();
+    let connection = tokio::spawn(connection);
+    let request = http::Request::post(format!("http://{address}/a2a/jsonrpc"))
+        .header("content-type", "application/json")
+        .header("a2a-version", "1.0")
+        .body(())
+        .unwrap();
+    let mut ready = client.ready().await.unwrap();
+    let (response, mut body) = ready.send_request(request, false).unwrap();
+    body.send_data(bytes::Bytes::from(streaming_message(1)), true)
+        .unwrap();
+    let started = Instant::now();
+    let response = response.await.unwrap();
+    assert_eq!(response.status(), 200);
+    let _held = response.into_body();
+    // Dropped at the send timeout (its backend call cancelled), idle 3 s later, closed at
+    // most a send timeout after that: 7 s, and 10 s of slack for a loaded machine.
+    let ended = tokio::time::timeout(Duration::from_secs(17), connection).await;
+    let closed_after = started.elapsed();
+    assert!(
+        ended.is_ok(),
+        "the connection is still open after {closed_after:?}"
+    );
+    assert_eq!(backend.cancelled.load(Ordering::SeqCst), 1);
+    assert!(closed_after >= Duration::from_secs(5), "{closed_after:?}");
+    println!("HTTP/2 stream never granted window: connection closed after {closed_after:?}");
+}
+
 /// A disconnect storm: 1,000 clients start a stream or a slow unary call and go away at once.
 /// Every upstream call is cancelled, and the gateway's open descriptors, tasks and streams
 /// return to where they were.
