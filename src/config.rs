@@ -320,8 +320,8 @@ pub struct Cli {
     pub global_max_concurrent_streams: usize,
 
     /// Request body bytes held at once across all routes while bodies are read and
-    /// handled (a body's Content-Length is reserved when it starts; a chunked body is
-    /// charged as it grows); a request past it gets HTTP 503. `0`: no limit.
+    /// handled (each body is charged as its bytes arrive, up to `max-body`); a request
+    /// past it gets HTTP 503. `0`: no limit.
     #[arg(
         help_heading = PROCESS,
         long,

@@ -540,6 +540,134 @@ async fn http2_a_stream_never_granted_window_does_not_hold_its_connection() {
     println!("HTTP/2 stream never granted window: connection closed after {closed_after:?}");
 }
 
+/// Clients that start calls and go away at once make the gateway cancel streams the agent
+/// has only just read. An h2 agent counts the streams reset before it took them and past a
+/// limit (here 4; 20 by default) closes the connection with GOAWAY `ENHANCE_YOUR_CALM`,
+/// failing every other call on it. A relay that hands the agent the gateway's bytes in
+/// 20 ms batches puts each cancel in the same read as its stream's head unless the gateway
+/// holds a young stream (100 ms from its send) before cancelling it: then another client's
+/// stream on the same connection lives through 40 such calls (before, it ended with
+/// `BACKEND_CONNECTION_RESET`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_dropped_at_once_do_not_take_the_agent_connection_down() {
+    let _serial = SERIAL.lock().await;
+    let backend = TestBackend::new(|request| match request {
+        Request::Stream(_) => {
+            let mut steps = Vec::new();
+            for _ in 0..200 {
+                steps.push(Step::Event(status_update("t-1", TaskState::Working)));
+                steps.push(Step::Sleep(Duration::from_millis(50)));
+            }
+            Answer::Stream(steps)
+        }
+        other => handler(other),
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let agent = listener.local_addr().unwrap();
+    let server =
+        tonic::transport::Server::builder().http2_max_pending_accept_reset_streams(Some(4));
+    let _serving = backend.spawn_on(server, listener, std::future::pending());
+    let relay = batching_relay(agent, Duration::from_millis(20)).await;
+    let url = format!("http://{relay}");
+    // One worker: every call shares one connection to the agent.
+    let args = ["--backend", &url, "--workers", "1"];
+    let gateway = start_with(&args, &[("RUST_LOG", "error")], Stdio::null()).await;
+    let address = authority(&gateway);
+
+    let mut victim = TcpStream::connect(&address).await.unwrap();
+    victim
+        .write_all(raw_request(&streaming_message(1)).as_bytes())
+        .await
+        .unwrap();
+    let (first, _) = read_for(&mut victim, Duration::from_millis(500)).await;
+    assert!(
+        first.contains("HTTP/1.1 200") && first.contains("TASK_STATE_WORKING"),
+        "{first}"
+    );
+
+    let slow = format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"SendMessage","params":{}}}"#,
+        harness::message_params("slow")
+    );
+    for _ in 0..8 {
+        let wave: Vec<_> = (0..5)
+            .map(|_| {
+                let (address, request) = (address.clone(), raw_request(&slow));
+                tokio::spawn(async move {
+                    let mut caller = TcpStream::connect(&address).await.unwrap();
+                    caller.write_all(request.as_bytes()).await.unwrap();
+                    // Gone before the agent could answer (it takes 10 s).
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                })
+            })
+            .collect();
+        for caller in wave {
+            caller.await.unwrap();
+        }
+    }
+    // The dropped calls' cancels have all reached the agent (100 ms, then a batch), and the
+    // victim's stream goes on.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let (after, open) = read_for(&mut victim, Duration::from_millis(500)).await;
+    assert!(open, "the victim's stream ended: {after}");
+    assert!(
+        after.contains("TASK_STATE_WORKING") && !after.contains("error"),
+        "{after}"
+    );
+}
+
+/// A TCP relay to `agent` that forwards what its client sends once every `every`, all of
+/// it in one write (and the agent's replies as they come).
+async fn batching_relay(agent: std::net::SocketAddr, every: Duration) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(server) = TcpStream::connect(agent).await else {
+                continue;
+            };
+            let (from_client, mut to_client) = client.into_split();
+            let (mut from_server, mut to_server) = server.into_split();
+            tokio::spawn(async move {
+                let _ = tokio::io::copy(&mut from_server, &mut to_client).await;
+            });
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 64 << 10];
+                loop {
+                    tokio::time::sleep(every).await;
+                    let mut batch = Vec::new();
+                    loop {
+                        match from_client.try_read(&mut buf) {
+                            Ok(0) => return,
+                            Ok(n) => batch.extend_from_slice(&buf[..n]),
+                            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                            Err(_) => return,
+                        }
+                    }
+                    if to_server.write_all(&batch).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    address
+}
+
+/// What `stream` sends within `window`, and whether it is still open after it.
+async fn read_for(stream: &mut TcpStream, window: Duration) -> (String, bool) {
+    let mut text = Vec::new();
+    let mut buf = [0u8; 16 << 10];
+    let until = tokio::time::Instant::now() + window;
+    loop {
+        match tokio::time::timeout_at(until, stream.read(&mut buf)).await {
+            Err(_) => return (String::from_utf8_lossy(&text).into_owned(), true),
+            Ok(Ok(0)) | Ok(Err(_)) => return (String::from_utf8_lossy(&text).into_owned(), false),
+            Ok(Ok(n)) => text.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
 /// A disconnect storm: 1,000 clients start a stream or a slow unary call and go away at once.
 /// Every upstream call is cancelled, and the gateway's open descriptors, tasks and streams
 /// return to where they were.

@@ -495,7 +495,7 @@ impl Connection {
         &self,
         request: http::Request<()>,
         body: Bytes,
-    ) -> Result<(h2::client::ResponseFuture, InFlight), Fault> {
+    ) -> Result<(ReplyHead, InFlight), Fault> {
         let refused = |e: h2::Error| match self.state.end() {
             Some(end) => Fault::Refused(end.to_string()),
             None => Fault::Refused(e.to_string()),
@@ -512,7 +512,60 @@ impl Connection {
         stream
             .send_data(body, true)
             .map_err(|e| in_flight.fault(&e))?;
-        Ok((response, in_flight))
+        let head = ReplyHead {
+            response: Some(response),
+            cancel_from: Instant::now() + YOUNG_CANCEL_DELAY,
+        };
+        Ok((head, in_flight))
+    }
+}
+
+/// How long a call's stream is held after its caller went away before its reply head came,
+/// counted from when it was sent. h2 servers (tonic, hyper) count the streams reset before
+/// their application took them and, past a small number (20 by default), send GOAWAY
+/// `ENHANCE_YOUR_CALM` and close the connection, failing every other call on it: a client
+/// that starts calls and drops them at once (HTTP/2 resets, or connections opened and
+/// closed) would make the gateway reset streams the agent has only just read, and take
+/// other clients' calls down with them. A stream reset this much later has been taken.
+const YOUNG_CANCEL_DELAY: Duration = Duration::from_millis(100);
+
+/// The reply head of a sent call (`Connection::send`). Dropped before the head came, within
+/// `YOUNG_CANCEL_DELAY` of the send, the stream stays open until then (or until its head
+/// comes) and is cancelled after; dropped later, it is cancelled at once.
+pub struct ReplyHead {
+    response: Option<h2::client::ResponseFuture>,
+    cancel_from: Instant,
+}
+
+impl std::future::Future for ReplyHead {
+    type Output = Result<http::Response<h2::RecvStream>, h2::Error>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<Self::Output> {
+        let response = self.response.as_mut().expect("polled after its head came");
+        let head = std::task::ready!(std::pin::Pin::new(response).poll(cx));
+        self.response = None;
+        Poll::Ready(head)
+    }
+}
+
+impl Drop for ReplyHead {
+    fn drop(&mut self) {
+        let Some(response) = self.response.take() else {
+            return;
+        };
+        if Instant::now() >= self.cancel_from {
+            return;
+        }
+        // Outside a runtime (it is shutting down) the stream is cancelled at once.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let until = self.cancel_from;
+            runtime.spawn(async move {
+                let _ = tokio::time::timeout_at(until, response).await;
+            });
+        }
     }
 }
 
