@@ -265,18 +265,11 @@ async fn serve_http<I>(
     let activity = clients::Activity::new();
     let service = TowerToHyperService::new(clients::Track::new(edge, activity.clone(), limits));
     let io = TokioIo::new(clients::SendStall::new(stream, limits.send_timeout));
-    let idle = activity.idle_for(limits.idle_timeout);
+    let bounds = (&*activity, limits);
     if version == Some(http::Version::HTTP_2) {
         // Boxed here and below: HTTP/2's connection state would otherwise size every
         // HTTP/1.1 connection's task too.
-        Box::pin(serve_http2(
-            io,
-            service,
-            max_header_size,
-            stop,
-            (idle, limits.send_timeout),
-        ))
-        .await;
+        Box::pin(serve_http2(io, service, max_header_size, stop, bounds)).await;
         return;
     }
     // HTTP/1.1 first, also when nothing said which (cleartext, or TLS without ALPN): hyper's
@@ -296,7 +289,7 @@ async fn serve_http<I>(
         std::pin::Pin::new(&mut connection),
         |c| c.graceful_shutdown(),
         stop.clone(),
-        idle,
+        activity.idle_for(limits.idle_timeout),
         limits.send_timeout,
     )
     .await;
@@ -311,15 +304,7 @@ async fn serve_http<I>(
         ..
     } = connection.into_parts();
     let io = clients::Replay::new(read_buf, io);
-    let idle = activity.idle_for(limits.idle_timeout);
-    Box::pin(serve_http2(
-        io,
-        service,
-        max_header_size,
-        stop,
-        (idle, limits.send_timeout),
-    ))
-    .await;
+    Box::pin(serve_http2(io, service, max_header_size, stop, bounds)).await;
 }
 
 /// HTTP/2 on one connection, as `serve_http`.
@@ -328,7 +313,7 @@ async fn serve_http2<I, S>(
     service: S,
     max_header_size: Option<usize>,
     stop: watch::Receiver<bool>,
-    (idle, linger): (impl Future<Output = ()>, Duration),
+    (activity, limits): (&clients::Activity, ClientLimits),
 ) where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     S: hyper::service::HttpService<hyper::body::Incoming> + Send,
@@ -343,7 +328,15 @@ async fn serve_http2<I, S>(
         builder.max_header_list_size(max.try_into().unwrap_or(u32::MAX));
     }
     let connection = std::pin::pin!(builder.serve_connection(io, service));
-    let _ = drive(connection, |c| c.graceful_shutdown(), stop, idle, linger).await;
+    let idle = activity.idle_for(limits.idle_timeout);
+    let _ = drive(
+        connection,
+        |c| c.graceful_shutdown(),
+        stop,
+        idle,
+        limits.send_timeout,
+    )
+    .await;
 }
 
 /// Serves `connection` until it ends, and gives its outcome; once `stop` turns true or

@@ -339,6 +339,18 @@ async fn slowloris_bodies_are_cut_at_the_body_deadline() {
 }
 
 /// A stream event of about 64 KiB.
+/// `handler`, but a stream is 40 large events (2.5 MiB, more than a window), then stays open.
+fn large_then_open(request: &Request) -> Answer {
+    match request {
+        Request::Stream(_) => {
+            let mut steps: Vec<Step> = (0..40).map(|n| Step::Event(big_event(n))).collect();
+            steps.push(Step::Hang);
+            Answer::Stream(steps)
+        }
+        other => handler(other),
+    }
+}
+
 fn big_event(n: usize) -> StreamResponse {
     let mut snapshot = task("t-big", TaskState::Working);
     snapshot.artifacts = vec![Artifact {
@@ -418,15 +430,7 @@ async fn streams_never_read_are_dropped_and_their_calls_cancelled() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http2_streams_never_read_are_reset_alone() {
     let _serial = SERIAL.lock().await;
-    let (backend, gateway) = start(&["--client-send-timeout", "2s"], |request| match request {
-        Request::Stream(_) => {
-            let mut steps: Vec<Step> = (0..40).map(|n| Step::Event(big_event(n))).collect();
-            steps.push(Step::Hang);
-            Answer::Stream(steps)
-        }
-        other => handler(other),
-    })
-    .await;
+    let (backend, gateway) = start(&["--client-send-timeout", "2s"], large_then_open).await;
     let address = authority(&gateway);
     let tcp = TcpStream::connect(&address).await.unwrap();
     let (client, connection) = h2::client::handshake(tcp).await.unwrap();
@@ -496,15 +500,7 @@ async fn http2_streams_never_read_are_reset_alone() {
 async fn http2_a_stream_never_granted_window_does_not_hold_its_connection() {
     let _serial = SERIAL.lock().await;
     let flags = ["--client-send-timeout", "2s", "--client-idle-timeout", "3s"];
-    let (backend, gateway) = start(&flags, |request| match request {
-        Request::Stream(_) => {
-            let mut steps: Vec<Step> = (0..40).map(|n| Step::Event(big_event(n))).collect();
-            steps.push(Step::Hang);
-            Answer::Stream(steps)
-        }
-        other => handler(other),
-    })
-    .await;
+    let (backend, gateway) = start(&flags, large_then_open).await;
     let address = authority(&gateway);
     let tcp = TcpStream::connect(&address).await.unwrap();
     // No window for any stream, ever: not one byte of a reply body can be sent.
