@@ -237,9 +237,9 @@ impl Client {
             attempt += 1;
             let connection = self.pool.connection().await?;
             let refused = match connection.send(self.head(call), body.clone()).await {
-                Ok((response, in_flight)) => match response.await {
-                    Ok(response) => break (response, in_flight),
-                    Err(e) => in_flight.fault(&e),
+                Ok(head) => match head.await {
+                    (Ok(response), in_flight) => break (response, in_flight),
+                    (Err(e), in_flight) => in_flight.fault(&e),
                 },
                 Err(fault) => fault,
             };

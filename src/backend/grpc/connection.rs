@@ -491,11 +491,7 @@ impl Connection {
 
     /// Opens a stream for `request` and sends `body` as its whole request body. A failure
     /// before the request left is `Refused`: nothing reached the backend.
-    pub async fn send(
-        &self,
-        request: http::Request<()>,
-        body: Bytes,
-    ) -> Result<(ReplyHead, InFlight), Fault> {
+    pub async fn send(&self, request: http::Request<()>, body: Bytes) -> Result<ReplyHead, Fault> {
         let refused = |e: h2::Error| match self.state.end() {
             Some(end) => Fault::Refused(end.to_string()),
             None => Fault::Refused(e.to_string()),
@@ -512,11 +508,10 @@ impl Connection {
         stream
             .send_data(body, true)
             .map_err(|e| in_flight.fault(&e))?;
-        let head = ReplyHead {
-            response: Some(response),
+        Ok(ReplyHead {
+            response: Some((response, in_flight)),
             cancel_from: Instant::now() + YOUNG_CANCEL_DELAY,
-        };
-        Ok((head, in_flight))
+        })
     }
 }
 
@@ -529,31 +524,33 @@ impl Connection {
 /// other clients' calls down with them. A stream reset this much later has been taken.
 const YOUNG_CANCEL_DELAY: Duration = Duration::from_millis(100);
 
-/// The reply head of a sent call (`Connection::send`). Dropped before the head came, within
-/// `YOUNG_CANCEL_DELAY` of the send, the stream stays open until then (or until its head
-/// comes) and is cancelled after; dropped later, it is cancelled at once.
+/// The reply head of a sent call (`Connection::send`), and the call in flight on its
+/// connection. Dropped before the head came, within `YOUNG_CANCEL_DELAY` of the send, the
+/// stream stays open (and in flight, so the pool spreads new calls over its other
+/// connections) until then or until its head comes, and is cancelled after; dropped later,
+/// it is cancelled at once.
 pub struct ReplyHead {
-    response: Option<h2::client::ResponseFuture>,
+    response: Option<(h2::client::ResponseFuture, InFlight)>,
     cancel_from: Instant,
 }
 
 impl std::future::Future for ReplyHead {
-    type Output = Result<http::Response<h2::RecvStream>, h2::Error>;
+    type Output = (Result<http::Response<h2::RecvStream>, h2::Error>, InFlight);
 
     fn poll(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> Poll<Self::Output> {
-        let response = self.response.as_mut().expect("polled after its head came");
+        let (response, _) = self.response.as_mut().expect("polled after its head came");
         let head = std::task::ready!(std::pin::Pin::new(response).poll(cx));
-        self.response = None;
-        Poll::Ready(head)
+        let (_, in_flight) = self.response.take().expect("polled after its head came");
+        Poll::Ready((head, in_flight))
     }
 }
 
 impl Drop for ReplyHead {
     fn drop(&mut self) {
-        let Some(response) = self.response.take() else {
+        let Some((response, in_flight)) = self.response.take() else {
             return;
         };
         if Instant::now() >= self.cancel_from {
@@ -564,6 +561,7 @@ impl Drop for ReplyHead {
             let until = self.cancel_from;
             runtime.spawn(async move {
                 let _ = tokio::time::timeout_at(until, response).await;
+                drop(in_flight);
             });
         }
     }

@@ -70,13 +70,12 @@ impl GrpcBackend {
         body.extend_from_slice(&message);
 
         let connection = client.pool.connection().await.map_err(|f| f.to_string())?;
-        let (response, in_flight) = connection
+        let head = connection
             .send(request, body.freeze())
             .await
             .map_err(|f| f.to_string())?;
-        let response = response
-            .await
-            .map_err(|e| in_flight.fault(&e).to_string())?;
+        let (response, in_flight) = head.await;
+        let response = response.map_err(|e| in_flight.fault(&e).to_string())?;
         let (parts, body) = response.into_parts();
         if parts.status != http::StatusCode::OK {
             return Err(format!(
