@@ -289,8 +289,7 @@ async fn serve_http<I>(
         std::pin::Pin::new(&mut connection),
         |c| c.graceful_shutdown(),
         stop.clone(),
-        activity.idle_for(limits.idle_timeout),
-        limits.send_timeout,
+        bounds,
     )
     .await;
     let preface = served.is_some_and(|served| served.is_err_and(|e| e.is_parse_version_h2()));
@@ -313,7 +312,7 @@ async fn serve_http2<I, S>(
     service: S,
     max_header_size: Option<usize>,
     stop: watch::Receiver<bool>,
-    (activity, limits): (&clients::Activity, ClientLimits),
+    bounds: (&clients::Activity, ClientLimits),
 ) where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     S: hyper::service::HttpService<hyper::body::Incoming> + Send,
@@ -328,37 +327,31 @@ async fn serve_http2<I, S>(
         builder.max_header_list_size(max.try_into().unwrap_or(u32::MAX));
     }
     let connection = std::pin::pin!(builder.serve_connection(io, service));
-    let idle = activity.idle_for(limits.idle_timeout);
-    let _ = drive(
-        connection,
-        |c| c.graceful_shutdown(),
-        stop,
-        idle,
-        limits.send_timeout,
-    )
-    .await;
+    let _ = drive(connection, |c| c.graceful_shutdown(), stop, bounds).await;
 }
 
 /// Serves `connection` until it ends, and gives its outcome; once `stop` turns true or
-/// `idle` resolves, it is shut down gracefully first. Shut down for being idle, it is
-/// closed (no outcome) if it has not ended `linger` later: with nothing in flight, what
-/// can still hold it open is an HTTP/2 stream dropped because its client granted it no
-/// window (`clients::Tracked`), which hyper would wait on for as long as the client likes.
+/// nothing has been in flight on it (`activity`) for the idle timeout, it is shut down
+/// gracefully first. Shut down for being idle, it is closed (no outcome) if it has not
+/// ended a send timeout later: with nothing in flight, what can still hold it open is an
+/// HTTP/2 stream dropped because its client granted it no window (`clients::Tracked`),
+/// which hyper would wait on for as long as the client likes.
 async fn drive<C: Future>(
     mut connection: std::pin::Pin<&mut C>,
     graceful_shutdown: impl FnOnce(std::pin::Pin<&mut C>),
     mut stop: watch::Receiver<bool>,
-    idle: impl Future<Output = ()>,
-    linger: Duration,
+    (activity, limits): (&clients::Activity, ClientLimits),
 ) -> Option<C::Output> {
     let idled = tokio::select! {
         served = connection.as_mut() => return Some(served),
         _ = stop.wait_for(|stop| *stop) => false,
-        () = idle => true,
+        () = activity.idle_for(limits.idle_timeout) => true,
     };
     graceful_shutdown(connection.as_mut());
     match idled {
-        true => tokio::time::timeout(linger, connection).await.ok(),
+        true => tokio::time::timeout(limits.send_timeout, connection)
+            .await
+            .ok(),
         false => Some(connection.await),
     }
 }

@@ -129,6 +129,7 @@ pub(crate) fn stop_deferring() {
 /// `line`, finished, to this thread's deferred lines, or written now when it does not
 /// defer them.
 fn finished(line: Box<Line>) {
+    // Outside the closure: on a thread whose locals are gone the line is still written.
     let mut line = Some(line);
     let due = DEFERRED.try_with(|deferred| {
         let mut deferred = deferred.borrow_mut();

@@ -152,6 +152,15 @@ fn raw_request(body: &str) -> String {
     )
 }
 
+/// The head of a JSON-RPC POST over HTTP/2 to the gateway at `address`.
+fn jsonrpc_head(address: &str) -> http::Request<()> {
+    http::Request::post(format!("http://{address}/a2a/jsonrpc"))
+        .header("content-type", "application/json")
+        .header("a2a-version", "1.0")
+        .body(())
+        .unwrap()
+}
+
 fn get_task(id: usize) -> String {
     format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"GetTask","params":{{"id":"t-{id}"}}}}"#)
 }
@@ -435,15 +444,8 @@ async fn http2_streams_never_read_are_reset_alone() {
     let tcp = TcpStream::connect(&address).await.unwrap();
     let (client, connection) = h2::client::handshake(tcp).await.unwrap();
     tokio::spawn(connection);
-    let post = || {
-        http::Request::post(format!("http://{address}/a2a/jsonrpc"))
-            .header("content-type", "application/json")
-            .header("a2a-version", "1.0")
-            .body(())
-            .unwrap()
-    };
     let mut ready = client.clone().ready().await.unwrap();
-    let (response, mut body) = ready.send_request(post(), false).unwrap();
+    let (response, mut body) = ready.send_request(jsonrpc_head(&address), false).unwrap();
     body.send_data(bytes::Bytes::from(streaming_message(1)), true)
         .unwrap();
     let started = Instant::now();
@@ -475,7 +477,7 @@ async fn http2_streams_never_read_are_reset_alone() {
     assert!(matches!(ending, Ok(Some(Err(_)))), "{ending:?}");
     // The connection goes on.
     let mut ready = client.ready().await.unwrap();
-    let (response, mut body) = ready.send_request(post(), false).unwrap();
+    let (response, mut body) = ready.send_request(jsonrpc_head(&address), false).unwrap();
     body.send_data(bytes::Bytes::from(get_task(2)), true)
         .unwrap();
     let response = response.await.unwrap();
@@ -510,11 +512,7 @@ async fn http2_a_stream_never_granted_window_does_not_hold_its_connection() {
         .await
         .unwrap();
     let connection = tokio::spawn(connection);
-    let request = http::Request::post(format!("http://{address}/a2a/jsonrpc"))
-        .header("content-type", "application/json")
-        .header("a2a-version", "1.0")
-        .body(())
-        .unwrap();
+    let request = jsonrpc_head(&address);
     let mut ready = client.ready().await.unwrap();
     let (response, mut body) = ready.send_request(request, false).unwrap();
     body.send_data(bytes::Bytes::from(streaming_message(1)), true)
@@ -888,11 +886,7 @@ async fn open_h2_idle(address: &str, count: usize) -> Vec<tokio::task::JoinHandl
     for _ in 0..count {
         let tcp = TcpStream::connect(address).await.unwrap();
         let (mut client, connection) = h2::client::handshake(tcp).await.unwrap();
-        let request = http::Request::post(format!("http://{address}/a2a/jsonrpc"))
-            .header("content-type", "application/json")
-            .header("a2a-version", "1.0")
-            .body(())
-            .unwrap();
+        let request = jsonrpc_head(address);
         let driver = tokio::spawn(connection);
         let (response, mut body) = client.send_request(request, false).unwrap();
         body.send_data(bytes::Bytes::from(get_task(7)), true)
@@ -1243,11 +1237,7 @@ async fn reset_bursts(address: String, burst: usize, length: Duration) -> (usize
                 let Ok(mut ready) = client.clone().ready().await else {
                     break 'bursts;
                 };
-                let request = http::Request::post(format!("http://{address}/a2a/jsonrpc"))
-                    .header("content-type", "application/json")
-                    .header("a2a-version", "1.0")
-                    .body(())
-                    .unwrap();
+                let request = jsonrpc_head(&address);
                 let Ok((_, mut stream)) = ready.send_request(request, false) else {
                     break 'bursts;
                 };

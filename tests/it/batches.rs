@@ -283,17 +283,7 @@ async fn a_call_at_max_body_holds_a_bounded_multiple_of_it() {
     if !in_own_process(module_path!(), test, &[]) {
         return;
     }
-    let agent = TestBackend::new(|request| match request {
-        Request::Unary(UnaryRequest::SendMessage(send)) => {
-            Answer::Reply(Reply::SendMessage(SendMessageResponse {
-                payload: send
-                    .message
-                    .clone()
-                    .map(send_message_response::Payload::Message),
-            }))
-        }
-        other => panic!("unexpected {other:?}"),
-    });
+    let agent = TestBackend::new(echo_message);
     let url = serve(&["--backend", &format!("http://{}", agent.spawn().await)]).await;
     let (status, _, _) = post(
         &url,

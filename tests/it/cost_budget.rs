@@ -23,7 +23,7 @@ use a2a_gateway::proto::{
     Timestamp,
 };
 use a2a_gateway::protocol::error::{A2aError, ErrorKind};
-use a2a_gateway::protocol::ops::{Reply, Request, StreamRequest, UnaryRequest};
+use a2a_gateway::protocol::ops::{Reply, StreamRequest, UnaryRequest};
 use axum::body::Body;
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
@@ -298,17 +298,7 @@ fn router() -> Edge {
 /// tonic backend that echoes. The count covers both sides of
 /// the socket, the backend's (tonic, and the test backend's record of each call) too.
 async fn grpc_router() -> Edge {
-    let backend = harness::TestBackend::new(|request| match request {
-        Request::Unary(UnaryRequest::SendMessage(send)) => {
-            harness::Answer::Reply(Reply::SendMessage(SendMessageResponse {
-                payload: send
-                    .message
-                    .clone()
-                    .map(send_message_response::Payload::Message),
-            }))
-        }
-        _ => harness::Answer::Error(tonic::Status::unimplemented("SendMessage only")),
-    });
+    let backend = harness::TestBackend::new(harness::echo_message);
     let addr = backend.spawn().await;
     let grpc = a2a_gateway::backend::grpc::GrpcBackend::new(
         &format!("http://{addr}"),

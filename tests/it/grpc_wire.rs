@@ -11,22 +11,9 @@ use crate::harness::hostile::frames;
 use std::time::{Duration, Instant};
 
 use a2a_gateway::proto::{send_message_response, SendMessageResponse};
-use a2a_gateway::protocol::ops::{Reply, Request, UnaryRequest};
 use harness::*;
 use serde_json::json;
 use tonic::transport::Server;
-
-fn echo(request: &Request) -> Answer {
-    let Request::Unary(UnaryRequest::SendMessage(send)) = request else {
-        panic!("unexpected call");
-    };
-    Answer::Reply(Reply::SendMessage(SendMessageResponse {
-        payload: send
-            .message
-            .clone()
-            .map(send_message_response::Payload::Message),
-    }))
-}
 
 async fn listener() -> tokio::net::TcpListener {
     tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap()
@@ -34,7 +21,7 @@ async fn listener() -> tokio::net::TcpListener {
 
 scheme_tests!(messages_larger_than_every_window_cross_both_ways);
 async fn messages_larger_than_every_window_cross_both_ways(scheme: Scheme) {
-    let backend = TestBackend::new(echo);
+    let backend = TestBackend::new(echo_message);
     let listener = listener().await;
     let addr = listener.local_addr().unwrap();
     // 64 KiB windows: the 3 MiB request waits for the server's WINDOW_UPDATEs about 50
@@ -62,7 +49,7 @@ async fn messages_larger_than_every_window_cross_both_ways(scheme: Scheme) {
 scheme_tests!(calls_beyond_the_servers_stream_limit_wait_for_a_slot);
 async fn calls_beyond_the_servers_stream_limit_wait_for_a_slot(scheme: Scheme) {
     let backend = TestBackend::new(|request| {
-        Answer::After(Duration::from_millis(50), Box::new(echo(request)))
+        Answer::After(Duration::from_millis(50), Box::new(echo_message(request)))
     });
     let listener = listener().await;
     let addr = listener.local_addr().unwrap();
@@ -97,7 +84,7 @@ async fn calls_beyond_the_servers_stream_limit_wait_for_a_slot(scheme: Scheme) {
 
 scheme_tests!(a_backend_that_goes_away_and_returns_is_reconnected);
 async fn a_backend_that_goes_away_and_returns_is_reconnected(scheme: Scheme) {
-    let backend = TestBackend::new(echo);
+    let backend = TestBackend::new(echo_message);
     let first = listener().await;
     let addr = first.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -226,7 +213,7 @@ async fn a_backend_that_stops_answering_pings_fails_its_calls_at_once(scheme: Sc
 #[tokio::test]
 async fn replies_up_to_the_message_limit_pass_and_larger_ones_are_refused() {
     use prost::Message as _;
-    let backend = TestBackend::new(echo);
+    let backend = TestBackend::new(echo_message);
     let addr = backend.spawn().await;
     let backend_url = format!("http://{addr}");
     let url =
@@ -454,7 +441,7 @@ async fn busy_connections_spill_calls_onto_a_few_more() {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
     let backend = TestBackend::new(|request| {
-        Answer::After(Duration::from_millis(600), Box::new(echo(request)))
+        Answer::After(Duration::from_millis(600), Box::new(echo_message(request)))
     });
     let listener = listener().await;
     let addr = listener.local_addr().unwrap();

@@ -28,7 +28,8 @@ pub mod verdicts;
 pub mod vitals;
 
 pub use backend::{
-    keep_push_config, push_config_agent, status_update, task, Answer, PushStore, Step, TestBackend,
+    echo_message, keep_push_config, push_config_agent, status_update, task, Answer, PushStore,
+    Step, TestBackend,
 };
 pub use client::{
     client, key_digest_hex, message_params, metrics_text, post, post_with, request, rpc, SseReader,

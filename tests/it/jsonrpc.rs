@@ -422,19 +422,7 @@ async fn batch_members_run_boundedly_and_answer_in_order() {
 /// overflowed a worker's stack in sonic-rs and aborted the process.)
 #[tokio::test]
 async fn deeply_nested_params_get_an_answer() {
-    use a2a_gateway::protocol::ops::{Request, UnaryRequest};
-    let (_, url) = setup(|request| match request {
-        Request::Unary(UnaryRequest::SendMessage(send)) => {
-            Answer::Reply(Reply::SendMessage(SendMessageResponse {
-                payload: send
-                    .message
-                    .clone()
-                    .map(send_message_response::Payload::Message),
-            }))
-        }
-        _ => Answer::Error(tonic::Status::unimplemented("SendMessage only")),
-    })
-    .await;
+    let (_, url) = setup(harness::echo_message).await;
     let deep = "[".repeat(100_000) + &"]".repeat(100_000);
     let message = r#"{"messageId":"m","role":"ROLE_USER","parts":[{"text":"hi"}]}"#;
     let call = |params: String| {

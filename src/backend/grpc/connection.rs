@@ -521,7 +521,9 @@ impl Connection {
 /// `ENHANCE_YOUR_CALM` and close the connection, failing every other call on it: a client
 /// that starts calls and drops them at once (HTTP/2 resets, or connections opened and
 /// closed) would make the gateway reset streams the agent has only just read, and take
-/// other clients' calls down with them. A stream reset this much later has been taken.
+/// other clients' calls down with them. A stream reset this much later has been taken,
+/// unless it waited that long in h2's queue for the agent's stream limit or the agent is
+/// that far behind (then its HEADERS and RST still arrive together: not yet handled).
 const YOUNG_CANCEL_DELAY: Duration = Duration::from_millis(100);
 
 /// The reply head of a sent call (`Connection::send`), and the call in flight on its

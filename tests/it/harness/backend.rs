@@ -277,6 +277,22 @@ pub fn keep_push_config(
     config
 }
 
+/// A handler answering SendMessage with the message it was sent, anything else with
+/// UNIMPLEMENTED.
+pub fn echo_message(request: &Request) -> Answer {
+    match request {
+        Request::Unary(UnaryRequest::SendMessage(send)) => {
+            Answer::Reply(Reply::SendMessage(SendMessageResponse {
+                payload: send
+                    .message
+                    .clone()
+                    .map(send_message_response::Payload::Message),
+            }))
+        }
+        _ => Answer::Error(Status::unimplemented("SendMessage only")),
+    }
+}
+
 /// An agent keeping push configs in `store`, which answers a message with task `task-new`.
 pub fn push_config_agent(store: PushStore) -> TestBackend {
     TestBackend::new(move |request| {
